@@ -1,0 +1,61 @@
+import type { Schema } from "../schema.ts";
+import { isSchema } from "../schema.ts";
+
+export type SendDriverName = "console" | "memory" | "webhook";
+
+export interface ChannelOptions<P> {
+  /** Payload contract, checked at `fx.send`. */
+  schema?: Schema<P>;
+  /** Overrides the app's `drivers.send` for this channel. */
+  driver?: SendDriverName;
+  /** Webhook target (driver "webhook"). */
+  url?: string;
+  /** Webhook timeout in ms. Default 10 000. */
+  timeoutMs?: number;
+  description?: string;
+}
+
+export interface Channel<P = unknown> {
+  readonly kind: "channel";
+  readonly name: string;
+  readonly schema: Schema<P> | undefined;
+  readonly driver: SendDriverName | undefined;
+  readonly url: string | undefined;
+  readonly timeoutMs: number;
+  readonly description: string;
+  readonly __payload?: P;
+}
+
+const KEYS = new Set(["schema", "driver", "url", "timeoutMs", "description"]);
+
+/** Declares an outbound message template (email, webhook …) for `fx.send`. */
+export function channel<P = unknown>(name: string, options: ChannelOptions<P> = {}): Channel<P> {
+  if (typeof name !== "string" || name.trim() === "") throw new TypeError("channel(name): name must be a non-empty string");
+  const where = `channel("${name}")`;
+  for (const k of Object.keys(options)) if (!KEYS.has(k)) throw new TypeError(`${where}: unknown option "${k}"`);
+  if (options.schema !== undefined && !isSchema(options.schema)) throw new TypeError(`${where}: schema must be a Standard Schema`);
+  if (options.driver !== undefined && !["console", "memory", "webhook"].includes(options.driver)) {
+    throw new TypeError(`${where}: unknown driver "${String(options.driver)}" (expected console · memory · webhook)`);
+  }
+  if (options.url !== undefined) {
+    try {
+      new URL(options.url);
+    } catch {
+      throw new TypeError(`${where}: url is not a valid URL: ${options.url}`);
+    }
+  }
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new TypeError(`${where}: timeoutMs must be a positive integer`);
+  return Object.freeze({
+    kind: "channel",
+    name,
+    schema: options.schema,
+    driver: options.driver,
+    url: options.url,
+    timeoutMs,
+    description: options.description ?? name,
+  });
+}
+
+export const isChannel = (v: unknown): v is Channel =>
+  typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "channel";

@@ -1,0 +1,14 @@
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+
+/**
+ * Parses `integer + ms|s|m|h|d` into milliseconds. Anything else is 0 ms (wake
+ * at once), as documented: "8 hours", "1w", "1.5h" and "" all parse to 0.
+ * `d` is exactly 86 400 000 ms, never a calendar day.
+ */
+export function parseDuration(text: string | number): number {
+  if (typeof text === "number") return Number.isFinite(text) && text > 0 ? Math.floor(text) : 0;
+  const m = DURATION.exec(text);
+  if (!m) return 0;
+  return Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
+}

@@ -1,0 +1,102 @@
+/**
+ * One error class for everything okengine reports on purpose. `code` is stable
+ * (documented in docs/errors.md); `cause` says what happened, `fix` what to do.
+ */
+export interface OkeErrorInit {
+  code: string;
+  /** What went wrong, in one sentence. */
+  message: string;
+  /** How to fix it, when there is a known fix. */
+  fix?: string;
+  /** HTTP status used when this error escapes an HTTP flow. */
+  status?: number;
+  /** Extra machine-readable detail (validation issues, names). */
+  details?: unknown;
+  /** The underlying error, if any. */
+  cause?: unknown;
+}
+
+export class OkeError extends Error {
+  override readonly name: string = "OkeError";
+  readonly code: string;
+  readonly fix: string | undefined;
+  readonly status: number;
+  readonly details: unknown;
+
+  constructor(init: OkeErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.code = init.code;
+    this.fix = init.fix;
+    this.status = init.status ?? 500;
+    this.details = init.details;
+  }
+
+  toJSON(): { code: string; message: string; fix?: string; details?: unknown } {
+    return {
+      code: this.code,
+      message: this.message,
+      ...(this.fix === undefined ? {} : { fix: this.fix }),
+      ...(this.details === undefined ? {} : { details: this.details }),
+    };
+  }
+}
+
+export const isOkeError = (e: unknown): e is OkeError => e instanceof OkeError;
+
+/** A durable run's lease is held by another live instance; the caller should skip it. */
+export class JournalLeaseBusy extends OkeError {
+  override readonly name = "JournalLeaseBusy";
+  readonly runId: string;
+  constructor(runId: string) {
+    super({ code: "JournalLeaseBusy", message: `journal: run "${runId}" is leased by another instance`, status: 409 });
+    this.runId = runId;
+  }
+}
+
+/** Wake-early target is missing or not sleeping. */
+export class ClockResourceNotFoundError extends OkeError {
+  override readonly name = "ClockResourceNotFoundError";
+  readonly runId: string;
+  constructor(runId: string) {
+    super({ code: "ClockResourceNotFoundError", message: `run "${runId}" not found`, status: 404 });
+    this.runId = runId;
+  }
+}
+
+/** Error texts the spec fixes word for word live here, so there is one copy of each. */
+export const errors = {
+  undeclaredRead: (flow: string, resource: string) =>
+    new OkeError({
+      code: "OKE1001",
+      message: `Flow "${flow}" reads "${resource}" without declaring it.`,
+      fix: `Add effects.reads: ["${resource}"] on that Flow.`,
+      status: 500,
+    }),
+  onceBoundTwice: (signal: string, flows: readonly string[]) =>
+    new OkeError({
+      code: "OKE1071",
+      message: `Once signal "${signal}" is bound to more than one Flow (${flows.join(", ")}).`,
+      fix: "Use signal.broadcast if each flow should independently receive this event, or bind only one flow if these should compete for the same work.",
+    }),
+  unnamedSignalFlow: (trigger: string) =>
+    new OkeError({
+      code: "OKE1072",
+      message: `A signal flow on "${trigger}" has no name.`,
+      fix: 'Pass an explicit name — on(handle, flow("workers.email", { do })).',
+    }),
+  orphanEmit: (flow: string, signal: string) =>
+    new OkeError({
+      code: "OKE1240",
+      message: `Flow "${flow}" emits signal "${signal}" with no subscriber.`,
+      fix: "Add on(signal, …) or mark { optional: true }.",
+      status: 500,
+    }),
+  invalidPayload: (resource: string, detail: string, issues?: unknown) =>
+    new OkeError({
+      code: "OKE1250",
+      message: `"${resource}": ${detail}`,
+      fix: "Align the payload with the schema — the worker never started.",
+      status: 500,
+      details: issues,
+    }),
+} as const;

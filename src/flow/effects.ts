@@ -1,0 +1,32 @@
+/** What a flow declares it touches. Reads are enforced (OKE1001); the rest are recorded in the Manifest. */
+export interface Effects {
+  /** Resources read, e.g. `"signal:tasks.email"` for `fx.deadLetters`. */
+  reads?: readonly string[];
+  /** Signal names emitted. */
+  emits?: readonly string[];
+  /** Channel names sent to. */
+  sends?: readonly string[];
+  /** Flow names called. */
+  calls?: readonly string[];
+}
+
+export interface DeclaredEffects {
+  reads: readonly string[];
+  emits: readonly string[];
+  sends: readonly string[];
+  calls: readonly string[];
+}
+
+export function normalizeEffects(where: string, effects: Effects | undefined): DeclaredEffects {
+  const out: Record<keyof DeclaredEffects, readonly string[]> = { reads: [], emits: [], sends: [], calls: [] };
+  if (effects === undefined) return out;
+  if (typeof effects !== "object" || effects === null) throw new TypeError(`${where}: effects must be an object`);
+  for (const [k, v] of Object.entries(effects)) {
+    if (!(k in out)) throw new TypeError(`${where}: unknown effects key "${k}" (expected reads, emits, sends, calls)`);
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
+      throw new TypeError(`${where}: effects.${k} must be an array of strings`);
+    }
+    out[k as keyof DeclaredEffects] = Object.freeze([...(v as string[])]);
+  }
+  return Object.freeze(out);
+}

@@ -1,0 +1,72 @@
+import type { Fx } from "../fx/types.ts";
+import type { Schema } from "../schema.ts";
+import { isSchema } from "../schema.ts";
+import { normalizeEffects, type DeclaredEffects, type Effects } from "./effects.ts";
+
+export interface FlowOptions<I, O> {
+  /** Input contract, checked before `do` runs (HTTP answers 422, `fx.call` throws). */
+  in?: Schema<I>;
+  /** Output contract, checked on return. */
+  out?: Schema<O>;
+  /** Journal steps and sleeps so the run survives crashes and can park. Default `false`. */
+  durable?: boolean;
+  /** Declared effects; undeclared reads throw OKE1001. */
+  effects?: Effects;
+  /** Console / docs blurb. */
+  description?: string;
+  /** The body. Its input is the trigger's payload or the `in` schema's output. */
+  do: (input: I, fx: Fx) => Promise<O> | O;
+}
+
+export interface Flow<I = unknown, O = unknown> {
+  readonly kind: "flow";
+  /** Explicit name, or undefined until the app names it `<unit>.<export>`. */
+  readonly name: string | undefined;
+  readonly in: Schema<I> | undefined;
+  readonly out: Schema<O> | undefined;
+  readonly durable: boolean;
+  readonly effects: DeclaredEffects;
+  readonly description: string | undefined;
+  // Method syntax on purpose: keeps Flow<P> assignable to Flow<unknown> for storage.
+  do(input: I, fx: Fx): Promise<O> | O;
+}
+
+export type AnyFlow = Flow<unknown, unknown>;
+
+const FLOW_KEYS = new Set(["in", "out", "durable", "effects", "description", "do"]);
+
+/** Declares a Flow: `flow("workers.email", { do })` or `flow({ in, do })`. */
+export function flow<I = unknown, O = unknown>(name: string, options: FlowOptions<I, O>): Flow<I, O>;
+export function flow<I = unknown, O = unknown>(options: FlowOptions<I, O>): Flow<I, O>;
+export function flow<I, O>(a: string | FlowOptions<I, O>, b?: FlowOptions<I, O>): Flow<I, O> {
+  const name = typeof a === "string" ? a : undefined;
+  const options = typeof a === "string" ? b : a;
+  const where = name === undefined ? "flow()" : `flow("${name}")`;
+  if (name !== undefined && name.trim() === "") throw new TypeError("flow(name): name must be a non-empty string");
+  if (typeof options !== "object" || options === null) throw new TypeError(`${where}: options with a do function are required`);
+  for (const k of Object.keys(options)) {
+    if (!FLOW_KEYS.has(k)) throw new TypeError(`${where}: unknown option "${k}"`);
+  }
+  if (typeof options.do !== "function") throw new TypeError(`${where}: do must be a function`);
+  if (options.in !== undefined && !isSchema(options.in)) throw new TypeError(`${where}: in must be a Standard Schema`);
+  if (options.out !== undefined && !isSchema(options.out)) throw new TypeError(`${where}: out must be a Standard Schema`);
+  if (options.durable !== undefined && typeof options.durable !== "boolean") {
+    throw new TypeError(`${where}: durable must be a boolean`);
+  }
+  return Object.freeze({
+    kind: "flow",
+    name,
+    in: options.in,
+    out: options.out,
+    durable: options.durable ?? false,
+    effects: normalizeEffects(where, options.effects),
+    description: options.description,
+    do: options.do,
+  });
+}
+
+export const isFlow = (v: unknown): v is Flow =>
+  typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "flow";
+
+/** A copy of `f` carrying the name the app gave it. */
+export const withName = <I, O>(f: Flow<I, O>, name: string): Flow<I, O> => Object.freeze({ ...f, name });

@@ -1,0 +1,47 @@
+import type { Schema } from "../schema.ts";
+import { isSchema } from "../schema.ts";
+
+export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+export interface HttpTrigger<I = unknown> {
+  readonly kind: "http";
+  readonly method: HttpMethod;
+  /** Explicit path; when undefined the route comes from the file's place under src/flows. */
+  readonly path: string | undefined;
+  /** Input contract; the flow's own `in` takes precedence when both are set. */
+  readonly in: Schema<I> | undefined;
+  readonly __input?: I;
+}
+
+export interface HttpTriggerOptions<I> {
+  path?: string;
+  in?: Schema<I>;
+}
+
+function make(method: HttpMethod) {
+  return <I = unknown>(arg?: string | HttpTriggerOptions<I>): HttpTrigger<I> => {
+    const where = `http.${method.toLowerCase()}()`;
+    const opts: HttpTriggerOptions<I> = typeof arg === "string" ? { path: arg } : (arg ?? {});
+    if (typeof opts !== "object" || opts === null) throw new TypeError(`${where}: expected a path or { path, in }`);
+    for (const k of Object.keys(opts)) {
+      if (k !== "path" && k !== "in") throw new TypeError(`${where}: unknown option "${k}"`);
+    }
+    if (opts.path !== undefined && (typeof opts.path !== "string" || !opts.path.startsWith("/"))) {
+      throw new TypeError(`${where}: path must start with "/", got ${JSON.stringify(opts.path)}`);
+    }
+    if (opts.in !== undefined && !isSchema(opts.in)) throw new TypeError(`${where}: in must be a Standard Schema`);
+    return Object.freeze({ kind: "http", method, path: opts.path, in: opts.in });
+  };
+}
+
+/** HTTP triggers. With no path, the route is derived from the file tree (docs/http.md). */
+export const http = {
+  get: make("GET"),
+  post: make("POST"),
+  put: make("PUT"),
+  patch: make("PATCH"),
+  delete: make("DELETE"),
+} as const;
+
+export const isHttpTrigger = (v: unknown): v is HttpTrigger =>
+  typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "http";

@@ -1,0 +1,28 @@
+import type { SignalHandle } from "../signal/signal.ts";
+import { isSignal } from "../signal/signal.ts";
+import type { Flow } from "./flow.ts";
+import { isFlow } from "./flow.ts";
+import type { HttpTrigger } from "./http-trigger.ts";
+import { isHttpTrigger } from "./http-trigger.ts";
+
+export type Trigger = HttpTrigger<unknown> | SignalHandle<unknown>;
+
+export interface Binding<T extends Trigger = Trigger, I = unknown, O = unknown> {
+  readonly kind: "binding";
+  readonly trigger: T;
+  readonly flow: Flow<I, O>;
+}
+
+/** Binds a flow to a trigger. The flow's input is the signal's payload or the HTTP input. */
+export function on<P, O>(trigger: SignalHandle<P>, f: Flow<P, O>): Binding<SignalHandle<P>, P, O>;
+export function on<I, O>(trigger: HttpTrigger<I>, f: Flow<I, O>): Binding<HttpTrigger<I>, I, O>;
+export function on(trigger: unknown, f: unknown): Binding {
+  if (!isSignal(trigger) && !isHttpTrigger(trigger)) {
+    throw new TypeError("on(trigger, flow): trigger must be a signal handle or an http.* trigger");
+  }
+  if (!isFlow(f)) throw new TypeError("on(trigger, flow): the second argument must be a flow(...)");
+  return Object.freeze({ kind: "binding", trigger: trigger as Trigger, flow: f });
+}
+
+export const isBinding = (v: unknown): v is Binding =>
+  typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "binding";

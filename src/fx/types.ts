@@ -1,0 +1,69 @@
+import type { Channel } from "../channel/channel.ts";
+import type { Flow } from "../flow/flow.ts";
+import type { Logger } from "../log/logger.ts";
+import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { FailureReason } from "../store/types.ts";
+
+export interface EmitOptions {
+  /** Per-key FIFO partition for once signals. */
+  key?: string;
+}
+
+export interface DeadLetter<P = unknown> {
+  id: string;
+  payload: P;
+  attempts: number;
+  failures: FailureReason[];
+  key: string | null;
+  createdAt: number;
+  status: "dead";
+}
+
+export interface StepOptions<T> {
+  /** Compensation run (LIFO, journaled as `undo:<name>`) if the run later fails. */
+  undo?: (value: T) => Promise<void> | void;
+}
+
+/** Anything with a dispose or close method, released when the attempt ends. */
+export type Resource =
+  | { [Symbol.asyncDispose](): PromiseLike<void> }
+  | { [Symbol.dispose](): void }
+  | { close(): unknown }
+  | { release(): unknown }
+  | { end(): unknown };
+
+export interface FxClock {
+  /** Epoch ms from the app's clock (journaled in durable flows). */
+  now(): number;
+  /**
+   * Durable flows: journal `wakeAt`, park the run and resume after `duration`.
+   * Non-durable: resolves at once. One argument is the label, not the wait.
+   */
+  sleep(label: string, duration?: string): Promise<void>;
+}
+
+/** The effect context: every touch of the outside world goes through it. */
+export interface Fx {
+  /** Name of the running flow. */
+  readonly flow: string;
+  /** Id of this run (durable run id, message id, or request id). */
+  readonly runId: string;
+  /** The message attempt (1-based) for signal consumers, else 1. */
+  readonly attempt: number;
+  readonly log: Logger;
+  readonly clock: FxClock;
+  /** A new unique, sortable id (journaled in durable flows). */
+  id(): string;
+  /** Runs another flow in-process after checking its `in`. A durable callee that parks returns undefined. */
+  call<I, O>(target: Flow<I, O>, input: I): Promise<O>;
+  /** Registers a resource to dispose when this attempt ends. Returns it. */
+  using<T extends Resource>(resource: T): T;
+  /** Enrols a message in the outbox; resolves when it is committed. */
+  emit<P>(target: SignalHandle<P>, ...args: undefined extends P ? [payload?: P, options?: EmitOptions] : [payload: P, options?: EmitOptions]): Promise<void>;
+  /** Dead messages of a once signal. Needs `effects.reads: ["signal:<name>"]`. */
+  deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
+  /** Durable: runs `fn` once and journals its value; replay returns the journaled value. */
+  step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<T>;
+  /** Sends a payload through a channel (schema checked). */
+  send<P>(target: Channel<P>, payload: P): Promise<void>;
+}

@@ -1,0 +1,265 @@
+/**
+ * The Store contract: the queue of once-signal messages and the journal of
+ * durable runs live behind one interface, so a run's journal entries and the
+ * messages it emits can commit together (the outbox). Drivers: memory (the
+ * reference semantics), file, postgres. Every driver passes store/conformance.
+ *
+ * Time never comes from the driver: every call carries `now` (epoch ms) from
+ * the app's Clock, so time travel works on every driver, SQL included.
+ */
+
+export type MessageStatus = "pending" | "inflight" | "delivered" | "dead";
+
+/** One failed attempt, appended to the message's history. */
+export interface FailureReason {
+  /** Machine-readable code: an OkeError code, an Error's `code`, or "Error". */
+  code: string;
+  message: string;
+  /** Epoch ms when the attempt failed. */
+  at: number;
+  /** 1-based attempt number that failed. */
+  attempt: number;
+}
+
+export interface NewMessage {
+  /** Unique message id (the runtime generates it). */
+  id: string;
+  signal: string;
+  /** Per-key FIFO partition; null for the unkeyed competing pool. */
+  key: string | null;
+  /** Already validated against the signal's schema; JSON-serialisable. */
+  payload: unknown;
+  /** The run that emitted it, for trace chains. */
+  parentRunId: string | null;
+}
+
+export interface StoredMessage extends NewMessage {
+  status: MessageStatus;
+  attempts: number;
+  failures: FailureReason[];
+  lockedBy: string | null;
+  leaseExpiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** What a worker gets from a claim. `attempts` already counts this attempt. */
+export interface ClaimedMessage {
+  id: string;
+  signal: string;
+  key: string | null;
+  payload: unknown;
+  parentRunId: string | null;
+  attempts: number;
+  createdAt: number;
+  lockedBy: string;
+  leaseExpiresAt: number;
+}
+
+export interface ClaimRequest {
+  signal: string;
+  /** Holder id stamped into `lockedBy`. */
+  worker: string;
+  /** Claim at most this many messages. */
+  max: number;
+  now: number;
+  leaseMs: number;
+}
+
+/**
+ * The outcome the runtime decided for one claimed attempt. The store applies it
+ * only if the message is still held by (`worker`, `attempt`): a holder whose
+ * lease was reclaimed changes nothing (fencing).
+ */
+export interface Settlement {
+  id: string;
+  worker: string;
+  attempt: number;
+  /** `pending` = retry now; `delivered`; `dead`. */
+  status: "pending" | "delivered" | "dead";
+  failure?: FailureReason;
+}
+
+export interface SettleResult {
+  /** Ids whose settlement applied; the rest were fenced off. */
+  applied: string[];
+}
+
+export interface SignalStats {
+  signal: string;
+  pending: number;
+  inflight: number;
+  dead: number;
+  delivered: number;
+  /** Age in ms of the oldest pending message at `now`, or null when none is pending. */
+  oldestPendingAgeMs: number | null;
+}
+
+export type RunStatus = "running" | "sleeping" | "completed" | "failed";
+
+export interface RunRecord {
+  id: string;
+  flow: string;
+  status: RunStatus;
+  input: unknown;
+  /** Return value once completed. */
+  output?: unknown;
+  /** Error once failed. */
+  error?: { code: string; message: string };
+  parentRunId: string | null;
+  leaseOwner: string | null;
+  leaseExpiresAt: number | null;
+  /** Set while sleeping. */
+  wakeAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type JournalKind = "step" | "sleep" | "emit" | "send" | "id" | "call" | "undo";
+
+/** One journal row, keyed by (runId, seq). `name` is checked on replay. */
+export interface JournalEntry {
+  runId: string;
+  /** 0-based position in the run. */
+  seq: number;
+  kind: JournalKind;
+  /** Step name, sleep label, signal name, channel name … */
+  name: string;
+  /** Journaled value (step result, generated id …); JSON-serialisable. */
+  value?: unknown;
+  /** Journaled failure of a step. */
+  error?: { code: string; message: string };
+  /** Sleep only. */
+  duration?: string;
+  wakeAt?: number;
+  at: number;
+}
+
+export interface StartRun {
+  id: string;
+  flow: string;
+  input: unknown;
+  parentRunId: string | null;
+  owner: string;
+  now: number;
+  leaseMs: number;
+}
+
+/** A run whose lease the caller now holds, with its journal so far. */
+export interface AcquiredRun {
+  run: RunRecord;
+  entries: JournalEntry[];
+  /** True when this call created the run. */
+  created: boolean;
+}
+
+export interface AppendRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  entries: JournalEntry[];
+  /** Messages that commit in the same transaction as the entries (the outbox). */
+  emits?: NewMessage[];
+  /** Renew the lease to now + leaseMs while at it. */
+  leaseMs?: number;
+}
+
+export interface FinishRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  status: "completed" | "failed";
+  output?: unknown;
+  error?: { code: string; message: string };
+}
+
+export interface ParkRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  /** The sleep entry; its `wakeAt` becomes the run's. */
+  entry: JournalEntry;
+}
+
+export type StoreEvent =
+  | { kind: "enqueued"; signal: string }
+  | { kind: "settled"; signal: string }
+  | { kind: "wake" };
+
+export interface Unsubscribe {
+  (): void;
+}
+
+/** Queue half of the contract. */
+export interface QueueStore {
+  /**
+   * Stores messages durably; resolves only after they are committed. `tx` is a
+   * caller's open transaction (postgres: a `pg` client inside BEGIN) so the
+   * caller's own writes and the messages commit or roll back together; other
+   * drivers reject it.
+   */
+  enqueue(messages: NewMessage[], now: number, options?: { tx?: unknown }): Promise<void>;
+  /**
+   * Claims up to `max` messages of one signal. Eligible: `pending`, or `inflight`
+   * with `leaseExpiresAt <= now` (lazy reclaim — there is no sweeper). Never two
+   * messages of one (signal, key) inflight; each key's oldest message first.
+   * Sets `inflight`, `lockedBy`, `leaseExpiresAt = now + leaseMs`, `attempts + 1`.
+   */
+  claim(req: ClaimRequest): Promise<ClaimedMessage[]>;
+  /** Applies outcomes in one batch, fenced by (worker, attempt). */
+  settle(settlements: Settlement[], now: number): Promise<SettleResult>;
+  /** Dead messages of one signal, oldest first. */
+  deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;
+  getMessage(id: string): Promise<StoredMessage | undefined>;
+  /** Operator: dead -> pending with attempts and lock reset. Returns ids replayed. */
+  replay(signal: string, ids: readonly string[] | "all", now: number): Promise<string[]>;
+  /** Operator: removes dead messages. Returns ids discarded. */
+  discard(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
+  stats(signal: string, now: number): Promise<SignalStats>;
+  /** Earliest `leaseExpiresAt` of an inflight message of `signal`, or null. */
+  nextLeaseExpiry(signal: string): Promise<number | null>;
+  /** Deletes delivered messages last updated before `before`. Returns how many. */
+  pruneDelivered(before: number): Promise<number>;
+}
+
+/** Journal half of the contract. */
+export interface JournalStore {
+  /**
+   * Creates the run holding its lease, or — if it exists — acquires it like
+   * `acquireRun`. Throws JournalLeaseBusy when another owner holds a live lease.
+   */
+  startRun(req: StartRun): Promise<AcquiredRun>;
+  /** Takes the lease of an existing non-terminal run (expired or free). */
+  acquireRun(req: { runId: string; owner: string; now: number; leaseMs: number }): Promise<AcquiredRun>;
+  /** Extends the lease; throws JournalLeaseBusy if `owner` no longer holds it. */
+  renewLease(req: { runId: string; owner: string; now: number; leaseMs: number }): Promise<void>;
+  /** Appends entries (and emits) atomically; fenced by owner. */
+  append(req: AppendRequest): Promise<void>;
+  /** Appends the sleep entry, sets `sleeping` + `wakeAt`, releases the lease. */
+  park(req: ParkRequest): Promise<void>;
+  /** Terminal status; releases the lease. */
+  finish(req: FinishRequest): Promise<void>;
+  /** Releases the lease without changing status (graceful shutdown). */
+  releaseRun(req: { runId: string; owner: string; now: number }): Promise<void>;
+  /** Acquires up to `max` sleeping runs whose `wakeAt <= now`; sets them `running`. */
+  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): Promise<AcquiredRun[]>;
+  /** `running` / `sleeping` runs with no live lease at `now` (boot orphan scan). */
+  listOrphans(now: number, limit?: number): Promise<RunRecord[]>;
+  /** Earliest `wakeAt` among sleeping runs, or null. */
+  nextWakeAt(): Promise<number | null>;
+  /** Moves a sleeping run's `wakeAt` to `now`; false if missing or not sleeping. */
+  wakeEarly(runId: string, now: number): Promise<boolean>;
+  getRun(runId: string): Promise<RunRecord | undefined>;
+  getJournal(runId: string): Promise<JournalEntry[]>;
+  listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
+}
+
+export interface Store extends QueueStore, JournalStore {
+  readonly driver: "memory" | "file" | "postgres";
+  /** Prepares the store (migrations, recovery, locks). Idempotent. */
+  open(): Promise<void>;
+  /** Flushes and releases resources. */
+  close(): Promise<void>;
+  /** Work arrived or a deadline moved: workers re-check instead of polling. */
+  subscribe(listener: (event: StoreEvent) => void): Unsubscribe;
+}
