@@ -1,0 +1,16 @@
+import { flow, http, on } from "okengine";
+import { z } from "zod";
+import { orderPlaced } from "@/signals/orders";
+
+/** POST /orders/create — answers with the order id; fulfilment runs in the background, in order per user. */
+export const create = on(
+  http.post(),
+  flow({
+    in: z.object({ userId: z.string(), amount: z.number().positive() }),
+    do: async ({ userId, amount }, fx) => {
+      const orderId = fx.id();
+      await fx.emit(orderPlaced, { orderId, amount, userId }, { key: userId });
+      return { orderId };
+    },
+  }),
+);

@@ -1,0 +1,277 @@
+import { hostname } from "node:os";
+import { systemClock, type Clock } from "../clock/clock.ts";
+import { driveRun, type DurableDeps } from "../durable/runner.ts";
+import { WakeScheduler } from "../durable/wake-scheduler.ts";
+import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { AnyFlow, Flow } from "../flow/flow.ts";
+import type { DeadLetter, EmitOptions } from "../fx/types.ts";
+import { SendDrivers } from "../fx/send.ts";
+import { createHttpHandler } from "../http/handler.ts";
+import { startHttpServer } from "../http/server.ts";
+import { newId } from "../id.ts";
+import { createLogger, type Logger } from "../log/logger.ts";
+import { prepareEmit } from "../signal/emit.ts";
+import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import { WorkerPool } from "../signal/worker-pool.ts";
+import type { AcquiredRun, Store } from "../store/types.ts";
+import { resolveConfig, resolveEnv, type ResolvedConfig } from "./config.ts";
+import { onceHandler } from "./consumer.ts";
+import { checkInput, executeFlow } from "./execute.ts";
+import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
+import { openStore } from "./open-store.ts";
+import { createOperatorApi } from "./operator.ts";
+import type { Runtime } from "./runtime.ts";
+import type { App, CreateAppOptions, Env, HttpRoute, InvokeResult, OperatorApi, Readiness, RouteRequest, WakeEarlyResult } from "./types.ts";
+
+/** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
+export function createApp(options: CreateAppOptions): App {
+  return new OkeApp(options);
+}
+
+type State = "new" | "booting" | "orphan_scan" | "ready" | "stopping" | "stopped";
+
+class OkeApp implements App, Runtime {
+  readonly env: Env;
+  readonly config: ResolvedConfig;
+  readonly registry: Registry;
+  readonly manifest: Manifest;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly store: Store;
+  readonly send: SendDrivers;
+  readonly instanceId: string;
+  readonly operator: OperatorApi;
+  private state: State = "new";
+  private bootPromise: Promise<void> | undefined;
+  private readonly pools: WorkerPool[] = [];
+  private scheduler: WakeScheduler | undefined;
+  private readonly durable: DurableDeps;
+  private readonly tasks = new Set<Promise<unknown>>();
+  private server: { port: number; close(): Promise<void> } | undefined;
+  private cancelPrune: (() => void) | undefined;
+  private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
+
+  constructor(options: CreateAppOptions) {
+    this.env = resolveEnv(options.env);
+    this.config = resolveConfig(options.config, this.env);
+    this.registry = buildRegistry(options.modules);
+    this.manifest = this.registry.manifest;
+    this.logger = options.logger ?? createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
+    this.clock = options.clock ?? systemClock;
+    this.store = options.store ?? openStore(this.config, options.root ?? process.cwd(), this.logger);
+    this.send = new SendDrivers(this.config.send, this.logger);
+    this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
+    this.durable = { store: this.store, clock: this.clock, logger: this.logger, owner: this.instanceId, leaseMs: this.config.durableLeaseMs };
+    this.operator = createOperatorApi(this);
+  }
+
+  /** Sent messages captured by the memory send driver (tests). */
+  get sent() {
+    return this.send.sent;
+  }
+
+  readiness(): Readiness {
+    if (this.state === "ready") return { ready: true };
+    if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
+    if (this.state === "stopping" || this.state === "stopped") return { ready: false, reason: "stopping" };
+    return { ready: false, reason: "booting" };
+  }
+
+  boot(): Promise<void> {
+    this.bootPromise ??= this.doBoot();
+    return this.bootPromise;
+  }
+
+  private async doBoot(): Promise<void> {
+    this.state = "booting";
+    await this.store.open();
+    this.logger.info({ driver: this.store.driver, env: this.env }, `okengine: journal driver ${this.store.driver}`);
+    this.state = "orphan_scan";
+    await this.orphanScan();
+    for (const [signalName, flows] of this.registry.subscribers) {
+      const s = this.registry.signals.get(signalName)!;
+      if (s.delivery !== "once") continue;
+      const pool = new WorkerPool({
+        store: this.store,
+        clock: this.clock,
+        logger: this.logger,
+        signal: s,
+        worker: this.instanceId,
+        concurrency: this.config.concurrency,
+        leaseMs: this.config.leaseMs,
+        handle: onceHandler(this, s, flows[0]!, this.durable),
+      });
+      this.pools.push(pool);
+      pool.start();
+    }
+    this.scheduler?.start();
+    this.schedulePrune();
+    this.state = "ready";
+  }
+
+  /** Resumes running runs whose lease lapsed (their instance died) and arms the wake timer for sleepers. */
+  private async orphanScan(): Promise<void> {
+    this.scheduler = new WakeScheduler({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      owner: this.instanceId,
+      leaseMs: this.config.durableLeaseMs,
+      resume: (acquired) => this.resume(acquired).then(() => undefined),
+    });
+    const orphans = await this.store.listOrphans(this.clock.now());
+    let resumed = 0;
+    for (const run of orphans) {
+      if (run.status !== "running") continue;
+      try {
+        const acquired = await this.store.acquireRun({ runId: run.id, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+        this.track(this.resume(acquired));
+        resumed++;
+      } catch (e) {
+        if (!(e instanceof JournalLeaseBusy)) throw e;
+      }
+    }
+    if (orphans.length > 0) this.logger.info({ orphans: orphans.length, resumed }, "orphan scan: runs scheduled");
+  }
+
+  private track(p: Promise<unknown>): void {
+    const t = p.catch((e: unknown) => this.logger.error({ err: e }, "background task failed")).finally(() => this.tasks.delete(t));
+    this.tasks.add(t);
+  }
+
+  /** Continues a run this instance holds: replay its journal, then run on. */
+  private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
+    const flow = this.registry.flows.get(acquired.run.flow);
+    if (!flow) {
+      this.logger.error({ runId: acquired.run.id, flow: acquired.run.flow }, "durable run: its flow is not in this app; releasing it");
+      await this.store.releaseRun({ runId: acquired.run.id, owner: this.instanceId, now: this.clock.now() });
+      return undefined;
+    }
+    const run = acquired.run;
+    const outcome = await driveRun(this.durable, acquired, (session, undos) =>
+      executeFlow(this, flow, run.input, { runId: run.id, attempt: 1, parentRunId: run.parentRunId, session, undos }),
+    );
+    if (outcome.kind === "failed") this.logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
+    return outcome.kind === "completed" ? { kind: "returned", value: outcome.value } : outcome.kind === "parked" ? { kind: "parked", runId: run.id } : undefined;
+  }
+
+  /** fx.call: checks `in`; a durable callee is its own run. */
+  async call(flow: AnyFlow, input: unknown, parent: { runId: string | null; flow: string | null }): Promise<InvokeResult> {
+    const value = await checkInput(flow, flow.in, input);
+    return this.run(flow, value, parent.runId);
+  }
+
+  private async run(flow: AnyFlow, input: unknown, parentRunId: string | null, runId = newId(this.clock.now())): Promise<InvokeResult> {
+    if (!flow.durable) return { kind: "returned", value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }) };
+    if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
+    const acquired = await this.store.startRun({ id: runId, flow: flow.name!, input, parentRunId, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+    const outcome = await driveRun(this.durable, acquired, (session, undos) => executeFlow(this, flow, input, { runId, attempt: 1, parentRunId, session, undos }));
+    if (outcome.kind === "failed") throw outcome.error;
+    return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
+  }
+
+  async invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult> {
+    const r = this.registry.routes.find((x) => x.method === route.method && x.path === route.path);
+    if (!r) throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
+    const body = request.body;
+    const fromUrl = { ...request.query, ...request.params };
+    const input = body === undefined ? (Object.keys(fromUrl).length > 0 ? fromUrl : undefined) : typeof body === "object" && body !== null && !Array.isArray(body) ? { ...fromUrl, ...body } : body;
+    const value = await checkInput(r.flowRef, r.in, input);
+    return this.run(r.flowRef, value, null);
+  }
+
+  broadcast(signal: string, payload: unknown, parentRunId: string | null): void {
+    for (const flow of this.registry.subscribers.get(signal) ?? []) {
+      this.track(executeFlow(this, flow, structuredClone(payload), { runId: newId(this.clock.now()), attempt: 1, parentRunId }));
+    }
+  }
+
+  async emit<P>(target: SignalHandle<P>, payload?: P, options?: EmitOptions & { tx?: unknown }): Promise<void> {
+    const message = await prepareEmit(
+      { signals: this.registry.signals, subscriberCount: (s) => this.registry.subscribers.get(s)?.length ?? 0, now: this.clock.now() },
+      target as SignalHandle,
+      payload,
+      options,
+      { flow: "app.emit", runId: null },
+    );
+    if (target.delivery !== "once") return this.broadcast(target.name, message.payload, null);
+    if (this.state === "new") await this.store.open();
+    await this.store.enqueue([message], this.clock.now(), options?.tx === undefined ? undefined : { tx: options.tx });
+  }
+
+  async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {
+    const flow = typeof target === "string" ? this.registry.flows.get(target) : (this.registry.named.get(target as AnyFlow) ?? (target as AnyFlow));
+    if (!flow) throw new OkeError({ code: "OKE1080", message: `No flow named "${String(target)}" in this app.`, status: 404 });
+    const r = await this.call(flow, input, { runId: null, flow: null });
+    return r.kind === "returned" ? (r.value as O) : undefined;
+  }
+
+  async request(input: string | Request, init?: RequestInit): Promise<Response> {
+    this.httpHandler ??= createHttpHandler(this, { bodyLimit: this.config.bodyLimit, exposeErrors: this.env === "dev" });
+    const req = typeof input === "string" ? new Request(new URL(input, "http://localhost"), init) : input;
+    return this.httpHandler.fetch(req);
+  }
+
+  async start(options: { port?: number; host?: string } = {}): Promise<{ port: number }> {
+    // Listen first so /_/ready can answer 503 while the orphan scan runs.
+    this.server = await startHttpServer(this, {
+      port: options.port ?? this.config.port,
+      host: options.host ?? this.config.host,
+      bodyLimit: this.config.bodyLimit,
+      exposeErrors: this.env === "dev",
+    });
+    await this.boot();
+    return { port: this.server.port };
+  }
+
+  private schedulePrune(): void {
+    const every = Math.min(this.config.retentionMs, 3_600_000);
+    const arm = (): void => {
+      this.cancelPrune = this.clock.at(this.clock.now() + every, () => {
+        this.track(this.store.pruneDelivered(this.clock.now() - this.config.retentionMs).finally(arm));
+      });
+    };
+    arm();
+  }
+
+  async wakeEarly(runId: string): Promise<WakeEarlyResult> {
+    const moved = await this.store.wakeEarly(runId, this.clock.now());
+    if (!moved) throw new ClockResourceNotFoundError(runId);
+    if (this.state !== "ready") return { outcome: "wake time only", runId };
+    try {
+      const acquired = await this.store.acquireRun({ runId, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+      this.track(this.resume(acquired));
+      return { outcome: "resumed", runId };
+    } catch (e) {
+      if (e instanceof JournalLeaseBusy) return { outcome: "wake time only", runId };
+      throw e;
+    }
+  }
+
+  deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {
+    return this.operator.deadLetters(target.name) as Promise<DeadLetter<P>[]>;
+  }
+
+  async idle(options: { timeoutMs?: number } = {}): Promise<void> {
+    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+    for (;;) {
+      await Promise.all(this.pools.map((p) => p.whenIdle()));
+      await Promise.allSettled([...this.tasks]);
+      await new Promise((r) => setImmediate(r));
+      const busy = this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
+      if (!busy) return;
+      if (Date.now() > deadline) throw new OkeError({ code: "OKE1099", message: "app.idle(): work still running after the timeout" });
+    }
+  }
+
+  async stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.state === "stopped" || this.state === "stopping") return;
+    const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
+    this.state = "stopping";
+    this.cancelPrune?.();
+    await Promise.all([...this.pools.map((p) => p.stop(timeoutMs)), this.scheduler?.stop(timeoutMs)]);
+    await this.server?.close();
+    await this.store.close();
+    this.state = "stopped";
+  }
+}

@@ -1,0 +1,153 @@
+import { OkeError } from "../errors.ts";
+import type { SendDriverName } from "../channel/channel.ts";
+import type { Env } from "./types.ts";
+
+export type JournalDriverName = "memory" | "file" | "postgres";
+
+/** Every setting, with its default. Per-environment overrides go under `env`. */
+export interface OkeSettings {
+  drivers?: {
+    /** Where queues and journals live. Default: `memory` in test; `postgres` in dev/prod when DATABASE_URL is set; `file` in dev otherwise. */
+    journal?: JournalDriverName;
+    /** How `fx.send` delivers. Default: `console` in dev, `memory` in test, `webhook` in prod. */
+    send?: SendDriverName;
+  };
+  database?: {
+    /** PostgreSQL URL. Default: DATABASE_URL. */
+    url?: string;
+    /** Schema for okengine's tables. Default `okengine`. */
+    schema?: string;
+    /** Pool size. Default 10. */
+    poolSize?: number;
+    /** Use LISTEN/NOTIFY for wake-ups (`false` = poll only, for PgBouncer transaction pooling). Default true. */
+    notify?: boolean;
+    /** Fallback poll interval in ms. Default 5 000. */
+    pollIntervalMs?: number;
+  };
+  file?: {
+    /** Directory of the file driver, relative to the project root. Default `.oke`. */
+    dir?: string;
+  };
+  http?: {
+    /** Port. Default: PORT, else 6530. */
+    port?: number;
+    /** Host to bind. Default `0.0.0.0`. */
+    host?: string;
+    /** Largest accepted request body in bytes. Default 1 MiB. */
+    bodyLimit?: number;
+  };
+  signals?: {
+    /** Visibility lease of a once claim in ms. Default 30 000. */
+    leaseMs?: number;
+    /** Handlers running at once per once-bound flow. Default 16. */
+    concurrency?: number;
+    /** How long delivered messages are kept before pruning, in ms. Default 24 h. */
+    retentionMs?: number;
+  };
+  durable?: {
+    /** Lease of a running durable run in ms, renewed by a heartbeat. Default 30 000. */
+    leaseMs?: number;
+  };
+  /** Graceful shutdown deadline in ms. Default 10 000. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface OkeConfig extends OkeSettings {
+  env?: Partial<Record<Env, OkeSettings>>;
+}
+
+/** Identity helper that type-checks an okengine config. */
+export const defineConfig = (config: OkeConfig): OkeConfig => config;
+
+export interface ResolvedConfig {
+  env: Env;
+  journal: JournalDriverName;
+  send: SendDriverName;
+  databaseUrl: string | undefined;
+  databaseSchema: string;
+  poolSize: number;
+  notify: boolean;
+  pollIntervalMs: number;
+  fileDir: string;
+  port: number;
+  host: string;
+  bodyLimit: number;
+  leaseMs: number;
+  concurrency: number;
+  retentionMs: number;
+  durableLeaseMs: number;
+  shutdownTimeoutMs: number;
+}
+
+const JOURNALS: readonly string[] = ["memory", "file", "postgres"];
+
+export function resolveEnv(explicit?: Env): Env {
+  if (explicit) return explicit;
+  const node = process.env.NODE_ENV;
+  if (node === "production" || node === "prod") return "prod";
+  if (node === "test") return "test";
+  return "dev";
+}
+
+/** Merges base + env overrides + process env, and checks driver names (exact boot texts from the docs). */
+export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: NodeJS.ProcessEnv = process.env): ResolvedConfig {
+  const base = config ?? {};
+  const over = base.env?.[env] ?? {};
+  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(k: K): NonNullable<OkeSettings[K]> =>
+    ({ ...(base[k] ?? {}), ...(over[k] ?? {}) }) as NonNullable<OkeSettings[K]>;
+  const drivers = pick("drivers");
+  const database = pick("database");
+  const httpS = pick("http");
+  const signals = pick("signals");
+  const durable = pick("durable");
+  const file = pick("file");
+  const databaseUrl = database.url ?? (vars.DATABASE_URL || undefined);
+  const journal = drivers.journal ?? (vars.OKE_JOURNAL as JournalDriverName | undefined) ?? defaultJournal(env, databaseUrl);
+  if (!JOURNALS.includes(journal)) {
+    throw new OkeError({ code: "OKE1090", message: `oke boot: unknown journal driver "${String(journal)}" (expected memory · file · postgres)` });
+  }
+  if (journal === "postgres" && !databaseUrl) {
+    throw new OkeError({ code: "OKE1091", message: 'oke boot: journal driver "postgres" needs DATABASE_URL', fix: "Set DATABASE_URL, or pin drivers.journal to file or memory." });
+  }
+  const send = drivers.send ?? (env === "test" ? "memory" : env === "dev" ? "console" : "webhook");
+  if (!["console", "memory", "webhook"].includes(send)) {
+    throw new OkeError({ code: "OKE1092", message: `oke boot: unknown send driver "${String(send)}" (expected console · memory · webhook)` });
+  }
+  const portVar = vars.PORT ? Number(vars.PORT) : undefined;
+  const port = httpS.port ?? portVar ?? 6530;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new OkeError({ code: "OKE1093", message: `oke boot: invalid port ${String(vars.PORT ?? port)}` });
+  }
+  const positive = (name: string, v: number): number => {
+    if (!Number.isFinite(v) || v <= 0) {
+      throw new OkeError({ code: "OKE1094", message: `oke boot: ${name} must be a positive number, got ${String(v)}` });
+    }
+    return v;
+  };
+  return {
+    env,
+    journal,
+    send,
+    databaseUrl,
+    databaseSchema: database.schema ?? "okengine",
+    poolSize: positive("database.poolSize", database.poolSize ?? 10),
+    notify: database.notify ?? true,
+    pollIntervalMs: positive("database.pollIntervalMs", database.pollIntervalMs ?? 5_000),
+    fileDir: file.dir ?? ".oke",
+    port,
+    host: httpS.host ?? "0.0.0.0",
+    bodyLimit: positive("http.bodyLimit", httpS.bodyLimit ?? 1024 * 1024),
+    leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
+    concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
+    retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
+    durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
+    shutdownTimeoutMs: positive("shutdownTimeoutMs", over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000),
+  };
+}
+
+function defaultJournal(env: Env, databaseUrl: string | undefined): JournalDriverName {
+  if (env === "test") return "memory";
+  if (databaseUrl) return "postgres";
+  // prod without a database is refused by the postgres check above.
+  return env === "prod" ? "postgres" : "file";
+}

@@ -1,0 +1,242 @@
+import { isChannel, type Channel } from "../channel/channel.ts";
+import { OkeError, errors } from "../errors.ts";
+import type { DeclaredEffects } from "../flow/effects.ts";
+import { isFlow, withName, type AnyFlow } from "../flow/flow.ts";
+import type { HttpMethod } from "../flow/http-trigger.ts";
+import { isBinding, type Binding } from "../flow/on.ts";
+import { isSignal, type Delivery, type SignalHandle } from "../signal/signal.ts";
+import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
+import type { HttpRoute, ModuleInput } from "./types.ts";
+
+export interface ManifestFlow {
+  name: string;
+  durable: boolean;
+  description?: string;
+  /** "src/flows/trials/start.ts#start" when adopted from a file. */
+  source?: string;
+  /** Triggers bound to it: "POST /trials/start", "signal:tasks.email". */
+  triggers: string[];
+  effects: DeclaredEffects;
+}
+
+export interface ManifestSignal {
+  name: string;
+  delivery: Delivery;
+  retries?: number;
+  deadLetter?: boolean;
+  optional: boolean;
+  description: string;
+  hasSchema: boolean;
+  /** Flows bound to it. */
+  flows: string[];
+}
+
+export interface ManifestChannel {
+  name: string;
+  driver?: string;
+  description: string;
+}
+
+/** Everything an app is made of, as plain JSON (`oke manifest`). */
+export interface Manifest {
+  flows: ManifestFlow[];
+  routes: HttpRoute[];
+  signals: ManifestSignal[];
+  channels: ManifestChannel[];
+}
+
+/** The adopted declarations, resolved to live objects, that the runtimes use. */
+export interface Registry {
+  flows: Map<string, AnyFlow>;
+  /** Original flow object → its (possibly defaulted) named copy. */
+  named: Map<AnyFlow, AnyFlow>;
+  signals: Map<string, SignalHandle>;
+  /** Signal name → flows bound to it. */
+  subscribers: Map<string, AnyFlow[]>;
+  routes: Array<HttpRoute & { flowRef: AnyFlow; in: AnyFlow["in"] }>;
+  channels: Map<string, Channel>;
+  manifest: Manifest;
+}
+
+interface Found {
+  path: string | undefined;
+  exportName: string;
+  value: unknown;
+}
+
+const normalizeModules = (modules: ReadonlyArray<ModuleInput | Record<string, unknown>>): ModuleInput[] =>
+  modules.map((m) =>
+    typeof m.exports === "object" && m.exports !== null && (m.path === undefined || typeof m.path === "string") && Object.keys(m).every((k) => k === "path" || k === "exports")
+      ? (m as ModuleInput)
+      : { exports: m as Record<string, unknown> },
+  );
+
+const bootError = (code: string, message: string, fix?: string) => new OkeError({ code, message, fix });
+
+/**
+ * Adopts what modules export (bindings, flows, signals, channels), names
+ * flows, derives routes and validates the whole at boot: OKE1071 (two flows on
+ * one once signal), OKE1072 (unnamed signal flow), duplicate routes, names and
+ * conflicting signal declarations.
+ */
+export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, unknown>>): Registry {
+  const found: Found[] = [];
+  for (const mod of normalizeModules(input)) {
+    for (const [exportName, value] of Object.entries(mod.exports)) found.push({ path: mod.path, exportName, value });
+  }
+
+  const flows = new Map<string, AnyFlow>();
+  const named = new Map<AnyFlow, AnyFlow>();
+  const sources = new Map<AnyFlow, string>();
+  const signals = new Map<string, SignalHandle>();
+  const channels = new Map<string, Channel>();
+  const seenBindings = new Set<Binding>();
+  const bindings: Array<{ binding: Binding; at: Found }> = [];
+
+  const adoptSignal = (s: SignalHandle): void => {
+    const prev = signals.get(s.name);
+    if (prev && prev !== s && (prev.delivery !== s.delivery || JSON.stringify(prev) !== JSON.stringify(s))) {
+      throw bootError(
+        "OKE1073",
+        `Signal "${s.name}" is declared twice with different options (${prev.delivery} and ${s.delivery}).`,
+        "Declare each signal once and import the handle wherever it is bound or emitted.",
+      );
+    }
+    if (!prev) signals.set(s.name, s);
+  };
+
+  const nameFlow = (f: AnyFlow, at: Found | undefined, required: string | undefined): AnyFlow => {
+    const existing = named.get(f);
+    if (existing) return existing;
+    let name = f.name;
+    if (name === undefined) {
+      if (required !== undefined) throw errors.unnamedSignalFlow(required);
+      if (!at?.path) {
+        throw bootError("OKE1076", `A flow exported as "${at?.exportName ?? "?"}" has no name and no source file to name it after.`, 'Pass a name: flow("orders.create", { ... }).');
+      }
+      name = defaultFlowName(at.path, at.exportName);
+    }
+    const owner = flows.get(name);
+    if (owner && owner !== f) {
+      throw bootError("OKE1075", `Two different flows are named "${name}" (${sources.get(owner) ?? "?"} and ${at?.path ? `${at.path}#${at.exportName}` : "?"}).`, "Give each flow a unique name.");
+    }
+    const copy = f.name === name ? f : withName(f, name);
+    flows.set(name, copy);
+    named.set(f, copy);
+    named.set(copy, copy);
+    if (at?.path) sources.set(copy, `${at.path}#${at.exportName}`);
+    return copy;
+  };
+
+  // Bindings first: a flow exported both bare and bound takes its name from the binding's file.
+  for (const at of found) {
+    if (isBinding(at.value) && !seenBindings.has(at.value)) {
+      seenBindings.add(at.value);
+      bindings.push({ binding: at.value, at });
+    }
+  }
+  const subscribers = new Map<string, AnyFlow[]>();
+  const httpBindings: Array<{ binding: Binding; at: Found; flow: AnyFlow }> = [];
+  for (const { binding, at } of bindings) {
+    const t = binding.trigger;
+    if (t.kind === "signal") {
+      adoptSignal(t);
+      const f = nameFlow(binding.flow, at, t.name);
+      const list = subscribers.get(t.name) ?? [];
+      if (!list.includes(f)) list.push(f);
+      subscribers.set(t.name, list);
+    } else {
+      httpBindings.push({ binding, at, flow: nameFlow(binding.flow, at, undefined) });
+    }
+  }
+  for (const at of found) {
+    if (isFlow(at.value)) nameFlow(at.value, at, undefined);
+    else if (isSignal(at.value)) adoptSignal(at.value);
+    else if (isChannel(at.value)) {
+      const prev = channels.get(at.value.name);
+      if (prev && prev !== at.value && JSON.stringify(prev) !== JSON.stringify(at.value)) {
+        throw bootError("OKE1077", `Channel "${at.value.name}" is declared twice with different options.`);
+      }
+      if (!prev) channels.set(at.value.name, at.value);
+    }
+  }
+
+  for (const [signalName, list] of subscribers) {
+    const s = signals.get(signalName)!;
+    if (s.delivery === "once" && list.length > 1) throw errors.onceBoundTwice(signalName, list.map((f) => f.name!));
+    if (s.delivery === "live") {
+      throw bootError("OKE1078", `Live signal "${signalName}" cannot have worker flows (${list.map((f) => f.name!).join(", ")}).`, "Live signals feed browsers; use signal.once or signal.broadcast for workers.");
+    }
+  }
+
+  // Routes: count bindings per (file, method) so a file with two GETs disambiguates by export.
+  const perFileMethod = new Map<string, number>();
+  for (const { binding, at } of httpBindings) {
+    if (binding.trigger.kind === "http" && binding.trigger.path === undefined && at.path) {
+      const k = `${at.path} ${binding.trigger.method}`;
+      perFileMethod.set(k, (perFileMethod.get(k) ?? 0) + 1);
+    }
+  }
+  const routes: Registry["routes"] = [];
+  const routeOwner = new Map<string, string>();
+  for (const { binding, at, flow } of httpBindings) {
+    const t = binding.trigger;
+    if (t.kind !== "http") continue;
+    let path = t.path;
+    if (path === undefined) {
+      if (!at.path) {
+        throw bootError("OKE1079", `HTTP flow "${flow.name!}" has no path and no source file to derive one from.`, 'Pass a path: http.get("/orders").');
+      }
+      path = fileRoutePath(at.path, at.exportName, (perFileMethod.get(`${at.path} ${t.method}`) ?? 0) > 1);
+    }
+    const key = `${t.method} ${normalizeRouteKey(path)}`;
+    const owner = routeOwner.get(key);
+    if (owner !== undefined && owner !== flow.name) {
+      throw bootError("OKE1074", `Duplicate route ${t.method} ${path}: bound by flows "${owner}" and "${flow.name!}".`, "Give one of them an explicit path or move it to another file.");
+    }
+    if (owner === undefined) {
+      routeOwner.set(key, flow.name!);
+      routes.push({ method: t.method as HttpMethod, path, flow: flow.name!, flowRef: flow, in: flow.in ?? t.in });
+    }
+  }
+  routes.sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+
+  const triggersOf = new Map<string, string[]>();
+  const addTrigger = (flowName: string, t: string): void => {
+    triggersOf.set(flowName, [...(triggersOf.get(flowName) ?? []), t]);
+  };
+  for (const r of routes) addTrigger(r.flow, `${r.method} ${r.path}`);
+  for (const [s, list] of subscribers) for (const f of list) addTrigger(f.name!, `signal:${s}`);
+
+  const manifest: Manifest = {
+    flows: [...flows.values()]
+      .map((f) => ({
+        name: f.name!,
+        durable: f.durable,
+        ...(f.description === undefined ? {} : { description: f.description }),
+        ...(sources.has(f) ? { source: sources.get(f)! } : {}),
+        triggers: triggersOf.get(f.name!) ?? [],
+        effects: f.effects,
+      }))
+      .sort((a, b) => a.name.localeCompare(b.name)),
+    routes: routes.map(({ method, path, flow }) => ({ method, path, flow })),
+    signals: [...signals.values()]
+      .map((s) => ({
+        name: s.name,
+        delivery: s.delivery,
+        ...(s.delivery === "once" ? { retries: s.retries, deadLetter: s.deadLetter } : {}),
+        optional: s.optional,
+        description: s.description,
+        hasSchema: s.schema !== undefined,
+        flows: (subscribers.get(s.name) ?? []).map((f) => f.name!),
+      }))
+      .sort((a, b) => a.name.localeCompare(b.name)),
+    channels: [...channels.values()]
+      .map((c) => ({ name: c.name, ...(c.driver ? { driver: c.driver } : {}), description: c.description }))
+      .sort((a, b) => a.name.localeCompare(b.name)),
+  };
+  return { flows, named, signals, subscribers, routes, channels, manifest };
+}
+
+/** `/users/:id` and `/users/:userId` are the same route. */
+const normalizeRouteKey = (path: string): string => path.replace(/:\w+/g, ":").replace(/\/+$/, "") || "/";

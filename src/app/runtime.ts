@@ -1,0 +1,24 @@
+import type { Clock } from "../clock/clock.ts";
+import type { AnyFlow } from "../flow/flow.ts";
+import type { SendDrivers } from "../fx/send.ts";
+import type { Logger } from "../log/logger.ts";
+import type { Store } from "../store/types.ts";
+import type { ResolvedConfig } from "./config.ts";
+import type { Registry } from "./manifest.ts";
+import type { InvokeResult } from "./types.ts";
+
+/** What fx and the runtimes share inside one app. Internal. */
+export interface Runtime {
+  readonly registry: Registry;
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly config: ResolvedConfig;
+  readonly send: SendDrivers;
+  /** Holder id for claims and leases: unique per app instance. */
+  readonly instanceId: string;
+  /** Runs a flow as fx.call / app.invoke do: checks `in`, durable flows get their own run. */
+  call(flow: AnyFlow, input: unknown, parent: { runId: string | null; flow: string | null }): Promise<InvokeResult>;
+  /** In-process fan-out for broadcast signals. */
+  broadcast(signal: string, payload: unknown, parentRunId: string | null): void;
+}

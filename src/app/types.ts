@@ -1,0 +1,111 @@
+import type { Clock } from "../clock/clock.ts";
+import type { Flow } from "../flow/flow.ts";
+import type { HttpMethod } from "../flow/http-trigger.ts";
+import type { DeadLetter, EmitOptions } from "../fx/types.ts";
+import type { Logger } from "../log/logger.ts";
+import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
+import type { OkeConfig } from "./config.ts";
+import type { Manifest } from "./manifest.ts";
+
+export type Env = "dev" | "test" | "prod";
+
+/** One loaded source file: its path relative to the project root (for file-tree routes and names) and its exports. */
+export interface ModuleInput {
+  /** e.g. "src/flows/trials/start.ts". Omit for modules built in code; their bindings then need explicit names/paths. */
+  path?: string;
+  exports: Record<string, unknown>;
+}
+
+export interface CreateAppOptions {
+  /** Module namespaces (`import * as m`) or `{ path, exports }` records. The app adopts the bindings they export. */
+  modules: ReadonlyArray<ModuleInput | Record<string, unknown>>;
+  /** `defineConfig(...)` result. */
+  config?: OkeConfig;
+  /** `dev` | `test` | `prod`. Default: from NODE_ENV (`production` → prod, `test` → test), else dev. */
+  env?: Env;
+  /** Time source for every timestamp, lease and wake (createTimeTravel in tests). */
+  clock?: Clock;
+  /** A Store instance to use instead of the configured journal driver (tests, custom runtimes). */
+  store?: Store;
+  /** Logger; default: pretty in dev, JSON in prod, silent in test. */
+  logger?: Logger;
+  /** Project root for the file driver's `.oke/` directory. Default: process.cwd(). */
+  root?: string;
+}
+
+/** What an HTTP request becomes once routed. */
+export interface RouteRequest {
+  params: Record<string, string>;
+  query: Record<string, string | string[]>;
+  /** Parsed JSON body (undefined when empty). */
+  body: unknown;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export type InvokeResult = { kind: "returned"; value: unknown } | { kind: "parked"; runId: string };
+
+export interface HttpRoute {
+  method: HttpMethod;
+  /** find-my-way syntax: "/trials/start", "/users/:id". */
+  path: string;
+  flow: string;
+}
+
+export type Readiness = { ready: true } | { ready: false; reason: string };
+
+export interface WakeEarlyResult {
+  outcome: "resumed" | "wake time only";
+  runId: string;
+}
+
+export interface Sleeper {
+  runId: string;
+  flow: string;
+  wakeAt: number;
+  label: string | undefined;
+}
+
+/** Operator API (the Console calls these). */
+export interface OperatorApi {
+  signals(): Promise<SignalStats[]>;
+  stats(signal: string): Promise<SignalStats>;
+  deadLetters(signal: string, limit?: number): Promise<DeadLetter[]>;
+  replay(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
+  discard(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
+  runs(filter?: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
+  run(runId: string): Promise<{ run: RunRecord; journal: JournalEntry[] } | undefined>;
+  sleepers(limit?: number): Promise<Sleeper[]>;
+  wakeEarly(runId: string): Promise<WakeEarlyResult>;
+}
+
+export interface App {
+  readonly env: Env;
+  readonly manifest: Manifest;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly store: Store;
+  /** Opens the store, runs the orphan scan, starts workers and the wake scheduler. Idempotent. */
+  boot(): Promise<void>;
+  /** boot() + listen on `port` (default: PORT or 6530). Resolves with the bound port. */
+  start(options?: { port?: number; host?: string }): Promise<{ port: number }>;
+  /** Graceful stop: stop claiming, wait for in-flight work up to `timeoutMs` (default 10 000), close. */
+  stop(options?: { timeoutMs?: number }): Promise<void>;
+  /** In-process HTTP (no socket), like Hono's app.request(). */
+  request(input: string | Request, init?: RequestInit): Promise<Response>;
+  /** Emit from scripts and tests; resolves when committed. `tx` = caller's pg client inside BEGIN (postgres only). */
+  emit<P>(target: SignalHandle<P>, payload?: P, options?: EmitOptions & { tx?: unknown }): Promise<void>;
+  /** Runs a flow in-process as `fx.call` would (checks `in`). */
+  invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined>;
+  /** Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). */
+  invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
+  readiness(): Readiness;
+  /** Operator API for the Console. */
+  readonly operator: OperatorApi;
+  /** Shortcut for operator.wakeEarly. */
+  wakeEarly(runId: string): Promise<WakeEarlyResult>;
+  /** Resolves when every once queue is empty and no handler or durable run is executing (tests). */
+  idle(options?: { timeoutMs?: number }): Promise<void>;
+  /** Dead letters of a once signal (operator/test shortcut). */
+  deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
+}

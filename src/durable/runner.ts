@@ -1,0 +1,102 @@
+import type { Clock } from "../clock/clock.ts";
+import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { Logger } from "../log/logger.ts";
+import type { AcquiredRun, Store } from "../store/types.ts";
+import { errorRecord, JournalSession, PARKED } from "./session.ts";
+
+export type DurableOutcome =
+  | { kind: "completed"; runId: string; value: unknown }
+  | { kind: "parked"; runId: string; wakeAt: number }
+  | { kind: "failed"; runId: string; error: unknown; /** The run was released for another attempt, not finished. */ retry: boolean };
+
+export interface DurableDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Holder id of this app instance. */
+  owner: string;
+  leaseMs: number;
+}
+
+/** Compensations registered by fx.step(…, { undo }) during this attempt. */
+export type UndoList = Array<{ name: string; run: () => Promise<void> | void }>;
+
+/**
+ * Drives one attempt of a durable run that this instance has acquired: keeps
+ * its lease alive with a heartbeat, races the body against a park, and
+ * records the terminal status. Never throws for the flow's own failure.
+ */
+export async function driveRun(
+  deps: DurableDeps,
+  acquired: AcquiredRun,
+  execute: (session: JournalSession, undos: UndoList) => Promise<unknown>,
+  options: { retryable?: boolean } = {},
+): Promise<DurableOutcome> {
+  const runId = acquired.run.id;
+  const retryable = options.retryable ?? false;
+  const session = new JournalSession(
+    { store: deps.store, runId, owner: deps.owner, leaseMs: deps.leaseMs, now: () => deps.clock.now(), journalErrors: !retryable },
+    [...acquired.entries],
+  );
+  const stopHeartbeat = heartbeat(deps, runId, session);
+  const undos: UndoList = [];
+  try {
+    const value = await execute(session, undos);
+    if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
+    await deps.store.finish({ runId, owner: deps.owner, now: deps.clock.now(), status: "completed", output: toJson(value) });
+    return { kind: "completed", runId, value };
+  } catch (error) {
+    if (error instanceof JournalLeaseBusy) {
+      deps.logger.warn({ runId }, error.message);
+      throw error;
+    }
+    if (retryable) {
+      // Another attempt will replay the journal and retry the failed step; the run is not over.
+      await deps.store.releaseRun({ runId, owner: deps.owner, now: deps.clock.now() });
+      return { kind: "failed", runId, error, retry: true };
+    }
+    try {
+      await session.compensate(undos);
+      await deps.store.finish({ runId, owner: deps.owner, now: deps.clock.now(), status: "failed", error: errorRecord(error) });
+    } catch (e) {
+      if (e instanceof JournalLeaseBusy) throw e;
+      deps.logger.error({ runId, err: e }, "durable run: could not record failure");
+      throw e;
+    }
+    return { kind: "failed", runId, error, retry: false };
+  } finally {
+    stopHeartbeat();
+  }
+}
+
+/** Renews the lease every third of leaseMs on the app's clock, so a long step is never picked up elsewhere. */
+function heartbeat(deps: DurableDeps, runId: string, session: JournalSession): () => void {
+  let cancel: (() => void) | undefined;
+  let stopped = false;
+  const every = Math.max(1, Math.floor(deps.leaseMs / 3));
+  const arm = (): void => {
+    if (stopped) return;
+    cancel = deps.clock.at(deps.clock.now() + every, () => {
+      void deps.store
+        .renewLease({ runId, owner: deps.owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
+        .then(arm, (e: unknown) => {
+          if (stopped) return;
+          if (e instanceof JournalLeaseBusy) session.markLost(e);
+          else {
+            deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; retrying");
+            arm();
+          }
+        });
+    });
+  };
+  arm();
+  return () => {
+    stopped = true;
+    cancel?.();
+  };
+}
+
+const toJson = (v: unknown): unknown => (v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as unknown));
+
+export const terminalRefusal = (runId: string, status: string): OkeError =>
+  new OkeError({ code: "OKE1310", message: `journal: run "${runId}" is ${status}`, status: 409 });

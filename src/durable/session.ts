@@ -1,0 +1,213 @@
+import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { JournalEntry, JournalKind, NewMessage, Store } from "../store/types.ts";
+
+export interface SessionDeps {
+  store: Store;
+  runId: string;
+  owner: string;
+  leaseMs: number;
+  now(): number;
+  /**
+   * Journal a failed step's error so replay rethrows it. Off while the run's
+   * trigger will retry (a once consumer with attempts left): the retry must
+   * run the step again.
+   */
+  journalErrors: boolean;
+}
+
+/** The promise returned to user code at a park never settles: the attempt ends there. */
+const NEVER = new Promise<never>(() => undefined);
+
+/** What an attempt's body resolves to when the run parked. */
+export const PARKED: unique symbol = Symbol("okengine.parked");
+
+/**
+ * One attempt's view of a run's journal. Each effect takes the next position;
+ * on replay the journaled entry at that position must be of the same kind and
+ * name (the code changed under a live run otherwise), and its value is
+ * returned instead of running the effect again.
+ */
+export class JournalSession {
+  private seq = 0;
+  private readonly names = new Set<string>();
+  private lost: JournalLeaseBusy | undefined;
+  private readonly pendingIds: JournalEntry[] = [];
+  private parkResolve: ((wakeAt: number) => void) | undefined;
+  /** Resolves with wakeAt when the run parks; the attempt races it with the flow body. */
+  readonly parked: Promise<number>;
+  /** Set once parked. */
+  wakeAt: number | undefined;
+
+  constructor(
+    private readonly deps: SessionDeps,
+    private readonly entries: JournalEntry[],
+  ) {
+    this.parked = new Promise((resolve) => (this.parkResolve = resolve));
+  }
+
+  get runId(): string {
+    return this.deps.runId;
+  }
+
+  /** Called by the heartbeat when a renew fails: every later write refuses. */
+  markLost(err: JournalLeaseBusy): void {
+    this.lost = err;
+  }
+
+  /** The entry journaled at the next position, checked against what the code asks for now. */
+  private next(kind: JournalKind, name: string): { seq: number; entry: JournalEntry | undefined } {
+    if (this.lost) throw this.lost;
+    const seq = this.seq++;
+    const entry = this.entries[seq];
+    if (entry && (entry.kind !== kind || entry.name !== name)) {
+      throw new OkeError({
+        code: "OKE1301",
+        message: `journal: run "${this.deps.runId}" recorded ${entry.kind} "${entry.name}" at position ${seq}, but the code now asks for ${kind} "${name}"`,
+        fix: "The flow's code changed under a live run. Keep the order and names of steps, sleeps, emits and ids stable for runs in flight, or let them finish before deploying.",
+      });
+    }
+    return { seq, entry };
+  }
+
+  private async write(entry: JournalEntry | undefined, emits?: NewMessage[]): Promise<void> {
+    if (this.lost) throw this.lost;
+    // Ids taken since the last write ride along: an id only matters once some journaled effect used it.
+    const entries = entry ? [...this.pendingIds, entry] : [...this.pendingIds];
+    if (entries.length === 0) return;
+    try {
+      await this.deps.store.append({
+        runId: this.deps.runId,
+        owner: this.deps.owner,
+        now: this.deps.now(),
+        entries,
+        leaseMs: this.deps.leaseMs,
+        ...(emits ? { emits } : {}),
+      });
+    } catch (e) {
+      if (e instanceof JournalLeaseBusy) this.lost = e;
+      throw e;
+    }
+    this.pendingIds.length = 0;
+    for (const e of entries) this.entries[e.seq] = e;
+  }
+
+  /**
+   * fx.id() is synchronous, so a new id is journaled with the next write; on
+   * replay the journaled id comes back.
+   */
+  id(make: () => string): string {
+    const { seq, entry } = this.next("id", "id");
+    if (entry) return entry.value as string;
+    const value = make();
+    this.pendingIds.push(this.entry(seq, "id", "id", { value }));
+    return value;
+  }
+
+  private entry(seq: number, kind: JournalKind, name: string, extra: Partial<JournalEntry>): JournalEntry {
+    return { runId: this.deps.runId, seq, kind, name, at: this.deps.now(), ...extra };
+  }
+
+  async step<T>(name: string, fn: () => Promise<T> | T): Promise<{ value: T; replayed: boolean }> {
+    if (typeof name !== "string" || name === "") throw new TypeError("fx.step(name, fn): name must be a non-empty string");
+    if (this.names.has(name)) {
+      throw new OkeError({
+        code: "OKE1302",
+        message: `journal: step "${name}" is used twice in run "${this.deps.runId}"`,
+        fix: "Give every fx.step in a run a unique name (add the loop index: `charge-${i}`).",
+      });
+    }
+    this.names.add(name);
+    const { seq, entry } = this.next("step", name);
+    if (entry) {
+      if (entry.error) throw restoreError(entry.error);
+      return { value: entry.value as T, replayed: true };
+    }
+    let value: T;
+    try {
+      value = await fn();
+    } catch (e) {
+      if (this.deps.journalErrors) await this.write(this.entry(seq, "step", name, { error: errorRecord(e) }));
+      throw e;
+    }
+    const json = value === undefined ? undefined : (JSON.parse(JSON.stringify(value)) as T);
+    await this.write(this.entry(seq, "step", name, json === undefined ? {} : { value: json }));
+    return { value: json as T, replayed: false };
+  }
+
+  /** A value produced once and replayed afterwards (fx.call results, sends). */
+  async once<T>(kind: "call" | "send", name: string, make: () => Promise<T> | T): Promise<T> {
+    const { seq, entry } = this.next(kind, name);
+    if (entry) return entry.value as T;
+    const value = await make();
+    await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
+    return value;
+  }
+
+  /** Journals the emit and enqueues the message in one commit; replay skips both. */
+  async emit(message: NewMessage): Promise<void> {
+    const { seq, entry } = this.next("emit", message.signal);
+    if (entry) return;
+    await this.write(this.entry(seq, "emit", message.signal, { value: { messageId: message.id, key: message.key } }), [message]);
+  }
+
+  /**
+   * Journals `wakeAt` and parks. A journaled sleep is a no-op on replay: the
+   * run only gets past it once the scheduler found it due (or woke it early).
+   */
+  async sleep(label: string, duration: string, ms: number): Promise<void> {
+    const { seq, entry } = this.next("sleep", label);
+    if (entry) return;
+    const now = this.deps.now();
+    const wakeAt = now + ms;
+    const sleepEntry = this.entry(seq, "sleep", label, { duration, wakeAt });
+    if (ms <= 0) {
+      await this.write(sleepEntry);
+      return;
+    }
+    await this.write(undefined);
+    await this.deps.store.park({ runId: this.deps.runId, owner: this.deps.owner, now, entry: sleepEntry });
+    this.entries[seq] = sleepEntry;
+    this.wakeAt = wakeAt;
+    this.parkResolve?.(wakeAt);
+    return NEVER;
+  }
+
+  /** Runs compensations LIFO; each is journaled as `undo:<name>` so a resumed run does not undo twice. */
+  async compensate(undos: Array<{ name: string; run: () => Promise<void> | void }>): Promise<void> {
+    const done = new Set(this.entries.filter((e) => e?.kind === "undo").map((e) => e.name));
+    let seq = this.entries.length;
+    for (const u of [...undos].reverse()) {
+      const name = `undo:${u.name}`;
+      if (done.has(name)) continue;
+      let error: { code: string; message: string } | undefined;
+      try {
+        await u.run();
+      } catch (e) {
+        error = errorRecord(e);
+      }
+      await this.write(this.entry(seq++, "undo", name, error ? { error } : {}));
+    }
+  }
+}
+
+export function errorRecord(e: unknown): { code: string; message: string } {
+  if (e instanceof OkeError) return { code: e.code, message: e.message };
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    return { code: typeof code === "string" ? code : e.name || "Error", message: e.message };
+  }
+  return { code: "Error", message: String(e) };
+}
+
+/** A journaled step failure rethrown on replay. */
+export class StepError extends Error {
+  override readonly name = "StepError";
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const restoreError = (rec: { code: string; message: string }): Error => new StepError(rec.code, rec.message);

@@ -1,0 +1,117 @@
+import type { Clock } from "../clock/clock.ts";
+import type { Logger } from "../log/logger.ts";
+import type { AcquiredRun, Store } from "../store/types.ts";
+
+export interface WakeSchedulerOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  owner: string;
+  leaseMs: number;
+  /** Claims per round. */
+  batch?: number;
+  /** Continue a run this instance just acquired. */
+  resume(acquired: AcquiredRun): Promise<void>;
+}
+
+/**
+ * Keeps one timer on the nearest `wakeAt` (never a per-second poll). When it
+ * fires, claims the due sleepers in batches — any instance may win a run, and
+ * the store guarantees one winner — and resumes them.
+ */
+export class WakeScheduler {
+  private running = false;
+  private cancel: (() => void) | undefined;
+  private armedAt = Infinity;
+  private ticking = false;
+  private again = false;
+  private unsubscribe: (() => void) | undefined;
+  private readonly resuming = new Set<Promise<void>>();
+
+  constructor(private readonly o: WakeSchedulerOptions) {}
+
+  get active(): number {
+    return this.resuming.size;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.o.store.subscribe((e) => {
+      if (e.kind === "wake") this.poke();
+    });
+    this.poke();
+  }
+
+  /** A wake time may have moved: re-arm (or run now). */
+  poke(): void {
+    if (!this.running) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    void this.tick();
+  }
+
+  private async tick(): Promise<void> {
+    this.ticking = true;
+    const batch = this.o.batch ?? 32;
+    try {
+      do {
+        this.again = false;
+        for (;;) {
+          const due = await this.o.store.claimDueRuns({ owner: this.o.owner, now: this.o.clock.now(), max: batch, leaseMs: this.o.leaseMs });
+          for (const run of due) this.track(run);
+          if (due.length < batch || !this.running) break;
+        }
+      } while (this.again && this.running);
+      await this.arm();
+    } catch (e) {
+      this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
+      this.armAt(this.o.clock.now() + 1_000);
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private track(run: AcquiredRun): void {
+    const p = this.o
+      .resume(run)
+      .catch((e: unknown) => this.o.logger.error({ err: e, runId: run.run.id }, "wake scheduler: resume failed"))
+      .finally(() => this.resuming.delete(p));
+    this.resuming.add(p);
+  }
+
+  private async arm(): Promise<void> {
+    const next = await this.o.store.nextWakeAt();
+    if (next === null || !this.running) return;
+    this.armAt(next);
+  }
+
+  private armAt(at: number): void {
+    if (this.cancel && this.armedAt <= at) return;
+    this.cancel?.();
+    this.armedAt = at;
+    this.cancel = this.o.clock.at(at, () => {
+      this.cancel = undefined;
+      this.armedAt = Infinity;
+      this.poke();
+    });
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    this.running = false;
+    this.unsubscribe?.();
+    this.cancel?.();
+    this.cancel = undefined;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.resuming]),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, timeoutMs);
+        timer.unref();
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,124 @@
+import type { IncomingMessage } from "node:http";
+import { httpErrors } from "./envelope.ts";
+
+export const TOO_LARGE: unique symbol = Symbol("body too large");
+
+/** The client went away (or the stream broke) before the body was complete. */
+export class BodyInterrupted extends Error {
+  override readonly name = "BodyInterrupted";
+}
+
+/** A request body, however it arrives (node stream or web stream). */
+export interface BodySource {
+  /** Content-Length when the client sent one. */
+  length: number | undefined;
+  /** Whether a body follows at all. */
+  present: boolean;
+  contentType: string | undefined;
+  /** Reads at most `limit` bytes; past that it stops reading and answers TOO_LARGE. */
+  read(limit: number): Promise<Buffer | typeof TOO_LARGE>;
+}
+
+const parseLength = (v: string | null | undefined): number | undefined => {
+  if (v === undefined || v === null || v === "") return undefined;
+  const n = Number(v);
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+};
+
+export function nodeBody(req: IncomingMessage): BodySource {
+  const length = parseLength(req.headers["content-length"]);
+  return {
+    length,
+    present: length === undefined ? req.headers["transfer-encoding"] !== undefined : length > 0,
+    contentType: req.headers["content-type"],
+    read: (limit) => readNode(req, limit),
+  };
+}
+
+function readNode(req: IncomingMessage, limit: number): Promise<Buffer | typeof TOO_LARGE> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const cleanup = (): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      total += chunk.length;
+      if (total > limit) {
+        // Stop here: the adapter answers 413 and closes the connection, the rest is never buffered.
+        cleanup();
+        req.pause();
+        resolve(TOO_LARGE);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+    };
+    const onError = (e: Error): void => {
+      cleanup();
+      reject(new BodyInterrupted(e.message));
+    };
+    const onClose = (): void => {
+      cleanup();
+      reject(new BodyInterrupted("connection closed"));
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("close", onClose);
+  });
+}
+
+export function webBody(request: Request): BodySource {
+  const length = parseLength(request.headers.get("content-length"));
+  return {
+    length,
+    present: request.body !== null && length !== 0,
+    contentType: request.headers.get("content-type") ?? undefined,
+    read: (limit) => readWeb(request, limit),
+  };
+}
+
+async function readWeb(request: Request, limit: number): Promise<Buffer | typeof TOO_LARGE> {
+  if (request.body === null) return Buffer.alloc(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const step = await reader.read().catch((e: unknown) => {
+      throw new BodyInterrupted(e instanceof Error ? e.message : String(e));
+    });
+    if (step.done) break;
+    const chunk = step.value as Uint8Array;
+    total += chunk.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      return TOO_LARGE;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total);
+}
+
+/** `application/json`, `application/problem+json`, with or without parameters. */
+export function isJsonType(contentType: string): boolean {
+  const semi = contentType.indexOf(";");
+  const mime = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+  return mime === "application/json" || (mime.startsWith("application/") && mime.endsWith("+json"));
+}
+
+/** Empty body → undefined; otherwise JSON or an OKE1400. */
+export function parseJsonBody(buf: Buffer): unknown {
+  if (buf.length === 0) return undefined;
+  try {
+    return JSON.parse(buf.toString("utf8")) as unknown;
+  } catch (e) {
+    throw httpErrors.malformedJson(e instanceof Error ? e.message : String(e));
+  }
+}

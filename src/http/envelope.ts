@@ -1,0 +1,66 @@
+import { isOkeError, OkeError } from "../errors.ts";
+
+/** What the routing core answers; the node and fetch adapters write it out. */
+export interface Reply {
+  status: number;
+  /** JSON text, or undefined for an empty body (204). */
+  body: string | undefined;
+  /** `Allow` header value for 405. */
+  allow?: string;
+  /** Ask the adapter to close the connection (413: the rest of the body is never read). */
+  close?: boolean;
+}
+
+export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
+
+export const NO_CONTENT: Reply = Object.freeze({ status: 204, body: undefined });
+
+/** `{"ok":true,"data":…}`; throws if the value cannot be serialised (the caller turns that into a 500). */
+export const okReply = (data: unknown): Reply => ({ status: 200, body: `{"ok":true,"data":${JSON.stringify(data)}}` });
+
+export const errorReply = (status: number, error: OkeError, extra?: Record<string, unknown>): Reply => ({
+  status,
+  body: JSON.stringify({ ok: false, ...extra, error: error.toJSON() }),
+});
+
+/** The transport-level errors the HTTP layer raises itself (stable codes, documented in docs/http.md). */
+export const httpErrors = {
+  malformedJson: (detail: string) =>
+    new OkeError({ code: "OKE1400", status: 400, message: `Malformed JSON body: ${detail}`, fix: "Send a valid JSON document." }),
+  bodyInterrupted: () => new OkeError({ code: "OKE1400", status: 400, message: "The request body ended before it was complete." }),
+  notFound: (method: string, path: string) =>
+    new OkeError({ code: "OKE1404", status: 404, message: `No route for ${method} ${path}.`, fix: "Run `oke routes` to list the routes this app serves." }),
+  methodNotAllowed: (method: string, path: string, allowed: readonly string[]) =>
+    new OkeError({ code: "OKE1405", status: 405, message: `${method} is not allowed on ${path} (allowed: ${allowed.join(", ")}).` }),
+  tooLarge: (limit: number) =>
+    new OkeError({
+      code: "OKE1413",
+      status: 413,
+      message: `Request body is larger than ${limit} bytes.`,
+      fix: "Send a smaller body or raise http.bodyLimit in oke.config.ts.",
+    }),
+  unsupportedType: (contentType: string) =>
+    new OkeError({
+      code: "OKE1415",
+      status: 415,
+      message: `Unsupported content-type "${contentType}": request bodies must be JSON.`,
+      fix: 'Send the header "content-type: application/json".',
+    }),
+  internal: (details?: unknown) => new OkeError({ code: "OKE1500", status: 500, message: "Internal error", details }),
+  notReady: () => new OkeError({ code: "OKE1503", status: 503, message: "not ready" }),
+} as const;
+
+/**
+ * Maps anything a flow threw to a reply. OkeErrors are deliberate and keep their
+ * code, message and status; anything else is a bug whose text stays server-side
+ * unless `expose` (dev) asks for it.
+ */
+export function replyForError(e: unknown, expose: boolean): { reply: Reply; error: OkeError } {
+  if (isOkeError(e)) {
+    const status = e.status >= 400 && e.status <= 599 ? e.status : 500;
+    return { reply: errorReply(status, e), error: e };
+  }
+  const details = expose && e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : expose ? { thrown: String(e) } : undefined;
+  const error = httpErrors.internal(details);
+  return { reply: errorReply(500, error), error };
+}

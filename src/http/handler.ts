@@ -1,0 +1,139 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { Env, HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
+import type { OkeError } from "../errors.ts";
+import type { Logger } from "../log/logger.ts";
+import { BodyInterrupted, isJsonType, nodeBody, parseJsonBody, TOO_LARGE, webBody, type BodySource } from "./body.ts";
+import { errorReply, httpErrors, JSON_CONTENT_TYPE, NO_CONTENT, okReply, replyForError, type Reply } from "./envelope.ts";
+import { createRouter } from "./router.ts";
+
+/** The part of App the HTTP layer uses (App satisfies it). */
+export interface HttpApp {
+  readonly env: Env;
+  readonly logger: Logger;
+  readonly manifest: { readonly routes: readonly HttpRoute[] };
+  invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
+  readiness(): Readiness;
+}
+
+export interface HttpHandlerOptions {
+  /** Largest accepted request body in bytes. */
+  bodyLimit: number;
+  /** Put the message and stack of unexpected errors in 500 responses (dev only). */
+  exposeErrors: boolean;
+}
+
+export interface HttpHandler {
+  /** node:http request listener. */
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** The same routing core for in-process requests (app.request()). */
+  fetch(request: Request): Promise<Response>;
+}
+
+type HeaderRecord = RouteRequest["headers"];
+
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+const HEALTH = "/_/health";
+const READY = "/_/ready";
+const HEALTH_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"alive"}}' });
+const READY_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"ready"}}' });
+
+// Paths end up in error messages and logs; a client can make them arbitrarily long.
+const shortPath = (path: string): string => (path.length > 200 ? `${path.slice(0, 200)}…` : path);
+
+export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): HttpHandler {
+  const router = createRouter(app.manifest.routes);
+  const { bodyLimit, exposeErrors } = options;
+
+  const fail = (method: string, path: string, status: number, error: OkeError, cause: unknown, extra?: Partial<Reply>): Reply => {
+    const log = { method, path: shortPath(path), status, code: error.code };
+    if (status >= 500) app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
+    else app.logger.warn(log, `http ${status} ${method} ${shortPath(path)}: ${error.message}`);
+    return { ...errorReply(status, error), ...extra };
+  };
+
+  const system = (method: string, path: string): Reply => {
+    if (method !== "GET" && method !== "HEAD") {
+      return fail(method, path, 405, httpErrors.methodNotAllowed(method, path, ["GET"]), undefined, { allow: "GET" });
+    }
+    if (path === HEALTH) return HEALTH_REPLY;
+    const r = app.readiness();
+    if (r.ready) return READY_REPLY;
+    const error = httpErrors.notReady();
+    // `reason` twice: at the top level for `body.reason`, and inside the error for envelope readers.
+    return { status: 503, body: JSON.stringify({ ok: false, reason: r.reason, error: { ...error.toJSON(), reason: r.reason } }) };
+  };
+
+  async function dispatch(method: string, url: string, headers: HeaderRecord, source: BodySource): Promise<Reply> {
+    const q = url.indexOf("?");
+    const path = q === -1 ? url : url.slice(0, q);
+    if (path === HEALTH || path === READY) return system(method, path);
+
+    const match = router.match(method, url);
+    if (match.kind === "none") return fail(method, path, 404, httpErrors.notFound(method, shortPath(path)), undefined);
+    if (match.kind === "method") {
+      const allow = match.allowed.join(", ");
+      return fail(method, path, 405, httpErrors.methodNotAllowed(method, shortPath(path), match.allowed), undefined, { allow });
+    }
+
+    try {
+      let body: unknown;
+      if (BODY_METHODS.has(method) && source.present) {
+        if (source.contentType !== undefined && !isJsonType(source.contentType)) {
+          return fail(method, path, 415, httpErrors.unsupportedType(source.contentType), undefined);
+        }
+        // Content-Length already over the limit: answer without reading a byte.
+        const raw = source.length !== undefined && source.length > bodyLimit ? TOO_LARGE : await source.read(bodyLimit);
+        if (raw === TOO_LARGE) return fail(method, path, 413, httpErrors.tooLarge(bodyLimit), undefined, { close: true });
+        body = parseJsonBody(raw);
+      }
+      const result = await app.invokeRoute(match.route, { params: match.params, query: match.query, body, headers });
+      if (result.kind === "parked" || result.value === undefined) return NO_CONTENT;
+      return okReply(result.value);
+    } catch (e) {
+      if (e instanceof BodyInterrupted) {
+        // The client is gone; nobody reads this reply.
+        app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
+        return { ...errorReply(400, httpErrors.bodyInterrupted()), close: true };
+      }
+      const { reply, error } = replyForError(e, exposeErrors);
+      return fail(method, path, reply.status, error, e);
+    }
+  }
+
+  const writeNode = (res: ServerResponse, reply: Reply): void => {
+    const headers: OutgoingHttpHeaders = {};
+    if (reply.body !== undefined) {
+      headers["content-type"] = JSON_CONTENT_TYPE;
+      headers["content-length"] = Buffer.byteLength(reply.body);
+    }
+    if (reply.allow !== undefined) headers.allow = reply.allow;
+    if (reply.close) headers.connection = "close";
+    res.writeHead(reply.status, headers);
+    res.end(reply.body);
+  };
+
+  return {
+    handle(req, res) {
+      dispatch(req.method ?? "GET", req.url ?? "/", req.headers, nodeBody(req))
+        .then((reply) => writeNode(res, reply))
+        .catch((e: unknown) => {
+          app.logger.error({ err: e, method: req.method, path: shortPath(req.url ?? "") }, "http: failed to answer a request");
+          if (res.headersSent) res.destroy();
+          else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
+        });
+    },
+
+    async fetch(request) {
+      const url = new URL(request.url);
+      const headers: HeaderRecord = {};
+      request.headers.forEach((value, key) => {
+        headers[key] = value;
+      });
+      const reply = await dispatch(request.method, url.pathname + url.search, headers, webBody(request));
+      const out = new Headers();
+      if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
+      if (reply.allow !== undefined) out.set("allow", reply.allow);
+      return new Response(request.method === "HEAD" ? null : (reply.body ?? null), { status: reply.status, headers: out });
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import { request as httpRequest, Agent } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import { createFakeApp } from "./fake-app.test-helper.ts";
+import { startHttpServer, type HttpServer } from "./server.ts";
+
+let server: HttpServer | undefined;
+afterEach(async () => {
+  await server?.close({ timeoutMs: 1000 });
+  server = undefined;
+});
+
+/** A raw node:http request, so the test controls headers the fetch API would set itself. */
+function raw(
+  port: number,
+  opts: { method: string; path: string; headers?: Record<string, string | number>; body?: string; agent?: Agent },
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: "127.0.0.1", port, method: opts.method, path: opts.path, headers: opts.headers, agent: opts.agent }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    req.end(opts.body);
+  });
+}
+
+describe("startHttpServer (real port)", () => {
+  it("serves the envelope over a keep-alive connection", async () => {
+    const app = createFakeApp();
+    server = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 1024, exposeErrors: false });
+    expect(server.port).toBeGreaterThan(0);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<unknown>();
+    agent.on("free", (s) => sockets.add(s));
+    const a = await raw(server.port, { method: "POST", path: "/echo", headers: { "content-type": "application/json" }, body: '{"name":"ada"}', agent });
+    const b = await raw(server.port, { method: "GET", path: "/users/9?x=1", agent });
+    expect(a).toMatchObject({ status: 200, body: '{"ok":true,"data":{"hello":"ada"}}' });
+    expect(JSON.parse(b.body)).toEqual({ ok: true, data: { id: "9", query: { x: "1" } } });
+    expect(sockets.size).toBe(1);
+    const health = await fetch(`http://127.0.0.1:${server.port}/_/health`);
+    expect(await health.json()).toEqual({ ok: true, data: { status: "alive" } });
+    agent.destroy();
+  });
+
+  it("answers 413 from Content-Length alone, and closes the connection", async () => {
+    const app = createFakeApp();
+    server = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 100, exposeErrors: false });
+    const res = await raw(server.port, {
+      method: "POST",
+      path: "/echo",
+      headers: { "content-type": "application/json", "content-length": 200 },
+      body: JSON.stringify({ name: "x".repeat(185) }),
+    });
+    expect(res.status).toBe(413);
+    expect(res.headers.connection).toBe("close");
+    expect(JSON.parse(res.body).error.code).toBe("OKE1413");
+    expect(app.calls).toHaveLength(0);
+  });
+
+  it("answers 413 for a chunked body past the limit", async () => {
+    const app = createFakeApp();
+    server = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 100, exposeErrors: false });
+    const res = await raw(server.port, {
+      method: "POST",
+      path: "/echo",
+      headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
+      body: JSON.stringify({ name: "x".repeat(300) }),
+    });
+    expect(res.status).toBe(413);
+    expect(app.calls).toHaveLength(0);
+  });
+
+  it("close() waits for in-flight requests, then resolves", async () => {
+    const app = createFakeApp();
+    const s = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 100, exposeErrors: false });
+    const agent = new Agent({ keepAlive: true });
+    const pending = raw(s.port, { method: "GET", path: "/slow", agent });
+    await app.slowStarted;
+    let closed = false;
+    const closing = s.close().then(() => (closed = true));
+    // New connections are refused once close() started.
+    await expect(fetch(`http://127.0.0.1:${s.port}/_/health`)).rejects.toThrow();
+    expect(closed).toBe(false);
+    app.releaseSlow();
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(res.headers.connection).toBe("close");
+    await closing;
+    expect(closed).toBe(true);
+    agent.destroy();
+  });
+});

@@ -1,0 +1,45 @@
+/**
+ * okengine's whole public vocabulary. Everything else is internal.
+ */
+export { flow } from "./flow/flow.ts";
+export type { Flow, FlowOptions } from "./flow/flow.ts";
+export { on } from "./flow/on.ts";
+export type { Binding, Trigger } from "./flow/on.ts";
+export { http } from "./flow/http-trigger.ts";
+export type { HttpMethod, HttpTrigger, HttpTriggerOptions } from "./flow/http-trigger.ts";
+export type { Effects } from "./flow/effects.ts";
+export { signal } from "./signal/signal.ts";
+export type {
+  BroadcastOptions,
+  BroadcastSignal,
+  LiveOptions,
+  LiveSignal,
+  OnceOptions,
+  OnceSignal,
+  PayloadOf,
+  SignalHandle,
+} from "./signal/signal.ts";
+export { channel } from "./channel/channel.ts";
+export type { Channel, ChannelOptions, SendDriverName } from "./channel/channel.ts";
+export { defineConfig } from "./app/config.ts";
+export type { JournalDriverName, OkeConfig, OkeSettings } from "./app/config.ts";
+export { createApp } from "./app/app.ts";
+export type {
+  App,
+  CreateAppOptions,
+  Env,
+  HttpRoute,
+  ModuleInput,
+  OperatorApi,
+  Readiness,
+  Sleeper,
+  WakeEarlyResult,
+} from "./app/types.ts";
+export type { Manifest, ManifestChannel, ManifestFlow, ManifestSignal } from "./app/manifest.ts";
+export { createTimeTravel } from "./clock/time-travel.ts";
+export type { TimeTravel } from "./clock/time-travel.ts";
+export type { Clock } from "./clock/clock.ts";
+export { OkeError, JournalLeaseBusy, ClockResourceNotFoundError } from "./errors.ts";
+export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
+export type { FailureReason, JournalEntry, RunRecord, RunStatus, SignalStats } from "./store/types.ts";
+export type { Logger } from "./log/logger.ts";

@@ -1,0 +1,53 @@
+import { errors, OkeError } from "../errors.ts";
+import { newId } from "../id.ts";
+import { describeIssues, validate } from "../schema.ts";
+import type { NewMessage } from "../store/types.ts";
+import type { SignalHandle } from "./signal.ts";
+
+export interface EmitContext {
+  /** Signals the app adopted, by name. */
+  signals: ReadonlyMap<string, SignalHandle>;
+  /** Signal name → number of bound flows. */
+  subscriberCount(signal: string): number;
+  now: number;
+}
+
+/**
+ * Everything that happens before an emit touches the store: the schema check
+ * (OKE1250), the subscriber check (OKE1240) and the message record. Nothing is
+ * enqueued when this throws.
+ */
+export async function prepareEmit(
+  ctx: EmitContext,
+  target: SignalHandle,
+  payload: unknown,
+  options: { key?: string | undefined } | undefined,
+  producer: { flow: string; runId: string | null },
+): Promise<NewMessage> {
+  if (typeof target !== "object" || target === null || target.kind !== "signal") {
+    throw new TypeError(`fx.emit(signal, payload): the first argument must be a signal handle (flow "${producer.flow}")`);
+  }
+  const key = options?.key;
+  if (key !== undefined && (typeof key !== "string" || key === "")) {
+    throw new OkeError({ code: "OKE1251", message: `"${target.name}": key must be a non-empty string, got ${JSON.stringify(key)}` });
+  }
+  let value = payload;
+  if (target.schema) {
+    const r = await validate(target.schema, payload);
+    if (!r.ok) throw errors.invalidPayload(target.name, describeIssues(r.issues), r.issues);
+    value = r.value;
+  }
+  if (!target.optional && ctx.subscriberCount(target.name) === 0) throw errors.orphanEmit(producer.flow, target.name);
+  // Payloads cross processes as JSON; refuse what JSON would silently mangle.
+  const json = value === undefined ? undefined : JSON.stringify(value);
+  if (value !== undefined && json === undefined) {
+    throw errors.invalidPayload(target.name, "payload is not JSON-serialisable");
+  }
+  return {
+    id: newId(ctx.now),
+    signal: target.name,
+    key: key ?? null,
+    payload: json === undefined ? null : (JSON.parse(json) as unknown),
+    parentRunId: producer.runId,
+  };
+}

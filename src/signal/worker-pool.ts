@@ -1,0 +1,228 @@
+import type { Clock } from "../clock/clock.ts";
+import type { Logger } from "../log/logger.ts";
+import type { ClaimedMessage, FailureReason, Settlement, Store } from "../store/types.ts";
+import type { OnceSignal } from "./signal.ts";
+
+/** What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim. */
+export type HandlerOutcome = { kind: "ok" } | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt"> } | { kind: "abandon" };
+
+export interface WorkerPoolOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  signal: OnceSignal;
+  /** Holder id stamped into lockedBy. */
+  worker: string;
+  concurrency: number;
+  leaseMs: number;
+  handle(message: ClaimedMessage): Promise<HandlerOutcome>;
+}
+
+/**
+ * Delivery loop for one once-bound flow: wait for a wake-up or the next lease
+ * expiry (one timer, never a polling loop), claim up to the free slots, run
+ * handlers, settle in batches. Stopping stops claiming, waits for in-flight
+ * handlers up to a deadline, and leaves the rest to lazy reclaim.
+ */
+export class WorkerPool {
+  private running = false;
+  private pumping = false;
+  private again = false;
+  private readonly inflight = new Set<Promise<void>>();
+  private pendingSettle: Settlement[] = [];
+  private settling: Promise<void> | undefined;
+  private cancelTimer: (() => void) | undefined;
+  private timerAt = Infinity;
+  private unsubscribe: (() => void) | undefined;
+  private idleWaiters: Array<() => void> = [];
+  /** Claims that found nothing since the last wake-up: lets idle() know the queue looked empty. */
+  private emptyClaim = false;
+
+  constructor(private readonly o: WorkerPoolOptions) {}
+
+  get active(): number {
+    return this.inflight.size;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.o.store.subscribe((e) => {
+      if (e.kind === "enqueued" && e.signal === this.o.signal.name) this.wake();
+    });
+    this.wake();
+  }
+
+  /** Re-check for work now. Coalesces: one claim loop at a time. */
+  wake(): void {
+    if (!this.running) return;
+    this.emptyClaim = false;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    void this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        while (this.running && this.inflight.size < this.o.concurrency) {
+          const free = this.o.concurrency - this.inflight.size;
+          const claimed = await this.o.store.claim({
+            signal: this.o.signal.name,
+            worker: this.o.worker,
+            max: free,
+            now: this.o.clock.now(),
+            leaseMs: this.o.leaseMs,
+          });
+          for (const m of claimed) this.run(m);
+          if (claimed.length < free) {
+            if (claimed.length === 0) this.emptyClaim = true;
+            break;
+          }
+        }
+      } while (this.again && this.running);
+      if (this.running) await this.armLeaseTimer();
+    } catch (e) {
+      this.o.logger.error({ err: e, signal: this.o.signal.name }, "claim failed; retrying on the next wake-up");
+      if (this.running) this.armRetry();
+    } finally {
+      this.pumping = false;
+      this.notifyIdle();
+    }
+  }
+
+  /** One timer on the next lease expiry, so an abandoned message is reclaimed without polling. */
+  private async armLeaseTimer(): Promise<void> {
+    const next = await this.o.store.nextLeaseExpiry(this.o.signal.name);
+    if (next === null || !this.running) return;
+    if (next >= this.timerAt && this.cancelTimer) return;
+    this.cancelTimer?.();
+    this.timerAt = next;
+    this.cancelTimer = this.o.clock.at(next, () => {
+      this.cancelTimer = undefined;
+      this.timerAt = Infinity;
+      this.wake();
+    });
+  }
+
+  private armRetry(): void {
+    this.cancelTimer?.();
+    this.timerAt = this.o.clock.now() + 1_000;
+    this.cancelTimer = this.o.clock.at(this.timerAt, () => {
+      this.cancelTimer = undefined;
+      this.timerAt = Infinity;
+      this.wake();
+    });
+  }
+
+  private run(m: ClaimedMessage): void {
+    const p = this.o
+      .handle(m)
+      .catch((e: unknown): HandlerOutcome => ({ kind: "error", failure: { code: "Error", message: String(e) } }))
+      .then((outcome) => this.settleLater(m, outcome))
+      .finally(() => {
+        this.inflight.delete(p);
+        this.wake();
+      });
+    this.inflight.add(p);
+  }
+
+  private settleLater(m: ClaimedMessage, outcome: HandlerOutcome): void {
+    if (outcome.kind === "abandon") return;
+    const s = this.o.signal;
+    let settlement: Settlement;
+    if (outcome.kind === "ok") {
+      settlement = { id: m.id, worker: this.o.worker, attempt: m.attempts, status: "delivered" };
+    } else {
+      const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
+      const exhausted = m.attempts > s.retries;
+      settlement = {
+        id: m.id,
+        worker: this.o.worker,
+        attempt: m.attempts,
+        status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
+        failure,
+      };
+      this.o.logger.warn(
+        { signal: s.name, messageId: m.id, attempt: m.attempts, code: failure.code, outcome: settlement.status },
+        `attempt ${m.attempts} failed: ${failure.message}`,
+      );
+    }
+    this.pendingSettle.push(settlement);
+    this.flushSettle();
+  }
+
+  /** Settlements that finish while a settle is in flight go out together in the next batch. */
+  private flushSettle(): void {
+    if (this.settling || this.pendingSettle.length === 0) return;
+    const batch = this.pendingSettle;
+    this.pendingSettle = [];
+    this.settling = this.o.store
+      .settle(batch, this.o.clock.now())
+      .then(
+        (r) => {
+          if (r.applied.length < batch.length) {
+            const fenced = batch.filter((b) => !r.applied.includes(b.id)).map((b) => b.id);
+            this.o.logger.warn({ signal: this.o.signal.name, fenced }, "settle ignored: the lease was reclaimed by another holder");
+          }
+          // A retry is claimable again right away.
+          if (batch.some((b) => b.status === "pending")) this.wake();
+        },
+        (e: unknown) => {
+          // The messages stay inflight and are reclaimed after their lease.
+          this.o.logger.error({ err: e, signal: this.o.signal.name }, "settle failed");
+        },
+      )
+      .finally(() => {
+        this.settling = undefined;
+        this.flushSettle();
+        this.notifyIdle();
+      });
+  }
+
+  /** True when nothing runs, nothing waits to settle, and the last claim found nothing. */
+  isIdle(): boolean {
+    return !this.pumping && this.inflight.size === 0 && !this.settling && this.pendingSettle.length === 0 && this.emptyClaim;
+  }
+
+  /** Resolves the next time the pool turns idle (or at once). */
+  whenIdle(): Promise<void> {
+    if (this.isIdle() || !this.running) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private notifyIdle(): void {
+    if (!this.isIdle()) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Stop claiming; wait for handlers up to `timeoutMs`; flush settlements. Unfinished messages stay leased. */
+  async stop(timeoutMs: number): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.unsubscribe?.();
+    this.cancelTimer?.();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+    });
+    await Promise.race([Promise.allSettled([...this.inflight]), deadline]);
+    clearTimeout(timer);
+    while (this.settling || this.pendingSettle.length > 0) {
+      this.flushSettle();
+      await this.settling;
+    }
+    const left = this.inflight.size;
+    if (left > 0) this.o.logger.warn({ signal: this.o.signal.name, left }, "shutdown deadline: leaving in-flight messages to lazy reclaim");
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+}

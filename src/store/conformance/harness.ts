@@ -1,0 +1,172 @@
+import { afterEach, beforeEach, expect } from "vitest";
+import type {
+  AcquiredRun,
+  ClaimedMessage,
+  JournalEntry,
+  NewMessage,
+  Settlement,
+  Store,
+  StoreEvent,
+} from "../types.ts";
+
+export interface StoreUnderTest {
+  store: Store;
+  cleanup(): Promise<void>;
+}
+
+/** Returns a ready (opened), empty store; called once per test case. */
+export type StoreFactory = () => Promise<StoreUnderTest>;
+
+export interface ConformanceOptions {
+  /**
+   * The driver joins a caller's transaction in `enqueue(…, { tx })`. When
+   * true the suite leaves tx out — the driver tests it itself; when false
+   * (default) the suite checks that `tx` is refused with OKE1260.
+   */
+  supportsTx?: boolean;
+}
+
+/** An arbitrary fixed epoch so no case depends on the wall clock. */
+export const T0 = 1_700_000_000_000;
+export const LEASE = 30_000;
+
+/** Installs beforeEach/afterEach giving every case a fresh store; call inside a describe. */
+export function freshStore(factory: StoreFactory): () => Store {
+  let current: StoreUnderTest | undefined;
+  beforeEach(async () => {
+    current = await factory();
+  });
+  afterEach(async () => {
+    const c = current;
+    current = undefined;
+    await c?.cleanup();
+  });
+  return () => {
+    if (current === undefined) throw new Error("conformance: store used outside a test case");
+    return current.store;
+  };
+}
+
+export function msg(id: string, opts: { signal?: string; key?: string | null; payload?: unknown; parentRunId?: string | null } = {}): NewMessage {
+  return {
+    id,
+    signal: opts.signal ?? "sig.a",
+    key: opts.key ?? null,
+    payload: opts.payload ?? { id },
+    parentRunId: opts.parentRunId ?? null,
+  };
+}
+
+/** Ids `prefix-0 … prefix-(n-1)`, zero-padded so they sort like their order. */
+export const ids = (prefix: string, n: number): string[] =>
+  Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, "0")}`);
+
+export const claimOf = (
+  store: Store,
+  worker: string,
+  now: number,
+  max = 100,
+  signal = "sig.a",
+  leaseMs = LEASE,
+): Promise<ClaimedMessage[]> => store.claim({ signal, worker, max, now, leaseMs });
+
+/** Settlement for a claimed message, from its own holder and attempt. */
+export const outcome = (
+  c: ClaimedMessage,
+  status: Settlement["status"],
+  failure?: { code: string; message: string; at: number },
+): Settlement => ({
+  id: c.id,
+  worker: c.lockedBy,
+  attempt: c.attempts,
+  status,
+  ...(failure === undefined ? {} : { failure: { ...failure, attempt: c.attempts } }),
+});
+
+export const idsOf = (xs: readonly { id: string }[]): string[] => xs.map((x) => x.id);
+export const sortedIds = (xs: readonly { id: string }[]): string[] => idsOf(xs).sort();
+
+/** Claims one message at a time and delivers it, returning the delivery order. */
+export async function drainInOrder(store: Store, now: number, signal = "sig.a"): Promise<string[]> {
+  const order: string[] = [];
+  for (;;) {
+    const got = await store.claim({ signal, worker: "drain", max: 1, now, leaseMs: LEASE });
+    if (got.length === 0) return order;
+    order.push(got[0]!.id);
+    const res = await store.settle([outcome(got[0]!, "delivered")], now);
+    expect(res.applied).toEqual([got[0]!.id]);
+  }
+}
+
+export interface RunOpts {
+  owner?: string;
+  now?: number;
+  leaseMs?: number;
+  flow?: string;
+  input?: unknown;
+  parentRunId?: string | null;
+}
+
+export const startRun = (store: Store, id: string, o: RunOpts = {}): Promise<AcquiredRun> =>
+  store.startRun({
+    id,
+    flow: o.flow ?? "flow.a",
+    input: o.input ?? { run: id },
+    parentRunId: o.parentRunId ?? null,
+    owner: o.owner ?? "inst-1",
+    now: o.now ?? T0,
+    leaseMs: o.leaseMs ?? LEASE,
+  });
+
+export const step = (runId: string, seq: number, name = `step-${seq}`, value: unknown = seq, at = T0): JournalEntry => ({
+  runId,
+  seq,
+  kind: "step",
+  name,
+  value,
+  at,
+});
+
+export const sleepEntry = (runId: string, seq: number, wakeAt: number, at = T0): JournalEntry => ({
+  runId,
+  seq,
+  kind: "sleep",
+  name: `sleep-${seq}`,
+  duration: `${wakeAt - at}ms`,
+  wakeAt,
+  at,
+});
+
+/** Starts a run and parks it until `wakeAt`. */
+export async function sleepingRun(store: Store, id: string, wakeAt: number, o: RunOpts = {}): Promise<void> {
+  const owner = o.owner ?? "inst-1";
+  const now = o.now ?? T0;
+  await startRun(store, id, { ...o, owner, now });
+  await store.park({ runId: id, owner, now, entry: sleepEntry(id, 0, wakeAt, now) });
+}
+
+/** Records a store's events; `next` resolves on the first matching event (already seen ones count). */
+export function recordEvents(store: Store): {
+  events: StoreEvent[];
+  next(match: (e: StoreEvent) => boolean): Promise<StoreEvent>;
+  stop(): void;
+} {
+  const events: StoreEvent[] = [];
+  const waiters: { match: (e: StoreEvent) => boolean; resolve: (e: StoreEvent) => void }[] = [];
+  const stop = store.subscribe((e) => {
+    events.push(e);
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i]!.match(e)) waiters.splice(i, 1)[0]!.resolve(e);
+    }
+  });
+  return {
+    events,
+    stop,
+    next(match) {
+      const seen = events.find(match);
+      if (seen !== undefined) return Promise.resolve(seen);
+      // No timer: a missing event fails the case through the test timeout.
+      return new Promise((resolve) => waiters.push({ match, resolve }));
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { open, rename } from "node:fs/promises";
+import { dirname } from "node:path";
+
+const errnoCode = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e ? String((e as { code: unknown }).code) : undefined;
+
+export { errnoCode };
+
+/**
+ * Makes a rename or a file creation in `dir` durable. Linux needs the directory
+ * itself fsync'd; Windows cannot open a directory for sync, and there the
+ * rename is already journaled by NTFS, so that failure is ignored.
+ */
+export async function fsyncDir(dir: string): Promise<void> {
+  let handle;
+  try {
+    handle = await open(dir, "r");
+    await handle.sync();
+  } catch (e) {
+    const code = errnoCode(e);
+    if (process.platform === "win32" || code === "EISDIR" || code === "EINVAL" || code === "EPERM") return;
+    throw e;
+  } finally {
+    await handle?.close();
+  }
+}
+
+/**
+ * Replaces `path` atomically and durably: write `path.tmp`, fsync it, rename it
+ * over `path`, fsync the directory. A crash leaves either the old or the new
+ * file, never a mix (a stray `.tmp` is removed by the next open).
+ */
+export async function writeFileDurable(path: string, data: string | Uint8Array): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const handle = await open(tmp, "w");
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(tmp, path);
+  await fsyncDir(dirname(path));
+}

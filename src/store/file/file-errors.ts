@@ -1,0 +1,35 @@
+import { OkeError } from "../../errors.ts";
+
+/** Errors of the file driver (OKE132x). Codes are stable; texts name the directory. */
+export const fileStoreErrors = {
+  locked: (dir: string, pid: number) =>
+    new OkeError({
+      code: "OKE1320",
+      message: `File store "${dir}" is locked by process ${pid}${pid === process.pid ? " (this process)" : ""}.`,
+      fix: `Stop process ${pid} or point this app at another directory. If no such process runs, delete "${dir}/lock".`,
+      details: { dir, pid },
+    }),
+  failed: (dir: string, cause: unknown) =>
+    new OkeError({
+      code: "OKE1321",
+      message: `File store "${dir}" could not persist a write; it refuses further calls.`,
+      fix: "Check disk space and permissions, then restart the process: recovery replays every acknowledged write.",
+      details: { dir },
+      cause,
+    }),
+  closed: (dir: string) =>
+    new OkeError({
+      code: "OKE1322",
+      message: `File store "${dir}" is not open.`,
+      fix: "Call store.open() before using it, and do not use it after close().",
+      details: { dir },
+    }),
+  corrupt: (dir: string, detail: string, cause?: unknown) =>
+    new OkeError({
+      code: "OKE1323",
+      message: `File store "${dir}" cannot be recovered: ${detail}.`,
+      fix: `Restore "${dir}" from a backup, or move it aside to start empty.`,
+      details: { dir },
+      cause,
+    }),
+} as const;

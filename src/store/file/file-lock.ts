@@ -1,0 +1,98 @@
+import { randomBytes } from "node:crypto";
+import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { errnoCode } from "./durable-fs.ts";
+import { fileStoreErrors } from "./file-errors.ts";
+
+export interface HeldLock {
+  readonly path: string;
+  release(): Promise<void>;
+}
+
+/** True when a process with this pid exists (EPERM: it exists but belongs to another user). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return errnoCode(e) !== "ESRCH";
+  }
+}
+
+const readPid = async (path: string): Promise<{ text: string; pid: number | undefined } | undefined> => {
+  try {
+    const text = await readFile(path, "utf8");
+    const pid = Number.parseInt(text.trim(), 10);
+    return { text, pid: Number.isSafeInteger(pid) && pid > 0 ? pid : undefined };
+  } catch (e) {
+    if (errnoCode(e) === "ENOENT") return undefined;
+    throw e;
+  }
+};
+
+const unlinkQuiet = async (path: string): Promise<void> => {
+  try {
+    await unlink(path);
+  } catch (e) {
+    if (errnoCode(e) !== "ENOENT") throw e;
+  }
+};
+
+/**
+ * Takes `<dir>/lock` for this process. The file is written complete under a
+ * temp name and hard-linked into place (link never overwrites), so nobody ever
+ * reads a half-written lock. A lock whose pid is dead is moved aside by rename
+ * (atomic: of two racing openers only one gets it) and checked before removal;
+ * three openers racing on one stale lock remain a theoretical gap.
+ */
+export async function acquireLock(
+  dir: string,
+  onTakeover?: (stalePid: number | undefined) => void,
+): Promise<HeldLock> {
+  const path = join(dir, "lock");
+  const mine = `${process.pid}\n`;
+  const tmp = join(dir, `lock.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  await writeFile(tmp, mine);
+  try {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      try {
+        await link(tmp, path);
+        return { path, release: () => releaseLock(path, mine) };
+      } catch (e) {
+        if (errnoCode(e) !== "EEXIST") throw e;
+      }
+      const holder = await readPid(path);
+      if (!holder) continue; // released between our link and read: try again
+      if (holder.pid !== undefined && processAlive(holder.pid)) throw fileStoreErrors.locked(dir, holder.pid);
+      // Stale: move it aside, then make sure what we moved is the stale lock we judged.
+      const aside = join(dir, `lock.stale.${process.pid}.${randomBytes(4).toString("hex")}`);
+      try {
+        await rename(path, aside);
+      } catch (e) {
+        if (errnoCode(e) === "ENOENT") continue;
+        throw e;
+      }
+      const moved = await readPid(aside);
+      if (moved && moved.text !== holder.text) {
+        // A racing opener had already replaced it: put its fresh lock back.
+        try {
+          await link(aside, path);
+        } catch (e) {
+          if (errnoCode(e) !== "EEXIST") throw e;
+        }
+      } else {
+        onTakeover?.(holder.pid);
+      }
+      await unlinkQuiet(aside);
+    }
+    throw new Error(`could not take the lock "${path}" after 20 attempts`);
+  } finally {
+    await unlinkQuiet(tmp);
+  }
+}
+
+async function releaseLock(path: string, mine: string): Promise<void> {
+  const holder = await readPid(path);
+  // Only remove our own lock: after a takeover the file may name someone else.
+  if (holder?.text === mine) await unlinkQuiet(path);
+}

@@ -1,0 +1,2 @@
+export { createEngineStore, createMemoryStore, type EngineStoreOptions } from "./memory-store.ts";
+export { MemoryEngine, applyOp, type EngineOp, type EngineSnapshot } from "./memory-engine.ts";

@@ -1,0 +1,193 @@
+import type {
+  AcquiredRun,
+  AppendRequest,
+  ClaimedMessage,
+  ClaimRequest,
+  FinishRequest,
+  JournalEntry,
+  NewMessage,
+  ParkRequest,
+  RunRecord,
+  RunStatus,
+  Settlement,
+  SignalStats,
+  StartRun,
+  StoredMessage,
+} from "../types.ts";
+import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
+import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
+
+/** The whole engine state as plain JSON data (file driver compaction, tests). */
+export interface EngineSnapshot {
+  version: 1;
+  /** Next emit-order number the engine will assign. */
+  nextSeq: number;
+  /** Every stored message in emit order. */
+  messages: (StoredMessage & { seq: number })[];
+  runs: RunSnapshot[];
+}
+
+/**
+ * One mutating call, as data. Engine methods are deterministic in their
+ * arguments (time comes in as `now`, ids from the caller, emit order from the
+ * engine's own counter), so a log of ops replayed through `applyOp` on a
+ * restored snapshot reproduces the state exactly. Read-only calls are not ops.
+ */
+export type EngineOp =
+  | { op: "enqueue"; messages: NewMessage[]; now: number }
+  | { op: "claim"; req: ClaimRequest }
+  | { op: "settle"; settlements: Settlement[]; now: number }
+  | { op: "replay"; signal: string; ids: readonly string[] | "all"; now: number }
+  | { op: "discard"; signal: string; ids: readonly string[] | "all" }
+  | { op: "pruneDelivered"; before: number }
+  | { op: "startRun"; req: StartRun }
+  | { op: "acquireRun"; req: LeaseRequest }
+  | { op: "renewLease"; req: LeaseRequest }
+  | { op: "append"; req: AppendRequest }
+  | { op: "park"; req: ParkRequest }
+  | { op: "finish"; req: FinishRequest }
+  | { op: "releaseRun"; req: { runId: string; owner: string; now: number } }
+  | { op: "claimDueRuns"; req: { owner: string; now: number; max: number; leaseMs: number } }
+  | { op: "wakeEarly"; runId: string; now: number };
+
+/**
+ * The memory driver's engine: queue + journal on real data structures, fully
+ * synchronous. The async Store (memory-store.ts) wraps it; the file driver
+ * wraps the same engine and logs each op before its call resolves. Every
+ * method either throws before changing anything or applies fully.
+ */
+export class MemoryEngine {
+  private readonly queue = new MemoryQueue();
+  private readonly journal = new MemoryJournal();
+
+  static restore(snapshot: EngineSnapshot): MemoryEngine {
+    if (snapshot.version !== 1) throw new Error(`memory engine: unknown snapshot version ${String(snapshot.version)}`);
+    const engine = new MemoryEngine();
+    engine.queue.load(snapshot);
+    engine.journal.load(snapshot.runs);
+    return engine;
+  }
+
+  snapshot(): EngineSnapshot {
+    const q = this.queue.snapshot();
+    return { version: 1, nextSeq: q.nextSeq, messages: q.messages, runs: this.journal.snapshot() };
+  }
+
+  // Queue
+
+  enqueue(messages: readonly NewMessage[], now: number): void {
+    this.queue.enqueue(messages, now);
+  }
+  claim(req: ClaimRequest): ClaimedMessage[] {
+    return this.queue.claim(req);
+  }
+  settle(settlements: readonly Settlement[], now: number): EngineSettleResult {
+    return this.queue.settle(settlements, now);
+  }
+  deadLetters(signal: string, limit?: number): StoredMessage[] {
+    return this.queue.deadLetters(signal, limit);
+  }
+  getMessage(id: string): StoredMessage | undefined {
+    return this.queue.getMessage(id);
+  }
+  replay(signal: string, ids: readonly string[] | "all", now: number): string[] {
+    return this.queue.replay(signal, ids, now);
+  }
+  discard(signal: string, ids: readonly string[] | "all"): string[] {
+    return this.queue.discard(signal, ids);
+  }
+  stats(signal: string, now: number): SignalStats {
+    return this.queue.stats(signal, now);
+  }
+  nextLeaseExpiry(signal: string): number | null {
+    return this.queue.nextLeaseExpiry(signal);
+  }
+  pruneDelivered(before: number): number {
+    return this.queue.pruneDelivered(before);
+  }
+
+  // Journal
+
+  startRun(req: StartRun): AcquiredRun {
+    return this.journal.startRun(req);
+  }
+  acquireRun(req: LeaseRequest): AcquiredRun {
+    return this.journal.acquireRun(req);
+  }
+  renewLease(req: LeaseRequest): void {
+    this.journal.renewLease(req);
+  }
+  /** Entries and emits commit together: both are checked before either is written. */
+  append(req: AppendRequest): void {
+    this.journal.checkAppend(req);
+    if (req.emits !== undefined) this.queue.checkEnqueue(req.emits);
+    this.journal.append(req);
+    if (req.emits !== undefined) this.queue.enqueue(req.emits, req.now);
+  }
+  park(req: ParkRequest): void {
+    this.journal.park(req);
+  }
+  finish(req: FinishRequest): void {
+    this.journal.finish(req);
+  }
+  releaseRun(req: { runId: string; owner: string; now: number }): boolean {
+    return this.journal.releaseRun(req);
+  }
+  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {
+    return this.journal.claimDueRuns(req);
+  }
+  listOrphans(now: number, limit?: number): RunRecord[] {
+    return this.journal.listOrphans(now, limit);
+  }
+  nextWakeAt(): number | null {
+    return this.journal.nextWakeAt();
+  }
+  wakeEarly(runId: string, now: number): boolean {
+    return this.journal.wakeEarly(runId, now);
+  }
+  getRun(runId: string): RunRecord | undefined {
+    return this.journal.getRun(runId);
+  }
+  getJournal(runId: string): JournalEntry[] {
+    return this.journal.getJournal(runId);
+  }
+  listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {
+    return this.journal.listRuns(filter);
+  }
+}
+
+/** Applies one logged op (file driver recovery). Returns what the method returned. */
+export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
+  switch (op.op) {
+    case "enqueue":
+      return engine.enqueue(op.messages, op.now);
+    case "claim":
+      return engine.claim(op.req);
+    case "settle":
+      return engine.settle(op.settlements, op.now);
+    case "replay":
+      return engine.replay(op.signal, op.ids, op.now);
+    case "discard":
+      return engine.discard(op.signal, op.ids);
+    case "pruneDelivered":
+      return engine.pruneDelivered(op.before);
+    case "startRun":
+      return engine.startRun(op.req);
+    case "acquireRun":
+      return engine.acquireRun(op.req);
+    case "renewLease":
+      return engine.renewLease(op.req);
+    case "append":
+      return engine.append(op.req);
+    case "park":
+      return engine.park(op.req);
+    case "finish":
+      return engine.finish(op.req);
+    case "releaseRun":
+      return engine.releaseRun(op.req);
+    case "claimDueRuns":
+      return engine.claimDueRuns(op.req);
+    case "wakeEarly":
+      return engine.wakeEarly(op.runId, op.now);
+  }
+}

@@ -1,0 +1,292 @@
+import { JournalLeaseBusy } from "../../errors.ts";
+import { storeErrors } from "../index.ts";
+import type {
+  AcquiredRun,
+  AppendRequest,
+  FinishRequest,
+  JournalEntry,
+  ParkRequest,
+  RunRecord,
+  RunStatus,
+  StartRun,
+} from "../types.ts";
+import { cloneJson } from "./clone-json.ts";
+import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
+import { IndexedMinHeap } from "./min-heap.ts";
+
+export interface LeaseRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  leaseMs: number;
+}
+
+export type RunSnapshot = RunRecord & { entries: JournalEntry[] };
+
+/**
+ * The journal half of the memory engine. Runs are indexed by status and flow;
+ * sleeping runs sit in a wake heap, so due sleepers and the next wake-up are
+ * found without a scan.
+ *
+ * Fencing: a write is accepted from the run's `leaseOwner` while it is
+ * running. A holder whose lease expired may still write until another owner
+ * takes the lease over — the same rule as a message settle.
+ */
+export class MemoryJournal {
+  private readonly runs = new Map<string, RunRec>();
+  private readonly byStatus: Record<RunStatus, Map<string, RunRec>> = {
+    running: new Map(),
+    sleeping: new Map(),
+    completed: new Map(),
+    failed: new Map(),
+  };
+  private readonly byFlow = new Map<string, Map<string, RunRec>>();
+  private readonly wakes = new IndexedMinHeap<RunRec>((a, b) => a.wakeAt! < b.wakeAt!);
+
+  startRun(req: StartRun): AcquiredRun {
+    const existing = this.runs.get(req.id);
+    if (existing !== undefined) return this.take(existing, req.owner, req.now, req.leaseMs);
+    const r: RunRec = {
+      heapIndex: -1,
+      id: req.id,
+      flow: req.flow,
+      status: "running",
+      input: cloneJson(req.input),
+      output: undefined,
+      error: undefined,
+      parentRunId: req.parentRunId,
+      leaseOwner: req.owner,
+      leaseExpiresAt: req.now + req.leaseMs,
+      wakeAt: null,
+      createdAt: req.now,
+      updatedAt: req.now,
+      entries: [],
+    };
+    this.index(r);
+    return { run: toRunRecord(r), entries: [], created: true };
+  }
+
+  acquireRun(req: LeaseRequest): AcquiredRun {
+    return this.take(this.mustGet(req.runId), req.owner, req.now, req.leaseMs);
+  }
+
+  renewLease(req: LeaseRequest): void {
+    const r = this.holder(req.runId, req.owner);
+    r.leaseExpiresAt = req.now + req.leaseMs;
+    r.updatedAt = req.now;
+  }
+
+  /** Throws if the append would be refused; changes nothing. */
+  checkAppend(req: Pick<AppendRequest, "runId" | "owner" | "entries">): void {
+    this.checkSeqs(this.holder(req.runId, req.owner), req.entries);
+  }
+
+  append(req: AppendRequest): void {
+    this.checkAppend(req);
+    const r = this.runs.get(req.runId)!;
+    this.insertEntries(r, req.entries);
+    if (req.leaseMs !== undefined) r.leaseExpiresAt = req.now + req.leaseMs;
+    r.updatedAt = req.now;
+  }
+
+  park(req: ParkRequest): void {
+    const r = this.holder(req.runId, req.owner);
+    this.checkSeqs(r, [req.entry]);
+    this.insertEntries(r, [req.entry]);
+    this.setStatus(r, "sleeping");
+    r.wakeAt = req.entry.wakeAt ?? req.now;
+    r.leaseOwner = null;
+    r.leaseExpiresAt = null;
+    r.updatedAt = req.now;
+    this.wakes.push(r);
+  }
+
+  finish(req: FinishRequest): void {
+    const r = this.holder(req.runId, req.owner);
+    this.setStatus(r, req.status);
+    r.output = cloneJson(req.output);
+    r.error = req.error === undefined ? undefined : { code: req.error.code, message: req.error.message };
+    r.leaseOwner = null;
+    r.leaseExpiresAt = null;
+    r.updatedAt = req.now;
+  }
+
+  /** Releases the lease if `owner` holds it; a non-holder changes nothing. Returns whether it did. */
+  releaseRun(req: { runId: string; owner: string; now: number }): boolean {
+    const r = this.runs.get(req.runId);
+    if (r === undefined || r.leaseOwner !== req.owner) return false;
+    r.leaseOwner = null;
+    r.leaseExpiresAt = null;
+    r.updatedAt = req.now;
+    return true;
+  }
+
+  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {
+    const out: AcquiredRun[] = [];
+    for (let r = this.wakes.peek(); r !== undefined && out.length < req.max; r = this.wakes.peek()) {
+      if (r.wakeAt! > req.now) break;
+      out.push(this.take(r, req.owner, req.now, req.leaseMs));
+    }
+    return out;
+  }
+
+  listOrphans(now: number, limit = Infinity): RunRecord[] {
+    const out: RunRecord[] = [];
+    for (const r of this.byStatus.running.values()) {
+      if (out.length >= limit) return out;
+      if (!leaseLive(r, now)) out.push(toRunRecord(r));
+    }
+    // A sleeping run never holds a lease: whoever scans must schedule it.
+    for (const r of this.byStatus.sleeping.values()) {
+      if (out.length >= limit) return out;
+      out.push(toRunRecord(r));
+    }
+    return out;
+  }
+
+  nextWakeAt(): number | null {
+    return this.wakes.peek()?.wakeAt ?? null;
+  }
+
+  wakeEarly(runId: string, now: number): boolean {
+    const r = this.runs.get(runId);
+    if (r === undefined || r.status !== "sleeping") return false;
+    if (r.wakeAt === null || r.wakeAt > now) r.wakeAt = now;
+    r.updatedAt = now;
+    this.wakes.update(r);
+    return true;
+  }
+
+  getRun(runId: string): RunRecord | undefined {
+    const r = this.runs.get(runId);
+    return r === undefined ? undefined : toRunRecord(r);
+  }
+
+  getJournal(runId: string): JournalEntry[] {
+    return this.runs.get(runId)?.entries.map((e) => cloneEntry(e, runId)) ?? [];
+  }
+
+  /** Matching runs, oldest first (createdAt, then id). */
+  listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {
+    const byFlow = filter.flow === undefined ? undefined : (this.byFlow.get(filter.flow) ?? new Map<string, RunRec>());
+    const byStatus = filter.status === undefined ? undefined : this.byStatus[filter.status];
+    const source = byFlow !== undefined && (byStatus === undefined || byFlow.size <= byStatus.size) ? byFlow : (byStatus ?? this.runs);
+    const matches: RunRec[] = [];
+    for (const r of source.values()) {
+      if ((filter.status === undefined || r.status === filter.status) && (filter.flow === undefined || r.flow === filter.flow)) {
+        matches.push(r);
+      }
+    }
+    matches.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return (filter.limit === undefined ? matches : matches.slice(0, Math.max(0, filter.limit))).map(toRunRecord);
+  }
+
+  snapshot(): RunSnapshot[] {
+    const out: RunSnapshot[] = [];
+    for (const r of this.runs.values()) out.push({ ...toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)) });
+    return out;
+  }
+
+  /** Rebuilds the indexes from a snapshot; call on a fresh journal. */
+  load(runs: readonly RunSnapshot[]): void {
+    for (const s of runs) {
+      const r: RunRec = {
+        heapIndex: -1,
+        id: s.id,
+        flow: s.flow,
+        status: s.status,
+        input: cloneJson(s.input),
+        output: cloneJson(s.output),
+        error: s.error === undefined ? undefined : { code: s.error.code, message: s.error.message },
+        parentRunId: s.parentRunId,
+        leaseOwner: s.leaseOwner,
+        leaseExpiresAt: s.leaseExpiresAt,
+        wakeAt: s.wakeAt,
+        createdAt: s.createdAt,
+        updatedAt: s.updatedAt,
+        entries: s.entries.map((e) => cloneEntry(e, s.id)).sort((a, b) => a.seq - b.seq),
+      };
+      this.index(r);
+      if (r.status === "sleeping") this.wakes.push(r);
+    }
+  }
+
+  /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others. */
+  private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
+    if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
+    if (leaseLive(r, now) && r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
+    if (r.status === "sleeping") {
+      this.wakes.remove(r);
+      this.setStatus(r, "running");
+    }
+    r.wakeAt = null;
+    r.leaseOwner = owner;
+    r.leaseExpiresAt = now + leaseMs;
+    r.updatedAt = now;
+    return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
+  }
+
+  private holder(runId: string, owner: string): RunRec {
+    const r = this.mustGet(runId);
+    if (r.status !== "running" || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
+    return r;
+  }
+
+  private mustGet(runId: string): RunRec {
+    const r = this.runs.get(runId);
+    if (r === undefined) throw storeErrors.runNotFound(runId);
+    return r;
+  }
+
+  private checkSeqs(r: RunRec, entries: readonly JournalEntry[]): void {
+    const batch = new Set<number>();
+    for (const e of entries) {
+      if (batch.has(e.seq) || hasSeq(r.entries, e.seq)) throw storeErrors.duplicateSeq(r.id, e.seq);
+      batch.add(e.seq);
+    }
+  }
+
+  private insertEntries(r: RunRec, entries: readonly JournalEntry[]): void {
+    for (const e of entries) {
+      const copy = cloneEntry(e, r.id);
+      const last = r.entries.at(-1);
+      if (last === undefined || last.seq < copy.seq) r.entries.push(copy);
+      else r.entries.splice(lowerBound(r.entries, copy.seq), 0, copy);
+    }
+  }
+
+  private index(r: RunRec): void {
+    this.runs.set(r.id, r);
+    this.byStatus[r.status].set(r.id, r);
+    let flow = this.byFlow.get(r.flow);
+    if (flow === undefined) {
+      flow = new Map();
+      this.byFlow.set(r.flow, flow);
+    }
+    flow.set(r.id, r);
+  }
+
+  private setStatus(r: RunRec, status: RunStatus): void {
+    if (r.status === status) return;
+    this.byStatus[r.status].delete(r.id);
+    this.byStatus[status].set(r.id, r);
+    r.status = status;
+  }
+}
+
+const leaseLive = (r: RunRec, now: number): boolean =>
+  r.leaseOwner !== null && r.leaseExpiresAt !== null && r.leaseExpiresAt > now;
+
+function lowerBound(entries: readonly JournalEntry[], seq: number): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (entries[mid]!.seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const hasSeq = (entries: readonly JournalEntry[], seq: number): boolean =>
+  entries[lowerBound(entries, seq)]?.seq === seq;

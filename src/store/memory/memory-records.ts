@@ -1,0 +1,150 @@
+import { cloneJson } from "./clone-json.ts";
+import type { HeapSlot } from "./min-heap.ts";
+import type {
+  ClaimedMessage,
+  FailureReason,
+  JournalEntry,
+  MessageStatus,
+  NewMessage,
+  RunRecord,
+  RunStatus,
+  StoredMessage,
+} from "../types.ts";
+
+/** A stored message as the engine keeps it: mutable, plus its emit order and heap slot. */
+export interface MsgRec extends HeapSlot {
+  id: string;
+  signal: string;
+  key: string | null;
+  payload: unknown;
+  parentRunId: string | null;
+  status: MessageStatus;
+  attempts: number;
+  failures: FailureReason[];
+  lockedBy: string | null;
+  leaseExpiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+  /** Engine-assigned emit order; per-key FIFO and "oldest" follow it. */
+  seq: number;
+}
+
+/** A durable run as the engine keeps it, with its journal sorted by seq. */
+export interface RunRec extends HeapSlot {
+  id: string;
+  flow: string;
+  status: RunStatus;
+  input: unknown;
+  output: unknown;
+  error: { code: string; message: string } | undefined;
+  parentRunId: string | null;
+  leaseOwner: string | null;
+  leaseExpiresAt: number | null;
+  wakeAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+  entries: JournalEntry[];
+}
+
+export const cloneFailure = (f: FailureReason): FailureReason => ({
+  code: f.code,
+  message: f.message,
+  at: f.at,
+  attempt: f.attempt,
+});
+
+export function newMsgRec(m: NewMessage, now: number, seq: number): MsgRec {
+  return {
+    heapIndex: -1,
+    id: m.id,
+    signal: m.signal,
+    key: m.key,
+    payload: cloneJson(m.payload),
+    parentRunId: m.parentRunId,
+    status: "pending",
+    attempts: 0,
+    failures: [],
+    lockedBy: null,
+    leaseExpiresAt: null,
+    createdAt: now,
+    updatedAt: now,
+    seq,
+  };
+}
+
+export function msgRecFromSnapshot(s: StoredMessage & { seq: number }): MsgRec {
+  return {
+    heapIndex: -1,
+    id: s.id,
+    signal: s.signal,
+    key: s.key,
+    payload: cloneJson(s.payload),
+    parentRunId: s.parentRunId,
+    status: s.status,
+    attempts: s.attempts,
+    failures: s.failures.map(cloneFailure),
+    lockedBy: s.lockedBy,
+    leaseExpiresAt: s.leaseExpiresAt,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+    seq: s.seq,
+  };
+}
+
+export function toStoredMessage(m: MsgRec): StoredMessage {
+  return {
+    id: m.id,
+    signal: m.signal,
+    key: m.key,
+    payload: cloneJson(m.payload),
+    parentRunId: m.parentRunId,
+    status: m.status,
+    attempts: m.attempts,
+    failures: m.failures.map(cloneFailure),
+    lockedBy: m.lockedBy,
+    leaseExpiresAt: m.leaseExpiresAt,
+    createdAt: m.createdAt,
+    updatedAt: m.updatedAt,
+  };
+}
+
+export function toClaimedMessage(m: MsgRec): ClaimedMessage {
+  return {
+    id: m.id,
+    signal: m.signal,
+    key: m.key,
+    payload: cloneJson(m.payload),
+    parentRunId: m.parentRunId,
+    attempts: m.attempts,
+    createdAt: m.createdAt,
+    lockedBy: m.lockedBy!,
+    leaseExpiresAt: m.leaseExpiresAt!,
+  };
+}
+
+export function cloneEntry(e: JournalEntry, runId: string): JournalEntry {
+  const out: JournalEntry = { runId, seq: e.seq, kind: e.kind, name: e.name, at: e.at };
+  if (e.value !== undefined) out.value = cloneJson(e.value);
+  if (e.error !== undefined) out.error = { code: e.error.code, message: e.error.message };
+  if (e.duration !== undefined) out.duration = e.duration;
+  if (e.wakeAt !== undefined) out.wakeAt = e.wakeAt;
+  return out;
+}
+
+export function toRunRecord(r: RunRec): RunRecord {
+  const out: RunRecord = {
+    id: r.id,
+    flow: r.flow,
+    status: r.status,
+    input: cloneJson(r.input),
+    parentRunId: r.parentRunId,
+    leaseOwner: r.leaseOwner,
+    leaseExpiresAt: r.leaseExpiresAt,
+    wakeAt: r.wakeAt,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+  };
+  if (r.output !== undefined) out.output = cloneJson(r.output);
+  if (r.error !== undefined) out.error = { code: r.error.code, message: r.error.message };
+  return out;
+}

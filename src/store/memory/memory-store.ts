@@ -1,0 +1,171 @@
+import { storeErrors } from "../index.ts";
+import type { NewMessage, Store, StoreEvent } from "../types.ts";
+import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
+
+export interface EngineStoreOptions {
+  driver: Store["driver"];
+  engine: MemoryEngine;
+  /**
+   * Called after an op changed the engine's state and before the call
+   * resolves; a rejection rejects the call. The file driver appends the op to
+   * its log here. Calls arrive in the order ops were applied; serialize `op`
+   * before the first await — it holds the caller's objects.
+   */
+  persist?: (op: EngineOp) => void | Promise<void>;
+  open?: () => Promise<void>;
+  close?: () => Promise<void>;
+}
+
+/**
+ * Wraps a synchronous MemoryEngine as an async Store: each call applies one
+ * op, lets `persist` record it when state changed, then announces it to
+ * subscribers. Ops that changed nothing (an empty claim, a fenced settle) are
+ * not persisted, so an idle poll loop writes no log records.
+ */
+export function createEngineStore(opts: EngineStoreOptions): Store {
+  const { engine, driver } = opts;
+  const listeners = new Set<(event: StoreEvent) => void>();
+
+  const announce = (event: StoreEvent): void => {
+    for (const listener of [...listeners]) {
+      try {
+        listener(event);
+      } catch (err) {
+        // A broken listener must not undo or fail a committed write; surface it instead.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  };
+  const commit = async (op: EngineOp | null, events: readonly StoreEvent[] = []): Promise<void> => {
+    if (op !== null && opts.persist !== undefined) await opts.persist(op);
+    for (const event of events) announce(event);
+  };
+  const enqueued = (messages: readonly NewMessage[]): StoreEvent[] =>
+    [...new Set(messages.map((m) => m.signal))].map((signal) => ({ kind: "enqueued", signal }));
+  const wake: StoreEvent[] = [{ kind: "wake" }];
+
+  return {
+    driver,
+    open: async () => {
+      await opts.open?.();
+    },
+    close: async () => {
+      await opts.close?.();
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
+    },
+
+    async enqueue(messages, now, options) {
+      if (options?.tx !== undefined) throw storeErrors.txUnsupported(driver);
+      if (messages.length === 0) return;
+      engine.enqueue(messages, now);
+      await commit({ op: "enqueue", messages, now }, enqueued(messages));
+    },
+    async claim(req) {
+      const out = engine.claim(req);
+      await commit(out.length > 0 ? { op: "claim", req } : null);
+      return out;
+    },
+    async settle(settlements, now) {
+      const { applied, signals } = engine.settle(settlements, now);
+      await commit(
+        applied.length > 0 ? { op: "settle", settlements, now } : null,
+        signals.map((signal) => ({ kind: "settled", signal })),
+      );
+      return { applied };
+    },
+    async deadLetters(signal, limit) {
+      return engine.deadLetters(signal, limit);
+    },
+    async getMessage(id) {
+      return engine.getMessage(id);
+    },
+    async replay(signal, ids, now) {
+      const out = engine.replay(signal, ids, now);
+      if (out.length > 0) await commit({ op: "replay", signal, ids: out, now }, [{ kind: "enqueued", signal }]);
+      return out;
+    },
+    async discard(signal, ids) {
+      const out = engine.discard(signal, ids);
+      if (out.length > 0) await commit({ op: "discard", signal, ids: out });
+      return out;
+    },
+    async stats(signal, now) {
+      return engine.stats(signal, now);
+    },
+    async nextLeaseExpiry(signal) {
+      return engine.nextLeaseExpiry(signal);
+    },
+    async pruneDelivered(before) {
+      const n = engine.pruneDelivered(before);
+      if (n > 0) await commit({ op: "pruneDelivered", before });
+      return n;
+    },
+
+    async startRun(req) {
+      const out = engine.startRun(req);
+      await commit({ op: "startRun", req });
+      return out;
+    },
+    async acquireRun(req) {
+      const out = engine.acquireRun(req);
+      await commit({ op: "acquireRun", req });
+      return out;
+    },
+    async renewLease(req) {
+      engine.renewLease(req);
+      await commit({ op: "renewLease", req });
+    },
+    async append(req) {
+      engine.append(req);
+      await commit({ op: "append", req }, enqueued(req.emits ?? []));
+    },
+    async park(req) {
+      engine.park(req);
+      await commit({ op: "park", req }, wake);
+    },
+    async finish(req) {
+      engine.finish(req);
+      await commit({ op: "finish", req });
+    },
+    async releaseRun(req) {
+      if (engine.releaseRun(req)) await commit({ op: "releaseRun", req });
+    },
+    async claimDueRuns(req) {
+      const out = engine.claimDueRuns(req);
+      await commit(out.length > 0 ? { op: "claimDueRuns", req } : null);
+      return out;
+    },
+    async listOrphans(now, limit) {
+      return engine.listOrphans(now, limit);
+    },
+    async nextWakeAt() {
+      return engine.nextWakeAt();
+    },
+    async wakeEarly(runId, now) {
+      const woke = engine.wakeEarly(runId, now);
+      if (woke) await commit({ op: "wakeEarly", runId, now }, wake);
+      return woke;
+    },
+    async getRun(runId) {
+      return engine.getRun(runId);
+    },
+    async getJournal(runId) {
+      return engine.getJournal(runId);
+    },
+    async listRuns(filter) {
+      return engine.listRuns(filter);
+    },
+  };
+}
+
+/** The process-local store (driver "memory"): the reference semantics, lost on exit. */
+export function createMemoryStore(engine: MemoryEngine = new MemoryEngine()): Store {
+  return createEngineStore({ driver: "memory", engine });
+}

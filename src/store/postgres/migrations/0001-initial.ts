@@ -1,0 +1,100 @@
+import type { Migration } from "./index.ts";
+
+/**
+ * Queue + journal tables. Times are bigint epoch ms written from the caller's
+ * `now`; SQL never reads the clock, so time travel works on this driver too.
+ * Append-only: never edit a migration that shipped, add 0002-… instead.
+ */
+export const m0001: Migration = {
+  id: 1,
+  name: "initial",
+  sql: (s) => `
+CREATE TABLE ${s}.messages (
+  id text PRIMARY KEY,
+  signal text NOT NULL,
+  key text,
+  -- SQL NULL = undefined payload, 'null'::jsonb = null.
+  payload jsonb,
+  status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'inflight', 'delivered', 'dead')),
+  attempts integer NOT NULL DEFAULT 0,
+  failures jsonb NOT NULL DEFAULT '[]'::jsonb,
+  locked_by text,
+  lease_expires_at bigint,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  parent_run_id text,
+  -- Emit order: FIFO per key and oldest-first claims.
+  seq bigserial NOT NULL
+);
+
+-- Ready predicate: the claim walks this in seq order and stops at LIMIT.
+CREATE INDEX messages_ready ON ${s}.messages (signal, seq) WHERE status = 'pending';
+-- Inflight predicate: lazy reclaim (lease_expires_at <= now) and nextLeaseExpiry.
+CREATE INDEX messages_inflight ON ${s}.messages (signal, lease_expires_at) WHERE status = 'inflight';
+-- Head-of-key: "is there an older non-terminal message of this (signal, key)" is one probe.
+CREATE INDEX messages_key_head ON ${s}.messages (signal, key, seq)
+  WHERE key IS NOT NULL AND status IN ('pending', 'inflight');
+-- Dead letters oldest first, and pruning of delivered rows.
+CREATE INDEX messages_dead ON ${s}.messages (signal, seq) WHERE status = 'dead';
+CREATE INDEX messages_delivered ON ${s}.messages (updated_at) WHERE status = 'delivered';
+
+/*
+ * The per-key guard of the claim (see postgres-claim.ts). VOLATILE on purpose:
+ * in READ COMMITTED a volatile function takes a fresh snapshot for each query,
+ * so after the advisory lock is ours we see every claim committed before it.
+ */
+CREATE FUNCTION ${s}.claim_key_free(p_signal text, p_key text, p_id text, p_now bigint)
+RETURNS boolean LANGUAGE plpgsql VOLATILE COST 1000 AS $fn$
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(hashtext(${lit(s)} || p_signal), hashtext(p_key)) THEN
+    RETURN false;
+  END IF;
+  RETURN NOT EXISTS (
+    SELECT 1 FROM ${s}.messages o
+    WHERE o.signal = p_signal AND o.key = p_key AND o.status = 'inflight'
+      AND o.lease_expires_at > p_now AND o.id <> p_id
+  );
+END
+$fn$;
+
+CREATE TABLE ${s}.runs (
+  id text PRIMARY KEY,
+  flow text NOT NULL,
+  status text NOT NULL CHECK (status IN ('running', 'sleeping', 'completed', 'failed')),
+  input jsonb,
+  output jsonb,
+  error jsonb,
+  parent_run_id text,
+  lease_owner text,
+  lease_expires_at bigint,
+  wake_at bigint,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+
+-- Sleeping runs by deadline: claimDueRuns and nextWakeAt.
+CREATE INDEX runs_wake ON ${s}.runs (wake_at) WHERE status = 'sleeping';
+-- Boot orphan scan over non-terminal runs.
+CREATE INDEX runs_active ON ${s}.runs (lease_expires_at) WHERE status IN ('running', 'sleeping');
+CREATE INDEX runs_list ON ${s}.runs (status, flow, created_at);
+
+-- One row per (run, seq): appending a step writes one row, never the whole journal.
+CREATE TABLE ${s}.journal_entries (
+  run_id text NOT NULL REFERENCES ${s}.runs (id) ON DELETE CASCADE,
+  seq integer NOT NULL,
+  kind text NOT NULL,
+  name text NOT NULL,
+  value jsonb,
+  error jsonb,
+  duration text,
+  wake_at bigint,
+  at bigint NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+`,
+};
+
+/** A quoted identifier as an SQL string literal (advisory-lock namespace). */
+function lit(quotedIdent: string): string {
+  return `'${quotedIdent.replaceAll("'", "''")}.'`;
+}

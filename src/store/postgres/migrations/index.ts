@@ -1,0 +1,12 @@
+import { m0001 } from "./0001-initial.ts";
+
+/** One schema change. `sql` receives the quoted schema identifier. */
+export interface Migration {
+  /** Position in the sequence; ids are dense and never reused. */
+  id: number;
+  name: string;
+  sql: (schema: string) => string;
+}
+
+/** Every migration, in order. Append only: a shipped migration never changes. */
+export const migrations: readonly Migration[] = [m0001];

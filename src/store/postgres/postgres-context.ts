@@ -1,0 +1,39 @@
+import type pg from "pg";
+import type { StoreEvent } from "../types.ts";
+import { encodeWake, type WakePayload } from "./postgres-wake.ts";
+
+/** The logger methods the driver uses (a pino logger fits). */
+export interface PgLogger {
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Anything that runs a query: the pool, or a caller's client inside BEGIN. */
+export type Queryable = Pick<pg.ClientBase, "query">;
+
+/** What every module of the driver shares. */
+export interface PgContext {
+  pool: pg.Pool;
+  /** Quoted schema identifier, ready to prefix table names. */
+  s: string;
+  /** NOTIFY channel (unquoted; pg_notify takes it as text). */
+  channel: string;
+  /** false in poll-only mode: no NOTIFY is sent. */
+  notify: boolean;
+  /** This store instance's id, stamped on its own notifications. */
+  origin: string;
+  /** Tells this process's subscribers. */
+  emit(events: StoreEvent[]): void;
+}
+
+/**
+ * The NOTIFY payload for a statement, or null when nothing is sent. With
+ * `fromTx` the origin is left out so this process hears its own echo: it
+ * cannot know when the caller commits.
+ */
+export function wakePayload(ctx: PgContext, p: Omit<WakePayload, "o">, fromTx = false): string | null {
+  if (!ctx.notify) return null;
+  return encodeWake(fromTx ? p : { o: ctx.origin, ...p });
+}
+
+export const unique = (xs: Iterable<string>): string[] => [...new Set(xs)];

@@ -1,0 +1,32 @@
+import { OkeError } from "../../errors.ts";
+
+/** Errors of the postgres driver (OKE133x). Codes are stable. */
+export const postgresStoreErrors = {
+  badTx: () =>
+    new OkeError({
+      code: "OKE1330",
+      message: "enqueue({ tx }) needs a pg client (Pool client or Client) inside an open transaction.",
+      fix: "Pass the client you called BEGIN on: `const c = await pool.connect(); await c.query('BEGIN'); await store.enqueue(msgs, now, { tx: c })`.",
+    }),
+  closed: (schema: string) =>
+    new OkeError({
+      code: "OKE1331",
+      message: `Postgres store (schema ${schema}) is closed.`,
+      fix: "Do not use a store after close(); create a new one.",
+      details: { schema },
+    }),
+  newerSchema: (schema: string, dbVersion: number, codeVersion: number) =>
+    new OkeError({
+      code: "OKE1332",
+      message: `Postgres schema ${schema} is at migration ${dbVersion} but this okengine knows only ${codeVersion}.`,
+      fix: "Upgrade okengine on this process, or point it at another schema.",
+      details: { schema, dbVersion, codeVersion },
+    }),
+  badSchemaName: (schema: string) =>
+    new OkeError({
+      code: "OKE1333",
+      message: `Invalid postgres schema name "${schema}".`,
+      fix: "Use letters, digits and underscores, starting with a letter or underscore (at most 50 characters).",
+      details: { schema },
+    }),
+} as const;

@@ -1,0 +1,56 @@
+import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
+import { type PgContext, unique } from "./postgres-context.ts";
+
+/**
+ * Batched settle: one UPDATE … FROM jsonb_to_recordset applies every outcome,
+ * fenced by (status inflight, locked_by = worker, attempts = attempt) so a
+ * holder whose lease was reclaimed changes nothing. A concurrent claim that
+ * reclaimed the row first bumped `attempts`; if we reach the row first, the
+ * claimer's EvalPlanQual recheck sees it settled and skips it.
+ *
+ * Other processes only need a NOTIFY when a settle makes work claimable that
+ * was not before: a retry (back to pending) or a keyed message (the next of its
+ * key becomes the head). Plain deliveries stay silent, so a busy drain does not
+ * wake every listener on every batch. The payload has encodeWake's shape.
+ */
+const settleSql = (s: string): string => `
+WITH input AS (
+  SELECT DISTINCT ON (x.id) x.id, x.worker, x.attempt, x.status, x.failure
+  FROM jsonb_to_recordset($1::jsonb) AS x(id text, worker text, attempt integer, status text, failure jsonb)
+),
+upd AS (
+  UPDATE ${s}.messages m
+  SET status = i.status, locked_by = NULL, lease_expires_at = NULL, updated_at = $2,
+      failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure) END
+  FROM input i
+  WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
+  RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
+),
+woke AS (
+  SELECT json_build_object('o', $4::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
+)
+SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd) AS signals,
+       (SELECT pg_notify($3, CASE WHEN length(payload) <= 7000 THEN payload
+                              ELSE json_build_object('o', $4::text, 'w', 1)::text END)
+        FROM woke WHERE $3::text IS NOT NULL) AS notified`;
+
+export async function settle(ctx: PgContext, settlements: readonly Settlement[], now: number): Promise<SettleResult> {
+  if (settlements.length === 0) return { applied: [] };
+  const input = JSON.stringify(
+    settlements.map((x) => ({ id: x.id, worker: x.worker, attempt: x.attempt, status: x.status, failure: x.failure ?? null })),
+  );
+  const { rows } = await ctx.pool.query<{ applied: string[]; signals: string[] }>(settleSql(ctx.s), [
+    input,
+    now,
+    ctx.notify ? ctx.channel : null,
+    ctx.origin,
+  ]);
+  const row = rows[0];
+  const appliedSet = new Set(row?.applied ?? []);
+  // Caller's order, first occurrence only.
+  const applied = unique(settlements.map((x) => x.id).filter((id) => appliedSet.has(id)));
+  const events: StoreEvent[] = (row?.signals ?? []).map((signal) => ({ kind: "settled", signal }));
+  if (events.length > 0) ctx.emit(events);
+  return { applied };
+}
