@@ -46,10 +46,13 @@ class OkeApp implements App, Runtime {
   private readonly pools: WorkerPool[] = [];
   private scheduler: WakeScheduler | undefined;
   private readonly durable: DurableDeps;
+  private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
   private server: { port: number; close(): Promise<void> } | undefined;
   private cancelPrune: (() => void) | undefined;
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
+  /** A store passed in by the caller is theirs to close. */
+  private readonly ownsStore: boolean;
 
   constructor(options: CreateAppOptions) {
     this.env = resolveEnv(options.env);
@@ -58,10 +61,13 @@ class OkeApp implements App, Runtime {
     this.manifest = this.registry.manifest;
     this.logger = options.logger ?? createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
     this.clock = options.clock ?? systemClock;
+    this.ownsStore = options.store === undefined;
     this.store = options.store ?? openStore(this.config, options.root ?? process.cwd(), this.logger);
     this.send = new SendDrivers(this.config.send, this.logger);
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
-    this.durable = { store: this.store, clock: this.clock, logger: this.logger, owner: this.instanceId, leaseMs: this.config.durableLeaseMs };
+    let acquisitions = 0;
+    this.nextOwner = () => `${this.instanceId}/${++acquisitions}`;
+    this.durable = { store: this.store, clock: this.clock, logger: this.logger, nextOwner: this.nextOwner, leaseMs: this.config.durableLeaseMs };
     this.operator = createOperatorApi(this);
   }
 
@@ -115,7 +121,7 @@ class OkeApp implements App, Runtime {
       store: this.store,
       clock: this.clock,
       logger: this.logger,
-      owner: this.instanceId,
+      nextOwner: this.nextOwner,
       leaseMs: this.config.durableLeaseMs,
       resume: (acquired) => this.resume(acquired).then(() => undefined),
     });
@@ -124,7 +130,7 @@ class OkeApp implements App, Runtime {
     for (const run of orphans) {
       if (run.status !== "running") continue;
       try {
-        const acquired = await this.store.acquireRun({ runId: run.id, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+        const acquired = await this.store.acquireRun({ runId: run.id, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
         this.track(this.resume(acquired));
         resumed++;
       } catch (e) {
@@ -144,7 +150,7 @@ class OkeApp implements App, Runtime {
     const flow = this.registry.flows.get(acquired.run.flow);
     if (!flow) {
       this.logger.error({ runId: acquired.run.id, flow: acquired.run.flow }, "durable run: its flow is not in this app; releasing it");
-      await this.store.releaseRun({ runId: acquired.run.id, owner: this.instanceId, now: this.clock.now() });
+      await this.store.releaseRun({ runId: acquired.run.id, owner: acquired.run.leaseOwner!, now: this.clock.now() });
       return undefined;
     }
     const run = acquired.run;
@@ -164,7 +170,7 @@ class OkeApp implements App, Runtime {
   private async run(flow: AnyFlow, input: unknown, parentRunId: string | null, runId = newId(this.clock.now())): Promise<InvokeResult> {
     if (!flow.durable) return { kind: "returned", value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }) };
     if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
-    const acquired = await this.store.startRun({ id: runId, flow: flow.name!, input, parentRunId, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+    const acquired = await this.store.startRun({ id: runId, flow: flow.name!, input, parentRunId, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
     const outcome = await driveRun(this.durable, acquired, (session, undos) => executeFlow(this, flow, input, { runId, attempt: 1, parentRunId, session, undos }));
     if (outcome.kind === "failed") throw outcome.error;
     return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
@@ -239,12 +245,14 @@ class OkeApp implements App, Runtime {
     if (!moved) throw new ClockResourceNotFoundError(runId);
     if (this.state !== "ready") return { outcome: "wake time only", runId };
     try {
-      const acquired = await this.store.acquireRun({ runId, owner: this.instanceId, now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+      const acquired = await this.store.acquireRun({ runId, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
       this.track(this.resume(acquired));
       return { outcome: "resumed", runId };
     } catch (e) {
-      if (e instanceof JournalLeaseBusy) return { outcome: "wake time only", runId };
-      throw e;
+      if (!(e instanceof JournalLeaseBusy)) throw e;
+      // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
+      const holder = (await this.store.getRun(runId))?.leaseOwner ?? "";
+      return { outcome: holder.startsWith(`${this.instanceId}/`) ? "resumed" : "wake time only", runId };
     }
   }
 
@@ -253,15 +261,24 @@ class OkeApp implements App, Runtime {
   }
 
   async idle(options: { timeoutMs?: number } = {}): Promise<void> {
-    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
-    for (;;) {
-      await Promise.all(this.pools.map((p) => p.whenIdle()));
-      await Promise.allSettled([...this.tasks]);
-      await new Promise((r) => setImmediate(r));
-      const busy = this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
-      if (!busy) return;
-      if (Date.now() > deadline) throw new OkeError({ code: "OKE1099", message: "app.idle(): work still running after the timeout" });
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<"timeout">((r) => {
+      timer = setTimeout(() => r("timeout"), timeoutMs);
+      timer.unref();
+    });
+    try {
+      for (;;) {
+        const settled = Promise.all([...this.pools.map((p) => p.whenIdle()), Promise.allSettled([...this.tasks])]);
+        if ((await Promise.race([settled, expired])) === "timeout") break;
+        await new Promise((r) => setImmediate(r));
+        const busy = this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
+        if (!busy) return;
+      }
+    } finally {
+      clearTimeout(timer);
     }
+    throw new OkeError({ code: "OKE1099", message: `app.idle(): work still running after ${timeoutMs} ms` });
   }
 
   async stop(options: { timeoutMs?: number } = {}): Promise<void> {
@@ -271,7 +288,7 @@ class OkeApp implements App, Runtime {
     this.cancelPrune?.();
     await Promise.all([...this.pools.map((p) => p.stop(timeoutMs)), this.scheduler?.stop(timeoutMs)]);
     await this.server?.close();
-    await this.store.close();
+    if (this.ownsStore) await this.store.close();
     this.state = "stopped";
   }
 }

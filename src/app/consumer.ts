@@ -30,7 +30,7 @@ export function onceHandler(rt: Runtime, signal: OnceSignal, flow: AnyFlow, dura
         flow: flow.name!,
         input: m.payload,
         parentRunId: m.parentRunId,
-        owner: durable.owner,
+        owner: durable.nextOwner(),
         now: rt.clock.now(),
         leaseMs: durable.leaseMs,
       });

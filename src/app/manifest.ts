@@ -105,16 +105,19 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     if (!prev) signals.set(s.name, s);
   };
 
-  const nameFlow = (f: AnyFlow, at: Found | undefined, required: string | undefined): AnyFlow => {
+  const nameFlow = (f: AnyFlow, at: Found | undefined, required: string | undefined, routePath?: string): AnyFlow => {
     const existing = named.get(f);
     if (existing) return existing;
     let name = f.name;
     if (name === undefined) {
       if (required !== undefined) throw errors.unnamedSignalFlow(required);
-      if (!at?.path) {
+      if (!at?.path && routePath !== undefined) {
+        // Built in code with an explicit path: "/orders/:id/cancel" → "orders.id.cancel".
+        name = routePath.split("/").filter(Boolean).map((p) => p.replace(/^:/, "")).join(".") || "index";
+      } else if (!at?.path) {
         throw bootError("OKE1076", `A flow exported as "${at?.exportName ?? "?"}" has no name and no source file to name it after.`, 'Pass a name: flow("orders.create", { ... }).');
       }
-      name = defaultFlowName(at.path, at.exportName);
+      else name = defaultFlowName(at.path!, at.exportName);
     }
     const owner = flows.get(name);
     if (owner && owner !== f) {
@@ -146,7 +149,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       if (!list.includes(f)) list.push(f);
       subscribers.set(t.name, list);
     } else {
-      httpBindings.push({ binding, at, flow: nameFlow(binding.flow, at, undefined) });
+      httpBindings.push({ binding, at, flow: nameFlow(binding.flow, at, undefined, t.path) });
     }
   }
   for (const at of found) {

@@ -13,8 +13,11 @@ export interface DurableDeps {
   store: Store;
   clock: Clock;
   logger: Logger;
-  /** Holder id of this app instance. */
-  owner: string;
+  /**
+   * A fresh lease-holder token for each acquisition (`<instance>/<n>`): two
+   * code paths of one instance must never both believe they hold a run.
+   */
+  nextOwner(): string;
   leaseMs: number;
 }
 
@@ -33,9 +36,10 @@ export async function driveRun(
   options: { retryable?: boolean } = {},
 ): Promise<DurableOutcome> {
   const runId = acquired.run.id;
+  const owner = acquired.run.leaseOwner!;
   const retryable = options.retryable ?? false;
   const session = new JournalSession(
-    { store: deps.store, runId, owner: deps.owner, leaseMs: deps.leaseMs, now: () => deps.clock.now(), journalErrors: !retryable },
+    { store: deps.store, runId, owner, leaseMs: deps.leaseMs, now: () => deps.clock.now(), journalErrors: !retryable },
     [...acquired.entries],
   );
   const stopHeartbeat = heartbeat(deps, runId, session);
@@ -43,7 +47,7 @@ export async function driveRun(
   try {
     const value = await execute(session, undos);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
-    await deps.store.finish({ runId, owner: deps.owner, now: deps.clock.now(), status: "completed", output: toJson(value) });
+    await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "completed", output: toJson(value) });
     return { kind: "completed", runId, value };
   } catch (error) {
     if (error instanceof JournalLeaseBusy) {
@@ -52,12 +56,12 @@ export async function driveRun(
     }
     if (retryable) {
       // Another attempt will replay the journal and retry the failed step; the run is not over.
-      await deps.store.releaseRun({ runId, owner: deps.owner, now: deps.clock.now() });
+      await deps.store.releaseRun({ runId, owner, now: deps.clock.now() });
       return { kind: "failed", runId, error, retry: true };
     }
     try {
       await session.compensate(undos);
-      await deps.store.finish({ runId, owner: deps.owner, now: deps.clock.now(), status: "failed", error: errorRecord(error) });
+      await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "failed", error: errorRecord(error) });
     } catch (e) {
       if (e instanceof JournalLeaseBusy) throw e;
       deps.logger.error({ runId, err: e }, "durable run: could not record failure");
@@ -78,7 +82,7 @@ function heartbeat(deps: DurableDeps, runId: string, session: JournalSession): (
     if (stopped) return;
     cancel = deps.clock.at(deps.clock.now() + every, () => {
       void deps.store
-        .renewLease({ runId, owner: deps.owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
+        .renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
         .then(arm, (e: unknown) => {
           if (stopped) return;
           if (e instanceof JournalLeaseBusy) session.markLost(e);

@@ -6,7 +6,8 @@ export interface WakeSchedulerOptions {
   store: Store;
   clock: Clock;
   logger: Logger;
-  owner: string;
+  /** Lease-holder token for one claim round. */
+  nextOwner(): string;
   leaseMs: number;
   /** Claims per round. */
   batch?: number;
@@ -60,7 +61,7 @@ export class WakeScheduler {
       do {
         this.again = false;
         for (;;) {
-          const due = await this.o.store.claimDueRuns({ owner: this.o.owner, now: this.o.clock.now(), max: batch, leaseMs: this.o.leaseMs });
+          const due = await this.o.store.claimDueRuns({ owner: this.o.nextOwner(), now: this.o.clock.now(), max: batch, leaseMs: this.o.leaseMs });
           for (const run of due) this.track(run);
           if (due.length < batch || !this.running) break;
         }
@@ -71,6 +72,7 @@ export class WakeScheduler {
       this.armAt(this.o.clock.now() + 1_000);
     } finally {
       this.ticking = false;
+      if (this.again && this.running) this.poke();
     }
   }
 

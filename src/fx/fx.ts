@@ -115,7 +115,7 @@ export function createFx(rt: Runtime, frame: Frame): Fx {
       if (target.schema) {
         const r = await validate(target.schema, payload);
         if (!r.ok) {
-          throw new OkeError({ code: "OKE1260", message: `"${target.name}": ${describeIssues(r.issues)}`, details: r.issues });
+          throw new OkeError({ code: "OKE1265", message: `"${target.name}": ${describeIssues(r.issues)}`, details: r.issues });
         }
         value = r.value;
       }

@@ -16,7 +16,10 @@ export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
 export const NO_CONTENT: Reply = Object.freeze({ status: 204, body: undefined });
 
 /** `{"ok":true,"data":…}`; throws if the value cannot be serialised (the caller turns that into a 500). */
-export const okReply = (data: unknown): Reply => ({ status: 200, body: `{"ok":true,"data":${JSON.stringify(data)}}` });
+export const okReply = (data: unknown): Reply => ({
+  status: 200,
+  body: `{"ok":true,"data":${JSON.stringify(data)}}`,
+});
 
 export const errorReply = (status: number, error: OkeError, extra?: Record<string, unknown>): Reply => ({
   status,
@@ -26,12 +29,27 @@ export const errorReply = (status: number, error: OkeError, extra?: Record<strin
 /** The transport-level errors the HTTP layer raises itself (stable codes, documented in docs/http.md). */
 export const httpErrors = {
   malformedJson: (detail: string) =>
-    new OkeError({ code: "OKE1400", status: 400, message: `Malformed JSON body: ${detail}`, fix: "Send a valid JSON document." }),
-  bodyInterrupted: () => new OkeError({ code: "OKE1400", status: 400, message: "The request body ended before it was complete." }),
+    new OkeError({
+      code: "OKE1400",
+      status: 400,
+      message: `Malformed JSON body: ${detail}`,
+      fix: "Send a valid JSON document.",
+    }),
+  bodyInterrupted: () =>
+    new OkeError({ code: "OKE1400", status: 400, message: "The request body ended before it was complete." }),
   notFound: (method: string, path: string) =>
-    new OkeError({ code: "OKE1404", status: 404, message: `No route for ${method} ${path}.`, fix: "Run `oke routes` to list the routes this app serves." }),
+    new OkeError({
+      code: "OKE1404",
+      status: 404,
+      message: `No route for ${method} ${path}.`,
+      fix: "Run `oke routes` to list the routes this app serves.",
+    }),
   methodNotAllowed: (method: string, path: string, allowed: readonly string[]) =>
-    new OkeError({ code: "OKE1405", status: 405, message: `${method} is not allowed on ${path} (allowed: ${allowed.join(", ")}).` }),
+    new OkeError({
+      code: "OKE1405",
+      status: 405,
+      message: `${method} is not allowed on ${path} (allowed: ${allowed.join(", ")}).`,
+    }),
   tooLarge: (limit: number) =>
     new OkeError({
       code: "OKE1413",
@@ -46,7 +64,8 @@ export const httpErrors = {
       message: `Unsupported content-type "${contentType}": request bodies must be JSON.`,
       fix: 'Send the header "content-type: application/json".',
     }),
-  internal: (details?: unknown) => new OkeError({ code: "OKE1500", status: 500, message: "Internal error", details }),
+  internal: (details?: unknown) =>
+    new OkeError({ code: "OKE1500", status: 500, message: "Internal error", details }),
   notReady: () => new OkeError({ code: "OKE1503", status: 503, message: "not ready" }),
 } as const;
 
@@ -60,7 +79,12 @@ export function replyForError(e: unknown, expose: boolean): { reply: Reply; erro
     const status = e.status >= 400 && e.status <= 599 ? e.status : 500;
     return { reply: errorReply(status, e), error: e };
   }
-  const details = expose && e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : expose ? { thrown: String(e) } : undefined;
+  const details =
+    expose && e instanceof Error
+      ? { name: e.name, message: e.message, stack: e.stack }
+      : expose
+        ? { thrown: String(e) }
+        : undefined;
   const error = httpErrors.internal(details);
   return { reply: errorReply(500, error), error };
 }

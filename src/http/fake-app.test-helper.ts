@@ -26,7 +26,10 @@ export interface FakeApp extends HttpApp {
  */
 export function createFakeApp(): FakeApp {
   const logs: LogLine[] = [];
-  const logger = pino({ level: "debug" }, { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) });
+  const logger = pino(
+    { level: "debug" },
+    { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) },
+  );
   const calls: FakeApp["calls"] = [];
   let releaseSlow!: () => void;
   let slowStarted!: () => void;
@@ -70,7 +73,12 @@ export function createFakeApp(): FakeApp {
       case "boom":
         throw new Error("secret: password=hunter2");
       case "conflict":
-        throw new OkeError({ code: "OKE2409", status: 409, message: "Order already paid", fix: "Refresh the order." });
+        throw new OkeError({
+          code: "OKE2409",
+          status: 409,
+          message: "Order already paid",
+          fix: "Refresh the order.",
+        });
       case "bigint":
         return { n: 1n };
       case "slow":

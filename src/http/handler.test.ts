@@ -5,7 +5,10 @@ import { toRequest } from "./in-process.ts";
 
 const setup = (options: { bodyLimit?: number; exposeErrors?: boolean } = {}) => {
   const app = createFakeApp();
-  const handler = createHttpHandler(app, { bodyLimit: options.bodyLimit ?? 1024, exposeErrors: options.exposeErrors ?? false });
+  const handler = createHttpHandler(app, {
+    bodyLimit: options.bodyLimit ?? 1024,
+    exposeErrors: options.exposeErrors ?? false,
+  });
   const call = (path: string, init?: RequestInit) => handler.fetch(new Request(`http://test${path}`, init));
   return { app, handler, call };
 };
@@ -23,10 +26,15 @@ const read = async (res: Response): Promise<Envelope> => (await res.json()) as E
 describe("http envelope: success", () => {
   it("answers 200 {ok,data} and hands params, query, body and headers to the app", async () => {
     const { app, call } = setup();
-    const res = await call("/users/a%20b?tag=x&tag=y&q=hello%20world&empty=", { headers: { "x-trace": "t1" } });
+    const res = await call("/users/a%20b?tag=x&tag=y&q=hello%20world&empty=", {
+      headers: { "x-trace": "t1" },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
-    expect(await read(res)).toEqual({ ok: true, data: { id: "a b", query: { tag: ["x", "y"], q: "hello world", empty: "" } } });
+    expect(await read(res)).toEqual({
+      ok: true,
+      data: { id: "a b", query: { tag: ["x", "y"], q: "hello world", empty: "" } },
+    });
     const req = app.calls[0]!.request;
     expect(app.calls[0]!.route.flow).toBe("users.get");
     expect({ ...req.params }).toEqual({ id: "a b" });
@@ -40,7 +48,11 @@ describe("http envelope: success", () => {
     expect(res.status).toBe(200);
     expect(await read(res)).toEqual({ ok: true, data: { hello: "ada" } });
     expect(app.calls[0]!.request.body).toEqual({ name: "ada" });
-    const put = await call("/users/7", { method: "PUT", headers: { "content-type": "application/merge-patch+json" }, body: "[1,2]" });
+    const put = await call("/users/7", {
+      method: "PUT",
+      headers: { "content-type": "application/merge-patch+json" },
+      body: "[1,2]",
+    });
     expect(await read(put)).toEqual({ ok: true, data: { id: "7", body: [1, 2] } });
   });
 
@@ -60,7 +72,10 @@ describe("http envelope: success", () => {
 
   it("answers 204 with no body for undefined and for a parked durable flow", async () => {
     const { call } = setup();
-    for (const res of [await call("/nothing"), await call("/park", { method: "POST", headers: json, body: "{}" })]) {
+    for (const res of [
+      await call("/nothing"),
+      await call("/park", { method: "POST", headers: json, body: "{}" }),
+    ]) {
       expect(res.status).toBe(204);
       expect(await res.text()).toBe("");
       expect(res.headers.get("content-type")).toBeNull();
@@ -75,7 +90,11 @@ describe("http envelope: errors", () => {
     expect(res.status).toBe(422);
     expect(await read(res)).toEqual({
       ok: false,
-      error: { code: "OKE1422", message: 'Invalid input for flow "echo"', details: [{ path: "name", message: "Expected string" }] },
+      error: {
+        code: "OKE1422",
+        message: 'Invalid input for flow "echo"',
+        details: [{ path: "name", message: "Expected string" }],
+      },
     });
   });
 
@@ -92,7 +111,11 @@ describe("http envelope: errors", () => {
 
   it("413 OKE1413 when Content-Length is over the limit", async () => {
     const { app, call } = setup({ bodyLimit: 16 });
-    const res = await call("/echo", { method: "POST", headers: json, body: JSON.stringify({ name: "x".repeat(64) }) });
+    const res = await call("/echo", {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ name: "x".repeat(64) }),
+    });
     expect(res.status).toBe(413);
     expect((await read(res)).error.code).toBe("OKE1413");
     expect(app.calls).toHaveLength(0);
@@ -107,7 +130,12 @@ describe("http envelope: errors", () => {
         controller.enqueue(new TextEncoder().encode(" ".repeat(100)));
       },
     });
-    const req = new Request("http://test/echo", { method: "POST", headers: json, body: endless, duplex: "half" });
+    const req = new Request("http://test/echo", {
+      method: "POST",
+      headers: json,
+      body: endless,
+      duplex: "half",
+    });
     const res = await handler.fetch(req);
     expect(res.status).toBe(413);
     expect(pulled).toBeLessThan(20);
@@ -122,7 +150,11 @@ describe("http envelope: errors", () => {
 
   it("415 OKE1415 for a non-JSON content-type with a body", async () => {
     const { app, call } = setup();
-    const res = await call("/echo", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "name=ada" });
+    const res = await call("/echo", {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "name=ada",
+    });
     expect(res.status).toBe(415);
     expect((await read(res)).error.code).toBe("OKE1415");
     expect(app.calls).toHaveLength(0);
@@ -147,7 +179,10 @@ describe("http envelope: errors", () => {
     const { call } = setup();
     const res = await call("/conflict");
     expect(res.status).toBe(409);
-    expect(await read(res)).toEqual({ ok: false, error: { code: "OKE2409", message: "Order already paid", fix: "Refresh the order." } });
+    expect(await read(res)).toEqual({
+      ok: false,
+      error: { code: "OKE2409", message: "Order already paid", fix: "Refresh the order." },
+    });
   });
 
   it("500 OKE1500 'Internal error' hides the message and stack outside dev", async () => {
@@ -204,7 +239,11 @@ describe("health and readiness", () => {
     const res = await call("/_/ready");
     expect(res.status).toBe(503);
     const body = await read(res);
-    expect(body).toEqual({ ok: false, reason: "orphan_scan", error: { code: "OKE1503", message: "not ready", reason: "orphan_scan" } });
+    expect(body).toEqual({
+      ok: false,
+      reason: "orphan_scan",
+      error: { code: "OKE1503", message: "not ready", reason: "orphan_scan" },
+    });
     app.ready = { ready: true };
     const ok = await call("/_/ready");
     expect(ok.status).toBe(200);
@@ -228,7 +267,9 @@ describe("toRequest (app.request helper)", () => {
 
   it("keeps an explicit content-type", async () => {
     const { handler } = setup();
-    const res = await handler.fetch(toRequest("/echo", { method: "POST", body: "x", headers: { "content-type": "text/plain" } }));
+    const res = await handler.fetch(
+      toRequest("/echo", { method: "POST", body: "x", headers: { "content-type": "text/plain" } }),
+    );
     expect(res.status).toBe(415);
   });
 });

@@ -2,9 +2,25 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import type { Env, HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
 import type { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
-import { BodyInterrupted, isJsonType, nodeBody, parseJsonBody, TOO_LARGE, webBody, type BodySource } from "./body.ts";
-import { errorReply, httpErrors, JSON_CONTENT_TYPE, NO_CONTENT, okReply, replyForError, type Reply } from "./envelope.ts";
-import { createRouter } from "./router.ts";
+import {
+  BodyInterrupted,
+  isJsonType,
+  nodeBody,
+  parseJsonBody,
+  TOO_LARGE,
+  webBody,
+  type BodySource,
+} from "./body.ts";
+import {
+  errorReply,
+  httpErrors,
+  JSON_CONTENT_TYPE,
+  NO_CONTENT,
+  okReply,
+  replyForError,
+  type Reply,
+} from "./envelope.ts";
+import { createRouter, type RouteMatch } from "./router.ts";
 
 /** The part of App the HTTP layer uses (App satisfies it). */
 export interface HttpApp {
@@ -20,6 +36,8 @@ export interface HttpHandlerOptions {
   bodyLimit: number;
   /** Put the message and stack of unexpected errors in 500 responses (dev only). */
   exposeErrors: boolean;
+  /** True once the server shuts down: answers then carry `Connection: close` (set by startHttpServer). */
+  isClosing?: () => boolean;
 }
 
 export interface HttpHandler {
@@ -44,60 +62,121 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   const router = createRouter(app.manifest.routes);
   const { bodyLimit, exposeErrors } = options;
 
-  const fail = (method: string, path: string, status: number, error: OkeError, cause: unknown, extra?: Partial<Reply>): Reply => {
+  const fail = (
+    method: string,
+    path: string,
+    status: number,
+    error: OkeError,
+    cause: unknown,
+    extra?: Partial<Reply>,
+  ): Reply => {
     const log = { method, path: shortPath(path), status, code: error.code };
-    if (status >= 500) app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
+    if (status >= 500)
+      app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
     else app.logger.warn(log, `http ${status} ${method} ${shortPath(path)}: ${error.message}`);
     return { ...errorReply(status, error), ...extra };
   };
 
   const system = (method: string, path: string): Reply => {
     if (method !== "GET" && method !== "HEAD") {
-      return fail(method, path, 405, httpErrors.methodNotAllowed(method, path, ["GET"]), undefined, { allow: "GET" });
+      return fail(method, path, 405, httpErrors.methodNotAllowed(method, path, ["GET"]), undefined, {
+        allow: "GET",
+      });
     }
     if (path === HEALTH) return HEALTH_REPLY;
     const r = app.readiness();
     if (r.ready) return READY_REPLY;
     const error = httpErrors.notReady();
     // `reason` twice: at the top level for `body.reason`, and inside the error for envelope readers.
-    return { status: 503, body: JSON.stringify({ ok: false, reason: r.reason, error: { ...error.toJSON(), reason: r.reason } }) };
+    return {
+      status: 503,
+      body: JSON.stringify({ ok: false, reason: r.reason, error: { ...error.toJSON(), reason: r.reason } }),
+    };
   };
 
-  async function dispatch(method: string, url: string, headers: HeaderRecord, source: BodySource): Promise<Reply> {
+  /** What a flow's outcome becomes: 204 for undefined or a park, else the envelope. */
+  const resultReply = (r: InvokeResult): Reply =>
+    r.kind === "parked" || r.value === undefined ? NO_CONTENT : okReply(r.value);
+
+  const failure = (method: string, path: string, e: unknown): Reply => {
+    if (e instanceof BodyInterrupted) {
+      // The client is gone; nobody reads this reply.
+      app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
+      return { ...errorReply(400, httpErrors.bodyInterrupted()), close: true };
+    }
+    const { reply, error } = replyForError(e, exposeErrors);
+    return fail(method, path, reply.status, error, e);
+  };
+
+  const invoke = (method: string, path: string, route: HttpRoute, request: RouteRequest): Promise<Reply> => {
+    let pending: Promise<InvokeResult>;
+    try {
+      pending = app.invokeRoute(route, request);
+    } catch (e) {
+      return Promise.resolve(failure(method, path, e));
+    }
+    return pending.then(resultReply).catch((e: unknown) => failure(method, path, e));
+  };
+
+  async function withBody(
+    method: string,
+    path: string,
+    match: Extract<RouteMatch, { kind: "route" }>,
+    headers: HeaderRecord,
+    source: BodySource,
+  ): Promise<Reply> {
+    let body: unknown;
+    try {
+      if (source.contentType !== undefined && !isJsonType(source.contentType)) {
+        return fail(method, path, 415, httpErrors.unsupportedType(source.contentType), undefined);
+      }
+      // Content-Length already over the limit: answer without reading a byte.
+      const raw =
+        source.length !== undefined && source.length > bodyLimit ? TOO_LARGE : await source.read(bodyLimit);
+      if (raw === TOO_LARGE) {
+        return fail(method, path, 413, httpErrors.tooLarge(bodyLimit), undefined, { close: true });
+      }
+      body = parseJsonBody(raw);
+    } catch (e) {
+      return failure(method, path, e);
+    }
+    return invoke(method, path, match.route, { params: match.params, query: match.query, body, headers });
+  }
+
+  /**
+   * The routing core. Answers synchronously when it can (health, 404, 405) and
+   * otherwise with one promise chain; the body source is only built for
+   * methods that carry a body.
+   */
+  function dispatch(
+    method: string,
+    url: string,
+    headers: HeaderRecord,
+    body: () => BodySource,
+  ): Reply | Promise<Reply> {
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
     if (path === HEALTH || path === READY) return system(method, path);
 
     const match = router.match(method, url);
-    if (match.kind === "none") return fail(method, path, 404, httpErrors.notFound(method, shortPath(path)), undefined);
+    if (match.kind === "none") {
+      return fail(method, path, 404, httpErrors.notFound(method, shortPath(path)), undefined);
+    }
     if (match.kind === "method") {
       const allow = match.allowed.join(", ");
-      return fail(method, path, 405, httpErrors.methodNotAllowed(method, shortPath(path), match.allowed), undefined, { allow });
+      const error = httpErrors.methodNotAllowed(method, shortPath(path), match.allowed);
+      return fail(method, path, 405, error, undefined, { allow });
     }
-
-    try {
-      let body: unknown;
-      if (BODY_METHODS.has(method) && source.present) {
-        if (source.contentType !== undefined && !isJsonType(source.contentType)) {
-          return fail(method, path, 415, httpErrors.unsupportedType(source.contentType), undefined);
-        }
-        // Content-Length already over the limit: answer without reading a byte.
-        const raw = source.length !== undefined && source.length > bodyLimit ? TOO_LARGE : await source.read(bodyLimit);
-        if (raw === TOO_LARGE) return fail(method, path, 413, httpErrors.tooLarge(bodyLimit), undefined, { close: true });
-        body = parseJsonBody(raw);
-      }
-      const result = await app.invokeRoute(match.route, { params: match.params, query: match.query, body, headers });
-      if (result.kind === "parked" || result.value === undefined) return NO_CONTENT;
-      return okReply(result.value);
-    } catch (e) {
-      if (e instanceof BodyInterrupted) {
-        // The client is gone; nobody reads this reply.
-        app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
-        return { ...errorReply(400, httpErrors.bodyInterrupted()), close: true };
-      }
-      const { reply, error } = replyForError(e, exposeErrors);
-      return fail(method, path, reply.status, error, e);
+    if (BODY_METHODS.has(method)) {
+      const source = body();
+      if (source.present) return withBody(method, path, match, headers, source);
     }
+    return invoke(method, path, match.route, {
+      params: match.params,
+      query: match.query,
+      body: undefined,
+      headers,
+    });
   }
 
   const writeNode = (res: ServerResponse, reply: Reply): void => {
@@ -107,20 +186,32 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       headers["content-length"] = Buffer.byteLength(reply.body);
     }
     if (reply.allow !== undefined) headers.allow = reply.allow;
-    if (reply.close) headers.connection = "close";
+    // During a graceful shutdown every answer also ends its connection.
+    if (reply.close || options.isClosing?.()) headers.connection = "close";
     res.writeHead(reply.status, headers);
     res.end(reply.body);
   };
 
+  const fatal = (req: IncomingMessage, res: ServerResponse, e: unknown): void => {
+    app.logger.error(
+      { err: e, method: req.method, path: shortPath(req.url ?? "") },
+      "http: failed to answer a request",
+    );
+    if (res.headersSent) res.destroy();
+    else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
+  };
+
   return {
     handle(req, res) {
-      dispatch(req.method ?? "GET", req.url ?? "/", req.headers, nodeBody(req))
-        .then((reply) => writeNode(res, reply))
-        .catch((e: unknown) => {
-          app.logger.error({ err: e, method: req.method, path: shortPath(req.url ?? "") }, "http: failed to answer a request");
-          if (res.headersSent) res.destroy();
-          else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
-        });
+      let reply: Reply | Promise<Reply>;
+      try {
+        reply = dispatch(req.method ?? "GET", req.url ?? "/", req.headers, () => nodeBody(req));
+      } catch (e) {
+        return fatal(req, res, e);
+      }
+      if (reply instanceof Promise) {
+        reply.then((r) => writeNode(res, r)).catch((e: unknown) => fatal(req, res, e));
+      } else writeNode(res, reply);
     },
 
     async fetch(request) {
@@ -129,11 +220,16 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       request.headers.forEach((value, key) => {
         headers[key] = value;
       });
-      const reply = await dispatch(request.method, url.pathname + url.search, headers, webBody(request));
+      const reply = await dispatch(request.method, url.pathname + url.search, headers, () =>
+        webBody(request),
+      );
       const out = new Headers();
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
       if (reply.allow !== undefined) out.set("allow", reply.allow);
-      return new Response(request.method === "HEAD" ? null : (reply.body ?? null), { status: reply.status, headers: out });
+      return new Response(request.method === "HEAD" ? null : (reply.body ?? null), {
+        status: reply.status,
+        headers: out,
+      });
     },
   };
 }

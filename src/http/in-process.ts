@@ -6,8 +6,11 @@
  */
 export function toRequest(input: string | Request, init?: RequestInit): Request {
   if (typeof input !== "string") return init === undefined ? input : new Request(input, init);
-  const url = /^https?:\/\//i.test(input) ? input : `http://localhost${input.startsWith("/") ? "" : "/"}${input}`;
+  const url = /^https?:\/\//i.test(input)
+    ? input
+    : `http://localhost${input.startsWith("/") ? "" : "/"}${input}`;
   const headers = new Headers(init?.headers);
-  if (typeof init?.body === "string" && !headers.has("content-type")) headers.set("content-type", "application/json");
+  if (typeof init?.body === "string" && !headers.has("content-type"))
+    headers.set("content-type", "application/json");
   return new Request(url, { ...init, headers });
 }

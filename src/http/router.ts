@@ -2,7 +2,12 @@ import FindMyWay from "find-my-way";
 import type { HttpRoute } from "../app/types.ts";
 
 export type RouteMatch =
-  | { kind: "route"; route: HttpRoute; params: Record<string, string>; query: Record<string, string | string[]> }
+  | {
+      kind: "route";
+      route: HttpRoute;
+      params: Record<string, string>;
+      query: Record<string, string | string[]>;
+    }
   | { kind: "method"; allowed: string[] }
   | { kind: "none" };
 
@@ -24,7 +29,9 @@ export function createRouter(routes: readonly HttpRoute[]): Router {
     try {
       fmw.on(route.method, route.path, noop, route);
     } catch (e) {
-      throw new Error(`http: cannot register ${route.method} ${route.path} (flow "${route.flow}"): ${e instanceof Error ? e.message : String(e)}`);
+      throw new Error(
+        `http: cannot register ${route.method} ${route.path} (flow "${route.flow}"): ${e instanceof Error ? e.message : String(e)}`,
+      );
     }
     methods.add(route.method);
   }
@@ -38,7 +45,12 @@ export function createRouter(routes: readonly HttpRoute[]): Router {
       if (found !== null) {
         // fast-querystring turns repeated keys into arrays, whatever find-my-way's typings say.
         const query: Record<string, string | string[]> = found.searchParams;
-        return { kind: "route", route: found.store as HttpRoute, params: found.params as Record<string, string>, query };
+        return {
+          kind: "route",
+          route: found.store as HttpRoute,
+          params: found.params as Record<string, string>,
+          query,
+        };
       }
       // Miss path only: which other methods would have matched, for 405 + Allow.
       const allowed = known.filter((k) => k !== m && fmw.find(k as FindMyWay.HTTPMethod, url) !== null);

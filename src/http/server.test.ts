@@ -12,15 +12,31 @@ afterEach(async () => {
 /** A raw node:http request, so the test controls headers the fetch API would set itself. */
 function raw(
   port: number,
-  opts: { method: string; path: string; headers?: Record<string, string | number>; body?: string; agent?: Agent },
+  opts: {
+    method: string;
+    path: string;
+    headers?: Record<string, string | number>;
+    body?: string;
+    agent?: Agent;
+  },
 ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: "127.0.0.1", port, method: opts.method, path: opts.path, headers: opts.headers, agent: opts.agent }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (body += c));
-      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
+    const req = httpRequest(
+      {
+        host: "127.0.0.1",
+        port,
+        method: opts.method,
+        path: opts.path,
+        headers: opts.headers,
+        agent: opts.agent,
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      },
+    );
     req.on("error", reject);
     req.end(opts.body);
   });
@@ -34,7 +50,13 @@ describe("startHttpServer (real port)", () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const sockets = new Set<unknown>();
     agent.on("free", (s) => sockets.add(s));
-    const a = await raw(server.port, { method: "POST", path: "/echo", headers: { "content-type": "application/json" }, body: '{"name":"ada"}', agent });
+    const a = await raw(server.port, {
+      method: "POST",
+      path: "/echo",
+      headers: { "content-type": "application/json" },
+      body: '{"name":"ada"}',
+      agent,
+    });
     const b = await raw(server.port, { method: "GET", path: "/users/9?x=1", agent });
     expect(a).toMatchObject({ status: 200, body: '{"ok":true,"data":{"hello":"ada"}}' });
     expect(JSON.parse(b.body)).toEqual({ ok: true, data: { id: "9", query: { x: "1" } } });

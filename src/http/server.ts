@@ -1,4 +1,4 @@
-import { createServer, type ServerResponse } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createHttpHandler, type HttpApp } from "./handler.ts";
 
@@ -25,20 +25,13 @@ export interface HttpServer {
 const KEEP_ALIVE_MS = 72_000;
 
 export async function startHttpServer(app: HttpApp, options: HttpServerOptions): Promise<HttpServer> {
-  const handler = createHttpHandler(app, { bodyLimit: options.bodyLimit, exposeErrors: options.exposeErrors });
-  const inFlight = new Set<ServerResponse>();
   let closing = false;
-
-  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => {
-    inFlight.add(res);
-    res.once("close", () => {
-      inFlight.delete(res);
-      // The socket this response used is idle now; during shutdown, close it.
-      if (closing) setImmediate(() => server.closeIdleConnections());
-    });
-    if (closing) res.setHeader("connection", "close");
-    handler.handle(req, res);
+  const handler = createHttpHandler(app, {
+    bodyLimit: options.bodyLimit,
+    exposeErrors: options.exposeErrors,
+    isClosing: () => closing,
   });
+  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, handler.handle);
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -53,14 +46,15 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
   let closed: Promise<void> | undefined;
   const close = (opts?: { timeoutMs?: number }): Promise<void> => {
     closed ??= new Promise<void>((resolve) => {
+      // From here every response carries `Connection: close`, so a socket with a request in
+      // flight ends after answering it; idle keep-alive sockets are closed right away.
+      // No per-request bookkeeping on the hot path: server.close() resolves when the last socket is gone.
       closing = true;
-      // Responses not yet started tell their client this connection ends with them.
-      for (const res of inFlight) if (!res.headersSent) res.setHeader("connection", "close");
       const deadline =
         opts?.timeoutMs === undefined
           ? undefined
           : setTimeout(() => {
-              app.logger.warn({ inFlight: inFlight.size }, "http: shutdown deadline reached, closing open connections");
+              app.logger.warn("http: shutdown deadline reached, closing open connections");
               server.closeAllConnections();
             }, opts.timeoutMs);
       deadline?.unref();

@@ -91,7 +91,9 @@ export class WorkerPool {
       if (this.running) this.armRetry();
     } finally {
       this.pumping = false;
-      this.notifyIdle();
+      // A wake-up that arrived while the lease timer was being armed must not be lost.
+      if (this.again && this.running) this.wake();
+      else this.notifyIdle();
     }
   }
 

@@ -14,7 +14,7 @@ export const storeErrors = {
     new OkeError({
       code: "OKE1260",
       message: `store: transactional emit needs the postgres driver (this store is "${driver}")`,
-      fix: 'Use the postgres driver for enqueue({ tx }), or emit with fx.emit inside a durable flow so the journal commits the message.',
+      fix: "Use the postgres driver for enqueue({ tx }), or emit with fx.emit inside a durable flow so the journal commits the message.",
     }),
   duplicateMessage: (id: string) =>
     new OkeError({

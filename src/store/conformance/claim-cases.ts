@@ -1,5 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { claimOf, freshStore, ids, idsOf, LEASE, msg, outcome, sortedIds, T0, type ConformanceOptions, type StoreFactory } from "./harness.ts";
+import {
+  claimOf,
+  freshStore,
+  ids,
+  idsOf,
+  LEASE,
+  msg,
+  outcome,
+  sortedIds,
+  T0,
+  type ConformanceOptions,
+  type StoreFactory,
+} from "./harness.ts";
 
 /** Enqueue and claim: what a stored message looks like, eligibility, exclusivity, lazy reclaim. */
 export function claimCases(factory: StoreFactory, options: ConformanceOptions): void {
@@ -7,7 +19,10 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
     const store = freshStore(factory);
 
     it("stores a new message as pending with no attempts", async () => {
-      await store().enqueue([msg("m1", { key: "k", payload: { to: "a@x", n: [1, 2] }, parentRunId: "run-9" })], T0);
+      await store().enqueue(
+        [msg("m1", { key: "k", payload: { to: "a@x", n: [1, 2] }, parentRunId: "run-9" })],
+        T0,
+      );
       expect(await store().getMessage("m1")).toEqual({
         id: "m1",
         signal: "sig.a",
@@ -34,7 +49,13 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
 
     it("claim stamps inflight, lockedBy, leaseExpiresAt = now + leaseMs and attempts + 1 before returning", async () => {
       await store().enqueue([msg("m1", { payload: { hello: "world" }, parentRunId: "run-1" })], T0);
-      const got = await store().claim({ signal: "sig.a", worker: "w1", max: 10, now: T0 + 5, leaseMs: 1_000 });
+      const got = await store().claim({
+        signal: "sig.a",
+        worker: "w1",
+        max: 10,
+        now: T0 + 5,
+        leaseMs: 1_000,
+      });
       expect(got).toEqual([
         {
           id: "m1",
@@ -64,11 +85,20 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
       payload.nested.a = 99;
       const [c] = await claimOf(store(), "w", T0);
       (c!.payload as { list: number[] }).list.push(4);
-      expect((await store().getMessage("m1"))!.payload).toEqual({ list: [1, 2], nested: { a: 1 } });
+      const read = await store().getMessage("m1");
+      (read!.payload as { nested: { a: number } }).nested.a = 5;
+      read!.failures.push({ code: "x", message: "x", at: 0, attempt: 0 });
+      expect(await store().getMessage("m1")).toMatchObject({
+        payload: { list: [1, 2], nested: { a: 1 } },
+        failures: [],
+      });
     });
 
     it("respects max and never hands the same message out twice", async () => {
-      await store().enqueue(ids("m", 10).map((id) => msg(id)), T0);
+      await store().enqueue(
+        ids("m", 10).map((id) => msg(id)),
+        T0,
+      );
       const a = await claimOf(store(), "w1", T0, 3);
       const b = await claimOf(store(), "w2", T0, 3);
       const c = await claimOf(store(), "w3", T0, 10);
@@ -81,25 +111,40 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
     });
 
     it("claims only the requested signal; other signals stay untouched", async () => {
-      await store().enqueue([msg("a1"), msg("b1", { signal: "sig.b" }), msg("a2"), msg("b2", { signal: "sig.b" })], T0);
+      await store().enqueue(
+        [msg("a1"), msg("b1", { signal: "sig.b" }), msg("a2"), msg("b2", { signal: "sig.b" })],
+        T0,
+      );
       expect(sortedIds(await claimOf(store(), "w", T0, 10, "sig.a"))).toEqual(["a1", "a2"]);
-      expect(await store().getMessage("b1")).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+      expect(await store().getMessage("b1")).toMatchObject({
+        status: "pending",
+        attempts: 0,
+        lockedBy: null,
+      });
       expect(await claimOf(store(), "w", T0, 10, "sig.unknown")).toEqual([]);
       expect(sortedIds(await claimOf(store(), "w", T0, 10, "sig.b"))).toEqual(["b1", "b2"]);
     });
 
     it("each message is claimed exactly once among concurrent claimers", async () => {
       const all = ids("m", 100);
-      await store().enqueue(all.map((id) => msg(id)), T0);
+      await store().enqueue(
+        all.map((id) => msg(id)),
+        T0,
+      );
       const seen: string[] = [];
       for (let round = 0; round < 50; round++) {
         const batches = await Promise.all(
-          [1, 2, 3, 4, 5].map((w) => store().claim({ signal: "sig.a", worker: `w${w}`, max: 7, now: T0, leaseMs: LEASE })),
+          [1, 2, 3, 4, 5].map((w) =>
+            store().claim({ signal: "sig.a", worker: `w${w}`, max: 7, now: T0, leaseMs: LEASE }),
+          ),
         );
         const got = batches.flat();
         if (got.length === 0) break;
         seen.push(...got.map((c) => c.id));
-        await store().settle(got.map((c) => outcome(c, "delivered")), T0);
+        await store().settle(
+          got.map((c) => outcome(c, "delivered")),
+          T0,
+        );
       }
       expect(seen).toHaveLength(100);
       expect([...seen].sort()).toEqual(all);
@@ -109,9 +154,19 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
       await store().enqueue([msg("m1")], T0);
       await store().claim({ signal: "sig.a", worker: "w1", max: 1, now: T0, leaseMs: 500 });
       expect(await claimOf(store(), "w2", T0 + 499)).toEqual([]);
-      const again = await store().claim({ signal: "sig.a", worker: "w2", max: 1, now: T0 + 500, leaseMs: 500 });
+      const again = await store().claim({
+        signal: "sig.a",
+        worker: "w2",
+        max: 1,
+        now: T0 + 500,
+        leaseMs: 500,
+      });
       expect(again).toMatchObject([{ id: "m1", attempts: 2, lockedBy: "w2", leaseExpiresAt: T0 + 1_000 }]);
-      expect(await store().getMessage("m1")).toMatchObject({ status: "inflight", lockedBy: "w2", attempts: 2 });
+      expect(await store().getMessage("m1")).toMatchObject({
+        status: "inflight",
+        lockedBy: "w2",
+        attempts: 2,
+      });
     });
 
     it("reclaims expired leases and pending messages in one claim, up to max", async () => {
@@ -120,7 +175,13 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
       await store().enqueue([msg("m3"), msg("m4")], T0 + 50);
       const got = await store().claim({ signal: "sig.a", worker: "w2", max: 3, now: T0 + 100, leaseMs: 100 });
       expect(got).toHaveLength(3);
-      const rest = await store().claim({ signal: "sig.a", worker: "w3", max: 3, now: T0 + 100, leaseMs: 100 });
+      const rest = await store().claim({
+        signal: "sig.a",
+        worker: "w3",
+        max: 3,
+        now: T0 + 100,
+        leaseMs: 100,
+      });
       expect(sortedIds([...got, ...rest])).toEqual(["m1", "m2", "m3", "m4"]);
       for (const c of [...got, ...rest]) expect(c.attempts).toBe(c.id === "m1" || c.id === "m2" ? 2 : 1);
     });

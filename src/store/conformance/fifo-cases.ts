@@ -1,6 +1,17 @@
 import { describe, expect, it } from "vitest";
 import type { ClaimedMessage } from "../types.ts";
-import { claimOf, drainInOrder, freshStore, idsOf, LEASE, msg, outcome, sortedIds, T0, type StoreFactory } from "./harness.ts";
+import {
+  claimOf,
+  drainInOrder,
+  freshStore,
+  idsOf,
+  LEASE,
+  msg,
+  outcome,
+  sortedIds,
+  T0,
+  type StoreFactory,
+} from "./harness.ts";
 
 /** Per-key FIFO: the lease is the lock; emit order per (signal, key). */
 export function fifoCases(factory: StoreFactory): void {
@@ -8,7 +19,10 @@ export function fifoCases(factory: StoreFactory): void {
     const store = freshStore(factory);
 
     it("never has two messages of one (signal, key) inflight", async () => {
-      await store().enqueue([msg("k1-1", { key: "k1" }), msg("k1-2", { key: "k1" }), msg("k1-3", { key: "k1" })], T0);
+      await store().enqueue(
+        [msg("k1-1", { key: "k1" }), msg("k1-2", { key: "k1" }), msg("k1-3", { key: "k1" })],
+        T0,
+      );
       expect(idsOf(await claimOf(store(), "w1", T0, 10))).toEqual(["k1-1"]);
       expect(await claimOf(store(), "w2", T0, 10)).toEqual([]);
     });
@@ -49,7 +63,13 @@ export function fifoCases(factory: StoreFactory): void {
       await store().enqueue([msg("m1", { key: "k" }), msg("m2", { key: "k" })], T0);
       await store().claim({ signal: "sig.a", worker: "w1", max: 10, now: T0, leaseMs: 100 });
       expect(await claimOf(store(), "w2", T0 + 99, 10)).toEqual([]);
-      const got = await store().claim({ signal: "sig.a", worker: "w2", max: 10, now: T0 + 100, leaseMs: 100 });
+      const got = await store().claim({
+        signal: "sig.a",
+        worker: "w2",
+        max: 10,
+        now: T0 + 100,
+        leaseMs: 100,
+      });
       expect(got).toMatchObject([{ id: "m1", attempts: 2, lockedBy: "w2" }]);
       expect(await store().getMessage("m2")).toMatchObject({ status: "pending", attempts: 0 });
     });
@@ -86,7 +106,9 @@ export function fifoCases(factory: StoreFactory): void {
       for (let round = 0; round < 100; round++) {
         now += 1;
         const batches = await Promise.all(
-          [1, 2, 3, 4, 5].map((w) => store().claim({ signal: "sig.a", worker: `w${w}`, max: 4, now, leaseMs: LEASE })),
+          [1, 2, 3, 4, 5].map((w) =>
+            store().claim({ signal: "sig.a", worker: `w${w}`, max: 4, now, leaseMs: LEASE }),
+          ),
         );
         const got: ClaimedMessage[] = batches.flat();
         if (got.length === 0) break;
@@ -104,7 +126,9 @@ export function fifoCases(factory: StoreFactory): void {
       }
       expect([...delivered].sort()).toEqual([...emitted].sort());
       for (const k of keys) {
-        expect(delivered.filter((id) => id.startsWith(`${k}/`))).toEqual([0, 1, 2, 3, 4].map((n) => `${k}/${n}`));
+        expect(delivered.filter((id) => id.startsWith(`${k}/`))).toEqual(
+          [0, 1, 2, 3, 4].map((n) => `${k}/${n}`),
+        );
       }
     });
   });

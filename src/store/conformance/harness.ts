@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, expect } from "vitest";
+import { JournalLeaseBusy } from "../../errors.ts";
 import type {
   AcquiredRun,
   ClaimedMessage,
@@ -47,7 +48,10 @@ export function freshStore(factory: StoreFactory): () => Store {
   };
 }
 
-export function msg(id: string, opts: { signal?: string; key?: string | null; payload?: unknown; parentRunId?: string | null } = {}): NewMessage {
+export function msg(
+  id: string,
+  opts: { signal?: string; key?: string | null; payload?: unknown; parentRunId?: string | null } = {},
+): NewMessage {
   return {
     id,
     signal: opts.signal ?? "sig.a",
@@ -118,7 +122,13 @@ export const startRun = (store: Store, id: string, o: RunOpts = {}): Promise<Acq
     leaseMs: o.leaseMs ?? LEASE,
   });
 
-export const step = (runId: string, seq: number, name = `step-${seq}`, value: unknown = seq, at = T0): JournalEntry => ({
+export const step = (
+  runId: string,
+  seq: number,
+  name = `step-${seq}`,
+  value: unknown = seq,
+  at = T0,
+): JournalEntry => ({
   runId,
   seq,
   kind: "step",
@@ -169,4 +179,22 @@ export function recordEvents(store: Store): {
       return new Promise((resolve) => waiters.push({ match, resolve }));
     },
   };
+}
+
+/** The error `p` rejects with; fails the case if it resolves. */
+export async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  expect.fail("expected the call to be refused, but it resolved");
+}
+
+/** Asserts `p` rejects with JournalLeaseBusy for `runId`, with the documented text. */
+export async function expectBusy(p: Promise<unknown>, runId: string): Promise<void> {
+  const err = await rejectionOf(p);
+  expect(err).toBeInstanceOf(JournalLeaseBusy);
+  expect((err as JournalLeaseBusy).message).toBe(`journal: run "${runId}" is leased by another instance`);
+  expect((err as JournalLeaseBusy).runId).toBe(runId);
 }

@@ -33,10 +33,14 @@ export interface CommitLogOptions {
   generation: number;
   /** Current size of the log file. */
   bytes: number;
-  /** Compact once the log grows past this many bytes. */
+  /** Compact once the log grows past this many bytes … */
   compactBytes: number;
-  /** Returns the engine's whole state; called synchronously, as a compaction starts. */
-  snapshotState: () => unknown;
+  /** … and past this fraction of the snapshot's size (0: compactBytes alone). */
+  compactRatio: number;
+  /** Current size of the snapshot file (0 when there is none). */
+  snapshotBytes: number;
+  /** Returns the engine's whole state as JSON; called synchronously, as a compaction starts. */
+  snapshotJson: () => string;
   /** Wraps an I/O failure into the error every later call sees. */
   wrapFailure: (cause: unknown) => Error;
 }
@@ -55,6 +59,11 @@ export interface CommitLogCounters {
  * (the caller has just applied the operation in memory); `barrier` resolves
  * once everything appended so far is on disk. One loop writes: while a flush
  * is in flight, new records gather in the next batch and share its fsync.
+ *
+ * The hot path of the driver: every acknowledged call waits for one flush
+ * (write + fdatasync). bench/file-drain.ts on ext4 in a 2-core VM: one producer
+ * 1.3k commits/s (~0.8 ms a flush); 256 producers 57k/s at ~250 records a
+ * flush; a 32-slot drain 35–45k msg/s, a claim and a settle sharing each flush.
  */
 export class CommitLog {
   private handle: FileHandle | undefined;
@@ -63,6 +72,7 @@ export class CommitLog {
   /** The running write loop, if any: at most one, so writes never interleave. */
   private loop: Promise<void> | undefined;
   private compactDue = false;
+  private snapshotBytes: number;
   private failure: Error | undefined;
   readonly counters: CommitLogCounters;
 
@@ -71,8 +81,25 @@ export class CommitLog {
     private readonly options: CommitLogOptions,
   ) {
     this.handle = handle;
-    this.counters = { fsyncs: 0, records: 0, compactions: 0, generation: options.generation, logBytes: options.bytes };
-    this.compactDue = options.bytes >= options.compactBytes;
+    this.counters = {
+      fsyncs: 0,
+      records: 0,
+      compactions: 0,
+      generation: options.generation,
+      logBytes: options.bytes,
+    };
+    this.snapshotBytes = options.snapshotBytes;
+    this.compactDue = this.overThreshold();
+  }
+
+  /**
+   * A fixed threshold alone would rewrite a large state every few MiB of log;
+   * also waiting for the log to reach a fraction of the snapshot keeps the
+   * rewrite cost proportional to the bytes logged (as Redis's AOF rewrite does).
+   */
+  private overThreshold(): boolean {
+    const bytes = this.counters.logBytes;
+    return bytes >= this.options.compactBytes && bytes >= this.snapshotBytes * this.options.compactRatio;
   }
 
   static async open(options: CommitLogOptions): Promise<CommitLog> {
@@ -113,12 +140,15 @@ export class CommitLog {
   }
 
   private schedule(later: boolean): Promise<void> {
-    this.loop ??= (later ? new Promise<void>((resolve) => setImmediate(resolve)) : Promise.resolve()).then(() => this.run());
+    this.loop ??= (later ? new Promise<void>((resolve) => setImmediate(resolve)) : Promise.resolve()).then(
+      () => this.run(),
+    );
     return this.loop;
   }
 
   private headerBytes(): number {
-    return encodeFrame({ format: "okengine/file-log", version: 1, generation: this.counters.generation }).length;
+    return encodeFrame({ format: "okengine/file-log", version: 1, generation: this.counters.generation })
+      .length;
   }
 
   private async run(): Promise<void> {
@@ -128,7 +158,9 @@ export class CommitLog {
         this.pending = undefined;
         // Taken in the same synchronous turn as the swap: the snapshot holds exactly
         // the operations of the log so far plus `batch`, so `batch` is not written.
-        const snapshot = this.compactDue ? snapshotText(this.counters.generation + 1, this.options.snapshotState()) : undefined;
+        const snapshot = this.compactDue
+          ? snapshotText(this.counters.generation + 1, this.options.snapshotJson())
+          : undefined;
         const done = batch?.done ?? deferred();
         this.inflight = done.promise;
         try {
@@ -158,7 +190,7 @@ export class CommitLog {
     await handle.datasync();
     this.counters.fsyncs++;
     this.counters.logBytes += data.length;
-    if (this.counters.logBytes >= this.options.compactBytes) this.compactDue = true;
+    if (this.overThreshold()) this.compactDue = true;
   }
 
   /**
@@ -173,6 +205,7 @@ export class CommitLog {
     this.handle = undefined;
     await old?.close();
     await writeFileDurable(join(this.options.dir, SNAPSHOT_FILE), snapshot);
+    this.snapshotBytes = Buffer.byteLength(snapshot);
     await writeFreshLog(this.options.dir, generation);
     this.handle = await open(join(this.options.dir, LOG_FILE), "a");
     this.counters.generation = generation;

@@ -1,10 +1,9 @@
-import { open, rename } from "node:fs/promises";
+import { mkdir, open, rename } from "node:fs/promises";
 import { dirname } from "node:path";
 
-const errnoCode = (e: unknown): string | undefined =>
-  typeof e === "object" && e !== null && "code" in e ? String((e as { code: unknown }).code) : undefined;
-
-export { errnoCode };
+/** The `code` of a Node system error (ENOENT …), if it has one. */
+export const errnoCode = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e ? String(e.code) : undefined;
 
 /**
  * Makes a rename or a file creation in `dir` durable. Linux needs the directory
@@ -41,4 +40,10 @@ export async function writeFileDurable(path: string, data: string | Uint8Array):
   }
   await rename(tmp, path);
   await fsyncDir(dirname(path));
+}
+
+/** Creates `dir` (and parents) if missing, durably. */
+export async function ensureDir(dir: string): Promise<void> {
+  const created = await mkdir(dir, { recursive: true });
+  if (created !== undefined) await fsyncDir(dirname(created));
 }

@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { errnoCode } from "./durable-fs.ts";
+import { ensureDir, errnoCode } from "./durable-fs.ts";
 import { fileStoreErrors } from "./file-errors.ts";
+
+/** Lock files this process holds, to tell "held by this process" from "left by a previous one with our pid". */
+const heldHere = new Set<string>();
 
 export interface HeldLock {
   readonly path: string;
@@ -49,6 +52,7 @@ export async function acquireLock(
   dir: string,
   onTakeover?: (stalePid: number | undefined) => void,
 ): Promise<HeldLock> {
+  await ensureDir(dir);
   const path = join(dir, "lock");
   const mine = `${process.pid}\n`;
   const tmp = join(dir, `lock.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
@@ -57,13 +61,18 @@ export async function acquireLock(
     for (let attempt = 0; attempt < 20; attempt++) {
       try {
         await link(tmp, path);
+        heldHere.add(path);
         return { path, release: () => releaseLock(path, mine) };
       } catch (e) {
         if (errnoCode(e) !== "EEXIST") throw e;
       }
       const holder = await readPid(path);
       if (!holder) continue; // released between our link and read: try again
-      if (holder.pid !== undefined && processAlive(holder.pid)) throw fileStoreErrors.locked(dir, holder.pid);
+      // Our own pid in a lock we do not hold: a previous process that had the same pid
+      // (a container's app is often pid 1 on every start) died holding it.
+      const ours = holder.pid === process.pid && !heldHere.has(path);
+      if (holder.pid !== undefined && !ours && processAlive(holder.pid))
+        throw fileStoreErrors.locked(dir, holder.pid);
       // Stale: move it aside, then make sure what we moved is the stale lock we judged.
       const aside = join(dir, `lock.stale.${process.pid}.${randomBytes(4).toString("hex")}`);
       try {
@@ -92,6 +101,7 @@ export async function acquireLock(
 }
 
 async function releaseLock(path: string, mine: string): Promise<void> {
+  heldHere.delete(path);
   const holder = await readPid(path);
   // Only remove our own lock: after a takeover the file may name someone else.
   if (holder?.text === mine) await unlinkQuiet(path);

@@ -27,7 +27,9 @@ const openLog = async (dir: string, compactBytes = 1 << 30) => {
     generation: rec.generation,
     bytes: rec.logBytes,
     compactBytes,
-    snapshotState: () => [...applied],
+    compactRatio: 0,
+    snapshotBytes: rec.snapshotBytes,
+    snapshotJson: () => JSON.stringify(applied),
     wrapFailure: (e) => new Error("failed", { cause: e }),
   });
   const apply = (r: unknown): void => {
@@ -42,7 +44,9 @@ describe("frames", () => {
     const data = Buffer.from("123456789");
     expect(tableCrc32(data)).toBe(0xcbf43926);
     expect(crc32(data)).toBe(0xcbf43926);
-    expect(crc32(Buffer.from("ab"), crc32(Buffer.from("cd")))).toBe(tableCrc32(Buffer.from("ab"), tableCrc32(Buffer.from("cd"))));
+    expect(crc32(Buffer.from("ab"), crc32(Buffer.from("cd")))).toBe(
+      tableCrc32(Buffer.from("ab"), tableCrc32(Buffer.from("cd"))),
+    );
   });
 
   it("round-trips records and stops at a torn or flipped frame", () => {
@@ -160,7 +164,7 @@ describe("recovery and the commit log", () => {
     await a.log.barrier();
     await a.log.close(false);
     // The snapshot of generation 1 already holds op 1; the generation-0 log must not replay.
-    await writeFile(join(dir, SNAPSHOT_FILE), snapshotText(1, [{ op: 1 }]));
+    await writeFile(join(dir, SNAPSHOT_FILE), snapshotText(1, JSON.stringify([{ op: 1 }])));
     const b = await openLog(dir);
     expect(b.applied).toEqual([{ op: 1 }]);
     expect(b.rec.generation).toBe(1);
@@ -172,7 +176,10 @@ describe("recovery and the commit log", () => {
     await writeFile(join(dir, LOG_FILE), logHeader(3));
     await expect(recover(dir)).rejects.toMatchObject({ code: "OKE1323" });
     await writeFile(join(dir, SNAPSHOT_FILE), "{ not json");
-    await expect(recover(dir)).rejects.toMatchObject({ code: "OKE1323", message: expect.stringContaining("journal.json") });
+    await expect(recover(dir)).rejects.toMatchObject({
+      code: "OKE1323",
+      message: expect.stringContaining("journal.json"),
+    });
   });
 
   it("group-commits records appended while a flush is in flight", async () => {
@@ -190,6 +197,24 @@ describe("recovery and the commit log", () => {
     await a.log.close(false);
     const b = await openLog(dir);
     expect(b.rec.records).toHaveLength(1000);
+    await b.log.close(false);
+  });
+});
+
+describe("commit log failure", () => {
+  it("fails the batch and every later call once a write fails", async () => {
+    const dir = await tempDir();
+    const a = await openLog(dir);
+    a.apply({ op: 1 });
+    await a.log.barrier();
+    // Pull the file out from under the log, as a dying disk would.
+    await (a.log as unknown as { handle: { close(): Promise<void> } }).handle.close();
+    a.apply({ op: 2 });
+    await expect(a.log.barrier()).rejects.toThrow("failed");
+    expect(() => a.apply({ op: 3 })).toThrow("failed");
+    await a.log.close(false);
+    const b = await openLog(dir);
+    expect(b.rec.records).toEqual([{ op: 1 }]);
     await b.log.close(false);
   });
 });
@@ -214,6 +239,16 @@ describe("directory lock", () => {
     expect(err).toMatchObject({ code: "OKE1320" });
     expect((err as Error).message).toContain(`process ${process.ppid}`);
     expect((err as Error).message).toContain(dir);
+  });
+
+  it("takes over a lock naming this pid that this process does not hold (pid reuse after a crash)", async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, "lock"), `${process.pid}\n`);
+    const seen: Array<number | undefined> = [];
+    const held = await acquireLock(dir, (pid) => seen.push(pid));
+    expect(seen).toEqual([process.pid]);
+    await expect(acquireLock(dir)).rejects.toMatchObject({ code: "OKE1320" });
+    await held.release();
   });
 
   it("takes over the lock of a dead process", async () => {

@@ -1,6 +1,6 @@
-import { mkdir, open, readFile, unlink } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { errnoCode, fsyncDir, writeFileDurable } from "./durable-fs.ts";
+import { open, readFile, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { ensureDir, errnoCode, writeFileDurable } from "./durable-fs.ts";
 import { fileStoreErrors } from "./file-errors.ts";
 import { decodeFrames, encodeFrame, type StopReason } from "./frame.ts";
 
@@ -31,14 +31,18 @@ export interface Recovered {
   generation: number;
   /** Size of the (possibly truncated) log. */
   logBytes: number;
+  /** Size of the snapshot file, 0 when there is none. */
+  snapshotBytes: number;
   /** Set when a torn or damaged tail was cut off. */
   dropped?: { bytes: number; reason: Exclude<StopReason, "end"> };
 }
 
-export const snapshotText = (generation: number, state: unknown): string =>
-  JSON.stringify({ format: SNAPSHOT_FORMAT, version: VERSION, generation, state } satisfies SnapshotFile);
+/** The snapshot file's text around the already-serialised state (serialised once, not twice). */
+export const snapshotText = (generation: number, stateJson: string): string =>
+  `{"format":"${SNAPSHOT_FORMAT}","version":${VERSION},"generation":${generation},"state":${stateJson}}`;
 
-export const logHeader = (generation: number): Buffer => encodeFrame({ format: LOG_FORMAT, version: VERSION, generation });
+export const logHeader = (generation: number): Buffer =>
+  encodeFrame({ format: LOG_FORMAT, version: VERSION, generation });
 
 const readOptional = async (path: string): Promise<Buffer | undefined> => {
   try {
@@ -70,7 +74,8 @@ function parseSnapshot(dir: string, buf: Buffer): SnapshotFile {
   if (s?.format !== SNAPSHOT_FORMAT || !isGeneration(s.generation)) {
     throw fileStoreErrors.corrupt(dir, `${SNAPSHOT_FILE} is not an okengine file store snapshot`);
   }
-  if (s.version !== VERSION) throw fileStoreErrors.corrupt(dir, `${SNAPSHOT_FILE} has unsupported version ${String(s.version)}`);
+  if (s.version !== VERSION)
+    throw fileStoreErrors.corrupt(dir, `${SNAPSHOT_FILE} has unsupported version ${String(s.version)}`);
   return s as SnapshotFile;
 }
 
@@ -83,15 +88,14 @@ export const writeFreshLog = (dir: string, generation: number): Promise<void> =>
  * the directory lock. Cuts the log at the first torn or damaged frame.
  */
 export async function recover(dir: string): Promise<Recovered> {
-  const created = await mkdir(dir, { recursive: true });
-  if (created !== undefined) await fsyncDir(dirname(created));
+  await ensureDir(dir);
   await removeOptional(join(dir, `${SNAPSHOT_FILE}.tmp`));
   await removeOptional(join(dir, `${LOG_FILE}.tmp`));
 
   const snapBuf = await readOptional(join(dir, SNAPSHOT_FILE));
   const snapshot = snapBuf === undefined ? undefined : parseSnapshot(dir, snapBuf);
   const generation = snapshot?.generation ?? 0;
-  const base = { state: snapshot?.state, generation };
+  const base = { state: snapshot?.state, generation, snapshotBytes: snapBuf?.length ?? 0 };
 
   const logPath = join(dir, LOG_FILE);
   const log = await readOptional(logPath);
@@ -105,9 +109,13 @@ export async function recover(dir: string): Promise<Recovered> {
   if (header?.format !== LOG_FORMAT || !isGeneration(header.generation)) {
     throw fileStoreErrors.corrupt(dir, `${LOG_FILE} has no valid header`);
   }
-  if (header.version !== VERSION) throw fileStoreErrors.corrupt(dir, `${LOG_FILE} has unsupported version ${String(header.version)}`);
+  if (header.version !== VERSION)
+    throw fileStoreErrors.corrupt(dir, `${LOG_FILE} has unsupported version ${String(header.version)}`);
   if (header.generation > generation) {
-    throw fileStoreErrors.corrupt(dir, `${LOG_FILE} (generation ${header.generation}) is newer than ${SNAPSHOT_FILE} (generation ${generation})`);
+    throw fileStoreErrors.corrupt(
+      dir,
+      `${LOG_FILE} (generation ${header.generation}) is newer than ${SNAPSHOT_FILE} (generation ${generation})`,
+    );
   }
   if (header.generation < generation) {
     // Crash after a compaction's snapshot, before its fresh log: the snapshot already holds all of it.
@@ -124,5 +132,10 @@ export async function recover(dir: string): Promise<Recovered> {
   } finally {
     await handle.close();
   }
-  return { ...base, records: body.records, logBytes: body.end, dropped: { bytes: log.length - body.end, reason: body.stop } };
+  return {
+    ...base,
+    records: body.records,
+    logBytes: body.end,
+    dropped: { bytes: log.length - body.end, reason: body.stop },
+  };
 }

@@ -18,7 +18,13 @@ export function cloneJson<T>(value: T): T {
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(src)) {
     // JSON.parse makes "__proto__" an own key; plain assignment would set the prototype instead.
-    if (k === "__proto__") Object.defineProperty(out, k, { value: cloneJson(src[k]), enumerable: true, writable: true, configurable: true });
+    if (k === "__proto__")
+      Object.defineProperty(out, k, {
+        value: cloneJson(src[k]),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     else out[k] = cloneJson(src[k]);
   }
   return out as T;

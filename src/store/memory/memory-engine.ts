@@ -61,7 +61,8 @@ export class MemoryEngine {
   private readonly journal = new MemoryJournal();
 
   static restore(snapshot: EngineSnapshot): MemoryEngine {
-    if (snapshot.version !== 1) throw new Error(`memory engine: unknown snapshot version ${String(snapshot.version)}`);
+    if (snapshot.version !== 1)
+      throw new Error(`memory engine: unknown snapshot version ${String(snapshot.version)}`);
     const engine = new MemoryEngine();
     engine.queue.load(snapshot);
     engine.journal.load(snapshot.runs);

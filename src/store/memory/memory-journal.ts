@@ -168,22 +168,32 @@ export class MemoryJournal {
 
   /** Matching runs, oldest first (createdAt, then id). */
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {
-    const byFlow = filter.flow === undefined ? undefined : (this.byFlow.get(filter.flow) ?? new Map<string, RunRec>());
+    const byFlow =
+      filter.flow === undefined ? undefined : (this.byFlow.get(filter.flow) ?? new Map<string, RunRec>());
     const byStatus = filter.status === undefined ? undefined : this.byStatus[filter.status];
-    const source = byFlow !== undefined && (byStatus === undefined || byFlow.size <= byStatus.size) ? byFlow : (byStatus ?? this.runs);
+    const source =
+      byFlow !== undefined && (byStatus === undefined || byFlow.size <= byStatus.size)
+        ? byFlow
+        : (byStatus ?? this.runs);
     const matches: RunRec[] = [];
     for (const r of source.values()) {
-      if ((filter.status === undefined || r.status === filter.status) && (filter.flow === undefined || r.flow === filter.flow)) {
+      if (
+        (filter.status === undefined || r.status === filter.status) &&
+        (filter.flow === undefined || r.flow === filter.flow)
+      ) {
         matches.push(r);
       }
     }
     matches.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    return (filter.limit === undefined ? matches : matches.slice(0, Math.max(0, filter.limit))).map(toRunRecord);
+    return (filter.limit === undefined ? matches : matches.slice(0, Math.max(0, filter.limit))).map(
+      toRunRecord,
+    );
   }
 
   snapshot(): RunSnapshot[] {
     const out: RunSnapshot[] = [];
-    for (const r of this.runs.values()) out.push({ ...toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)) });
+    for (const r of this.runs.values())
+      out.push({ ...toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)) });
     return out;
   }
 

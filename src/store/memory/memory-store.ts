@@ -88,7 +88,8 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     },
     async replay(signal, ids, now) {
       const out = engine.replay(signal, ids, now);
-      if (out.length > 0) await commit({ op: "replay", signal, ids: out, now }, [{ kind: "enqueued", signal }]);
+      if (out.length > 0)
+        await commit({ op: "replay", signal, ids: out, now }, [{ kind: "enqueued", signal }]);
       return out;
     },
     async discard(signal, ids) {

@@ -1,5 +1,5 @@
 import type { ClaimedMessage, ClaimRequest } from "../types.ts";
-import type { PgContext } from "./postgres-context.ts";
+import { type PgContext, q } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -8,8 +8,8 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
  * Eligible: `pending`, or `inflight` whose lease expired at `$now` (lazy
  * reclaim — no sweeper). A keyed message is eligible only as the head of its
  * (signal, key): no older pending/inflight message of that key exists.
- * Expired leases are taken first (they are the oldest work), then pending rows
- * in `seq` order; the result is sorted by seq.
+ * Expired leases are taken first, by expiry (they are the oldest work), then
+ * pending rows in `seq` order — the memory driver's order.
  *
  * Why the per-key guard (claim_key_free, migration 0001): SKIP LOCKED alone
  * keeps two claimers off the same ROW, not off the same KEY. Heads are judged
@@ -38,16 +38,16 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
  * inflight is walked row by row (one index probe per row) until enough heads
  * are found — acceptable for tens of thousands of queued rows per signal.
  */
-const claimSql = (s: string): string => `
+export const claimSql = (s: string): string => `
 WITH reclaim AS (
-  SELECT m.id, m.seq FROM ${s}.messages m
+  SELECT m.id, m.lease_expires_at AS expired_at, m.seq FROM ${s}.messages m
   WHERE m.signal = $1 AND m.status = 'inflight' AND m.lease_expires_at <= $2
     AND (m.key IS NULL OR (
       NOT EXISTS (
         SELECT 1 FROM ${s}.messages o
         WHERE o.signal = m.signal AND o.key = m.key AND o.seq < m.seq AND o.status IN ('pending', 'inflight'))
       AND ${s}.claim_key_free(m.signal, m.key, m.id, $2)))
-  ORDER BY m.seq
+  ORDER BY m.lease_expires_at, m.seq
   LIMIT $3
   FOR UPDATE SKIP LOCKED
 ),
@@ -66,12 +66,23 @@ ready AS (
 UPDATE ${s}.messages m
 SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
     attempts = m.attempts + 1, updated_at = $2
-FROM (SELECT id FROM reclaim UNION ALL SELECT id FROM ready) picked
+FROM (SELECT id, expired_at AS ord1, seq AS ord2 FROM reclaim
+      UNION ALL SELECT id, NULL, seq FROM ready) picked
 WHERE m.id = picked.id
-RETURNING m.*`;
+RETURNING m.*, picked.ord1, picked.ord2`;
+
+type ClaimRow = MessageRow & { ord1: number | null; ord2: number };
 
 export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedMessage[]> {
   if (req.max <= 0) return [];
-  const { rows } = await ctx.pool.query<MessageRow>(claimSql(ctx.s), [req.signal, req.now, req.max, req.worker, req.leaseMs]);
-  return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map(toClaimedMessage);
+  const { rows } = await q<ClaimRow>(ctx.pool, claimSql(ctx.s), [
+    req.signal,
+    req.now,
+    req.max,
+    req.worker,
+    req.leaseMs,
+  ]);
+  // Reclaimed (ord1 = old expiry) before ready (ord1 NULL), then emit order.
+  rows.sort((a, b) => (a.ord1 ?? Infinity) - (b.ord1 ?? Infinity) || a.ord2 - b.ord2);
+  return rows.map(toClaimedMessage);
 }

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { StoreEvent } from "../types.ts";
+import { pgTypes } from "./postgres-rows.ts";
 import { encodeWake, type WakePayload } from "./postgres-wake.ts";
 
 /** The logger methods the driver uses (a pino logger fits). */
@@ -37,3 +38,13 @@ export function wakePayload(ctx: PgContext, p: Omit<WakePayload, "o">, fromTx = 
 }
 
 export const unique = (xs: Iterable<string>): string[] => [...new Set(xs)];
+
+/** Runs one statement with the driver's type parsers (int8 → number, JSON null kept). */
+export async function q<R extends object>(
+  db: Queryable,
+  text: string,
+  values: readonly unknown[],
+): Promise<{ rows: R[]; rowCount: number }> {
+  const res = await db.query<R>({ text, values: values as unknown[], types: pgTypes });
+  return { rows: res.rows, rowCount: res.rowCount ?? 0 };
+}

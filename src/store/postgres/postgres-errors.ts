@@ -1,4 +1,6 @@
+import type pg from "pg";
 import { OkeError } from "../../errors.ts";
+import { storeErrors } from "../index.ts";
 
 /** Errors of the postgres driver (OKE133x). Codes are stable. */
 export const postgresStoreErrors = {
@@ -30,3 +32,15 @@ export const postgresStoreErrors = {
       details: { schema },
     }),
 } as const;
+
+/** Unique violations name the row: turn them into the contract's errors (the memory driver's). */
+export function mapConflict(err: unknown, runId?: string): unknown {
+  const e = err as Partial<pg.DatabaseError> | undefined;
+  if (e?.code !== "23505") return err;
+  const key = /\)=\((.*)\) already exists/.exec(e.detail ?? "")?.[1];
+  if (e.constraint === "journal_entries_pkey" && runId !== undefined) {
+    return storeErrors.duplicateSeq(runId, Number(key?.split(", ").at(-1)));
+  }
+  if (e.constraint === "messages_pkey" && key !== undefined) return storeErrors.duplicateMessage(key);
+  return err;
+}

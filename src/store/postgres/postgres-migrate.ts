@@ -20,7 +20,9 @@ export async function migrate(
   let broken: Error | undefined;
   try {
     await client.query("BEGIN");
-    await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`okengine:migrate:${schemaName}`]);
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `okengine:migrate:${schemaName}`,
+    ]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
@@ -35,7 +37,11 @@ export async function migrate(
       if (done.has(m.id)) continue;
       await client.query(m.sql(s));
       // applied_at is bookkeeping for operators, not semantics: the wall clock is fine here.
-      await client.query(`INSERT INTO ${s}.migrations (id, name, applied_at) VALUES ($1, $2, $3)`, [m.id, m.name, Date.now()]);
+      await client.query(`INSERT INTO ${s}.migrations (id, name, applied_at) VALUES ($1, $2, $3)`, [
+        m.id,
+        m.name,
+        Date.now(),
+      ]);
       applied.push(m.id);
     }
     await client.query("COMMIT");

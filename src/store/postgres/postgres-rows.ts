@@ -1,9 +1,33 @@
-import type { ClaimedMessage, FailureReason, JournalEntry, JournalKind, MessageStatus, RunRecord, RunStatus, StoredMessage } from "../types.ts";
+import pg from "pg";
+import type {
+  ClaimedMessage,
+  FailureReason,
+  JournalEntry,
+  JournalKind,
+  MessageStatus,
+  RunRecord,
+  RunStatus,
+  StoredMessage,
+} from "../types.ts";
 
 /**
- * Row shapes as `pg` returns them (int8 arrives as a string) and their
- * mapping to contract types. jsonb SQL NULL stands for `undefined`.
+ * Row shapes as our queries return them and their mapping to contract types.
+ * Every query runs with `pgTypes`: int8 becomes a number (epoch ms and seq fit
+ * in 2^53) and a top-level JSON `null` becomes JSON_NULL, because `pg` hands
+ * SQL NULL to us as `null` too — and SQL NULL is how we store `undefined`.
  */
+export const JSON_NULL: unique symbol = Symbol("json null");
+
+const parseJson = (text: string): unknown => (text === "null" ? JSON_NULL : JSON.parse(text));
+
+/** Per-query type parsers; the global `pg.types` is left alone (the pool may be the app's). */
+export const pgTypes = {
+  getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown {
+    if (oid === 20) return Number; // int8
+    if (oid === 114 || oid === 3802) return parseJson; // json, jsonb
+    return pg.types.getTypeParser(oid, format ?? "text") as (value: string) => unknown;
+  },
+};
 export interface MessageRow {
   id: string;
   signal: string;
@@ -13,11 +37,11 @@ export interface MessageRow {
   attempts: number;
   failures: FailureReason[];
   locked_by: string | null;
-  lease_expires_at: string | null;
-  created_at: string;
-  updated_at: string;
+  lease_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
   parent_run_id: string | null;
-  seq: string;
+  seq: number;
 }
 
 export interface RunRow {
@@ -26,13 +50,13 @@ export interface RunRow {
   status: string;
   input: unknown;
   output: unknown;
-  error: { code: string; message: string } | null;
+  error: unknown;
   parent_run_id: string | null;
   lease_owner: string | null;
-  lease_expires_at: string | null;
-  wake_at: string | null;
-  created_at: string;
-  updated_at: string;
+  lease_expires_at: number | null;
+  wake_at: number | null;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface EntryRow {
@@ -41,18 +65,16 @@ export interface EntryRow {
   kind: string;
   name: string;
   value: unknown;
-  error: { code: string; message: string } | null;
+  error: unknown;
   duration: string | null;
-  wake_at: string | null;
-  at: string;
+  wake_at: number | null;
+  at: number;
 }
 
-const num = (v: string | number): number => Number(v);
-const numOrNull = (v: string | number | null): number | null => (v === null ? null : Number(v));
 /** jsonb parameter: undefined becomes SQL NULL, everything else JSON text. */
 export const jsonParam = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
-/** jsonb result: SQL NULL becomes undefined. */
-const fromJson = (v: unknown): unknown => (v === null ? undefined : v);
+/** jsonb result: SQL NULL becomes undefined, JSON null null. */
+export const fromJson = (v: unknown): unknown => (v === null ? undefined : v === JSON_NULL ? null : v);
 
 export function toStoredMessage(r: MessageRow): StoredMessage {
   return {
@@ -65,9 +87,9 @@ export function toStoredMessage(r: MessageRow): StoredMessage {
     attempts: r.attempts,
     failures: r.failures,
     lockedBy: r.locked_by,
-    leaseExpiresAt: numOrNull(r.lease_expires_at),
-    createdAt: num(r.created_at),
-    updatedAt: num(r.updated_at),
+    leaseExpiresAt: r.lease_expires_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
   };
 }
 
@@ -79,9 +101,9 @@ export function toClaimedMessage(r: MessageRow): ClaimedMessage {
     payload: fromJson(r.payload),
     parentRunId: r.parent_run_id,
     attempts: r.attempts,
-    createdAt: num(r.created_at),
+    createdAt: r.created_at,
     lockedBy: r.locked_by ?? "",
-    leaseExpiresAt: num(r.lease_expires_at ?? 0),
+    leaseExpiresAt: r.lease_expires_at ?? 0,
   };
 }
 
@@ -93,30 +115,38 @@ export function toRunRecord(r: RunRow): RunRecord {
     input: fromJson(r.input),
     parentRunId: r.parent_run_id,
     leaseOwner: r.lease_owner,
-    leaseExpiresAt: numOrNull(r.lease_expires_at),
-    wakeAt: numOrNull(r.wake_at),
-    createdAt: num(r.created_at),
-    updatedAt: num(r.updated_at),
+    leaseExpiresAt: r.lease_expires_at,
+    wakeAt: r.wake_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
   };
-  if (r.output !== null) run.output = r.output;
-  if (r.error !== null) run.error = r.error;
+  const output = fromJson(r.output);
+  if (output !== undefined) run.output = output;
+  if (r.error !== null) run.error = r.error as { code: string; message: string };
   return run;
 }
 
 export function toJournalEntry(r: EntryRow): JournalEntry {
-  const e: JournalEntry = { runId: r.run_id, seq: r.seq, kind: r.kind as JournalKind, name: r.name, at: num(r.at) };
-  if (r.value !== null) e.value = r.value;
-  if (r.error !== null) e.error = r.error;
+  const e: JournalEntry = {
+    runId: r.run_id,
+    seq: r.seq,
+    kind: r.kind as JournalKind,
+    name: r.name,
+    at: r.at,
+  };
+  const value = fromJson(r.value);
+  if (value !== undefined) e.value = value;
+  if (r.error !== null) e.error = r.error as { code: string; message: string };
   if (r.duration !== null) e.duration = r.duration;
-  if (r.wake_at !== null) e.wakeAt = num(r.wake_at);
+  if (r.wake_at !== null) e.wakeAt = r.wake_at;
   return e;
 }
 
 /** Journal entries as one jsonb array for jsonb_to_recordset (one row per entry). */
-export function entriesParam(entries: readonly JournalEntry[]): string {
+export function entriesParam(runId: string, entries: readonly JournalEntry[]): string {
   return JSON.stringify(
     entries.map((e) => ({
-      run_id: e.runId,
+      run_id: runId,
       seq: e.seq,
       kind: e.kind,
       name: e.name,
@@ -130,9 +160,10 @@ export function entriesParam(entries: readonly JournalEntry[]): string {
   );
 }
 
-/** SQL that inserts the recordset built by entriesParam($n). */
-export const insertEntriesSql = (s: string, param: string): string => `
+/** SQL that inserts the recordset built by entriesParam($n), gated by `where`. */
+export const insertEntriesSql = (s: string, param: string, where: string): string => `
   INSERT INTO ${s}.journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
   SELECT e.run_id, e.seq, e.kind, e.name, e.value -> 'v', e.error, e.duration, e.wake_at, e.at
   FROM jsonb_to_recordset(${param}::jsonb)
-    AS e(run_id text, seq integer, kind text, name text, value jsonb, error jsonb, duration text, wake_at bigint, at bigint)`;
+    AS e(run_id text, seq integer, kind text, name text, value jsonb, error jsonb, duration text, wake_at bigint, at bigint)
+  WHERE ${where}`;

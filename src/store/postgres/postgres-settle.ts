@@ -1,5 +1,5 @@
 import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, unique } from "./postgres-context.ts";
+import { type PgContext, q, unique } from "./postgres-context.ts";
 
 /**
  * Batched settle: one UPDATE … FROM jsonb_to_recordset applies every outcome,
@@ -15,14 +15,22 @@ import { type PgContext, unique } from "./postgres-context.ts";
  */
 const settleSql = (s: string): string => `
 WITH input AS (
-  SELECT DISTINCT ON (x.id) x.id, x.worker, x.attempt, x.status, x.failure
-  FROM jsonb_to_recordset($1::jsonb) AS x(id text, worker text, attempt integer, status text, failure jsonb)
+  SELECT x.* FROM ROWS FROM (
+    jsonb_to_recordset($1::jsonb) AS (id text, worker text, attempt integer, status text, failure jsonb)
+  ) WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
+),
+valid AS (
+  -- Of several settlements for one id, the first that passes the fence wins, as if applied one by one.
+  SELECT DISTINCT ON (i.id) i.*
+  FROM input i JOIN ${s}.messages m
+    ON m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
+  ORDER BY i.id, i.ord
 ),
 upd AS (
   UPDATE ${s}.messages m
   SET status = i.status, locked_by = NULL, lease_expires_at = NULL, updated_at = $2,
       failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure) END
-  FROM input i
+  FROM valid i
   WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
   RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
 ),
@@ -35,12 +43,30 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
                               ELSE json_build_object('o', $4::text, 'w', 1)::text END)
         FROM woke WHERE $3::text IS NOT NULL) AS notified`;
 
-export async function settle(ctx: PgContext, settlements: readonly Settlement[], now: number): Promise<SettleResult> {
+export async function settle(
+  ctx: PgContext,
+  settlements: readonly Settlement[],
+  now: number,
+): Promise<SettleResult> {
   if (settlements.length === 0) return { applied: [] };
   const input = JSON.stringify(
-    settlements.map((x) => ({ id: x.id, worker: x.worker, attempt: x.attempt, status: x.status, failure: x.failure ?? null })),
+    settlements.map((x) => ({
+      id: x.id,
+      worker: x.worker,
+      attempt: x.attempt,
+      status: x.status,
+      failure:
+        x.failure === undefined
+          ? null
+          : {
+              code: x.failure.code,
+              message: x.failure.message,
+              at: x.failure.at,
+              attempt: x.failure.attempt,
+            },
+    })),
   );
-  const { rows } = await ctx.pool.query<{ applied: string[]; signals: string[] }>(settleSql(ctx.s), [
+  const { rows } = await q<{ applied: string[]; signals: string[] }>(ctx.pool, settleSql(ctx.s), [
     input,
     now,
     ctx.notify ? ctx.channel : null,

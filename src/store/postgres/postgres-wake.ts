@@ -22,7 +22,9 @@ const MAX_PAYLOAD = 7000;
 
 export function encodeWake(p: WakePayload): string {
   const text = JSON.stringify(p);
-  return text.length <= MAX_PAYLOAD ? text : JSON.stringify({ ...(p.o === undefined ? {} : { o: p.o }), w: 1 });
+  return text.length <= MAX_PAYLOAD
+    ? text
+    : JSON.stringify({ ...(p.o === undefined ? {} : { o: p.o }), w: 1 });
 }
 
 export function decodeWake(text: string | undefined): { origin: string | undefined; events: StoreEvent[] } {
@@ -43,6 +45,8 @@ export interface WakeSourceOptions {
   connectionString: string;
   channel: string;
   origin: string;
+  /** pg_stat_activity name of the LISTEN connection. */
+  applicationName: string;
   /** false: poll-only mode, no LISTEN connection at all. */
   listen: boolean;
   pollIntervalMs: number;
@@ -56,8 +60,6 @@ export interface WakeSource {
   /** Resolves once LISTEN is active (or at once in poll-only mode). */
   start(): Promise<void>;
   close(): Promise<void>;
-  /** For tests: the backend pid of the LISTEN connection, if connected. */
-  listenerPid(): number | undefined;
 }
 
 /**
@@ -84,7 +86,7 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
   };
 
   const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: o.connectionString, application_name: `okengine-listen:${o.origin}` });
+    const c = new pg.Client({ connectionString: o.connectionString, application_name: o.applicationName });
     // Attached before connect so an early failure is never an unhandled 'error'.
     c.on("error", (err) => lost(c, err));
     c.on("end", () => lost(c, undefined));
@@ -151,9 +153,6 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
         c.removeAllListeners("end");
         await c.end().catch(() => undefined);
       }
-    },
-    listenerPid() {
-      return (client as unknown as { processID?: number } | undefined)?.processID;
     },
   };
 }

@@ -1,0 +1,207 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+
+const REPO = fileURLToPath(new URL("../../", import.meta.url));
+const BIN = join(REPO, "bin/oke.js");
+const BASIC = fileURLToPath(new URL("./fixtures/basic", import.meta.url));
+const CONFLICT = fileURLToPath(new URL("./fixtures/conflict", import.meta.url));
+
+interface Oke {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves with the first line (already printed or to come) matching `re` after index `from`. */
+  line(re: RegExp, from?: number): Promise<string>;
+  exit: Promise<number | null>;
+}
+
+const running: ChildProcess[] = [];
+const temps: string[] = [];
+afterEach(() => {
+  for (const c of running.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const t of temps.splice(0)) rmSync(t, { recursive: true, force: true });
+});
+
+function oke(args: string[], env: Record<string, string | undefined> = {}): Oke {
+  const base = { ...process.env };
+  delete base.DATABASE_URL;
+  delete base.NODE_ENV;
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: REPO,
+    env: { ...base, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.push(child);
+  const lines: string[] = [];
+  const waiters: Array<() => void> = [];
+  let closed = false;
+  const wake = (): void => {
+    for (const w of waiters.splice(0)) w();
+  };
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream }).on("line", (l) => {
+      lines.push(l);
+      wake();
+    });
+  }
+  // "close" (not "exit"): every line the process printed has been read by then.
+  const exit = new Promise<number | null>((r) =>
+    child.once("close", (code) => {
+      closed = true;
+      wake();
+      r(code);
+    }),
+  );
+  const line = (re: RegExp, from = 0): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        const hit = lines.slice(from).find((l) => re.test(l));
+        if (hit !== undefined) resolve(hit);
+        else if (closed) reject(new Error(`oke exited before printing ${String(re)}:\n${lines.join("\n")}`));
+        else waiters.push(check);
+      };
+      check();
+    });
+  return { child, lines, line, exit };
+}
+
+const portOf = (line: string): number => Number(/:(\d+) /.exec(line)![1]);
+
+/** A copy of the basic fixture outside the repo, without its tsconfig: `@/`, `okengine` and zod must still resolve. */
+function tempProject(): string {
+  const dir = mkdtempSync(join(tmpdir(), "oke-cli-"));
+  temps.push(dir);
+  cpSync(BASIC, dir, { recursive: true });
+  rmSync(join(dir, "tsconfig.json"));
+  symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
+  return dir;
+}
+
+const postJson = (url: string, body: unknown) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+describe("oke routes / manifest", () => {
+  it("prints the route table", async () => {
+    const p = oke(["routes", BASIC]);
+    expect(await p.exit).toBe(0);
+    expect(p.lines.join("\n")).toBe(
+      [
+        "METHOD  PATH        FLOW",
+        "POST    /greet      greet",
+        "GET     /hello      hello",
+        "GET     /users/:id  users.id.show",
+      ].join("\n"),
+    );
+  });
+
+  it("prints the manifest as JSON", async () => {
+    const p = oke(["manifest", BASIC]);
+    expect(await p.exit).toBe(0);
+    const manifest = JSON.parse(p.lines.join("\n"));
+    expect(manifest.routes).toEqual([
+      { method: "POST", path: "/greet", flow: "greet" },
+      { method: "GET", path: "/hello", flow: "hello" },
+      { method: "GET", path: "/users/:id", flow: "users.id.show" },
+    ]);
+    expect(manifest.flows.find((f: { name: string }) => f.name === "greet")).toMatchObject({
+      source: "src/flows/greet.ts#greet",
+      triggers: ["POST /greet"],
+    });
+    expect(manifest.signals.map((s: { name: string }) => s.name)).toEqual(["greetings.greeted"]);
+  });
+});
+
+describe("oke start", () => {
+  it("serves the project on the printed port and stops on SIGTERM", async () => {
+    const p = oke(["start", BASIC, "--port", "0"], { NODE_ENV: "test" });
+    const port = portOf(await p.line(/^okengine listening on http:\/\/127\.0\.0\.1:\d+ \(test\)$/));
+    const base = `http://127.0.0.1:${port}`;
+    expect(await (await fetch(`${base}/hello`)).json()).toEqual({ ok: true, data: { greeting: "Hello" } });
+    expect(await (await postJson(`${base}/greet`, { name: "ada" })).json()).toEqual({
+      ok: true,
+      data: { message: "Hello, ada" },
+    });
+    const bad = await postJson(`${base}/greet`, { name: "" });
+    expect(bad.status).toBe(422);
+    expect(
+      ((await bad.json()) as { error: { details: Array<{ path: string }> } }).error.details[0]!.path,
+    ).toBe("name");
+    expect(await (await fetch(`${base}/users/42`)).json()).toEqual({ ok: true, data: { id: "42" } });
+    expect((await fetch(`${base}/_/ready`)).status).toBe(200);
+    // bodyLimit comes from the project's oke.config.ts (2048).
+    expect((await postJson(`${base}/greet`, { name: "x".repeat(3000) })).status).toBe(413);
+    p.child.kill("SIGTERM");
+    expect(await p.exit).toBe(0);
+  });
+
+  it("prints a boot error without a stack and exits 1", async () => {
+    const p = oke(["start", CONFLICT, "--port", "0"], { NODE_ENV: "production" });
+    expect(await p.exit).toBe(1);
+    const out = p.lines.join("\n");
+    expect(p.lines[0]).toBe('oke boot: journal driver "postgres" needs DATABASE_URL');
+    expect(out).not.toMatch(/^\s+at /m);
+  });
+
+  it("reports an invalid declaration (OKE1071) with its fix", async () => {
+    const p = oke(["start", CONFLICT, "--port", "0"], { NODE_ENV: "test" });
+    expect(await p.exit).toBe(1);
+    const out = p.lines.join("\n");
+    expect(out).toContain('Once signal "jobs.run" is bound to more than one Flow (jobs.a, jobs.b).');
+    expect(out).toContain("code: OKE1071");
+    expect(out).toContain("fix: Use signal.broadcast");
+    expect(out).not.toMatch(/^\s+at /m);
+  });
+
+  it("names the file that failed to load", async () => {
+    const dir = tempProject();
+    writeFileSync(join(dir, "src/flows/broken.ts"), 'throw new Error("kaput");\n');
+    const p = oke(["routes", dir]);
+    expect(await p.exit).toBe(1);
+    expect(p.lines[0]).toBe("oke: cannot load src/flows/broken.ts: kaput");
+  });
+});
+
+describe("oke dev", () => {
+  it("restarts the app when a source file changes, and stops on SIGINT", async () => {
+    const dir = tempProject();
+    // The loader skips tests and declaration files: importing these would fail.
+    writeFileSync(
+      join(dir, "src/flows/hello.test.ts"),
+      'throw new Error("test files must not be loaded");\n',
+    );
+    writeFileSync(join(dir, "src/flows/types.d.ts"), "declare const x: number;\n");
+
+    const p = oke(["dev", dir, "--port", "0"]);
+    const first = portOf(await p.line(/^okengine listening on .* \(dev\)$/));
+    expect(await (await fetch(`http://127.0.0.1:${first}/hello`)).json()).toEqual({
+      ok: true,
+      data: { greeting: "Hello" },
+    });
+
+    let mark = p.lines.length;
+    const words = join(dir, "src/lib/words.ts");
+    writeFileSync(words, readFileSync(words, "utf8").replace("Hello", "Howdy"));
+    const second = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
+    expect(await (await fetch(`http://127.0.0.1:${second}/hello`)).json()).toEqual({
+      ok: true,
+      data: { greeting: "Howdy" },
+    });
+
+    mark = p.lines.length;
+    writeFileSync(
+      join(dir, "src/flows/bye.ts"),
+      'import { flow, http, on } from "okengine";\nexport const bye = on(http.get(), flow({ do: () => "bye" }));\n',
+    );
+    const third = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
+    expect(await (await fetch(`http://127.0.0.1:${third}/bye`)).json()).toEqual({ ok: true, data: "bye" });
+
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
+    // The app child went with it: its port no longer answers.
+    await expect(fetch(`http://127.0.0.1:${third}/_/health`)).rejects.toThrow();
+  });
+});

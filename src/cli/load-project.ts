@@ -1,0 +1,99 @@
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { register } from "node:module";
+import { join, relative, resolve, sep } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { OkeConfig } from "../app/config.ts";
+import type { ModuleInput } from "../app/types.ts";
+import type { ResolveHookData } from "./resolve-hook.ts";
+import { readPathAliases } from "./tsconfig-paths.ts";
+
+/** A boot error the CLI prints as is (no stack). */
+export class CliError extends Error {
+  override readonly name = "CliError";
+}
+
+export interface LoadedProject {
+  root: string;
+  config: OkeConfig | undefined;
+  /** The config file, relative to root, when there is one. */
+  configFile: string | undefined;
+  modules: ModuleInput[];
+}
+
+/** Folders adopted under src/, in this order. */
+export const PROJECT_FOLDERS = ["signals", "channels", "flows"] as const;
+export const CONFIG_FILES = ["oke.config.ts", "oke.config.mts", "oke.config.js", "oke.config.mjs"] as const;
+
+const SOURCE = /\.(ts|mts|js|mjs)$/;
+const SKIPPED = /(\.d\.m?ts|\.(test|spec)\.m?[tj]s)$/;
+
+/** Source files of one folder, recursively, relative to root with "/" separators, sorted. */
+export function listModules(root: string, folder: string): string[] {
+  const dir = join(root, "src", folder);
+  if (!existsSync(dir)) return [];
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .filter((f) => SOURCE.test(f) && !SKIPPED.test(f))
+    .filter((f) => !f.split(sep).some((seg) => seg.startsWith(".") || seg === "node_modules"))
+    .filter((f) => statSync(join(dir, f)).isFile())
+    .map((f) => relative(root, join(dir, f)).split(sep).join("/"));
+  return files.sort();
+}
+
+let registeredFor: string | undefined;
+
+/** Installs the resolve hook for this project (once per process: hooks cannot be removed). */
+export function registerProjectResolution(root: string): void {
+  if (registeredFor === root) return;
+  if (registeredFor !== undefined)
+    throw new Error(`oke: a process can load one project (already loaded ${registeredFor})`);
+  const aliases = readPathAliases(root);
+  const data: ResolveHookData = {
+    srcUrl: `${pathToFileURL(join(root, "src")).href}/`,
+    exact: {
+      ...aliases.exact,
+      okengine: [new URL("../index.ts", import.meta.url).href],
+      "okengine/testing": [new URL("../testing.ts", import.meta.url).href],
+    },
+    patterns: aliases.patterns,
+  };
+  register("./resolve-hook.ts", { parentURL: import.meta.url, data });
+  registeredFor = root;
+}
+
+const importFile = async (root: string, file: string): Promise<Record<string, unknown>> => {
+  try {
+    return (await import(pathToFileURL(join(root, file)).href)) as Record<string, unknown>;
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    throw new CliError(`oke: cannot load ${file}: ${message}`, { cause: e });
+  }
+};
+
+/**
+ * Loads `<dir>/oke.config.ts` (optional) and every module under src/signals,
+ * src/channels and src/flows, through tsx: TypeScript, `@/` and `okengine`
+ * imports work without a build step. Requires tsx to be registered (bin/oke.js).
+ */
+export async function loadProject(dir: string): Promise<LoadedProject> {
+  const root = resolve(dir);
+  if (!existsSync(root) || !statSync(root).isDirectory())
+    throw new CliError(`oke: project directory "${dir}" not found`);
+  registerProjectResolution(root);
+
+  const configFile = CONFIG_FILES.find((f) => existsSync(join(root, f)));
+  let config: OkeConfig | undefined;
+  if (configFile !== undefined) {
+    const mod = await importFile(root, configFile);
+    if (typeof mod.default !== "object" || mod.default === null) {
+      throw new CliError(`oke: ${configFile} must export a config: export default defineConfig({ ... })`);
+    }
+    config = mod.default;
+  }
+
+  const modules: ModuleInput[] = [];
+  for (const folder of PROJECT_FOLDERS) {
+    for (const file of listModules(root, folder))
+      modules.push({ path: file, exports: await importFile(root, file) });
+  }
+  return { root, config, configFile, modules };
+}

@@ -1,0 +1,96 @@
+import { readFileSync } from "node:fs";
+import { Command, InvalidArgumentError } from "commander";
+import { describeBootError } from "./boot-error.ts";
+import { runDev } from "./dev.ts";
+import { formatRoutes, loadManifest } from "./inspect.ts";
+import { runApp } from "./run-app.ts";
+
+const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+  version: string;
+};
+
+const parsePort = (v: string): number => {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n > 65535)
+    throw new InvalidArgumentError("expected a port number between 0 and 65535");
+  return n;
+};
+
+const parseEnv = (v: string): "dev" | "test" | "prod" => {
+  if (v !== "dev" && v !== "test" && v !== "prod")
+    throw new InvalidArgumentError("expected dev, test or prod");
+  return v;
+};
+
+interface ServeFlags {
+  port?: number;
+  host?: string;
+}
+
+/** Boot errors: the message on stderr, exit code 1, no stack. */
+const guard =
+  <A extends unknown[]>(action: (...args: A) => Promise<void>) =>
+  async (...args: A): Promise<void> => {
+    try {
+      await action(...args);
+    } catch (e) {
+      console.error(describeBootError(e));
+      process.exit(1);
+    }
+  };
+
+const program = new Command("oke")
+  .description("okengine: flows bound to HTTP routes and signals")
+  .version(pkg.version)
+  .showHelpAfterError();
+
+program
+  .command("dev")
+  .description("run the app in dev mode and restart it when src/ or oke.config.* changes")
+  .argument("[dir]", "project directory", ".")
+  .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
+  .option("--host <host>", "address to bind (default: config, 0.0.0.0)")
+  .action(guard((dir: string, flags: ServeFlags) => runDev(dir, flags)));
+
+program
+  .command("start")
+  .description("run the app (env prod, or test when NODE_ENV=test)")
+  .argument("[dir]", "project directory", ".")
+  .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
+  .option("--host <host>", "address to bind (default: config, 0.0.0.0)")
+  .action(
+    guard((dir: string, flags: ServeFlags) =>
+      runApp(dir, { ...flags, env: process.env.NODE_ENV === "test" ? "test" : "prod" }),
+    ),
+  );
+
+program
+  .command("routes")
+  .description("print the HTTP routes: METHOD PATH FLOW")
+  .argument("[dir]", "project directory", ".")
+  .action(
+    guard(async (dir: string) => {
+      console.log(formatRoutes((await loadManifest(dir)).routes));
+    }),
+  );
+
+program
+  .command("manifest")
+  .description("print the app's manifest (flows, routes, signals, channels) as JSON")
+  .argument("[dir]", "project directory", ".")
+  .action(
+    guard(async (dir: string) => {
+      console.log(JSON.stringify(await loadManifest(dir), null, 2));
+    }),
+  );
+
+// The child process of `oke dev`; not for direct use.
+program
+  .command("__run", { hidden: true })
+  .argument("<dir>")
+  .requiredOption("--env <env>", "dev | test | prod", parseEnv)
+  .option("-p, --port <port>", "port", parsePort)
+  .option("--host <host>", "host")
+  .action(guard((dir: string, flags: ServeFlags & { env: "dev" | "test" | "prod" }) => runApp(dir, flags)));
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,210 @@
+import { describe, expect, it } from "vitest";
+import type { Store } from "../types.ts";
+import { claimOf, freshStore, idsOf, msg, outcome, T0, type StoreFactory } from "./harness.ts";
+
+/** Claims `id` (must be claimable now) and settles it dead with one failure. */
+async function kill(store: Store, id: string, now: number, signal = "sig.a"): Promise<void> {
+  const got = await store.claim({ signal, worker: "w", max: 100, now, leaseMs: 1_000 });
+  const c = got.find((x) => x.id === id);
+  expect(c, `message ${id} claimable`).toBeDefined();
+  const others = got.filter((x) => x.id !== id).map((x) => outcome(x, "pending"));
+  await store.settle(
+    [outcome(c!, "dead", { code: "Error", message: `${id} failed`, at: now }), ...others],
+    now,
+  );
+}
+
+/** Dead letters, operator replay / discard, stats, pruning. */
+export function deadLetterCases(factory: StoreFactory): void {
+  describe("dead letters, replay, discard, stats, prune", () => {
+    const store = freshStore(factory);
+
+    it("deadLetters lists one signal's dead messages oldest first, with their history", async () => {
+      await store().enqueue([msg("m1", { key: "k1", payload: { n: 1 } })], T0 + 100);
+      await store().enqueue([msg("m2", { payload: { n: 2 } })], T0 + 200);
+      await store().enqueue([msg("m3", { payload: { n: 3 } }), msg("x1", { signal: "sig.b" })], T0 + 300);
+      await kill(store(), "m3", T0 + 400);
+      await kill(store(), "x1", T0 + 400, "sig.b");
+      await kill(store(), "m1", T0 + 500);
+      await kill(store(), "m2", T0 + 600);
+      const dead = await store().deadLetters("sig.a");
+      expect(idsOf(dead)).toEqual(["m1", "m2", "m3"]);
+      expect(dead[0]).toMatchObject({
+        id: "m1",
+        signal: "sig.a",
+        key: "k1",
+        payload: { n: 1 },
+        status: "dead",
+        createdAt: T0 + 100,
+      });
+      // Earlier claims in this case retried m1 without a failure; only the fatal attempt is recorded.
+      expect(dead[0]!.failures).toEqual([
+        { code: "Error", message: "m1 failed", at: T0 + 500, attempt: dead[0]!.attempts },
+      ]);
+      expect(idsOf(await store().deadLetters("sig.a", 2))).toEqual(["m1", "m2"]);
+      expect(idsOf(await store().deadLetters("sig.b"))).toEqual(["x1"]);
+      expect(await store().deadLetters("sig.none")).toEqual([]);
+    });
+
+    it("replay moves dead to pending with attempts and lock reset, keeping the failure history", async () => {
+      await store().enqueue([msg("m1")], T0);
+      await kill(store(), "m1", T0);
+      expect(await store().replay("sig.a", ["m1"], T0 + 50)).toEqual(["m1"]);
+      expect(await store().getMessage("m1")).toMatchObject({
+        status: "pending",
+        attempts: 0,
+        lockedBy: null,
+        leaseExpiresAt: null,
+        updatedAt: T0 + 50,
+        failures: [{ code: "Error", message: "m1 failed", at: T0, attempt: 1 }],
+      });
+      expect(await store().deadLetters("sig.a")).toEqual([]);
+    });
+
+    it("a replayed message is delivered exactly once more", async () => {
+      await store().enqueue([msg("m1")], T0);
+      await kill(store(), "m1", T0);
+      await store().replay("sig.a", "all", T0 + 1);
+      const got = await claimOf(store(), "w", T0 + 1);
+      expect(got).toMatchObject([{ id: "m1", attempts: 1 }]);
+      await store().settle([outcome(got[0]!, "delivered")], T0 + 1);
+      expect(await claimOf(store(), "w", T0 + 10 * 60_000)).toEqual([]);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "delivered", attempts: 1 });
+    });
+
+    it("replay touches only dead messages of that signal; 'all' replays them oldest first", async () => {
+      await store().enqueue([msg("m1"), msg("m2"), msg("m3"), msg("x1", { signal: "sig.b" })], T0);
+      await kill(store(), "m2", T0);
+      await kill(store(), "m1", T0 + 1);
+      await kill(store(), "x1", T0 + 1, "sig.b");
+      expect(await store().replay("sig.a", ["m3", "x1", "ghost"], T0 + 2)).toEqual([]);
+      expect(await store().replay("sig.a", "all", T0 + 2)).toEqual(["m1", "m2"]);
+      expect(await store().getMessage("x1")).toMatchObject({ status: "dead" });
+    });
+
+    it("a replayed keyed message waits for its key, then goes before younger messages", async () => {
+      await store().enqueue([msg("m1", { key: "k" }), msg("m2", { key: "k" }), msg("m3", { key: "k" })], T0);
+      await kill(store(), "m1", T0);
+      const [m2] = await claimOf(store(), "w", T0);
+      expect(m2?.id).toBe("m2");
+      await store().replay("sig.a", ["m1"], T0 + 1);
+      expect(await claimOf(store(), "w", T0 + 1)).toEqual([]);
+      await store().settle([outcome(m2!, "delivered")], T0 + 2);
+      expect(idsOf(await claimOf(store(), "w", T0 + 2))).toEqual(["m1"]);
+    });
+
+    it("when the key's inflight lease expires, a replayed older message of that key goes first", async () => {
+      await store().enqueue([msg("m1", { key: "k" }), msg("m2", { key: "k" })], T0);
+      await kill(store(), "m1", T0);
+      const [m2] = await store().claim({ signal: "sig.a", worker: "w1", max: 10, now: T0, leaseMs: 100 });
+      expect(m2?.id).toBe("m2");
+      await store().replay("sig.a", ["m1"], T0 + 1);
+      const got = await store().claim({
+        signal: "sig.a",
+        worker: "w2",
+        max: 10,
+        now: T0 + 100,
+        leaseMs: 100,
+      });
+      expect(idsOf(got)).toEqual(["m1"]);
+      await store().settle([outcome(got[0]!, "delivered")], T0 + 101);
+      expect(await claimOf(store(), "w3", T0 + 101)).toMatchObject([{ id: "m2", attempts: 2 }]);
+    });
+
+    it("discard removes dead messages only and returns their ids", async () => {
+      await store().enqueue([msg("m1"), msg("m2"), msg("m3")], T0);
+      await kill(store(), "m1", T0);
+      await kill(store(), "m2", T0);
+      expect(await store().discard("sig.a", ["m1", "m3", "ghost"])).toEqual(["m1"]);
+      expect(await store().getMessage("m1")).toBeUndefined();
+      expect(await store().getMessage("m3")).toMatchObject({ status: "pending" });
+      expect(await store().discard("sig.b", "all")).toEqual([]);
+      expect(await store().discard("sig.a", "all")).toEqual(["m2"]);
+      expect(await store().deadLetters("sig.a")).toEqual([]);
+    });
+
+    it("stats counts each status and the oldest pending age at now", async () => {
+      expect(await store().stats("sig.a", T0)).toEqual({
+        signal: "sig.a",
+        pending: 0,
+        inflight: 0,
+        dead: 0,
+        delivered: 0,
+        oldestPendingAgeMs: null,
+      });
+      await store().enqueue([msg("m1")], T0);
+      await store().enqueue([msg("m2"), msg("x1", { signal: "sig.b" })], T0 + 1_000);
+      await store().enqueue([msg("m3"), msg("m4")], T0 + 2_000);
+      expect(await store().stats("sig.a", T0 + 5_000)).toEqual({
+        signal: "sig.a",
+        pending: 4,
+        inflight: 0,
+        dead: 0,
+        delivered: 0,
+        oldestPendingAgeMs: 5_000,
+      });
+      await kill(store(), "m2", T0 + 5_000);
+      const got = await store().claim({
+        signal: "sig.a",
+        worker: "w",
+        max: 100,
+        now: T0 + 5_000,
+        leaseMs: 1_000,
+      });
+      const byId = new Map(got.map((c) => [c.id, c]));
+      await store().settle(
+        [outcome(byId.get("m3")!, "delivered"), outcome(byId.get("m1")!, "pending")],
+        T0 + 5_000,
+      );
+      // m1 pending (retried), m4 inflight, m2 dead, m3 delivered.
+      expect(await store().stats("sig.a", T0 + 6_000)).toEqual({
+        signal: "sig.a",
+        pending: 1,
+        inflight: 1,
+        dead: 1,
+        delivered: 1,
+        oldestPendingAgeMs: 6_000,
+      });
+      // An expired lease still counts as inflight until someone reclaims it.
+      expect((await store().stats("sig.a", T0 + 60_000)).inflight).toBe(1);
+      await claimOf(store(), "w", T0 + 6_000);
+      expect((await store().stats("sig.a", T0 + 6_000)).oldestPendingAgeMs).toBeNull();
+      expect((await store().stats("sig.b", T0 + 6_000)).pending).toBe(1);
+    });
+
+    it("nextLeaseExpiry is the earliest inflight lease of the signal, or null", async () => {
+      expect(await store().nextLeaseExpiry("sig.a")).toBeNull();
+      await store().enqueue([msg("m1"), msg("m2"), msg("x1", { signal: "sig.b" })], T0);
+      await store().claim({ signal: "sig.b", worker: "w", max: 1, now: T0, leaseMs: 10 });
+      await store().claim({ signal: "sig.a", worker: "w", max: 1, now: T0, leaseMs: 500 });
+      await store().claim({ signal: "sig.a", worker: "w", max: 1, now: T0, leaseMs: 300 });
+      expect(await store().nextLeaseExpiry("sig.a")).toBe(T0 + 300);
+      expect(await store().nextLeaseExpiry("sig.b")).toBe(T0 + 10);
+      // A reclaim moves the deadline.
+      await store().claim({ signal: "sig.a", worker: "w2", max: 1, now: T0 + 300, leaseMs: 1_000 });
+      expect(await store().nextLeaseExpiry("sig.a")).toBe(T0 + 500);
+    });
+
+    it("pruneDelivered deletes delivered messages last updated strictly before the cut-off", async () => {
+      await store().enqueue([msg("m1"), msg("m2"), msg("m3"), msg("m4"), msg("x1", { signal: "sig.b" })], T0);
+      const a = await claimOf(store(), "w", T0);
+      const b = await claimOf(store(), "w", T0, 100, "sig.b");
+      const byId = new Map([...a, ...b].map((c) => [c.id, c]));
+      await store().settle(
+        [outcome(byId.get("m1")!, "delivered"), outcome(byId.get("x1")!, "delivered")],
+        T0 + 10,
+      );
+      await store().settle([outcome(byId.get("m2")!, "delivered")], T0 + 20);
+      await store().settle([outcome(byId.get("m3")!, "dead")], T0 + 5);
+      expect(await store().pruneDelivered(T0 + 20)).toBe(2);
+      expect(await store().getMessage("m1")).toBeUndefined();
+      expect(await store().getMessage("x1")).toBeUndefined();
+      expect(await store().getMessage("m2")).toMatchObject({ status: "delivered" });
+      expect(await store().getMessage("m3")).toMatchObject({ status: "dead" });
+      expect(await store().getMessage("m4")).toMatchObject({ status: "inflight" });
+      expect((await store().stats("sig.a", T0 + 20)).delivered).toBe(1);
+      expect(await store().pruneDelivered(T0 + 21)).toBe(1);
+      expect(await store().pruneDelivered(T0 + 1_000)).toBe(0);
+    });
+  });
+}

@@ -1,0 +1,187 @@
+import { describe, expect, it } from "vitest";
+import type { JournalEntry } from "../types.ts";
+import {
+  claimOf,
+  expectBusy,
+  freshStore,
+  LEASE,
+  msg,
+  rejectionOf,
+  startRun,
+  step,
+  T0,
+  type StoreFactory,
+} from "./harness.ts";
+
+/** Appending journal entries: fencing, ordering, duplicates, and the outbox (entries + emits in one commit). */
+export function journalAppendCases(factory: StoreFactory): void {
+  describe("journal: append and the outbox", () => {
+    const store = freshStore(factory);
+
+    it("appended entries come back ordered by seq, with every field", async () => {
+      await startRun(store(), "r1");
+      const entries: JournalEntry[] = [
+        { runId: "r1", seq: 2, kind: "id", name: "order-id", value: "ord_1", at: T0 + 2 },
+        { runId: "r1", seq: 0, kind: "step", name: "charge", value: { ok: true, cents: [1, 2] }, at: T0 },
+        {
+          runId: "r1",
+          seq: 1,
+          kind: "step",
+          name: "ship",
+          error: { code: "E1", message: "no stock" },
+          at: T0 + 1,
+        },
+      ];
+      await store().append({ runId: "r1", owner: "inst-1", now: T0 + 3, entries });
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0 + 4,
+        entries: [
+          {
+            runId: "r1",
+            seq: 3,
+            kind: "sleep",
+            name: "wait",
+            duration: "2m",
+            wakeAt: T0 + 120_000,
+            at: T0 + 4,
+          },
+        ],
+      });
+      const journal = await store().getJournal("r1");
+      expect(journal.map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+      expect(journal[0]).toEqual(entries[1]);
+      expect(journal[1]).toEqual(entries[2]);
+      expect(journal[2]).toEqual(entries[0]);
+      expect(journal[3]).toEqual({
+        runId: "r1",
+        seq: 3,
+        kind: "sleep",
+        name: "wait",
+        duration: "2m",
+        wakeAt: T0 + 120_000,
+        at: T0 + 4,
+      });
+      expect((await store().getRun("r1"))!.updatedAt).toBe(T0 + 4);
+    });
+
+    it("stored entries are copies: mutating what was appended or read changes nothing", async () => {
+      await startRun(store(), "r1");
+      const value = { items: [1] };
+      await store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 0, "s", value)] });
+      value.items.push(2);
+      const [read] = await store().getJournal("r1");
+      (read!.value as { items: number[] }).items.push(3);
+      expect((await store().getJournal("r1"))[0]!.value).toEqual({ items: [1] });
+    });
+
+    it("append by a non-holder is refused with JournalLeaseBusy and writes nothing", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      await expectBusy(
+        store().append({
+          runId: "r1",
+          owner: "inst-2",
+          now: T0,
+          entries: [step("r1", 0)],
+          emits: [msg("m1")],
+        }),
+        "r1",
+      );
+      expect(await store().getJournal("r1")).toEqual([]);
+      expect(await store().getMessage("m1")).toBeUndefined();
+    });
+
+    it("after a takeover the previous holder's append is fenced off", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      await startRun(store(), "r1", { owner: "inst-2", now: T0 + LEASE });
+      await expectBusy(
+        store().append({ runId: "r1", owner: "inst-1", now: T0 + LEASE, entries: [step("r1", 0)] }),
+        "r1",
+      );
+      await store().append({
+        runId: "r1",
+        owner: "inst-2",
+        now: T0 + LEASE,
+        entries: [step("r1", 0, "mine")],
+      });
+      expect((await store().getJournal("r1")).map((e) => e.name)).toEqual(["mine"]);
+    });
+
+    it("a holder whose lease expired but was not taken over may still append", async () => {
+      await startRun(store(), "r1", { owner: "inst-1", leaseMs: 100 });
+      await store().append({ runId: "r1", owner: "inst-1", now: T0 + 5_000, entries: [step("r1", 0)] });
+      expect(await store().getJournal("r1")).toHaveLength(1);
+    });
+
+    it("append after finish is refused and writes nothing", async () => {
+      await startRun(store(), "r1");
+      await store().finish({ runId: "r1", owner: "inst-1", now: T0, status: "completed" });
+      await rejectionOf(store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 0)] }));
+      expect(await store().getJournal("r1")).toEqual([]);
+    });
+
+    it("append of an unknown run is refused", async () => {
+      await rejectionOf(
+        store().append({ runId: "ghost", owner: "inst-1", now: T0, entries: [step("ghost", 0)] }),
+      );
+      expect(await store().getRun("ghost")).toBeUndefined();
+    });
+
+    it("a duplicate seq is refused and nothing of that append is written", async () => {
+      await startRun(store(), "r1");
+      await store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 0, "first")] });
+      const err = await rejectionOf(
+        store().append({
+          runId: "r1",
+          owner: "inst-1",
+          now: T0,
+          entries: [step("r1", 1), step("r1", 0, "again")],
+          emits: [msg("m1")],
+        }),
+      );
+      expect(err).toMatchObject({ code: "OKE1312" });
+      await rejectionOf(
+        store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 5), step("r1", 5)] }),
+      );
+      expect((await store().getJournal("r1")).map((e) => [e.seq, e.name])).toEqual([[0, "first"]]);
+      expect(await store().getMessage("m1")).toBeUndefined();
+    });
+
+    it("entries and emits commit together; the emitted messages become claimable", async () => {
+      await startRun(store(), "r1");
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0 + 5,
+        entries: [{ runId: "r1", seq: 0, kind: "emit", name: "sig.a", at: T0 + 5 }],
+        emits: [
+          msg("m1", { key: "k", parentRunId: "r1" }),
+          msg("m2", { signal: "sig.b", parentRunId: "r1" }),
+        ],
+      });
+      expect(await store().getJournal("r1")).toHaveLength(1);
+      expect(await store().getMessage("m1")).toMatchObject({
+        status: "pending",
+        createdAt: T0 + 5,
+        parentRunId: "r1",
+      });
+      expect(await claimOf(store(), "w", T0 + 5)).toMatchObject([{ id: "m1", key: "k", parentRunId: "r1" }]);
+      expect(await claimOf(store(), "w", T0 + 5, 10, "sig.b")).toMatchObject([{ id: "m2" }]);
+    });
+
+    it("append renews the lease only when leaseMs is given", async () => {
+      await startRun(store(), "r1");
+      await store().append({ runId: "r1", owner: "inst-1", now: T0 + 100, entries: [step("r1", 0)] });
+      expect((await store().getRun("r1"))!.leaseExpiresAt).toBe(T0 + LEASE);
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0 + 200,
+        entries: [step("r1", 1)],
+        leaseMs: 1_000,
+      });
+      expect((await store().getRun("r1"))!.leaseExpiresAt).toBe(T0 + 1_200);
+    });
+  });
+}

@@ -1,0 +1,195 @@
+import { describe, expect, it } from "vitest";
+import {
+  expectBusy,
+  freshStore,
+  LEASE,
+  sleepEntry,
+  sleepingRun,
+  sortedIds,
+  startRun,
+  step,
+  T0,
+  type StoreFactory,
+} from "./harness.ts";
+
+/** Park, due sleepers, wake-early, orphans, finish, and listing runs. */
+export function journalParkCases(factory: StoreFactory): void {
+  describe("journal: park, wake and finish", () => {
+    const store = freshStore(factory);
+
+    it("park appends the sleep entry, sets sleeping + wakeAt and releases the lease", async () => {
+      await startRun(store(), "r1");
+      await store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 0)] });
+      const entry = sleepEntry("r1", 1, T0 + 8 * 3_600_000, T0 + 10);
+      await store().park({ runId: "r1", owner: "inst-1", now: T0 + 10, entry });
+      expect(await store().getRun("r1")).toMatchObject({
+        status: "sleeping",
+        wakeAt: T0 + 8 * 3_600_000,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        updatedAt: T0 + 10,
+      });
+      expect(await store().getJournal("r1")).toEqual([step("r1", 0), entry]);
+      expect(await store().nextWakeAt()).toBe(T0 + 8 * 3_600_000);
+    });
+
+    it("park by a non-holder is refused and changes nothing", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      await expectBusy(
+        store().park({ runId: "r1", owner: "inst-2", now: T0, entry: sleepEntry("r1", 0, T0 + 1_000) }),
+        "r1",
+      );
+      expect(await store().getRun("r1")).toMatchObject({
+        status: "running",
+        leaseOwner: "inst-1",
+        wakeAt: null,
+      });
+      expect(await store().getJournal("r1")).toEqual([]);
+      expect(await store().nextWakeAt()).toBeNull();
+    });
+
+    it("claimDueRuns takes only sleepers with wakeAt <= now and sets them running with a lease", async () => {
+      await sleepingRun(store(), "r1", T0 + 100);
+      await sleepingRun(store(), "r2", T0 + 200);
+      expect(await store().claimDueRuns({ owner: "inst-2", now: T0 + 99, max: 10, leaseMs: LEASE })).toEqual(
+        [],
+      );
+      const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + 100, max: 10, leaseMs: LEASE });
+      expect(got).toHaveLength(1);
+      expect(got[0]!.created).toBe(false);
+      expect(got[0]!.run).toMatchObject({
+        id: "r1",
+        status: "running",
+        wakeAt: null,
+        leaseOwner: "inst-2",
+        leaseExpiresAt: T0 + 100 + LEASE,
+      });
+      expect(got[0]!.entries).toEqual([sleepEntry("r1", 0, T0 + 100)]);
+      expect(await store().nextWakeAt()).toBe(T0 + 200);
+      expect(await store().claimDueRuns({ owner: "inst-3", now: T0 + 150, max: 10, leaseMs: LEASE })).toEqual(
+        [],
+      );
+    });
+
+    it("each due run is claimed once across concurrent claimers, max respected", async () => {
+      for (let i = 0; i < 10; i++) await sleepingRun(store(), `r${i}`, T0 + 10 * i);
+      const seen: string[] = [];
+      for (let round = 0; round < 10; round++) {
+        const batches = await Promise.all(
+          [1, 2, 3, 4, 5].map((n) =>
+            store().claimDueRuns({ owner: `inst-${n}`, now: T0 + 1_000, max: 1, leaseMs: LEASE }),
+          ),
+        );
+        for (const b of batches) expect(b.length).toBeLessThanOrEqual(1);
+        const got = batches.flat();
+        if (got.length === 0) break;
+        seen.push(...got.map((a) => a.run.id));
+      }
+      expect([...seen].sort()).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`).sort());
+      expect(await store().nextWakeAt()).toBeNull();
+    });
+
+    it("wakeEarly moves a sleeping run's wakeAt to now; false for missing, running and finished runs", async () => {
+      await sleepingRun(store(), "r1", T0 + 3 * 86_400_000);
+      expect(await store().wakeEarly("r1", T0 + 5)).toBe(true);
+      expect(await store().getRun("r1")).toMatchObject({ status: "sleeping", wakeAt: T0 + 5 });
+      expect(await store().nextWakeAt()).toBe(T0 + 5);
+      expect(
+        (await store().claimDueRuns({ owner: "inst-2", now: T0 + 5, max: 10, leaseMs: LEASE })).map(
+          (a) => a.run.id,
+        ),
+      ).toEqual(["r1"]);
+      expect(await store().wakeEarly("r1", T0 + 6)).toBe(false);
+      expect(await store().wakeEarly("ghost", T0 + 6)).toBe(false);
+      await store().finish({ runId: "r1", owner: "inst-2", now: T0 + 7, status: "completed" });
+      expect(await store().wakeEarly("r1", T0 + 8)).toBe(false);
+    });
+
+    it("listOrphans: running without a live lease and every sleeping run", async () => {
+      await startRun(store(), "live", { leaseMs: LEASE });
+      await startRun(store(), "expired", { leaseMs: 100 });
+      await startRun(store(), "released");
+      await store().releaseRun({ runId: "released", owner: "inst-1", now: T0 });
+      await sleepingRun(store(), "sleeper", T0 + 86_400_000);
+      await startRun(store(), "done");
+      await store().finish({ runId: "done", owner: "inst-1", now: T0, status: "completed" });
+      await startRun(store(), "broken");
+      await store().finish({
+        runId: "broken",
+        owner: "inst-1",
+        now: T0,
+        status: "failed",
+        error: { code: "E", message: "x" },
+      });
+      expect(sortedIds(await store().listOrphans(T0 + 100))).toEqual(["expired", "released", "sleeper"]);
+      expect(sortedIds(await store().listOrphans(T0 + 99))).toEqual(["released", "sleeper"]);
+      expect(await store().listOrphans(T0 + 100, 2)).toHaveLength(2);
+    });
+
+    it("nextWakeAt is the earliest wakeAt among sleeping runs, or null", async () => {
+      expect(await store().nextWakeAt()).toBeNull();
+      await sleepingRun(store(), "r1", T0 + 500);
+      await sleepingRun(store(), "r2", T0 + 300);
+      await sleepingRun(store(), "r3", T0 + 400);
+      expect(await store().nextWakeAt()).toBe(T0 + 300);
+      await store().claimDueRuns({ owner: "inst-2", now: T0 + 300, max: 10, leaseMs: LEASE });
+      expect(await store().nextWakeAt()).toBe(T0 + 400);
+    });
+
+    it("finish stores output or error, sets the terminal status and releases the lease", async () => {
+      await startRun(store(), "ok");
+      await store().finish({
+        runId: "ok",
+        owner: "inst-1",
+        now: T0 + 9,
+        status: "completed",
+        output: { trialId: "t1" },
+      });
+      expect(await store().getRun("ok")).toMatchObject({
+        status: "completed",
+        output: { trialId: "t1" },
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        updatedAt: T0 + 9,
+      });
+      await startRun(store(), "ko");
+      await store().finish({
+        runId: "ko",
+        owner: "inst-1",
+        now: T0,
+        status: "failed",
+        error: { code: "OKE9", message: "boom" },
+      });
+      expect(await store().getRun("ko")).toMatchObject({
+        status: "failed",
+        error: { code: "OKE9", message: "boom" },
+      });
+    });
+
+    it("finish by a non-holder is refused and changes nothing", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      await expectBusy(
+        store().finish({ runId: "r1", owner: "inst-2", now: T0, status: "completed", output: 1 }),
+        "r1",
+      );
+      const run = await store().getRun("r1");
+      expect(run).toMatchObject({ status: "running", leaseOwner: "inst-1" });
+      expect(run?.output).toBeUndefined();
+    });
+
+    it("listRuns filters by status and flow and respects limit", async () => {
+      await startRun(store(), "a1", { flow: "flow.a" });
+      await startRun(store(), "a2", { flow: "flow.a", now: T0 + 1 });
+      await startRun(store(), "b1", { flow: "flow.b", now: T0 + 2 });
+      await sleepingRun(store(), "b2", T0 + 1_000, { flow: "flow.b", now: T0 + 3 });
+      await store().finish({ runId: "a2", owner: "inst-1", now: T0 + 4, status: "completed" });
+      expect(sortedIds(await store().listRuns({}))).toEqual(["a1", "a2", "b1", "b2"]);
+      expect(sortedIds(await store().listRuns({ flow: "flow.a" }))).toEqual(["a1", "a2"]);
+      expect(sortedIds(await store().listRuns({ status: "running" }))).toEqual(["a1", "b1"]);
+      expect(sortedIds(await store().listRuns({ status: "sleeping", flow: "flow.b" }))).toEqual(["b2"]);
+      expect(sortedIds(await store().listRuns({ status: "completed", flow: "flow.b" }))).toEqual([]);
+      expect(await store().listRuns({ flow: "flow.none" })).toEqual([]);
+      expect(await store().listRuns({ limit: 3 })).toHaveLength(3);
+    });
+  });
+}

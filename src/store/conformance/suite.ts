@@ -1,0 +1,37 @@
+import { describe } from "vitest";
+import { claimCases } from "./claim-cases.ts";
+import { deadLetterCases } from "./dead-letter-cases.ts";
+import { eventCases } from "./events-cases.ts";
+import { fifoCases } from "./fifo-cases.ts";
+import type { ConformanceOptions, StoreFactory } from "./harness.ts";
+import { journalAppendCases } from "./journal-append-cases.ts";
+import { journalLeaseCases } from "./journal-lease-cases.ts";
+import { journalParkCases } from "./journal-park-cases.ts";
+import { settleCases } from "./settle-cases.ts";
+
+export type { ConformanceOptions, StoreFactory, StoreUnderTest } from "./harness.ts";
+
+/**
+ * The Store contract as vitest cases. Every driver calls this from its own
+ * test file; a behaviour is done when every driver passes. `factory` returns
+ * a ready, empty store per case and `cleanup` closes it (and drops its data).
+ *
+ * @example
+ * describeStoreConformance("memory", async () => ({ store: createMemoryStore(), cleanup: async () => {} }));
+ */
+export function describeStoreConformance(
+  driverName: string,
+  factory: StoreFactory,
+  options: ConformanceOptions = {},
+): void {
+  describe(`Store conformance: ${driverName}`, () => {
+    claimCases(factory, options);
+    fifoCases(factory);
+    settleCases(factory);
+    deadLetterCases(factory);
+    journalLeaseCases(factory);
+    journalAppendCases(factory);
+    journalParkCases(factory);
+    eventCases(factory);
+  });
+}

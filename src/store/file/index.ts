@@ -1,0 +1,7 @@
+export {
+  DEFAULT_COMPACT_BYTES,
+  createFileStore,
+  type FileStore,
+  type FileStoreDiagnostics,
+  type FileStoreOptions,
+} from "./file-store.ts";

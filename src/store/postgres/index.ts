@@ -1,0 +1,2 @@
+export { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";
+export type { PgLogger } from "./postgres-context.ts";

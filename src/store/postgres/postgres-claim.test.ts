@@ -1,0 +1,145 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ClaimedMessage, NewMessage, Store } from "../types.ts";
+import { claimSql } from "./postgres-claim.ts";
+import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
+
+const T0 = 1_700_000_000_000;
+const LEASE = 60_000;
+const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+const msg = (id: string, key: string | null, signal = "sig.c"): NewMessage => ({
+  id,
+  signal,
+  key,
+  payload: { id },
+  parentRunId: null,
+});
+
+describe("postgres claim under concurrency", () => {
+  const schema = freshSchema("claim");
+  const stores: Store[] = [];
+
+  beforeAll(async () => {
+    // Four stores = four pools = four independent sets of connections, as four processes would have.
+    for (let i = 0; i < 4; i++) stores.push(await openStore(schema, { poolSize: 3 }));
+  });
+  afterAll(async () => {
+    for (const s of stores) await s.close();
+    await dropSchema(schema);
+  });
+
+  it("4 stores draining 2 000 messages over 50 keys: each claimed once, never two of one key inflight, FIFO per key", async () => {
+    const N = 2_000;
+    // Keys in a fixed pseudo-random order (not round-robin, which would keep
+    // same-key messages 50 apart and hide a broken head-of-key check).
+    let seed = 42;
+    const nextKey = (): string =>
+      `k${((seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) >>> 16) % 50}`;
+    const all = Array.from({ length: N }, (_, i) => msg(`m-${String(i).padStart(4, "0")}`, nextKey()));
+    expect(new Set(all.map((m) => m.key)).size).toBe(50);
+    for (let i = 0; i < N; i += 500) await stores[0]!.enqueue(all.slice(i, i + 500), T0);
+
+    const claims = new Map<string, number>();
+    const holding = new Map<string, string>(); // key -> id held right now
+    const orderByKey = new Map<string, string[]>();
+    const violations: string[] = [];
+    let delivered = 0;
+    let now = T0;
+
+    const worker = async (store: Store, name: string): Promise<void> => {
+      while (delivered < N) {
+        const got: ClaimedMessage[] = await store.claim({
+          signal: "sig.c",
+          worker: name,
+          max: 5,
+          now: ++now,
+          leaseMs: LEASE,
+        });
+        if (got.length === 0) {
+          await yieldTurn();
+          continue;
+        }
+        for (const c of got) {
+          claims.set(c.id, (claims.get(c.id) ?? 0) + 1);
+          const other = holding.get(c.key!);
+          if (other !== undefined) violations.push(`${c.key}: ${other} and ${c.id}`);
+          holding.set(c.key!, c.id);
+          orderByKey.set(c.key!, [...(orderByKey.get(c.key!) ?? []), c.id]);
+        }
+        await yieldTurn(); // "work": let the other workers run while we hold these keys
+        // Released before settling: the set stays a subset of what the database holds
+        // inflight, so any overlap it sees is a real one.
+        for (const c of got) holding.delete(c.key!);
+        const res = await store.settle(
+          got.map((c) => ({ id: c.id, worker: c.lockedBy, attempt: c.attempts, status: "delivered" })),
+          now,
+        );
+        expect(res.applied).toHaveLength(got.length);
+        delivered += got.length;
+      }
+    };
+    await Promise.all(stores.flatMap((s, i) => [worker(s, `s${i}a`), worker(s, `s${i}b`)]));
+
+    expect(violations).toEqual([]);
+    expect(claims.size).toBe(N);
+    expect([...claims.values()].every((n) => n === 1)).toBe(true);
+    for (const [key, ids] of orderByKey) {
+      expect(ids).toEqual(all.filter((m) => m.key === key).map((m) => m.id));
+    }
+    expect(await stores[0]!.stats("sig.c", now)).toMatchObject({ pending: 0, inflight: 0, delivered: N });
+  });
+
+  /*
+   * The race the per-key guard exists for, made deterministic: an emit that
+   * commits late with a smaller seq becomes the head for a claimer that starts
+   * after it, while an earlier claimer — not yet committed — took the other
+   * row of the key. Without the guard both go inflight.
+   */
+  const lateHeadRace = async (guarded: boolean): Promise<{ second: string[]; inflight: number }> => {
+    const signal = guarded ? "sig.race.guarded" : "sig.race.bare";
+    const store = stores[0]!;
+    const s = `"${schema}"`;
+    const sql = guarded
+      ? claimSql(s)
+      : claimSql(s).replaceAll(`${s}.claim_key_free(m.signal, m.key, m.id, $2)`, "TRUE");
+    const producer = new pg.Client({ connectionString: PG_URL });
+    const first = new pg.Client({ connectionString: PG_URL });
+    const second = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([producer.connect(), first.connect(), second.connect()]);
+    try {
+      await producer.query("BEGIN");
+      await store.enqueue([msg(`${signal}-early`, "k", signal)], T0, { tx: producer }); // smaller seq, not committed
+      await store.enqueue([msg(`${signal}-late`, "k", signal)], T0);
+      await first.query("BEGIN");
+      const a = await first.query<{ id: string }>(sql, [signal, T0, 10, "first", LEASE]);
+      expect(a.rows.map((r) => r.id)).toEqual([`${signal}-late`]); // the only row it can see
+      await producer.query("COMMIT"); // the early row appears, older than the one being claimed
+      const b = await second.query<{ id: string }>(sql, [signal, T0, 10, "second", LEASE]);
+      await first.query("COMMIT");
+      const inflight = (await store.stats(signal, T0)).inflight;
+      return { second: b.rows.map((r) => r.id), inflight };
+    } finally {
+      await Promise.all([producer.end(), first.end(), second.end()]);
+    }
+  };
+
+  it("without the guard, a late-committing emit lets a second claimer take another message of a held key", async () => {
+    const { second, inflight } = await lateHeadRace(false);
+    expect(second).toEqual(["sig.race.bare-early"]);
+    expect(inflight).toBe(2);
+  });
+
+  it("with the guard, the second claimer skips the key; after the first commits the key stays blocked", async () => {
+    const { second, inflight } = await lateHeadRace(true);
+    expect(second).toEqual([]);
+    expect(inflight).toBe(1);
+    const again = await stores[1]!.claim({
+      signal: "sig.race.guarded",
+      worker: "third",
+      max: 10,
+      now: T0 + 1,
+      leaseMs: LEASE,
+    });
+    expect(again).toEqual([]);
+  });
+});

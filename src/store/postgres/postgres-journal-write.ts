@@ -1,0 +1,99 @@
+import type { AppendRequest, FinishRequest, ParkRequest } from "../types.ts";
+import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
+import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";
+import { entriesParam, insertEntriesSql, jsonParam } from "./postgres-rows.ts";
+import { refusal } from "./postgres-runs.ts";
+import { mapConflict } from "./postgres-errors.ts";
+
+/**
+ * Journal writes, each ONE statement (so one implicit transaction and one
+ * round trip): a fencing UPDATE of the run row — accepted only from the lease
+ * owner of a running run, like the memory driver — and, only if it matched,
+ * the INSERT of the entry rows (one per (run_id, seq), never the whole
+ * journal) and, for append, of the emitted messages plus their NOTIFY: the
+ * outbox commits with the journal or not at all.
+ */
+
+const fence = `id = $1 AND status = 'running' AND lease_owner = $2`;
+const fencedIn = "EXISTS (SELECT 1 FROM run)";
+
+export async function append(ctx: PgContext, req: AppendRequest): Promise<void> {
+  const emits = req.emits ?? [];
+  const payload = emits.length === 0 ? null : wakePayload(ctx, { e: unique(emits.map((m) => m.signal)) });
+  const sql = `
+    WITH run AS (
+      UPDATE ${ctx.s}.runs
+      SET updated_at = $3, lease_expires_at = CASE WHEN $4::bigint IS NULL THEN lease_expires_at ELSE $3::bigint + $4::bigint END
+      WHERE ${fence}
+      RETURNING id),
+    entries AS (${insertEntriesSql(ctx.s, "$5", fencedIn)} RETURNING 1),
+    emits AS (${insertMessagesSql(ctx.s, 6, fencedIn)} RETURNING 1),
+    n AS (SELECT pg_notify($12, $13) FROM run WHERE $13::text IS NOT NULL)
+    SELECT (SELECT count(*) FROM run)::int AS fenced_in, (SELECT count(*) FROM n) AS notified`;
+  let ok: boolean;
+  try {
+    const { rows } = await q<{ fenced_in: number }>(ctx.pool, sql, [
+      req.runId,
+      req.owner,
+      req.now,
+      req.leaseMs ?? null,
+      entriesParam(req.runId, req.entries),
+      ...insertMessagesParams(emits, req.now),
+      ctx.channel,
+      payload,
+    ]);
+    ok = rows[0]?.fenced_in === 1;
+  } catch (err) {
+    throw mapConflict(err, req.runId);
+  }
+  if (!ok) throw await refusal(ctx, req.runId, true);
+  if (emits.length > 0) ctx.emit(enqueuedEvents(emits));
+}
+
+/** Appends the sleep entry, sets `sleeping` + `wakeAt`, releases the lease; wakes schedulers. */
+export async function park(ctx: PgContext, req: ParkRequest): Promise<void> {
+  const sql = `
+    WITH run AS (
+      UPDATE ${ctx.s}.runs
+      SET status = 'sleeping', wake_at = $4, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3
+      WHERE ${fence}
+      RETURNING id),
+    entries AS (${insertEntriesSql(ctx.s, "$5", fencedIn)} RETURNING 1),
+    n AS (SELECT pg_notify($6, $7) FROM run WHERE $7::text IS NOT NULL)
+    SELECT (SELECT count(*) FROM run)::int AS fenced_in, (SELECT count(*) FROM entries) AS written, (SELECT count(*) FROM n) AS notified`;
+  let ok: boolean;
+  try {
+    const { rows } = await q<{ fenced_in: number }>(ctx.pool, sql, [
+      req.runId,
+      req.owner,
+      req.now,
+      req.entry.wakeAt ?? req.now,
+      entriesParam(req.runId, [req.entry]),
+      ctx.channel,
+      wakePayload(ctx, { w: 1 }),
+    ]);
+    ok = rows[0]?.fenced_in === 1;
+  } catch (err) {
+    throw mapConflict(err, req.runId);
+  }
+  if (!ok) throw await refusal(ctx, req.runId, true);
+  ctx.emit([{ kind: "wake" }]);
+}
+
+export async function finish(ctx: PgContext, req: FinishRequest): Promise<void> {
+  const { rowCount } = await q(
+    ctx.pool,
+    `UPDATE ${ctx.s}.runs
+     SET status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3
+     WHERE ${fence}`,
+    [
+      req.runId,
+      req.owner,
+      req.now,
+      req.status,
+      jsonParam(req.output),
+      req.error === undefined ? null : JSON.stringify({ code: req.error.code, message: req.error.message }),
+    ],
+  );
+  if (rowCount === 0) throw await refusal(ctx, req.runId, true);
+}

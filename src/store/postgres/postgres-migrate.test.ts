@@ -1,0 +1,97 @@
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { migrations } from "./migrations/index.ts";
+import { migrate } from "./postgres-migrate.ts";
+import { createPostgresStore } from "./postgres-store.ts";
+import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
+
+describe("postgres migrations", () => {
+  const schemas: string[] = [];
+  const pools: pg.Pool[] = [];
+  const pool = (): pg.Pool => {
+    const p = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    pools.push(p);
+    return p;
+  };
+  afterAll(async () => {
+    for (const p of pools) await p.end();
+    for (const s of schemas) await dropSchema(s);
+  });
+
+  it("two stores opening one new schema at once apply each migration exactly once", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const a = createPostgresStore({ connectionString: PG_URL, schema, poolSize: 2 });
+    const b = createPostgresStore({ connectionString: PG_URL, schema, poolSize: 2 });
+    try {
+      await Promise.all([a.open(), b.open()]);
+      const { rows } = await pool().query<{ id: number; name: string }>(
+        `SELECT id, name FROM "${schema}".migrations ORDER BY id`,
+      );
+      expect(rows).toEqual(migrations.map((m) => ({ id: m.id, name: m.name })));
+      // Both work on the result.
+      await a.enqueue([{ id: "m1", signal: "s", key: null, payload: 1, parentRunId: null }], 1);
+      expect(await b.getMessage("m1")).toMatchObject({ status: "pending", payload: 1 });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("concurrent migrate calls from separate pools: one applies, the others find nothing to do", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const results = await Promise.all([1, 2, 3, 4].map(() => migrate(pool(), schema, s)));
+    expect(results.flat().sort()).toEqual(migrations.map((m) => m.id));
+    expect(results.filter((r) => r.length > 0)).toHaveLength(1);
+    expect(await migrate(pool(), schema, s)).toEqual([]);
+  });
+
+  it("a later migration is applied on the next open, earlier ones are not re-run", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    expect(await migrate(pool(), schema, s)).toEqual(migrations.map((m) => m.id));
+    const next = {
+      id: migrations.length + 1,
+      name: "test-extra",
+      sql: (q: string) => `CREATE TABLE ${q}.extra (x int)`,
+    };
+    expect(await migrate(pool(), schema, s, [...migrations, next])).toEqual([next.id]);
+    expect(await migrate(pool(), schema, s, [...migrations, next])).toEqual([]);
+    // Code that knows fewer migrations than the database refuses to run against it.
+    await expect(migrate(pool(), schema, s)).rejects.toMatchObject({ code: "OKE1332" });
+  });
+
+  it("a failing migration rolls back whole: nothing recorded, nothing created", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const broken = {
+      id: migrations.length + 1,
+      name: "broken",
+      sql: (q: string) => `CREATE TABLE ${q}.half (x int); SELECT 1/0`,
+    };
+    await expect(migrate(pool(), schema, s, [...migrations, broken])).rejects.toThrow(/division by zero/);
+    const { rows } = await pool().query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema]);
+    expect(rows).toHaveLength(0);
+    expect(await migrate(pool(), schema, s)).toEqual(migrations.map((m) => m.id));
+  });
+
+  it("rejects schema names that cannot be embedded safely", () => {
+    expect(() => createPostgresStore({ connectionString: PG_URL, schema: 'x"; DROP TABLE y; --' })).toThrow(
+      expect.objectContaining({ code: "OKE1333" }),
+    );
+  });
+
+  it("open is idempotent and a closed store refuses to reopen", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const store = await openStore(schema);
+    await store.open();
+    await store.close();
+    await store.close();
+    await expect(store.open()).rejects.toMatchObject({ code: "OKE1331" });
+  });
+});

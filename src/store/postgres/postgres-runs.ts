@@ -1,0 +1,189 @@
+import { JournalLeaseBusy } from "../../errors.ts";
+import { storeErrors } from "../index.ts";
+import type { AcquiredRun, JournalEntry, RunRecord, RunStatus, StartRun } from "../types.ts";
+import { type PgContext, q, wakePayload } from "./postgres-context.ts";
+import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
+
+/**
+ * Run leases and reads of the journal. Lease rule (the memory driver's): a
+ * run's lease can be taken when it is free, expired, or already ours; a
+ * terminal run refuses. Each take is one UPDATE, so two instances racing for
+ * one run serialize on its row and exactly one wins.
+ */
+
+export interface LeaseReq {
+  runId: string;
+  owner: string;
+  now: number;
+  leaseMs: number;
+}
+
+const takeSql = (s: string): string => `
+UPDATE ${s}.runs
+SET status = 'running', wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
+WHERE id = $1 AND status IN ('running', 'sleeping')
+  AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $3 OR lease_owner = $2)
+RETURNING *`;
+
+/** Why a fenced write or a take touched no row: missing, terminal, or held by someone else. */
+export async function refusal(ctx: PgContext, runId: string, terminalIsBusy: boolean): Promise<Error> {
+  const { rows } = await q<{ status: RunStatus }>(
+    ctx.pool,
+    `SELECT status FROM ${ctx.s}.runs WHERE id = $1`,
+    [runId],
+  );
+  const status = rows[0]?.status;
+  if (status === undefined) return storeErrors.runNotFound(runId);
+  if (!terminalIsBusy && (status === "completed" || status === "failed"))
+    return storeErrors.runTerminal(runId, status);
+  return new JournalLeaseBusy(runId);
+}
+
+async function entriesOf(ctx: PgContext, runIds: readonly string[]): Promise<Map<string, JournalEntry[]>> {
+  const out = new Map<string, JournalEntry[]>(runIds.map((id) => [id, []]));
+  if (runIds.length === 0) return out;
+  const { rows } = await q<EntryRow>(
+    ctx.pool,
+    `SELECT * FROM ${ctx.s}.journal_entries WHERE run_id = ANY($1::text[]) ORDER BY run_id, seq`,
+    [runIds],
+  );
+  for (const r of rows) out.get(r.run_id)?.push(toJournalEntry(r));
+  return out;
+}
+
+export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<AcquiredRun> {
+  const { rows } = await q<RunRow>(ctx.pool, takeSql(ctx.s), [req.runId, req.owner, req.now, req.leaseMs]);
+  if (rows[0] === undefined) throw await refusal(ctx, req.runId, false);
+  const entries = await entriesOf(ctx, [req.runId]);
+  return { run: toRunRecord(rows[0]), entries: entries.get(req.runId) ?? [], created: false };
+}
+
+export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
+  const { rows } = await q<RunRow>(
+    ctx.pool,
+    `INSERT INTO ${ctx.s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
+     VALUES ($1, $2, 'running', $3::jsonb, $4, $5, $6::bigint + $7::bigint, $6, $6)
+     ON CONFLICT (id) DO NOTHING
+     RETURNING *`,
+    [req.id, req.flow, jsonParam(req.input), req.parentRunId, req.owner, req.now, req.leaseMs],
+  );
+  if (rows[0] !== undefined) return { run: toRunRecord(rows[0]), entries: [], created: true };
+  return acquireRun(ctx, { runId: req.id, owner: req.owner, now: req.now, leaseMs: req.leaseMs });
+}
+
+export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
+  const { rowCount } = await q(
+    ctx.pool,
+    `UPDATE ${ctx.s}.runs SET lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
+     WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+    [req.runId, req.owner, req.now, req.leaseMs],
+  );
+  if (rowCount === 0) throw await refusal(ctx, req.runId, true);
+}
+
+/** Releases the lease if `owner` holds it; a non-holder changes nothing. */
+export async function releaseRun(
+  ctx: PgContext,
+  req: { runId: string; owner: string; now: number },
+): Promise<void> {
+  await q(
+    ctx.pool,
+    `UPDATE ${ctx.s}.runs SET lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $1 AND lease_owner = $2`,
+    [req.runId, req.owner, req.now],
+  );
+}
+
+/**
+ * Due sleepers, earliest first, in one statement. SKIP LOCKED lets instances
+ * claim disjoint batches; a run acquired meanwhile fails the recheck.
+ */
+export async function claimDueRuns(
+  ctx: PgContext,
+  req: { owner: string; now: number; max: number; leaseMs: number },
+): Promise<AcquiredRun[]> {
+  if (req.max <= 0) return [];
+  const { rows } = await q<RunRow & { due_at: number }>(
+    ctx.pool,
+    `WITH due AS (
+       SELECT id, wake_at FROM ${ctx.s}.runs
+       WHERE status = 'sleeping' AND wake_at <= $2
+       ORDER BY wake_at, id COLLATE "C"
+       LIMIT $3
+       FOR UPDATE SKIP LOCKED)
+     UPDATE ${ctx.s}.runs r
+     SET status = 'running', wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
+     FROM due WHERE r.id = due.id
+     RETURNING r.*, due.wake_at AS due_at`,
+    [req.owner, req.now, req.max, req.leaseMs],
+  );
+  rows.sort((a, b) => a.due_at - b.due_at || (a.id < b.id ? -1 : 1));
+  const entries = await entriesOf(
+    ctx,
+    rows.map((r) => r.id),
+  );
+  return rows.map((r) => ({ run: toRunRecord(r), entries: entries.get(r.id) ?? [], created: false }));
+}
+
+/** Running runs whose lease is gone, then every sleeping run (sleepers hold no lease). */
+export async function listOrphans(ctx: PgContext, now: number, limit?: number): Promise<RunRecord[]> {
+  const { rows } = await q<RunRow>(
+    ctx.pool,
+    `SELECT * FROM ${ctx.s}.runs
+     WHERE (status = 'running' AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
+        OR status = 'sleeping'
+     ORDER BY status = 'sleeping', created_at, id COLLATE "C"
+     LIMIT CASE WHEN $2::bigint IS NULL THEN NULL ELSE GREATEST($2::bigint, 0) END`,
+    [now, limit ?? null],
+  );
+  return rows.map(toRunRecord);
+}
+
+export async function nextWakeAt(ctx: PgContext): Promise<number | null> {
+  const { rows } = await q<{ at: number | null }>(
+    ctx.pool,
+    `SELECT min(wake_at) AS at FROM ${ctx.s}.runs WHERE status = 'sleeping'`,
+    [],
+  );
+  return rows[0]?.at ?? null;
+}
+
+export async function wakeEarly(ctx: PgContext, runId: string, now: number): Promise<boolean> {
+  const payload = wakePayload(ctx, { w: 1 });
+  const { rows } = await q<{ id: string }>(
+    ctx.pool,
+    `WITH upd AS (
+       UPDATE ${ctx.s}.runs SET wake_at = LEAST(coalesce(wake_at, $2), $2), updated_at = $2
+       WHERE id = $1 AND status = 'sleeping' RETURNING id),
+     n AS (SELECT pg_notify($3, $4) FROM upd WHERE $4::text IS NOT NULL)
+     SELECT id, (SELECT count(*) FROM n) AS notified FROM upd`,
+    [runId, now, ctx.channel, payload],
+  );
+  if (rows.length === 0) return false;
+  ctx.emit([{ kind: "wake" }]);
+  return true;
+}
+
+export async function getRun(ctx: PgContext, runId: string): Promise<RunRecord | undefined> {
+  const { rows } = await q<RunRow>(ctx.pool, `SELECT * FROM ${ctx.s}.runs WHERE id = $1`, [runId]);
+  return rows[0] === undefined ? undefined : toRunRecord(rows[0]);
+}
+
+export async function getJournal(ctx: PgContext, runId: string): Promise<JournalEntry[]> {
+  return (await entriesOf(ctx, [runId])).get(runId) ?? [];
+}
+
+/** Matching runs, oldest first (createdAt, then id). */
+export async function listRuns(
+  ctx: PgContext,
+  filter: { status?: RunStatus; flow?: string; limit?: number },
+): Promise<RunRecord[]> {
+  const { rows } = await q<RunRow>(
+    ctx.pool,
+    `SELECT * FROM ${ctx.s}.runs
+     WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR flow = $2)
+     ORDER BY created_at, id COLLATE "C"
+     LIMIT CASE WHEN $3::bigint IS NULL THEN NULL ELSE GREATEST($3::bigint, 0) END`,
+    [filter.status ?? null, filter.flow ?? null, filter.limit ?? null],
+  );
+  return rows.map(toRunRecord);
+}

@@ -1,0 +1,193 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import type { Store, StoreEvent } from "../types.ts";
+import { claim } from "./postgres-claim.ts";
+import type { PgContext, PgLogger } from "./postgres-context.ts";
+import { enqueue } from "./postgres-enqueue.ts";
+import { postgresStoreErrors } from "./postgres-errors.ts";
+import { append, finish, park } from "./postgres-journal-write.ts";
+import { migrate } from "./postgres-migrate.ts";
+import * as admin from "./postgres-queue-admin.ts";
+import * as runs from "./postgres-runs.ts";
+import { settle } from "./postgres-settle.ts";
+import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
+
+export interface PostgresStoreOptions {
+  /**
+   * PostgreSQL connection string, e.g. `postgres://user@host:5432/db`. Used
+   * for the pool the store creates (unless `pool` is given) and always for the
+   * dedicated LISTEN connection, which never comes from a pool.
+   */
+  connectionString: string;
+  /**
+   * Schema that holds okengine's tables, created and migrated by `open()`.
+   * Letters, digits and underscores. Several apps (or test files) can share a
+   * database with one schema each.
+   *
+   * @default "okengine"
+   */
+  schema?: string;
+  /**
+   * Use this pool instead of creating one — e.g. the app's own pool, so that
+   * `enqueue(…, { tx })` clients come from it. The store attaches an 'error'
+   * listener (so an idle connection dropped by a server restart cannot crash
+   * the process) and removes it on `close()`, but never ends the pool.
+   */
+  pool?: pg.Pool;
+  /**
+   * Maximum connections of the pool the store creates. Ignored with `pool`.
+   *
+   * @default 10
+   */
+  poolSize?: number;
+  /**
+   * Wake-ups through LISTEN/NOTIFY: every commit that makes work claimable
+   * sends one NOTIFY, and a dedicated LISTEN connection turns notifications
+   * from any process into `subscribe()` events. Set `false` behind PgBouncer in
+   * transaction pooling mode (LISTEN needs a session): no NOTIFY is sent and
+   * workers are woken by a timer every `pollIntervalMs` instead.
+   *
+   * @default true
+   */
+  notify?: boolean;
+  /**
+   * Period of the synthetic `{ kind: "wake" }` event. With `notify` it is the
+   * slow safety net behind LISTEN (a lost notification costs at most this
+   * long); in poll-only mode it is the wake-up latency.
+   *
+   * @default 5000
+   */
+  pollIntervalMs?: number;
+  /**
+   * Where connection trouble is reported (pool errors, LISTEN reconnects).
+   * A pino logger fits.
+   *
+   * @default silent
+   */
+  logger?: PgLogger;
+}
+
+const silent: PgLogger = { warn: () => undefined, error: () => undefined };
+
+/** Store name → quoted identifier; names are restricted so they can live inside SQL text. */
+function schemaIdent(schema: string): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,49}$/.test(schema)) throw postgresStoreErrors.badSchemaName(schema);
+  return quoteIdent(schema);
+}
+
+/**
+ * The postgres driver of the Store contract (driver "postgres"): `pg` with a
+ * pool, versioned migrations applied by `open()`, claim as one SKIP LOCKED
+ * statement, batched settle, journal rows per (run, seq) fenced by the lease
+ * owner, and LISTEN/NOTIFY wake-ups with a poll fallback. Many app processes
+ * on one database is how okengine scales out.
+ */
+export function createPostgresStore(options: PostgresStoreOptions): Store {
+  const schema = options.schema ?? "okengine";
+  const s = schemaIdent(schema);
+  const logger = options.logger ?? silent;
+  const ownsPool = options.pool === undefined;
+  const origin = randomBytes(8).toString("hex");
+  const pool =
+    options.pool ??
+    new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.poolSize ?? 10,
+      application_name: `okengine:${schema}`,
+    });
+  const onPoolError = (err: Error): void =>
+    logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
+  pool.on("error", onPoolError);
+
+  const listeners = new Set<(event: StoreEvent) => void>();
+  const emit = (events: StoreEvent[]): void => {
+    for (const event of events) {
+      for (const listener of [...listeners]) {
+        try {
+          listener(event);
+        } catch (err) {
+          // A broken listener must not fail a committed write; surface it instead.
+          queueMicrotask(() => {
+            throw err;
+          });
+        }
+      }
+    }
+  };
+
+  const ctx: PgContext = {
+    pool,
+    s,
+    channel: `okengine_${schema}`,
+    notify: options.notify ?? true,
+    origin,
+    emit,
+  };
+  const wake: WakeSource = createWakeSource({
+    connectionString: options.connectionString,
+    channel: ctx.channel,
+    origin,
+    applicationName: `okengine-listen:${schema}`,
+    listen: ctx.notify,
+    pollIntervalMs: options.pollIntervalMs ?? 5_000,
+    logger,
+    onEvents: emit,
+  });
+
+  let opening: Promise<void> | undefined;
+  let closed = false;
+
+  return {
+    driver: "postgres",
+    open() {
+      if (closed) return Promise.reject(postgresStoreErrors.closed(schema));
+      opening ??= (async () => {
+        await migrate(pool, schema, s);
+        await wake.start();
+      })();
+      // A failed open may be retried.
+      opening.catch(() => (opening = undefined));
+      return opening;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await opening?.catch(() => undefined);
+      await wake.close();
+      if (ownsPool) await pool.end();
+      pool.off("error", onPoolError);
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
+    },
+
+    enqueue: (messages, now, opts) => enqueue(ctx, messages, now, opts?.tx),
+    claim: (req) => claim(ctx, req),
+    settle: (settlements, now) => settle(ctx, settlements, now),
+    deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
+    getMessage: (id) => admin.getMessage(ctx, id),
+    replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),
+    discard: (signal, ids) => admin.discard(ctx, signal, ids),
+    stats: (signal, now) => admin.stats(ctx, signal, now),
+    nextLeaseExpiry: (signal) => admin.nextLeaseExpiry(ctx, signal),
+    pruneDelivered: (before) => admin.pruneDelivered(ctx, before),
+
+    startRun: (req) => runs.startRun(ctx, req),
+    acquireRun: (req) => runs.acquireRun(ctx, req),
+    renewLease: (req) => runs.renewLease(ctx, req),
+    append: (req) => append(ctx, req),
+    park: (req) => park(ctx, req),
+    finish: (req) => finish(ctx, req),
+    releaseRun: (req) => runs.releaseRun(ctx, req),
+    claimDueRuns: (req) => runs.claimDueRuns(ctx, req),
+    listOrphans: (now, limit) => runs.listOrphans(ctx, now, limit),
+    nextWakeAt: () => runs.nextWakeAt(ctx),
+    wakeEarly: (runId, now) => runs.wakeEarly(ctx, runId, now),
+    getRun: (runId) => runs.getRun(ctx, runId),
+    getJournal: (runId) => runs.getJournal(ctx, runId),
+    listRuns: (filter) => runs.listRuns(ctx, filter),
+  };
+}

@@ -1,0 +1,42 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";
+import type { Store } from "../types.ts";
+
+/** Test database; each test file (or case) works in a schema of its own. */
+export const PG_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** A schema name no other file or run uses. */
+export const freshSchema = (tag: string): string => `oke_t_${tag}_${randomBytes(4).toString("hex")}`;
+
+export async function dropSchema(schema: string, url = PG_URL): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await c.end();
+  }
+}
+
+/** An opened store on `schema`; small pool, fast poll off by default. */
+export async function openStore(schema: string, extra: Partial<PostgresStoreOptions> = {}): Promise<Store> {
+  const store = createPostgresStore({ connectionString: PG_URL, schema, poolSize: 4, ...extra });
+  await store.open();
+  return store;
+}
+
+/** Resolves with the first value for which `check` returns something other than undefined. */
+export function waitFor<T>(
+  subscribe: (cb: (v: T) => void) => () => void,
+  match: (v: T) => boolean,
+): Promise<T> {
+  return new Promise((resolve) => {
+    const stop = subscribe((v) => {
+      if (match(v)) {
+        stop();
+        resolve(v);
+      }
+    });
+  });
+}

@@ -1,0 +1,55 @@
+import { afterEach } from "vitest";
+import { createApp } from "../../src/app/app.ts";
+import type { OkeConfig } from "../../src/app/config.ts";
+import type { App } from "../../src/app/types.ts";
+import { createTimeTravel, type TimeTravel } from "../../src/clock/time-travel.ts";
+import type { SentMessage } from "../../src/fx/send.ts";
+import type { Store } from "../../src/store/types.ts";
+import type { DriverFixture } from "./drivers.ts";
+
+export type TestApp = App & { time: TimeTravel; sent: SentMessage[] };
+
+/**
+ * Per-test apps on one driver: `make` boots an app on a fresh store (or a
+ * shared one, for replicas); everything is stopped and cleaned after the test.
+ */
+export function appFactory(driver: DriverFixture) {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()!();
+  });
+  return {
+    async store(): Promise<Store> {
+      const { store, cleanup } = await driver.make();
+      cleanups.push(cleanup);
+      return store;
+    },
+    async make(
+      modules: Array<Record<string, unknown>>,
+      opts: { store?: Store; time?: TimeTravel; config?: OkeConfig; boot?: boolean } = {},
+    ): Promise<TestApp> {
+      const store = opts.store ?? (await this.store());
+      const time = opts.time ?? createTimeTravel(1_000_000);
+      const app = createApp({ modules, env: "test", clock: time, store, config: opts.config }) as App & { sent: SentMessage[] };
+      cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
+      if (opts.boot !== false) await app.boot();
+      return Object.assign(app, { time }) as TestApp;
+    },
+  };
+}
+
+/** A promise with its resolve handle, to hold a handler open. */
+export function gate<T = void>(): { promise: Promise<T>; open(v: T): void } {
+  let open!: (v: T) => void;
+  const promise = new Promise<T>((r) => (open = r));
+  return { promise, open };
+}
+
+/** Waits until `check` is true, re-checking on each macrotask. No wall-clock sleeps. */
+export async function until(check: () => boolean | Promise<boolean>, what = "condition", limitMs = 10_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
