@@ -173,7 +173,7 @@ async function latencyScenario(label: string, crossInstance: boolean, n = 1_000)
 async function main(): Promise<void> {
   const c = new pg.Client({ connectionString: URL });
   await c.connect();
-  const { rows } = await c.query<{ v: string }>("SHOW server_version");
+  const { rows } = await c.query<{ v: string }>("SELECT current_setting('server_version') AS v");
   await c.end();
   console.log(`postgres-drain: PostgreSQL ${rows[0]!.v}, node ${process.version}, concurrency ${CONCURRENCY}`);
   await drainScenario("unkeyed 100 000", 100_000, 0);

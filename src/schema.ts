@@ -31,5 +31,6 @@ export async function validate<T>(schema: StandardSchemaV1<unknown, T>, value: u
 export const describeIssues = (issues: readonly SchemaIssue[]): string =>
   issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
 
+// ArkType schemas are functions, zod and valibot ones objects.
 export const isSchema = (v: unknown): v is StandardSchemaV1 =>
-  typeof v === "object" && v !== null && "~standard" in v;
+  (typeof v === "object" || typeof v === "function") && v !== null && "~standard" in v;

@@ -42,7 +42,7 @@ export async function driveRun(
     { store: deps.store, runId, owner, leaseMs: deps.leaseMs, now: () => deps.clock.now(), journalErrors: !retryable },
     [...acquired.entries],
   );
-  const stopHeartbeat = heartbeat(deps, runId, session);
+  const stopHeartbeat = heartbeat(deps, runId, owner, session);
   const undos: UndoList = [];
   try {
     const value = await execute(session, undos);
@@ -74,7 +74,7 @@ export async function driveRun(
 }
 
 /** Renews the lease every third of leaseMs on the app's clock, so a long step is never picked up elsewhere. */
-function heartbeat(deps: DurableDeps, runId: string, session: JournalSession): () => void {
+function heartbeat(deps: DurableDeps, runId: string, owner: string, session: JournalSession): () => void {
   let cancel: (() => void) | undefined;
   let stopped = false;
   const every = Math.max(1, Math.floor(deps.leaseMs / 3));

@@ -31,7 +31,7 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
     exposeErrors: options.exposeErrors,
     isClosing: () => closing,
   });
-  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, handler.handle);
+  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => handler.handle(req, res));
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -1,4 +1,4 @@
-import type { Schema } from "../schema.ts";
+import { isSchema, type Schema } from "../schema.ts";
 
 /** Options shared by every signal helper. */
 export interface SignalOptionsBase<P> {
@@ -68,7 +68,7 @@ function checkCommon(helper: Delivery, name: unknown, options: object): asserts 
       throw new TypeError(`signal.${helper}("${name}"): unknown option "${key}"${hint}`);
     }
   }
-  if (opts.schema !== undefined && (typeof opts.schema !== "object" || opts.schema === null || !("~standard" in opts.schema))) {
+  if (opts.schema !== undefined && !isSchema(opts.schema)) {
     throw new TypeError(`signal.${helper}("${name}"): schema must be a Standard Schema (zod, valibot, arktype …)`);
   }
   if (opts.optional !== undefined && typeof opts.optional !== "boolean") {

@@ -171,8 +171,8 @@ export class WorkerPool {
             const fenced = batch.filter((b) => !r.applied.includes(b.id)).map((b) => b.id);
             this.o.logger.warn({ signal: this.o.signal.name, fenced }, "settle ignored: the lease was reclaimed by another holder");
           }
-          // A retry is claimable again right away.
-          if (batch.some((b) => b.status === "pending")) this.wake();
+          // A retry is claimable again right away, and a settled key head frees its successor.
+          this.wake();
         },
         (e: unknown) => {
           // The messages stay inflight and are reclaimed after their lease.

@@ -120,9 +120,8 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
       }),
     );
     const app = await apps.make([{ w }], { config: { signals: { concurrency: 8 } } });
-    const emits: Promise<void>[] = [];
-    for (let n = 0; n < 15; n++) for (const k of ["a", "b", "c"]) emits.push(app.emit(task, { k, n }, { key: k }));
-    await Promise.all(emits);
+    // Emit order is commit order: each key's emits are sequential, the keys run side by side.
+    await Promise.all(["a", "b", "c"].map(async (k) => { for (let n = 0; n < 15; n++) await app.emit(task, { k, n }, { key: k }); }));
     await app.idle();
     for (const k of ["a", "b", "c"]) expect(order[k]).toEqual([...Array(15).keys()]);
     expect(overlapSameKey).toBe(false);

@@ -27,8 +27,10 @@ CREATE TABLE ${s}.messages (
   seq bigserial NOT NULL
 );
 
--- Ready predicate: the claim walks this in seq order and stops at LIMIT.
-CREATE INDEX messages_ready ON ${s}.messages (signal, seq) WHERE status = 'pending';
+-- Ready predicate, split by partition kind: the claim walks each in seq order
+-- and stops at its LIMIT (postgres-claim.ts).
+CREATE INDEX messages_ready_unkeyed ON ${s}.messages (signal, seq) WHERE status = 'pending' AND key IS NULL;
+CREATE INDEX messages_ready_keyed ON ${s}.messages (signal, seq) WHERE status = 'pending' AND key IS NOT NULL;
 -- Inflight predicate: lazy reclaim (lease_expires_at <= now) and nextLeaseExpiry.
 CREATE INDEX messages_inflight ON ${s}.messages (signal, lease_expires_at) WHERE status = 'inflight';
 -- Head-of-key: "is there an older non-terminal message of this (signal, key)" is one probe.
