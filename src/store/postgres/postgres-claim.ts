@@ -127,7 +127,9 @@ UPDATE ${s}.messages m
 SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
     attempts = m.attempts + 1, updated_at = $2
 FROM picked
-WHERE m.id = picked.id
+-- The ANY(ARRAY(…)) keeps the planner on the primary key: it cannot estimate
+-- picked's size and otherwise hash-joins against a scan of the whole table.
+WHERE m.id = picked.id AND m.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING m.*, picked.ord1, picked.ord2`;
 
 type ClaimRow = MessageRow & { ord1: number | null; ord2: number };

@@ -1,0 +1,99 @@
+/**
+ * A real app process for crash and multi-instance tests. The scenario comes
+ * from OKE_SCENARIO; the store is PostgreSQL (DATABASE_URL + OKE_SCHEMA) or the
+ * file driver (OKE_FILE_DIR). It prints one JSON line per event on stdout.
+ */
+import pg from "pg";
+import { pino } from "pino";
+import { createApp, flow, on, signal } from "../../src/index.ts";
+import { createFileStore } from "../../src/store/file/file-store.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+
+const say = (event: Record<string, unknown>): void => {
+  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
+};
+
+const scenario = process.env.OKE_SCENARIO ?? "";
+const url = process.env.DATABASE_URL ?? "";
+const schema = process.env.OKE_SCHEMA ?? "okengine";
+const store = process.env.OKE_FILE_DIR
+  ? createFileStore({ dir: process.env.OKE_FILE_DIR })
+  : createPostgresStore({ connectionString: url, schema, pollIntervalMs: 500 });
+const results = url ? new pg.Pool({ connectionString: url, max: 4 }) : undefined;
+
+const jobs = signal.once("jobs.work", { retries: 3 });
+const blocker = new Promise<never>(() => undefined);
+
+const modules: Record<string, unknown>[] = [];
+
+if (scenario === "share") {
+  // Three of these share 10 000 messages: each completion is recorded with a serial id, in commit order.
+  modules.push({
+    w: on(jobs, flow("jobs.work", {
+      do: async ({ n, k }: { n: number; k: string }) => {
+        await results!.query(`INSERT INTO "${schema}".results (n, k, pid) VALUES ($1, $2, $3)`, [n, k, process.pid]);
+      },
+    })),
+  });
+}
+
+if (scenario === "hang-then-work") {
+  // The first process to claim "stuck" hangs forever (it will be SIGKILLed); later attempts finish.
+  modules.push({
+    w: on(jobs, flow("jobs.work", {
+      do: async ({ n }: { n: number }, fx) => {
+        say({ event: "start", n, attempt: fx.attempt });
+        if (process.env.OKE_HANG === "1") await blocker;
+        say({ event: "done", n, attempt: fx.attempt });
+      },
+    })),
+  });
+}
+
+if (scenario === "durable") {
+  // step 1 runs, then step 2 hangs in the first process; a second process must resume without re-running step 1.
+  const provision = flow("provision", {
+    durable: true,
+    do: async ({ id }: { id: string }, fx) => {
+      await fx.step("step-1", () => { say({ event: "step-1", id }); return { id }; });
+      await fx.step("step-2", async () => {
+        say({ event: "step-2", id });
+        if (process.env.OKE_HANG === "1") await blocker;
+      });
+      if (process.env.OKE_SLEEP) await fx.clock.sleep("pause", process.env.OKE_SLEEP);
+      await fx.step("step-3", () => say({ event: "step-3", id }));
+      say({ event: "completed", id, runId: fx.runId });
+    },
+  });
+  modules.push({ provision });
+}
+
+const app = createApp({
+  modules,
+  env: "prod",
+  store,
+  logger: pino({ level: "silent" }),
+  config: {
+    database: { url: url || "postgres://unused" },
+    signals: { leaseMs: Number(process.env.OKE_LEASE_MS ?? 30_000), concurrency: Number(process.env.OKE_CONCURRENCY ?? 16) },
+    durable: { leaseMs: Number(process.env.OKE_LEASE_MS ?? 30_000) },
+  },
+});
+
+await app.boot();
+say({ event: "ready" });
+
+if (process.env.OKE_INVOKE) {
+  void app.invoke("provision", { id: process.env.OKE_INVOKE }).then((v) => say({ event: "invoked", value: v ?? null }));
+}
+
+const shutdown = (): void => {
+  void app.stop({ timeoutMs: 2_000 }).then(async () => {
+    await store.close();
+    await results?.end();
+    say({ event: "stopped" });
+    process.exit(0);
+  });
+};
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);

@@ -1,0 +1,56 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const CHILD = fileURLToPath(new URL("./child-app.ts", import.meta.url));
+
+export interface ChildEvent {
+  pid: number;
+  event: string;
+  [k: string]: unknown;
+}
+
+/** A child app process and the JSON events it printed. */
+export class Child {
+  readonly events: ChildEvent[] = [];
+  readonly proc: ChildProcess;
+  readonly exited: Promise<number | null>;
+  private waiters: Array<() => void> = [];
+  stderr = "";
+
+  constructor(env: Record<string, string>) {
+    this.proc = spawn(process.execPath, ["--import", "tsx", CHILD], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    createInterface({ input: this.proc.stdout! }).on("line", (line) => {
+      try {
+        this.events.push(JSON.parse(line) as ChildEvent);
+      } catch {
+        return;
+      }
+      for (const w of this.waiters.splice(0)) w();
+    });
+    this.proc.stderr!.on("data", (d: Buffer) => (this.stderr += d.toString()));
+    this.exited = new Promise((r) => this.proc.on("exit", (code) => r(code)));
+  }
+
+  /** Resolves with the first event matching `pred`, waiting for it if needed. */
+  async waitFor(pred: (e: ChildEvent) => boolean, what: string, timeoutMs = 30_000): Promise<ChildEvent> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = this.events.find(pred);
+      if (hit) return hit;
+      if (Date.now() > end) throw new Error(`child ${this.proc.pid}: timed out waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`);
+      await Promise.race([
+        new Promise<void>((r) => this.waiters.push(r)),
+        this.exited.then(() => {
+          throw new Error(`child ${this.proc.pid} exited while waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`);
+        }),
+        new Promise((r) => setTimeout(r, 200)),
+      ]);
+    }
+  }
+
+  kill(signal: NodeJS.Signals = "SIGKILL"): Promise<number | null> {
+    this.proc.kill(signal);
+    return this.exited;
+  }
+}
