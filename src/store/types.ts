@@ -241,11 +241,16 @@ export interface JournalStore {
   finish(req: FinishRequest): Promise<void>;
   /** Releases the lease without changing status (graceful shutdown). */
   releaseRun(req: { runId: string; owner: string; now: number }): Promise<void>;
-  /** Acquires up to `max` sleeping runs whose `wakeAt <= now`; sets them `running`. */
+  /**
+   * Acquires up to `max` runs that need an owner: sleeping runs whose
+   * `wakeAt <= now` (set `running`), and running runs whose lease expired
+   * (`leaseExpiresAt <= now`, not released) — a dead instance's runs, taken
+   * over lazily like expired message leases. Each run goes to one claimer.
+   */
   claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): Promise<AcquiredRun[]>;
   /** `running` / `sleeping` runs with no live lease at `now` (boot orphan scan). */
   listOrphans(now: number, limit?: number): Promise<RunRecord[]>;
-  /** Earliest `wakeAt` among sleeping runs, or null. */
+  /** Earliest deadline: a sleeping run's `wakeAt` or a running run's `leaseExpiresAt`; null if none. */
   nextWakeAt(): Promise<number | null>;
   /** Moves a sleeping run's `wakeAt` to `now`; false if missing or not sleeping. */
   wakeEarly(runId: string, now: number): Promise<boolean>;

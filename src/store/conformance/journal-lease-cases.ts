@@ -155,10 +155,24 @@ export function journalLeaseCases(factory: StoreFactory): void {
       const got = await store().acquireRun({ runId: "r1", owner: "inst-2", now: T0 + 1, leaseMs: LEASE });
       expect(got.run).toMatchObject({ status: "running", wakeAt: null, leaseOwner: "inst-2" });
       expect(got.entries.map((e) => e.kind)).toEqual(["sleep"]);
-      expect(await store().nextWakeAt()).toBeNull();
+      // Its next deadline is now the new holder's lease expiry, no longer the wake time.
+      expect(await store().nextWakeAt()).toBe(T0 + 1 + LEASE);
       expect(
-        await store().claimDueRuns({ owner: "inst-3", now: T0 + 60_000, max: 10, leaseMs: LEASE }),
+        await store().claimDueRuns({ owner: "inst-3", now: T0 + LEASE, max: 10, leaseMs: LEASE }),
       ).toEqual([]);
+    });
+
+    it("claimDueRuns takes over a running run whose lease expired, but not a released one", async () => {
+      await startRun(store(), "dead", { owner: "inst-1" });
+      await startRun(store(), "released", { owner: "inst-1" });
+      await store().releaseRun({ runId: "released", owner: "inst-1", now: T0 + 1 });
+      expect(await store().nextWakeAt()).toBe(T0 + LEASE);
+      expect(await store().claimDueRuns({ owner: "inst-2", now: T0 + LEASE - 1, max: 10, leaseMs: LEASE })).toEqual([]);
+      const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + LEASE, max: 10, leaseMs: LEASE });
+      expect(got.map((a) => a.run.id)).toEqual(["dead"]);
+      expect(got[0]!.run).toMatchObject({ status: "running", leaseOwner: "inst-2", leaseExpiresAt: T0 + 2 * LEASE });
+      await expectBusy(store().renewLease({ runId: "dead", owner: "inst-1", now: T0 + LEASE, leaseMs: LEASE }), "dead");
+      expect(await store().getRun("released")).toMatchObject({ status: "running", leaseOwner: null });
     });
   });
 }

@@ -41,7 +41,25 @@ export class MemoryJournal {
     failed: new Map(),
   };
   private readonly byFlow = new Map<string, Map<string, RunRec>>();
-  private readonly wakes = new IndexedMinHeap<RunRec>((a, b) => a.wakeAt! < b.wakeAt!);
+  /**
+   * One heap of deadlines: a sleeping run's `wakeAt`, a running run's lease
+   * expiry. Its top is the next time a run may need an owner, so the scheduler
+   * sets one timer; an expired running lease is a dead instance's run, taken
+   * over lazily by the next claim (no sweeper). Ties break by id so a restored
+   * snapshot claims in the same order.
+   */
+  private readonly wakes = new IndexedMinHeap<RunRec>(
+    (a, b) => deadline(a) < deadline(b) || (deadline(a) === deadline(b) && a.id < b.id),
+  );
+
+  /** Puts the run in the deadline heap, moves it, or takes it out, after any change. */
+  private reheap(r: RunRec): void {
+    const inHeap = this.wakes.has(r);
+    if (Number.isFinite(deadline(r))) {
+      if (inHeap) this.wakes.update(r);
+      else this.wakes.push(r);
+    } else if (inHeap) this.wakes.remove(r);
+  }
 
   startRun(req: StartRun): AcquiredRun {
     const existing = this.runs.get(req.id);
@@ -63,6 +81,7 @@ export class MemoryJournal {
       entries: [],
     };
     this.index(r);
+    this.reheap(r);
     return { run: toRunRecord(r), entries: [], created: true };
   }
 
@@ -74,6 +93,7 @@ export class MemoryJournal {
     const r = this.holder(req.runId, req.owner);
     r.leaseExpiresAt = req.now + req.leaseMs;
     r.updatedAt = req.now;
+    this.reheap(r);
   }
 
   /** Throws if the append would be refused; changes nothing. */
@@ -87,6 +107,7 @@ export class MemoryJournal {
     this.insertEntries(r, req.entries);
     if (req.leaseMs !== undefined) r.leaseExpiresAt = req.now + req.leaseMs;
     r.updatedAt = req.now;
+    this.reheap(r);
   }
 
   park(req: ParkRequest): void {
@@ -98,7 +119,7 @@ export class MemoryJournal {
     r.leaseOwner = null;
     r.leaseExpiresAt = null;
     r.updatedAt = req.now;
-    this.wakes.push(r);
+    this.reheap(r);
   }
 
   finish(req: FinishRequest): void {
@@ -109,6 +130,7 @@ export class MemoryJournal {
     r.leaseOwner = null;
     r.leaseExpiresAt = null;
     r.updatedAt = req.now;
+    this.reheap(r);
   }
 
   /** Releases the lease if `owner` holds it; a non-holder changes nothing. Returns whether it did. */
@@ -118,13 +140,14 @@ export class MemoryJournal {
     r.leaseOwner = null;
     r.leaseExpiresAt = null;
     r.updatedAt = req.now;
+    this.reheap(r);
     return true;
   }
 
   claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {
     const out: AcquiredRun[] = [];
     for (let r = this.wakes.peek(); r !== undefined && out.length < req.max; r = this.wakes.peek()) {
-      if (r.wakeAt! > req.now) break;
+      if (deadline(r) > req.now) break;
       out.push(this.take(r, req.owner, req.now, req.leaseMs));
     }
     return out;
@@ -145,7 +168,8 @@ export class MemoryJournal {
   }
 
   nextWakeAt(): number | null {
-    return this.wakes.peek()?.wakeAt ?? null;
+    const top = this.wakes.peek();
+    return top === undefined ? null : deadline(top);
   }
 
   wakeEarly(runId: string, now: number): boolean {
@@ -153,7 +177,7 @@ export class MemoryJournal {
     if (r === undefined || r.status !== "sleeping") return false;
     if (r.wakeAt === null || r.wakeAt > now) r.wakeAt = now;
     r.updatedAt = now;
-    this.wakes.update(r);
+    this.reheap(r);
     return true;
   }
 
@@ -217,7 +241,7 @@ export class MemoryJournal {
         entries: s.entries.map((e) => cloneEntry(e, s.id)).sort((a, b) => a.seq - b.seq),
       };
       this.index(r);
-      if (r.status === "sleeping") this.wakes.push(r);
+      this.reheap(r);
     }
   }
 
@@ -225,14 +249,12 @@ export class MemoryJournal {
   private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
     if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
     if (leaseLive(r, now) && r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
-    if (r.status === "sleeping") {
-      this.wakes.remove(r);
-      this.setStatus(r, "running");
-    }
+    if (r.status === "sleeping") this.setStatus(r, "running");
     r.wakeAt = null;
     r.leaseOwner = owner;
     r.leaseExpiresAt = now + leaseMs;
     r.updatedAt = now;
+    this.reheap(r);
     return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
   }
 
@@ -283,6 +305,14 @@ export class MemoryJournal {
     r.status = status;
   }
 }
+
+/** When the run next needs an owner: wake time if sleeping, lease expiry if running with a lease. */
+const deadline = (r: RunRec): number =>
+  r.status === "sleeping"
+    ? (r.wakeAt ?? Infinity)
+    : r.status === "running" && r.leaseExpiresAt !== null
+      ? r.leaseExpiresAt
+      : Infinity;
 
 const leaseLive = (r: RunRec, now: number): boolean =>
   r.leaseOwner !== null && r.leaseExpiresAt !== null && r.leaseExpiresAt > now;

@@ -136,7 +136,12 @@ type ClaimRow = MessageRow & { ord1: number | null; ord2: number };
 
 export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedMessage[]> {
   if (req.max <= 0) return [];
-  const { rows } = await q<ClaimRow>(ctx.pool, claimSql(ctx.s), [req.signal, req.now, req.max, req.worker, req.leaseMs]);
+  const { rows } = await q<ClaimRow>(
+    ctx.pool,
+    claimSql(ctx.s),
+    [req.signal, req.now, req.max, req.worker, req.leaseMs],
+    `oke_claim_${ctx.schema}`,
+  );
   // Reclaimed (ord1 = old expiry) before ready (ord1 NULL), then emit order.
   rows.sort((a, b) => (a.ord1 ?? Infinity) - (b.ord1 ?? Infinity) || a.ord2 - b.ord2);
   return rows.map(toClaimedMessage);

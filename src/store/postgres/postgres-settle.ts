@@ -66,12 +66,12 @@ export async function settle(
             },
     })),
   );
-  const { rows } = await q<{ applied: string[]; signals: string[] }>(ctx.pool, settleSql(ctx.s), [
-    input,
-    now,
-    ctx.notify ? ctx.channel : null,
-    ctx.origin,
-  ]);
+  const { rows } = await q<{ applied: string[]; signals: string[] }>(
+    ctx.pool,
+    settleSql(ctx.s),
+    [input, now, ctx.notify ? ctx.channel : null, ctx.origin],
+    `oke_settle_${ctx.schema}`,
+  );
   const row = rows[0];
   const appliedSet = new Set(row?.applied ?? []);
   // Caller's order, first occurrence only.

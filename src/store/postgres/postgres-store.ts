@@ -117,6 +117,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   const ctx: PgContext = {
     pool,
+    schema,
     s,
     channel: `okengine_${schema}`,
     notify: options.notify ?? true,
