@@ -26,5 +26,5 @@ export async function createTestApp(options: Omit<CreateAppOptions, "clock" | "e
   const time = createTimeTravel(start ?? 0);
   const app = createApp({ ...rest, env: "test", clock: time }) as App & { sent: SentMessage[] };
   await app.boot();
-  return Object.assign(app, { time }) as TestApp;
+  return Object.assign(app, { time });
 }

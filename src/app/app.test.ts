@@ -5,7 +5,7 @@ import { type } from "arktype";
 import { channel, createApp, flow, http, on, signal, OkeError } from "../index.ts";
 import { createTestApp } from "../testing.ts";
 
-const json = async (res: Response): Promise<unknown> => (await res.json()) as unknown;
+const json = async (res: Response): Promise<unknown> => (await res.json());
 
 describe("createApp: adopting modules", () => {
   it("names flows <unit>.<export> and derives routes from the file tree", async () => {

@@ -195,7 +195,7 @@ class OkeApp implements App, Runtime {
   async emit<P>(target: SignalHandle<P>, payload?: P, options?: EmitOptions & { tx?: unknown }): Promise<void> {
     const message = await prepareEmit(
       { signals: this.registry.signals, subscriberCount: (s) => this.registry.subscribers.get(s)?.length ?? 0, now: this.clock.now() },
-      target as SignalHandle,
+      target,
       payload,
       options,
       { flow: "app.emit", runId: null },
@@ -206,8 +206,8 @@ class OkeApp implements App, Runtime {
   }
 
   async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {
-    const flow = typeof target === "string" ? this.registry.flows.get(target) : (this.registry.named.get(target as AnyFlow) ?? (target as AnyFlow));
-    if (!flow) throw new OkeError({ code: "OKE1080", message: `No flow named "${String(target)}" in this app.`, status: 404 });
+    const flow = typeof target === "string" ? this.registry.flows.get(target) : (this.registry.named.get(target) ?? target);
+    if (!flow) throw new OkeError({ code: "OKE1080", message: `No flow named "${typeof target === "string" ? target : (target.name ?? "?")}" in this app.`, status: 404 });
     const r = await this.call(flow, input, { runId: null, flow: null });
     return r.kind === "returned" ? (r.value as O) : undefined;
   }

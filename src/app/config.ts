@@ -94,7 +94,7 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
   const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(k: K): NonNullable<OkeSettings[K]> =>
-    ({ ...(base[k] ?? {}), ...(over[k] ?? {}) }) as NonNullable<OkeSettings[K]>;
+    ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
   const drivers = pick("drivers");
   const database = pick("database");
   const httpS = pick("http");

@@ -2,7 +2,6 @@ import { isChannel, type Channel } from "../channel/channel.ts";
 import { OkeError, errors } from "../errors.ts";
 import type { DeclaredEffects } from "../flow/effects.ts";
 import { isFlow, withName, type AnyFlow } from "../flow/flow.ts";
-import type { HttpMethod } from "../flow/http-trigger.ts";
 import { isBinding, type Binding } from "../flow/on.ts";
 import { isSignal, type Delivery, type SignalHandle } from "../signal/signal.ts";
 import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
@@ -117,7 +116,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       } else if (!at?.path) {
         throw bootError("OKE1076", `A flow exported as "${at?.exportName ?? "?"}" has no name and no source file to name it after.`, 'Pass a name: flow("orders.create", { ... }).');
       }
-      else name = defaultFlowName(at.path!, at.exportName);
+      else name = defaultFlowName(at.path, at.exportName);
     }
     const owner = flows.get(name);
     if (owner && owner !== f) {
@@ -199,7 +198,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     }
     if (owner === undefined) {
       routeOwner.set(key, flow.name!);
-      routes.push({ method: t.method as HttpMethod, path, flow: flow.name!, flowRef: flow, in: flow.in ?? t.in });
+      routes.push({ method: t.method, path, flow: flow.name!, flowRef: flow, in: flow.in ?? t.in });
     }
   }
   routes.sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));

@@ -26,7 +26,7 @@ export function normalizeEffects(where: string, effects: Effects | undefined): D
     if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
       throw new TypeError(`${where}: effects.${k} must be an array of strings`);
     }
-    out[k as keyof DeclaredEffects] = Object.freeze([...(v as string[])]);
+    out[k as keyof DeclaredEffects] = Object.freeze([...(v)]);
   }
   return Object.freeze(out);
 }

@@ -21,7 +21,7 @@ export function on(trigger: unknown, f: unknown): Binding {
     throw new TypeError("on(trigger, flow): trigger must be a signal handle or an http.* trigger");
   }
   if (!isFlow(f)) throw new TypeError("on(trigger, flow): the second argument must be a flow(...)");
-  return Object.freeze({ kind: "binding", trigger: trigger as Trigger, flow: f });
+  return Object.freeze({ kind: "binding", trigger: trigger, flow: f });
 }
 
 export const isBinding = (v: unknown): v is Binding =>

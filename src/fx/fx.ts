@@ -66,7 +66,7 @@ export function createFx(rt: Runtime, frame: Frame): Fx {
     },
     id: () => (session ? session.id(() => newId(rt.clock.now())) : newId(rt.clock.now())),
     call: async <I, O>(target: Flow<I, O>, input: I): Promise<O> => {
-      const callee = rt.registry.named.get(target as AnyFlow) ?? (target as AnyFlow);
+      const callee = rt.registry.named.get(target) ?? (target);
       const run = async (): Promise<O> => {
         const r = await rt.call(callee, input, { runId: frame.runId, flow: flowName });
         return (r.kind === "returned" ? r.value : undefined) as O;
@@ -74,7 +74,7 @@ export function createFx(rt: Runtime, frame: Frame): Fx {
       return session ? session.once("call", callee.name ?? "(unnamed)", run) : run();
     },
     using: <T extends Resource>(r: T): T => frame.scope.add(r),
-    emit: emit as Fx["emit"],
+    emit: emit,
     deadLetters: async <P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> => {
       if (typeof target !== "object" || target === null || target.kind !== "signal") {
         throw new TypeError("fx.deadLetters(signal): the argument must be a once signal handle");
@@ -119,7 +119,7 @@ export function createFx(rt: Runtime, frame: Frame): Fx {
         }
         value = r.value;
       }
-      const deliver = (): Promise<void> => rt.send.send(target as Channel, value, rt.clock.now());
+      const deliver = (): Promise<void> => rt.send.send(target, value, rt.clock.now());
       if (session) await session.once("send", target.name, deliver);
       else await deliver();
     },

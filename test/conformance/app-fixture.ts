@@ -18,19 +18,20 @@ export function appFactory(driver: DriverFixture) {
   afterEach(async () => {
     while (cleanups.length > 0) await cleanups.pop()!();
   });
+  const store = async (): Promise<Store> => {
+    const made = await driver.make();
+    cleanups.push(made.cleanup);
+    return made.store;
+  };
   return {
-    async store(): Promise<Store> {
-      const { store, cleanup } = await driver.make();
-      cleanups.push(cleanup);
-      return store;
-    },
+    store,
     async make(
       modules: Array<Record<string, unknown>>,
       opts: { store?: Store; time?: TimeTravel; config?: OkeConfig; boot?: boolean } = {},
     ): Promise<TestApp> {
-      const store = opts.store ?? (await this.store());
+      const appStore = opts.store ?? (await store());
       const time = opts.time ?? createTimeTravel(1_000_000);
-      const app = createApp({ modules, env: "test", clock: time, store, config: opts.config }) as App & { sent: SentMessage[] };
+      const app: App & { sent?: SentMessage[] } = createApp({ modules, env: "test", clock: time, store: appStore, config: opts.config });
       cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
       if (opts.boot !== false) await app.boot();
       return Object.assign(app, { time }) as TestApp;

@@ -12,7 +12,7 @@ export const TEST_DATABASE_URL = process.env.DATABASE_URL_TEST ?? "postgres://po
 export interface DriverFixture {
   name: "memory" | "file" | "postgres";
   /** A fresh, empty store; `cleanup` removes what it left behind. */
-  make(): Promise<{ store: Store; cleanup(): Promise<void> }>;
+  make(): Promise<{ store: Store; cleanup: () => Promise<void> }>;
 }
 
 let schemaSeq = 0;

@@ -48,12 +48,17 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 const WALK = 256;
 const LOOSE_KEYS = 1_000;
 
-/** A keyed row `m` is its key's head and the key is free (see the guard above). */
+/**
+ * A keyed row `m` is its key's head and the key is free (see the guard above).
+ * CASE fixes the order: the cheap head probe first, the guard (an advisory
+ * lock and a query) only for heads. As a plain AND the planner turns the NOT
+ * EXISTS into an anti join that runs after the guard, for every walked row.
+ */
 const keyedHead = (s: string): string => `
-  NOT EXISTS (
+  CASE WHEN EXISTS (
     SELECT 1 FROM ${s}.messages o
     WHERE o.signal = m.signal AND o.key = m.key AND o.seq < m.seq AND o.status IN ('pending', 'inflight'))
-  AND ${s}.claim_key_free(m.signal, m.key, m.id, $2)`;
+  THEN false ELSE ${s}.claim_key_free(m.signal, m.key, m.id, $2) END`;
 
 export const claimSql = (s: string): string => `
 WITH RECURSIVE
@@ -66,21 +71,27 @@ reclaim AS (
   FOR UPDATE SKIP LOCKED
 ),
 need AS (SELECT GREATEST($3 - (SELECT count(*) FROM reclaim), 0) AS n),
-unkeyed AS (
-  SELECT m.id, m.seq FROM ${s}.messages m
-  WHERE m.signal = $1 AND m.status = 'pending' AND m.key IS NULL
-  ORDER BY m.seq
-  LIMIT (SELECT n FROM need)
-  FOR UPDATE SKIP LOCKED
+unbusy AS (
+  -- Keys held right now (live leases): few, and their queued rows are the bulk of a blocked backlog.
+  SELECT coalesce(array_agg(DISTINCT key), '{}') AS keys FROM ${s}.messages
+  WHERE signal = $1 AND status = 'inflight' AND key IS NOT NULL AND lease_expires_at > $2
 ),
 keyed AS (
   SELECT m.id, m.seq
-  FROM (SELECT id, seq FROM ${s}.messages
-        WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
-        ORDER BY seq LIMIT ${WALK}) w
-  JOIN ${s}.messages m ON m.id = w.id
+  FROM (
+    SELECT w.id, w.seq FROM (
+      SELECT id, seq, key FROM ${s}.messages
+      WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
+      ORDER BY seq LIMIT ${WALK}) w
+    WHERE w.key <> ALL ((SELECT keys FROM busy)::text[])
+      AND NOT EXISTS (
+        SELECT 1 FROM ${s}.messages o
+        WHERE o.signal = $1 AND o.key = w.key AND o.seq < w.seq AND o.status IN ('pending', 'inflight'))
+    OFFSET 0 -- a fence: heads are found here, before the join calls the guard
+  ) h
+  JOIN ${s}.messages m ON m.id = h.id
   WHERE m.status = 'pending' AND ${keyedHead(s)}
-  ORDER BY w.seq
+  ORDER BY h.seq
   LIMIT (SELECT n FROM need)
   FOR UPDATE OF m SKIP LOCKED
 ),
