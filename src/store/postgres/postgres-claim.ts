@@ -71,7 +71,14 @@ reclaim AS (
   FOR UPDATE SKIP LOCKED
 ),
 need AS (SELECT GREATEST($3 - (SELECT count(*) FROM reclaim), 0) AS n),
-unbusy AS (
+unkeyed AS (
+  SELECT m.id, m.seq FROM ${s}.messages m
+  WHERE m.signal = $1 AND m.status = 'pending' AND m.key IS NULL
+  ORDER BY m.seq
+  LIMIT (SELECT n FROM need)
+  FOR UPDATE SKIP LOCKED
+),
+busy AS (
   -- Keys held right now (live leases): few, and their queued rows are the bulk of a blocked backlog.
   SELECT coalesce(array_agg(DISTINCT key), '{}') AS keys FROM ${s}.messages
   WHERE signal = $1 AND status = 'inflight' AND key IS NOT NULL AND lease_expires_at > $2
@@ -87,7 +94,8 @@ keyed AS (
       AND NOT EXISTS (
         SELECT 1 FROM ${s}.messages o
         WHERE o.signal = $1 AND o.key = w.key AND o.seq < w.seq AND o.status IN ('pending', 'inflight'))
-    OFFSET 0 -- a fence: heads are found here, before the join calls the guard
+    ORDER BY w.seq
+    OFFSET 0 -- a fence: heads are found here, before the join calls the guard (in seq order, lazily)
   ) h
   JOIN ${s}.messages m ON m.id = h.id
   WHERE m.status = 'pending' AND ${keyedHead(s)}

@@ -1,0 +1,121 @@
+/**
+ * okengine as a queue, through its public API only: a `signal.once` bound to a
+ * flow, `app.emit`, `app.boot`, `app.stop` — on the memory, file and postgres
+ * journal drivers. The "store bulk" variant (S2 only) enqueues through
+ * `app.store.enqueue([...])`, the driver's batch call, because the public API
+ * has no bulk emit yet.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { createApp, flow, on, signal, type App, type JournalDriverName, type OnceSignal } from "../../src/index.ts";
+import { DATABASE_URL, dropSchema, randomName } from "./env.ts";
+import type { JobSpec, Namespace, QueueHarness, QueueOptions, QueueSystem } from "./types.ts";
+
+interface Payload {
+  n: number;
+  j: number;
+  key: string | null;
+}
+
+const SIGNAL = "bench.jobs";
+const silent = pino({ level: "silent" });
+
+/** The app config each driver gets; `ns` is a schema (postgres) or a directory (file). */
+export function okengineConfig(driver: JournalDriverName, ns: Namespace, o: { concurrency: number; leaseMs?: number }) {
+  return {
+    drivers: { journal: driver, send: "memory" as const },
+    database: { url: DATABASE_URL, schema: ns.name },
+    file: { dir: ns.name },
+    signals: { concurrency: o.concurrency, ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }) },
+  };
+}
+
+/** The bench module: one once signal and the flow bound to it. */
+export function benchModule(o: Pick<QueueOptions, "retries" | "handler">): { sig: OnceSignal<Payload>; exports: Record<string, unknown> } {
+  const sig = signal.once<Payload>(SIGNAL, { retries: o.retries });
+  const work = on(
+    sig,
+    flow<Payload, void>("bench.job", {
+      do: async (p, fx) => {
+        await o.handler({ n: p.n, j: p.j, key: p.key ?? undefined, attempt: fx.attempt });
+      },
+    }),
+  );
+  return { sig, exports: { jobs: sig, work } };
+}
+
+const toPayload = (job: JobSpec): Payload => ({ n: job.n, j: job.j ?? 0, key: job.key ?? null });
+
+class OkengineHarness implements QueueHarness {
+  private seq = 0;
+  constructor(
+    private readonly app: App,
+    private readonly sig: OnceSignal<Payload>,
+    private readonly bulk: "emit" | "store",
+  ) {}
+
+  add(job: JobSpec): Promise<void> {
+    return this.app.emit(this.sig, toPayload(job), job.key === undefined ? undefined : { key: job.key });
+  }
+
+  addBulk(jobs: JobSpec[]): Promise<void> {
+    return this.bulk === "store" ? this.preload(jobs) : Promise.all(jobs.map((j) => this.add(j))).then(() => undefined);
+  }
+
+  /** The driver's batch enqueue: one call (one INSERT / one log record) per batch. */
+  async preload(jobs: JobSpec[]): Promise<void> {
+    await this.app.store.open();
+    const now = this.app.clock.now();
+    const prefix = `${now.toString(36)}-${process.pid}`;
+    await this.app.store.enqueue(
+      jobs.map((job) => ({ id: `${prefix}-${++this.seq}`, signal: SIGNAL, key: job.key ?? null, payload: toPayload(job), parentRunId: null })),
+      now,
+    );
+  }
+
+  start(): Promise<void> {
+    return this.app.boot();
+  }
+
+  async deadCount(): Promise<number> {
+    return (await this.app.store.stats(SIGNAL, this.app.clock.now())).dead;
+  }
+
+  close(): Promise<void> {
+    return this.app.stop({ timeoutMs: 5_000 });
+  }
+}
+
+export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store" = "emit"): QueueSystem {
+  const variant = bulk === "store" ? ", store bulk" : "";
+  return {
+    id: `okengine-${driver}${bulk === "store" ? "-store-bulk" : ""}`,
+    label: `okengine (${driver}${variant})`,
+    backend: driver,
+    unsupported: driver === "memory" ? { S7: "the memory driver lives in one process: nothing survives a SIGKILL" } : {},
+    ...(bulk === "store" ? { only: ["S2" as const] } : {}),
+    crashNote: "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
+    describe: () => [
+      `journal driver ${driver}${driver === "postgres" ? " (pool 10, LISTEN/NOTIFY wake-ups)" : driver === "file" ? " (temp dir, fdatasync group commit)" : ""}`,
+      "signal.once bound to one flow; signals.concurrency = the scenario's concurrency; retries = the scenario's",
+      bulk === "store" ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API" : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
+      "env prod, silent pino logger",
+    ],
+    async fresh() {
+      if (driver === "postgres") return { name: randomName("oke_bench") };
+      if (driver === "file") return { name: await mkdtemp(join(tmpdir(), "oke_bench_")) };
+      return { name: "memory" };
+    },
+    async open(ns, o) {
+      const { sig, exports } = benchModule(o);
+      const app = createApp({ modules: [{ exports }], env: "prod", config: okengineConfig(driver, ns, o), logger: silent, root: tmpdir() });
+      return new OkengineHarness(app, sig, bulk);
+    },
+    async drop(ns) {
+      if (driver === "postgres") await dropSchema(ns.name);
+      if (driver === "file") await rm(ns.name, { recursive: true, force: true });
+    },
+  };
+}

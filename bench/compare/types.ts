@@ -1,0 +1,130 @@
+/**
+ * The shapes every system adapter and scenario of `npm run bench` share.
+ * Peers (graphile-worker, pg-boss, BullMQ, DBOS) are loaded at run time from
+ * bench/node_modules, so nothing here names their types.
+ */
+
+export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9";
+
+/** One job as the scenarios see it: its number, optional FIFO key. Payload is `{ n, j }`. */
+export interface JobSpec {
+  n: number;
+  /** Position within its key (S5), else 0. */
+  j?: number;
+  key?: string;
+}
+
+export interface HandlerCall {
+  n: number;
+  j: number;
+  key: string | undefined;
+  /** 1-based attempt as the system reports it (or counted by the scenario). */
+  attempt: number;
+}
+
+export interface QueueOptions {
+  /** Handlers running at once in this process. */
+  concurrency: number;
+  /** Extra attempts after the first (okengine's `retries`). */
+  retries: number;
+  /** Jobs carry a key and must run FIFO per key. */
+  keyed: boolean;
+  /** Called when a handler starts; a throw fails the attempt. */
+  handler(call: HandlerCall): Promise<void> | void;
+  /** S7: visibility timeout / lease in ms (each adapter maps it to its own setting). */
+  leaseMs?: number;
+}
+
+/** An opened system: a producer and (after start) workers, on one namespace. */
+export interface QueueHarness {
+  /** Enqueues one job; resolves when committed. */
+  add(job: JobSpec): Promise<void>;
+  /** Enqueues a batch (the scenarios pass batches of 1 000). */
+  addBulk(jobs: JobSpec[]): Promise<void>;
+  /** Fastest way to load a backlog before workers start (untimed); default addBulk. */
+  preload?(jobs: JobSpec[]): Promise<void>;
+  /** Starts the workers. */
+  start(): Promise<void>;
+  /** How many jobs are dead-lettered (permanently failed) now. */
+  deadCount(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** A fresh, isolated place for one scenario run: a schema, a temp dir, a Redis key prefix. */
+export interface Namespace {
+  name: string;
+}
+
+export interface QueueSystem {
+  /** Stable id used in results: "okengine-postgres", "graphile-worker" … */
+  id: string;
+  label: string;
+  backend: "memory" | "file" | "postgres" | "redis";
+  /** Scenarios this system cannot run, with the reason shown in the report. */
+  unsupported: Partial<Record<ScenarioId, string>>;
+  /** When set, the system appears only in these scenarios (variants such as "store bulk"). */
+  only?: ScenarioId[];
+  /** How it is configured, for the report (one line each). */
+  describe(): string[];
+  /** Creates (and cleans) a namespace. */
+  fresh(): Promise<Namespace>;
+  open(ns: Namespace, options: QueueOptions): Promise<QueueHarness>;
+  /** Drops the namespace. */
+  drop(ns: Namespace): Promise<void>;
+  /** S7: the lease / visibility timeout this system is given, for the report. */
+  crashNote?: string;
+}
+
+/** S9: durable 3-step workflows and a durable sleep. */
+export interface WorkflowHarness {
+  /** Runs one 3-step workflow to completion in this process. */
+  runThreeSteps(i: number): Promise<void>;
+  /** Starts a workflow that sleeps `ms` durably; resolves with the wake delay (ms past the due time) once it resumed. */
+  sleepOnce(i: number, ms: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+export interface WorkflowSystem {
+  id: string;
+  label: string;
+  describe(): string[];
+  open(): Promise<WorkflowHarness>;
+}
+
+/** One figure of one system in one scenario. */
+export interface Figure {
+  scenario: ScenarioId;
+  /** Row id within the scenario, e.g. "drain c32", "p50". */
+  metric: string;
+  unit: string;
+  better: "higher" | "lower";
+  system: string;
+  /** Median of the repeats; null when not applicable / not measured. */
+  value: number | null;
+  /** Every repeat's value. */
+  samples: number[];
+  /** Free text: caps hit, correctness, n/a reasons. */
+  note?: string;
+  /** Correctness checks (S5 order, S6 DLQ, S7 duplicates …). */
+  checks?: Record<string, number | string | boolean>;
+}
+
+export interface Sizes {
+  s1: number;
+  s2: number;
+  s3: number;
+  s4: number;
+  s5Keys: number;
+  s5PerKey: number;
+  s6: number;
+  s6Retries: number;
+  s7Jobs: number;
+  s9: number;
+  s9Sleeps: number;
+  /** Seconds after which a throughput scenario stops and reports the rate so far. */
+  capSeconds: number;
+  /** Seconds a latency scenario may take per system. */
+  latencyCapSeconds: number;
+  /** Repeats of each measurement (median reported). */
+  repeats: number;
+}
