@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { resolve } from "node:path";
 import { systemClock, type Clock } from "../clock/clock.ts";
 import { driveRun, type DurableDeps } from "../durable/runner.ts";
 import { WakeScheduler } from "../durable/wake-scheduler.ts";
@@ -53,6 +54,7 @@ class OkeApp implements App, Runtime {
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
   /** A store passed in by the caller is theirs to close. */
   private readonly ownsStore: boolean;
+  private readonly root: string;
 
   constructor(options: CreateAppOptions) {
     this.env = resolveEnv(options.env);
@@ -62,7 +64,8 @@ class OkeApp implements App, Runtime {
     this.logger = options.logger ?? createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
     this.clock = options.clock ?? systemClock;
     this.ownsStore = options.store === undefined;
-    this.store = options.store ?? openStore(this.config, options.root ?? process.cwd(), this.logger);
+    this.root = options.root ?? process.cwd();
+    this.store = options.store ?? openStore(this.config, this.root, this.logger);
     this.send = new SendDrivers(this.config.send, this.logger);
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
     let acquisitions = 0;
@@ -91,7 +94,7 @@ class OkeApp implements App, Runtime {
   private async doBoot(): Promise<void> {
     this.state = "booting";
     await this.store.open();
-    this.logger.info({ driver: this.store.driver, env: this.env }, `okengine: journal driver ${this.store.driver}`);
+    this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     this.state = "orphan_scan";
     await this.orphanScan();
     for (const [signalName, flows] of this.registry.subscribers) {
@@ -143,6 +146,18 @@ class OkeApp implements App, Runtime {
   private track(p: Promise<unknown>): void {
     const t = p.catch((e: unknown) => this.logger.error({ err: e }, "background task failed")).finally(() => this.tasks.delete(t));
     this.tasks.add(t);
+  }
+
+  /** The one boot line that says where queues and runs live. */
+  private storeLine(): string {
+    switch (this.store.driver) {
+      case "file":
+        return `okengine: queues and runs in ${resolve(this.root, this.config.fileDir)} (file driver; set DATABASE_URL to use PostgreSQL)`;
+      case "postgres":
+        return `okengine: queues and runs in PostgreSQL, schema "${this.config.databaseSchema}"`;
+      default:
+        return "okengine: queues and runs in memory (lost on exit)";
+    }
   }
 
   /** Continues a run this instance holds: replay its journal, then run on. */
