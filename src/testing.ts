@@ -5,6 +5,7 @@ import { createApp } from "./app/app.ts";
 import type { App, CreateAppOptions } from "./app/types.ts";
 import { createTimeTravel, type TimeTravel } from "./clock/time-travel.ts";
 import type { SentMessage } from "./fx/send.ts";
+import { loadProject } from "./cli/load-project.ts";
 
 export { createTimeTravel } from "./clock/time-travel.ts";
 export type { TimeTravel } from "./clock/time-travel.ts";
@@ -17,14 +18,32 @@ export interface TestApp extends App {
   readonly sent: SentMessage[];
 }
 
+export type TestAppOptions = Omit<CreateAppOptions, "clock" | "env" | "modules"> & {
+  /** Epoch ms the frozen clock starts at. Default 0. */
+  start?: number;
+} & (
+    | { modules: CreateAppOptions["modules"]; project?: undefined }
+    /** A project directory loaded like `oke` does (oke.config.ts, src/signals, src/channels, src/flows). */
+    | { project: string; modules?: undefined }
+  );
+
 /**
  * Boots an app in the `test` environment (memory journal, memory send driver,
- * silent logs) on a time-travel clock starting at `start` (default 0).
+ * silent logs) on a time-travel clock starting at `start` (default 0), from
+ * modules or from a whole project directory.
  */
-export async function createTestApp(options: Omit<CreateAppOptions, "clock" | "env"> & { start?: number }): Promise<TestApp> {
-  const { start, ...rest } = options;
+export async function createTestApp(options: TestAppOptions): Promise<TestApp> {
+  const { start, project, modules, ...rest } = options;
   const time = createTimeTravel(start ?? 0);
-  const app = createApp({ ...rest, env: "test", clock: time }) as App & { sent: SentMessage[] };
+  const loaded = project === undefined ? undefined : await loadProject(project);
+  const app = createApp({
+    ...rest,
+    modules: loaded?.modules ?? modules ?? [],
+    config: rest.config ?? loaded?.config,
+    root: loaded?.root ?? rest.root,
+    env: "test",
+    clock: time,
+  }) as App & { sent: SentMessage[] };
   await app.boot();
   return Object.assign(app, { time });
 }

@@ -1,0 +1,212 @@
+/**
+ * Turns the figures of one run into the console table, bench/results/<date>.json,
+ * bench/results/<date>.md and the "Comparison" section of bench/README.md
+ * (other sections of that file are left as they are).
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import type { Machine } from "./env.ts";
+import type { Figure, ScenarioId, Sizes } from "./types.ts";
+
+export interface SystemInfo {
+  id: string;
+  label: string;
+  config: string[];
+}
+
+export interface RunResult {
+  date: string;
+  mode: "quick" | "full";
+  seconds: number;
+  machine: Machine;
+  versions: Record<string, string>;
+  sizes: Sizes;
+  systems: SystemInfo[];
+  reference: string;
+  figures: Figure[];
+  notes: string[];
+}
+
+export const SCENARIOS: Record<ScenarioId, string> = {
+  S1: "S1 — enqueue one at a time (each awaited)",
+  S2: "S2 — enqueue in bulk (batches of 1 000)",
+  S3: "S3 — drain a preloaded backlog of no-op jobs",
+  S4: "S4 — enqueue → handler start latency, one job at a time",
+  S5: "S5 — per-key FIFO drain (keys × jobs per key), order checked",
+  S6: "S6 — 10% of jobs always fail: retries, then dead letter",
+  S7: "S7 — a worker SIGKILLed mid-job: time until its jobs run again",
+  S9: "S9 — durable workflows (3 steps) and a 1 s durable sleep",
+};
+
+const fmt = (v: number | null, unit: string): string => {
+  if (v === null || Number.isNaN(v)) return "n/a";
+  if (unit === "ms") return v < 10 ? v.toFixed(2) : v.toFixed(1);
+  if (unit === "s") return v.toFixed(2);
+  return Math.round(v).toLocaleString("en-US").replace(/,/g, " ");
+};
+
+/** This figure divided by the reference system's, or null. */
+export function ratio(f: Figure, all: Figure[], reference: string): number | null {
+  const ref = all.find((x) => x.scenario === f.scenario && x.metric === f.metric && x.system === reference);
+  if (!ref || ref.value === null || f.value === null || ref.value === 0) return null;
+  return f.value / ref.value;
+}
+
+const cell = (f: Figure | undefined, all: Figure[], reference: string): string => {
+  if (!f) return "";
+  if (f.value === null) return "n/a";
+  const r = ratio(f, all, reference);
+  return `${fmt(f.value, f.unit)}${r === null || f.system === reference ? "" : ` (${r.toFixed(2)}×)`}`;
+};
+
+/** Rows = (scenario, metric), columns = systems that have at least one figure. */
+function matrix(r: RunResult): { header: string[]; rows: string[][] } {
+  const systems = r.systems.filter((s) => r.figures.some((f) => f.system === s.id));
+  const keys: Array<{ scenario: ScenarioId; metric: string; unit: string; better: string }> = [];
+  for (const f of r.figures) {
+    if (!keys.some((k) => k.scenario === f.scenario && k.metric === f.metric)) keys.push({ scenario: f.scenario, metric: f.metric, unit: f.unit, better: f.better });
+  }
+  const header = ["scenario", "unit", ...systems.map((s) => s.label)];
+  const rows = keys.map((k) => [
+    `${k.scenario} ${k.metric}`,
+    `${k.unit} (${k.better === "higher" ? "↑" : "↓"})`,
+    ...systems.map((s) => cell(r.figures.find((f) => f.scenario === k.scenario && f.metric === k.metric && f.system === s.id), r.figures, r.reference)),
+  ]);
+  return { header, rows };
+}
+
+export function consoleTable(r: RunResult): string {
+  const { header, rows } = matrix(r);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+const mdTable = (header: string[], rows: string[][]): string =>
+  [`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i < 2 ? "---" : "---:")).join(" | ")} |`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+
+interface Target {
+  what: string;
+  ok: boolean | null;
+  detail: string;
+}
+
+export function targets(r: RunResult): Target[] {
+  const v = (s: ScenarioId, metric: string, system: string): number | null =>
+    r.figures.find((f) => f.scenario === s && f.metric === metric && f.system === system)?.value ?? null;
+  const check = (what: string, a: number | null, b: number | null, ok: (a: number, b: number) => boolean, unit: string): Target =>
+    a === null || b === null
+      ? { what, ok: null, detail: "not measured in this run" }
+      : { what, ok: ok(a, b), detail: `okengine ${fmt(a, unit)} ${unit} vs ${fmt(b, unit)} ${unit} (${(a / b).toFixed(2)}×)` };
+  const ok = r.reference;
+  return [
+    check("S3 drain at concurrency 32 ≥ graphile-worker", v("S3", "drain, concurrency 32", ok), v("S3", "drain, concurrency 32", "graphile-worker"), (a, b) => a >= b, "jobs/s"),
+    check("S4 latency p50 ≤ graphile-worker", v("S4", "latency p50", ok), v("S4", "latency p50", "graphile-worker"), (a, b) => a <= b, "ms"),
+    check("S9 3-step workflows, 32 at a time ≥ 2× DBOS", v("S9", "3-step workflows, 32 at a time", ok), v("S9", "3-step workflows, 32 at a time", "dbos"), (a, b) => a >= 2 * b, "wf/s"),
+    check("S9 3-step workflows, 1 at a time ≥ 2× DBOS", v("S9", "3-step workflows, 1 at a time", ok), v("S9", "3-step workflows, 1 at a time", "dbos"), (a, b) => a >= 2 * b, "wf/s"),
+  ];
+}
+
+const verdict = (t: Target): string => (t.ok === null ? "—" : t.ok ? "met" : "**missed**");
+
+function machineLines(r: RunResult): string[] {
+  const m = r.machine;
+  const pgs = Object.entries(m.postgresSettings).map(([k, v]) => `${k}=${v}`).join(", ");
+  return [
+    `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}`,
+    `- PostgreSQL ${m.postgres} on the same machine (${pgs})`,
+    `- Redis ${m.redis} on the same machine, persistence: ${m.redisPersistence}`,
+    `- Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+  ];
+}
+
+export function markdownReport(r: RunResult, jsonName: string): string {
+  const { header, rows } = matrix(r);
+  const out: string[] = [
+    `# okengine vs graphile-worker, pg-boss, BullMQ, DBOS — ${r.date} (${r.mode})`,
+    "",
+    `Run by \`npm run bench${r.mode === "quick" ? " -- --quick" : ""}\` in ${Math.round(r.seconds)} s. Raw figures: [${jsonName}](./${jsonName}).`,
+    "",
+    ...machineLines(r),
+    "",
+    "## Targets (okengine on PostgreSQL, same run)",
+    "",
+    "| target | result | figures |",
+    "| --- | --- | --- |",
+    ...targets(r).map((t) => `| ${t.what} | ${verdict(t)} | ${t.detail} |`),
+    "",
+    "## All figures",
+    "",
+    `Each cell: the median of ${r.sizes.repeats} run(s), and in brackets that figure ÷ okengine (postgres)'s. ↑ higher is better, ↓ lower is better. n/a: not applicable or not measured (see the notes below).`,
+    "",
+    mdTable(header, rows),
+    "",
+    "## Per scenario",
+    "",
+  ];
+  for (const [id, title] of Object.entries(SCENARIOS) as Array<[ScenarioId, string]>) {
+    const figs = r.figures.filter((f) => f.scenario === id);
+    if (figs.length === 0) continue;
+    out.push(`### ${title}`, "", "| system | metric | figure | × okengine (postgres) | samples | notes |", "| --- | --- | ---: | ---: | --- | --- |");
+    for (const f of figs) {
+      const label = r.systems.find((s) => s.id === f.system)?.label ?? f.system;
+      const x = ratio(f, r.figures, r.reference);
+      out.push(
+        `| ${label} | ${f.metric} | ${fmt(f.value, f.unit)} ${f.value === null ? "" : f.unit} | ${x === null ? "" : `${x.toFixed(2)}×`} | ${f.samples.map((s) => fmt(s, f.unit)).join(", ")} | ${(f.note ?? "").replace(/\|/g, "/")} |`,
+      );
+    }
+    out.push("");
+  }
+  out.push("## Sizes", "", "```json", JSON.stringify(r.sizes, null, 2), "```", "", "## Configuration of each system", "");
+  for (const s of r.systems) out.push(`- **${s.label}**`, ...s.config.map((c) => `  - ${c}`));
+  out.push("", "## Method notes", "", ...r.notes.map((n) => `- ${n}`), "");
+  return out.join("\n");
+}
+
+export function readmeSection(r: RunResult, mdName: string): string {
+  const { header, rows } = matrix(r);
+  return [
+    "## Comparison with graphile-worker, pg-boss, BullMQ and DBOS",
+    "",
+    "`npm run bench` (full, ~15 min) or `npm run bench -- --quick` (~1–2 min) runs every scenario for every system against",
+    "the local PostgreSQL (and Redis for BullMQ), prints this table and writes `bench/results/<date>.json` and `.md`.",
+    "Peers live in `bench/package.json` and are installed on first use (`npm install --prefix bench`).",
+    "Options: `--only=S3,S4`, `--systems=okengine-postgres,graphile-worker`, `--repeats=N`, `--no-readme`.",
+    "",
+    `Last run: ${r.date}, ${r.mode} mode — full report: [results/${mdName}](results/${mdName}).`,
+    "",
+    ...machineLines(r),
+    "",
+    "| target (okengine on PostgreSQL) | result | figures |",
+    "| --- | --- | --- |",
+    ...targets(r).map((t) => `| ${t.what} | ${verdict(t)} | ${t.detail} |`),
+    "",
+    `Median of ${r.sizes.repeats} run(s); in brackets: ÷ okengine (postgres). ↑ higher is better, ↓ lower is better.`,
+    "",
+    mdTable(header, rows),
+    "",
+  ].join("\n");
+}
+
+/** Replaces this run's section in bench/README.md, keeping every other section. */
+export function updateReadme(file: string, section: string): void {
+  const text = existsSync(file) ? readFileSync(file, "utf8") : "# Benchmarks\n";
+  const heading = section.split("\n", 1)[0]!;
+  const start = text.indexOf(`${heading}\n`);
+  let next: string;
+  if (start === -1) next = `${text.trimEnd()}\n\n${section}`;
+  else {
+    const rest = text.slice(start + heading.length);
+    const after = rest.search(/^## /m);
+    next = text.slice(0, start) + section + (after === -1 ? "" : `\n${rest.slice(after)}`);
+  }
+  writeFileSync(file, `${next.trimEnd()}\n`);
+}
+
+export function writeResults(dir: string, r: RunResult, stem: string): { json: string; md: string } {
+  mkdirSync(dir, { recursive: true });
+  const json = `${stem}.json`;
+  const md = `${stem}.md`;
+  writeFileSync(`${dir}/${json}`, `${JSON.stringify(r, null, 2)}\n`);
+  writeFileSync(`${dir}/${md}`, markdownReport(r, json));
+  return { json, md };
+}
