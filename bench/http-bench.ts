@@ -11,7 +11,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -104,8 +104,10 @@ async function measure(kind: "raw" | "oke", scenario: (typeof scenarios)[number]
   }
 }
 
-const median = (xs: Result[], by: (r: Result) => number): Result => [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
+const median = (xs: Result[], by: (r: Result) => number): Result =>
+  [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
 
+const loadBefore = loadavg()[0]!.toFixed(2);
 const rows: string[] = [];
 for (const scenario of scenarios) {
   const results: Record<"raw" | "oke", Result[]> = { raw: [], oke: [] };
@@ -114,7 +116,9 @@ for (const scenario of scenarios) {
       const r = await measure(kind, scenario);
       if (r.errors > 0) throw new Error(`${kind} ${scenario.name}: ${r.errors} non-200 responses`);
       results[kind].push(r);
-      console.error(`${scenario.name} round ${round + 1} ${kind}: ${r.rps} req/s, ${r.cpuUsPerRequest} µs CPU/req, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms`);
+      console.error(
+        `${scenario.name} round ${round + 1} ${kind}: ${r.rps} req/s, ${r.cpuUsPerRequest} µs CPU/req, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms`,
+      );
     }
   }
   const raw = median(results.raw, (r) => r.rps);
@@ -135,7 +139,13 @@ const section = [
   `with ${CONNECTIONS} keep-alive connections, one request in flight each (raw sockets, autocannon-style).`,
   `Each figure is the median of ${ROUNDS} alternating rounds of ${SECONDS} s after a 2 s warm-up. Target: okengine >= 0.8x raw.`,
   "",
-  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, Node ${process.version}.`,
+  "Two ratios: requests/s (what a client sees, sensitive to anything else running on the machine) and",
+  "server CPU time per request (user + system, sampled by the server at the start and end of the measured",
+  "window; steadier on a shared machine). `CPU ratio` = raw µs / okengine µs, so 0.8 means okengine",
+  "spends 25% more CPU per request.",
+  "",
+  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, Node ${process.version}; load average before / after the run:`,
+  `${loadBefore} / ${loadavg()[0]!.toFixed(2)}.`,
   "",
   "| Scenario | raw req/s | okengine req/s | req/s ratio | raw µs CPU/req | okengine µs CPU/req | CPU ratio (raw/oke) | raw p50 / p99 ms | okengine p50 / p99 ms |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -23,7 +23,9 @@ const opts = JSON.parse(process.argv[2] ?? "{}") as LoadOptions;
 const body = opts.body === undefined ? "" : opts.body;
 const head =
   `${opts.method} ${opts.path} HTTP/1.1\r\nhost: 127.0.0.1:${opts.port}\r\nconnection: keep-alive\r\n` +
-  (opts.body === undefined ? "" : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`) +
+  (opts.body === undefined
+    ? ""
+    : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`) +
   "\r\n";
 const request = Buffer.from(head + body);
 
@@ -81,7 +83,8 @@ process.send?.("end");
 stopped = true;
 const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
 latencies.sort((a, b) => a - b);
-const pct = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+const pct = (p: number): number =>
+  latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
 process.stdout.write(
   `${JSON.stringify({ requests, rps: Math.round(requests / elapsed), errors, p50Ms: +pct(0.5).toFixed(2), p99Ms: +pct(0.99).toFixed(2) })}\n`,
 );

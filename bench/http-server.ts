@@ -9,16 +9,24 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { createApp, flow, http, on } from "../src/index.ts";
 
-const Order = z.object({ name: z.string().min(1), count: z.number().int().positive(), tags: z.array(z.string()) });
+const Order = z.object({
+  name: z.string().min(1),
+  count: z.number().int().positive(),
+  tags: z.array(z.string()),
+});
 const ITEM = { id: "item-1", name: "widget", price: 12.5 };
 
 async function startRaw(): Promise<number> {
   const send = (res: import("node:http").ServerResponse, status: number, body: string): void => {
-    res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+    res.writeHead(status, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(body),
+    });
     res.end(body);
   };
   const server = createServer((req, res) => {
-    if (req.method === "GET" && req.url === "/item") return send(res, 200, JSON.stringify({ ok: true, data: ITEM }));
+    if (req.method === "GET" && req.url === "/item")
+      return send(res, 200, JSON.stringify({ ok: true, data: ITEM }));
     if (req.method !== "POST" || req.url !== "/echo") return send(res, 404, '{"ok":false}');
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));

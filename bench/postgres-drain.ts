@@ -45,7 +45,11 @@ function messages(n: number, keys: number): NewMessage[] {
 }
 
 /** A worker pool of `concurrency` slots: claim up to the free slots, settle finished work in batches. */
-async function drain(store: Store, total: number, concurrency: number): Promise<{ claims: number; settles: number }> {
+async function drain(
+  store: Store,
+  total: number,
+  concurrency: number,
+): Promise<{ claims: number; settles: number }> {
   let free = concurrency;
   let done = 0;
   let claims = 0;
@@ -98,7 +102,12 @@ async function drain(store: Store, total: number, concurrency: number): Promise<
 
 async function drainScenario(label: string, n: number, keys: number): Promise<void> {
   const schema = schemaName();
-  const store = createPostgresStore({ connectionString: URL, schema, poolSize: 4, pollIntervalMs: 3_600_000 });
+  const store = createPostgresStore({
+    connectionString: URL,
+    schema,
+    poolSize: 4,
+    pollIntervalMs: 3_600_000,
+  });
   await store.open();
   try {
     const all = messages(n, keys);
@@ -108,8 +117,10 @@ async function drainScenario(label: string, n: number, keys: number): Promise<vo
     const { claims, settles } = await drain(store, n, CONCURRENCY);
     const t2 = performance.now();
     const stats = await store.stats("bench", NOW);
-    if (stats.delivered !== n || stats.pending !== 0 || stats.inflight !== 0) throw new Error(`bench: ${JSON.stringify(stats)}`);
-    const rate = (count: number, ms: number): string => `${Math.round((count / ms) * 1000).toLocaleString("en")}/s`;
+    if (stats.delivered !== n || stats.pending !== 0 || stats.inflight !== 0)
+      throw new Error(`bench: ${JSON.stringify(stats)}`);
+    const rate = (count: number, ms: number): string =>
+      `${Math.round((count / ms) * 1000).toLocaleString("en")}/s`;
     console.log(
       `${label.padEnd(34)} enqueue ${rate(n, t1 - t0).padStart(9)}  drain ${rate(n, t2 - t1).padStart(9)}` +
         `  (${(t2 - t1).toFixed(0)} ms, ${claims} claims, ${settles} settles, ${(n / settles).toFixed(1)} per settle)`,
@@ -120,11 +131,17 @@ async function drainScenario(label: string, n: number, keys: number): Promise<vo
   }
 }
 
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 async function latencyScenario(label: string, crossInstance: boolean, n = 1_000): Promise<void> {
   const schema = schemaName();
-  const producer = createPostgresStore({ connectionString: URL, schema, poolSize: 2, pollIntervalMs: 3_600_000 });
+  const producer = createPostgresStore({
+    connectionString: URL,
+    schema,
+    poolSize: 2,
+    pollIntervalMs: 3_600_000,
+  });
   await producer.open();
   const consumer = crossInstance
     ? createPostgresStore({ connectionString: URL, schema, poolSize: 2, pollIntervalMs: 3_600_000 })
@@ -140,7 +157,10 @@ async function latencyScenario(label: string, crossInstance: boolean, n = 1_000)
       const at = performance.now();
       if (got.length > 0) {
         claimed?.(at);
-        await consumer.settle([{ id: got[0]!.id, worker: "c", attempt: got[0]!.attempts, status: "delivered" }], NOW);
+        await consumer.settle(
+          [{ id: got[0]!.id, worker: "c", attempt: got[0]!.attempts, status: "delivered" }],
+          NOW,
+        );
       }
     } finally {
       busy = false;
@@ -154,7 +174,10 @@ async function latencyScenario(label: string, crossInstance: boolean, n = 1_000)
     for (let i = 0; i < n; i++) {
       const got = new Promise<number>((resolve) => (claimed = resolve));
       const t0 = performance.now();
-      await producer.enqueue([{ id: `l${i}`, signal: "lat", key: null, payload: { i }, parentRunId: null }], NOW);
+      await producer.enqueue(
+        [{ id: `l${i}`, signal: "lat", key: null, payload: { i }, parentRunId: null }],
+        NOW,
+      );
       samples.push((await got) - t0);
       while (busy) await new Promise((r) => setImmediate(r)); // let the settle finish before the next emit
     }
@@ -175,7 +198,9 @@ async function main(): Promise<void> {
   await c.connect();
   const { rows } = await c.query<{ v: string }>("SELECT current_setting('server_version') AS v");
   await c.end();
-  console.log(`postgres-drain: PostgreSQL ${rows[0]!.v}, node ${process.version}, concurrency ${CONCURRENCY}`);
+  console.log(
+    `postgres-drain: PostgreSQL ${rows[0]!.v}, node ${process.version}, concurrency ${CONCURRENCY}`,
+  );
   await drainScenario("unkeyed 100 000", 100_000, 0);
   await drainScenario("keyed 100 000 over 1 000 keys", 100_000, 1_000);
   await drainScenario("hot keys 10 000 over 8 keys", 10_000, 8);

@@ -10,7 +10,7 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { ToChild, ToParent } from "./crash-worker.ts";
-import { signalled, sleep, until } from "./env.ts";
+import { signalled, sleep, until, type Signalled } from "./env.ts";
 import type { Progress } from "./progress.ts";
 import type { Figure, QueueSystem, Sizes } from "./types.ts";
 
@@ -32,7 +32,7 @@ interface Tally {
   done: Map<number, number>;
   inflightA: Set<number>;
   startsA: number;
-  enqueued: ReturnType<typeof signalled>;
+  enqueued: Signalled<void>;
   errors: string[];
 }
 
@@ -81,7 +81,7 @@ async function stopWorker(w: Worker | undefined): Promise<void> {
 
 export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Progress }): Promise<Figure[]> {
   const n = ctx.sizes.s7Jobs;
-  const waitMs = ctx.sizes.capSeconds * 1_000;
+  const waitMs = ctx.sizes.s7WaitSeconds * 1_000;
   const ns = await system.fresh();
   const tally: Tally = { starts: new Map(), done: new Map(), inflightA: new Set(), startsA: 0, enqueued: signalled(), errors: [] };
   let a: Worker | undefined;
@@ -115,8 +115,9 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     await until(allDone, waitMs, 10);
     await sleep(JOB_MS * 2); // a late duplicate would land here
     const reruns = inflight.map(rerunAt);
-    const recovered = reruns.every((t) => t !== undefined);
-    const recoverS = recovered ? (Math.max(...(reruns as number[])) - killedAt) / 1_000 : null;
+    const rerunTimes = reruns.filter((t): t is number => t !== undefined);
+    const recovered = rerunTimes.length === reruns.length;
+    const recoverS = recovered ? (Math.max(...rerunTimes) - killedAt) / 1_000 : null;
     let duplicates = 0;
     for (const c of tally.done.values()) duplicates += Math.max(0, c - 1);
     const lost = n - tally.done.size;
@@ -124,7 +125,7 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     const checks = { jobs: n, inflightAtKill: inflight.length, rerun: inflight.length - stranded, duplicates, notCompleted: lost };
     const note = recovered
       ? `${inflight.length} in flight at the kill, all re-run; ${duplicates} duplicate completions, ${lost} not completed`
-      : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.capSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`;
+      : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.s7WaitSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`;
     return [
       {
         scenario: "S7",

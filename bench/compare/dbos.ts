@@ -49,9 +49,9 @@ export function dbosWorkflows(version: string): WorkflowSystem {
         ),
         sleeper: DBOS.registerWorkflow(
           async (i: number, ms: number) => {
-            if (!sleptAt.has(i)) sleptAt.set(i, Date.now());
+            if (!sleptAt.has(i)) sleptAt.set(i, performance.now());
             await DBOS.sleep(ms);
-            waiters.get(i)?.(Date.now() - sleptAt.get(i)! - ms);
+            waiters.get(i)?.(performance.now() - sleptAt.get(i)! - ms);
           },
           { name: "bench_sleep" },
         ),

@@ -86,8 +86,13 @@ export async function until(check: () => boolean | Promise<boolean>, timeoutMs: 
   }
 }
 
+export interface Signalled<T> {
+  promise: Promise<T>;
+  resolve: (v: T) => void;
+}
+
 /** A promise with its resolver, for "the N-th handler ran". */
-export function signalled<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
+export function signalled<T = void>(): Signalled<T> {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };

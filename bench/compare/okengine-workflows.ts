@@ -36,9 +36,9 @@ export function okengineWorkflows(driver: JournalDriverName): WorkflowSystem {
         durable: true,
         do: async ({ i, ms }, fx) => {
           // Code before a sleep runs again on resume: only the first pass stamps the start.
-          if (!sleptAt.has(i)) sleptAt.set(i, Date.now());
+          if (!sleptAt.has(i)) sleptAt.set(i, performance.now());
           await fx.clock.sleep("nap", `${ms}ms`);
-          waiters.get(i)?.(Date.now() - sleptAt.get(i)! - ms);
+          waiters.get(i)?.(performance.now() - sleptAt.get(i)! - ms);
         },
       });
       const app = createApp({

@@ -119,6 +119,8 @@ export interface Sizes {
   s6: number;
   s6Retries: number;
   s7Jobs: number;
+  /** Seconds S7 waits after the kill for every in-flight job to run again. */
+  s7WaitSeconds: number;
   s9: number;
   s9Sleeps: number;
   /** Seconds after which a throughput scenario stops and reports the rate so far. */

@@ -73,27 +73,38 @@ export async function driveRun(
   }
 }
 
-/** Renews the lease every third of leaseMs on the app's clock, so a long step is never picked up elsewhere. */
+/**
+ * Renews the lease every third of leaseMs on the app's clock, so a long step
+ * is never picked up elsewhere. The next beat is armed when this one fires,
+ * not when its write returns, so a slow store never lets beats drift late.
+ */
 function heartbeat(deps: DurableDeps, runId: string, owner: string, session: JournalSession): () => void {
   let cancel: (() => void) | undefined;
   let stopped = false;
+  let renewing = false;
   const every = Math.max(1, Math.floor(deps.leaseMs / 3));
-  const arm = (): void => {
+  const beat = (at: number): void => {
     if (stopped) return;
-    cancel = deps.clock.at(deps.clock.now() + every, () => {
-      void deps.store
+    cancel = deps.clock.at(at, () => {
+      // Beats missed while the clock jumped (time travel, a stalled event loop) are not replayed.
+      const now = deps.clock.now();
+      beat(at + every > now ? at + every : now + every);
+      if (renewing) return;
+      renewing = true;
+      deps.store
         .renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
-        .then(arm, (e: unknown) => {
+        .catch((e: unknown) => {
           if (stopped) return;
-          if (e instanceof JournalLeaseBusy) session.markLost(e);
-          else {
-            deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; retrying");
-            arm();
-          }
-        });
+          if (e instanceof JournalLeaseBusy) {
+            session.markLost(e);
+            stopped = true;
+            cancel?.();
+          } else deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; the next beat retries");
+        })
+        .finally(() => (renewing = false));
     });
   };
-  arm();
+  beat(deps.clock.now() + every);
   return () => {
     stopped = true;
     cancel?.();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ClockResourceNotFoundError, flow, http, JournalLeaseBusy, on, signal } from "../../src/index.ts";
+import { ClockResourceNotFoundError, createTimeTravel, flow, http, JournalLeaseBusy, on, signal } from "../../src/index.ts";
 import type { Store } from "../../src/store/types.ts";
 import { appFactory, gate, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
@@ -225,10 +225,10 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const counts = { mark: 0, notify: 0 };
     const store = await apps.store();
     // A run left `running` by an instance that died: its lease lapses.
-    const first = await apps.make([], { store });
-    const now = first.clock.now();
-    await store.startRun({ id: "orphan-1", flow: "trials.start", input: { email: "o@b.co" }, parentRunId: null, owner: "dead-instance", now, leaseMs: 30_000 });
-    first.time.advance("31s");
+    const time = createTimeTravel(1_000_000);
+    await store.open();
+    await store.startRun({ id: "orphan-1", flow: "trials.start", input: { email: "o@b.co" }, parentRunId: null, owner: "dead-instance", now: time.now(), leaseMs: 30_000 });
+    time.advance("31s");
     const scan = gate();
     const slowScan: Store = new Proxy(store, {
       get(target, prop, receiver) {
@@ -237,7 +237,7 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
-    const app = await apps.make([{ t: trial(counts, "1h") }], { store: slowScan, time: first.time, boot: false });
+    const app = await apps.make([{ t: trial(counts, "1h") }], { store: slowScan, time, boot: false });
     const booting = app.boot();
     await until(() => !app.readiness().ready && (app.readiness() as { reason: string }).reason === "orphan_scan", "orphan scan state");
     const res = await app.request("/_/ready");

@@ -142,4 +142,51 @@ describe("postgres claim under concurrency", () => {
     });
     expect(again).toEqual([]);
   });
+  it("a hot key's backlog longer than the walk does not hide other keys' heads or unkeyed work behind it", async () => {
+    const store = stores[0]!;
+    const signal = "sig.hot";
+    const hot = Array.from({ length: 400 }, (_, i) =>
+      msg(`hot-${String(i).padStart(3, "0")}`, "hot", signal),
+    );
+    await store.enqueue(hot, T0);
+    await store.enqueue(
+      [msg("b-1", "b", signal), msg("c-1", "c", signal), msg("u-1", null, signal), msg("b-2", "b", signal)],
+      T0,
+    );
+    const claim = (worker: string, now = T0) => store.claim({ signal, worker, max: 10, now, leaseMs: LEASE });
+    const first = await claim("w1");
+    expect(first.map((c) => c.id)).toEqual(["hot-000", "b-1", "c-1", "u-1"]);
+    expect(await claim("w2")).toEqual([]);
+    const res = await store.settle(
+      first
+        .filter((c) => c.key === "hot" || c.key === "b")
+        .map((c) => ({ id: c.id, worker: c.lockedBy, attempt: c.attempts, status: "delivered" as const })),
+      T0,
+    );
+    expect(res.applied).toEqual(["hot-000", "b-1"]);
+    expect((await claim("w3")).map((c) => c.id)).toEqual(["hot-001", "b-2"]);
+  });
+
+  it("pruneDelivered removes delivered rows in batches and keeps dead ones", async () => {
+    const store = stores[0]!;
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      await admin.query(
+        `INSERT INTO "${schema}".messages (id, signal, key, payload, status, created_at, updated_at)
+         SELECT 'old-' || g, 'sig.prune', NULL, '{}', CASE WHEN g % 1000 = 0 THEN 'dead' ELSE 'delivered' END, $1, $1
+         FROM generate_series(1, 25000) g`,
+        [T0 - 1_000], // older than every other row of this file's schema
+      );
+      await admin.query(
+        `INSERT INTO "${schema}".messages (id, signal, key, payload, status, created_at, updated_at)
+         VALUES ('recent', 'sig.prune', NULL, '{}', 'delivered', $1, $1)`,
+        [T0 - 500],
+      );
+    } finally {
+      await admin.end();
+    }
+    expect(await store.pruneDelivered(T0 - 500)).toBe(24_975); // strictly before the cut-off
+    expect(await store.stats("sig.prune", T0)).toMatchObject({ delivered: 1, dead: 25 });
+  });
 });

@@ -1,5 +1,5 @@
 import type { ClaimedMessage, ClaimRequest } from "../types.ts";
-import { type PgContext, q } from "./postgres-context.ts";
+import { type PgContext, q, stmt } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -14,9 +14,10 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
  * Parts, each `FOR UPDATE SKIP LOCKED` so concurrent claimers take disjoint rows:
  * - reclaim: expired inflight rows (messages_inflight index).
  * - unkeyed: messages_ready_unkeyed in seq order; stops at LIMIT, O(max).
- * - keyed: messages_ready_keyed in seq order, at most WALK rows examined. A
- *   row whose key has an older unfinished message is skipped, so a backlog of
- *   blocked keys would otherwise be walked row by row on every claim.
+ * - keyed: messages_ready_keyed in seq order, at most max(WALK, 4·max) rows
+ *   examined. Rows of keys held right now (`busy`, from the small inflight
+ *   index) are dropped by an array test, the rest need a head probe. Without
+ *   the bound a backlog of blocked keys was walked row by row on every claim.
  * - loose: only when the keyed walk came back short AND was cut off: a loose
  *   index scan over distinct keys (messages_key_head), one probe per key, up
  *   to LOOSE_KEYS keys, finds the heads further back.
@@ -89,11 +90,15 @@ keyed AS (
     SELECT w.id, w.seq FROM (
       SELECT id, seq, key FROM ${s}.messages
       WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
-      ORDER BY seq LIMIT ${WALK}) w
+      ORDER BY seq LIMIT GREATEST(${WALK}, 4 * $3)) w
     WHERE w.key <> ALL ((SELECT keys FROM busy)::text[])
-      AND NOT EXISTS (
+      -- CASE keeps this a per-row index probe; a NOT EXISTS would be planned as an anti
+      -- join, and the generic plan of the prepared statement chose a bitmap scan of the
+      -- whole signal per row (measured: 3.8 s per claim at 60 000 queued).
+      AND CASE WHEN EXISTS (
         SELECT 1 FROM ${s}.messages o
         WHERE o.signal = $1 AND o.key = w.key AND o.seq < w.seq AND o.status IN ('pending', 'inflight'))
+      THEN false ELSE true END
     ORDER BY w.seq
     OFFSET 0 -- a fence: heads are found here, before the join calls the guard (in seq order, lazily)
   ) h
@@ -108,7 +113,7 @@ short AS (
   WHERE (SELECT count(*) FROM keyed) < (SELECT n FROM need)
     AND EXISTS (SELECT 1 FROM ${s}.messages
                 WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
-                ORDER BY seq OFFSET ${WALK} LIMIT 1)
+                ORDER BY seq OFFSET GREATEST(${WALK}, 4 * $3) LIMIT 1)
 ),
 loose_keys (key, depth) AS (
   (SELECT key, 1 FROM ${s}.messages
@@ -159,7 +164,7 @@ export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedM
     ctx.pool,
     claimSql(ctx.s),
     [req.signal, req.now, req.max, req.worker, req.leaseMs],
-    `oke_claim_${ctx.schema}`,
+    stmt(ctx, "claim"),
   );
   // Reclaimed (ord1 = old expiry) before ready (ord1 NULL), then emit order.
   rows.sort((a, b) => (a.ord1 ?? Infinity) - (b.ord1 ?? Infinity) || a.ord2 - b.ord2);

@@ -15,13 +15,17 @@ export type Queryable = Pick<pg.ClientBase, "query">;
 /** What every module of the driver shares. */
 export interface PgContext {
   pool: pg.Pool;
-  /** Unquoted schema name: prefixes prepared-statement names (≤ 63 chars). */
+  /** Unquoted schema name (≤ 48 chars): suffix of prepared-statement names, which must fit 63. */
   schema: string;
   /** Quoted schema identifier, ready to prefix table names. */
   s: string;
   /** NOTIFY channel (unquoted; pg_notify takes it as text). */
   channel: string;
-  /** false in poll-only mode: no NOTIFY is sent. */
+  /**
+   * false in poll-only mode: no NOTIFY is sent, and no named prepared
+   * statements either (PgBouncer transaction pooling may run them on another
+   * server connection).
+   */
   notify: boolean;
   /** This store instance's id, stamped on its own notifications. */
   origin: string;
@@ -53,6 +57,15 @@ export async function q<R extends object>(
   values: readonly unknown[],
   name?: string,
 ): Promise<{ rows: R[]; rowCount: number }> {
-  const res = await db.query<R>({ text, values: values as unknown[], types: pgTypes, ...(name === undefined ? {} : { name }) });
+  const res = await db.query<R>({
+    text,
+    values: values as unknown[],
+    types: pgTypes,
+    ...(name === undefined ? {} : { name }),
+  });
   return { rows: res.rows, rowCount: res.rowCount ?? 0 };
 }
+
+/** Prepared-statement name for a hot statement, or undefined in poll-only (PgBouncer) mode. */
+export const stmt = (ctx: PgContext, base: string): string | undefined =>
+  ctx.notify ? `oke_${base}_${ctx.schema}` : undefined;

@@ -28,7 +28,7 @@ export const postgresStoreErrors = {
     new OkeError({
       code: "OKE1333",
       message: `Invalid postgres schema name "${schema}".`,
-      fix: "Use letters, digits and underscores, starting with a letter or underscore (at most 50 characters).",
+      fix: "Use letters, digits and underscores, starting with a letter or underscore (at most 48 characters).",
       details: { schema },
     }),
 } as const;

@@ -18,6 +18,12 @@ export async function migrate(
 ): Promise<number[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
+  // A checked-out client has no pool listener: without this, a connection
+  // dropped between two statements would be an unhandled 'error' (a crash).
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on("error", onError);
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [
@@ -52,6 +58,7 @@ export async function migrate(
     });
     throw err;
   } finally {
+    client.off("error", onError);
     client.release(broken);
   }
 }

@@ -105,11 +105,22 @@ export async function nextLeaseExpiry(ctx: PgContext, signal: string): Promise<n
   return rows[0]?.at ?? null;
 }
 
+/**
+ * Deletes in batches of PRUNE_BATCH rows, each its own short statement, so a
+ * large backlog of delivered rows never holds one long transaction.
+ */
+const PRUNE_BATCH = 10_000;
+
 export async function pruneDelivered(ctx: PgContext, before: number): Promise<number> {
-  const { rowCount } = await q(
-    ctx.pool,
-    `DELETE FROM ${ctx.s}.messages WHERE status = 'delivered' AND updated_at < $1`,
-    [before],
-  );
-  return rowCount;
+  let total = 0;
+  for (;;) {
+    const { rowCount } = await q(
+      ctx.pool,
+      `DELETE FROM ${ctx.s}.messages WHERE id IN (
+         SELECT id FROM ${ctx.s}.messages WHERE status = 'delivered' AND updated_at < $1 LIMIT $2)`,
+      [before, PRUNE_BATCH],
+    );
+    total += rowCount;
+    if (rowCount < PRUNE_BATCH) return total;
+  }
 }

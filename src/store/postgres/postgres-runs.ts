@@ -94,8 +94,10 @@ export async function releaseRun(
 }
 
 /**
- * Due sleepers, earliest first, in one statement. SKIP LOCKED lets instances
- * claim disjoint batches; a run acquired meanwhile fails the recheck.
+ * Runs that need an owner, earliest deadline first (ties by id): sleepers
+ * whose wake_at passed, and running runs whose lease expired without being
+ * released (a dead instance's). One statement; SKIP LOCKED lets instances
+ * claim disjoint batches, and a run acquired meanwhile fails the recheck.
  */
 export async function claimDueRuns(
   ctx: PgContext,
@@ -105,15 +107,16 @@ export async function claimDueRuns(
   const { rows } = await q<RunRow & { due_at: number }>(
     ctx.pool,
     `WITH due AS (
-       SELECT id, wake_at FROM ${ctx.s}.runs
-       WHERE status = 'sleeping' AND wake_at <= $2
-       ORDER BY wake_at, id COLLATE "C"
+       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
+       FROM ${ctx.s}.runs
+       WHERE (status = 'sleeping' AND wake_at <= $2) OR (status = 'running' AND lease_expires_at <= $2)
+       ORDER BY due_at, id COLLATE "C"
        LIMIT $3
        FOR UPDATE SKIP LOCKED)
      UPDATE ${ctx.s}.runs r
      SET status = 'running', wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
      FROM due WHERE r.id = due.id
-     RETURNING r.*, due.wake_at AS due_at`,
+     RETURNING r.*, due.due_at`,
     [req.owner, req.now, req.max, req.leaseMs],
   );
   rows.sort((a, b) => a.due_at - b.due_at || (a.id < b.id ? -1 : 1));
@@ -138,10 +141,12 @@ export async function listOrphans(ctx: PgContext, now: number, limit?: number): 
   return rows.map(toRunRecord);
 }
 
+/** Earliest deadline: a sleeper's wake_at or a running run's lease expiry. */
 export async function nextWakeAt(ctx: PgContext): Promise<number | null> {
   const { rows } = await q<{ at: number | null }>(
     ctx.pool,
-    `SELECT min(wake_at) AS at FROM ${ctx.s}.runs WHERE status = 'sleeping'`,
+    `SELECT LEAST((SELECT min(wake_at) FROM ${ctx.s}.runs WHERE status = 'sleeping'),
+                  (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'running')) AS at`,
     [],
   );
   return rows[0]?.at ?? null;

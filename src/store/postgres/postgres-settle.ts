@@ -1,5 +1,5 @@
 import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, q, unique } from "./postgres-context.ts";
+import { type PgContext, q, stmt, unique } from "./postgres-context.ts";
 
 /**
  * Batched settle: one UPDATE … FROM jsonb_to_recordset applies every outcome,
@@ -19,10 +19,15 @@ WITH input AS (
     jsonb_to_recordset($1::jsonb) AS (id text, worker text, attempt integer, status text, failure jsonb)
   ) WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
 ),
+locked AS (
+  -- Row locks taken in id order: two batches that share rows (a stale holder's and
+  -- the current holder's) queue behind each other instead of deadlocking.
+  SELECT m.id FROM ${s}.messages m WHERE m.id IN (SELECT id FROM input) ORDER BY m.id FOR UPDATE
+),
 valid AS (
   -- Of several settlements for one id, the first that passes the fence wins, as if applied one by one.
   SELECT DISTINCT ON (i.id) i.*
-  FROM input i JOIN ${s}.messages m
+  FROM input i JOIN locked l ON l.id = i.id JOIN ${s}.messages m
     ON m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
   ORDER BY i.id, i.ord
 ),
@@ -70,7 +75,7 @@ export async function settle(
     ctx.pool,
     settleSql(ctx.s),
     [input, now, ctx.notify ? ctx.channel : null, ctx.origin],
-    `oke_settle_${ctx.schema}`,
+    stmt(ctx, "settle"),
   );
   const row = rows[0];
   const appliedSet = new Set(row?.applied ?? []);

@@ -44,8 +44,10 @@ export interface PostgresStoreOptions {
    * Wake-ups through LISTEN/NOTIFY: every commit that makes work claimable
    * sends one NOTIFY, and a dedicated LISTEN connection turns notifications
    * from any process into `subscribe()` events. Set `false` behind PgBouncer in
-   * transaction pooling mode (LISTEN needs a session): no NOTIFY is sent and
-   * workers are woken by a timer every `pollIntervalMs` instead.
+   * transaction pooling mode (LISTEN needs a session): no NOTIFY is sent,
+   * workers are woken by a timer every `pollIntervalMs` instead, and the hot
+   * statements are not prepared by name (the next transaction may run on
+   * another server connection).
    *
    * @default true
    */
@@ -71,7 +73,7 @@ const silent: PgLogger = { warn: () => undefined, error: () => undefined };
 
 /** Store name → quoted identifier; names are restricted so they can live inside SQL text. */
 function schemaIdent(schema: string): string {
-  if (!/^[A-Za-z_][A-Za-z0-9_]{0,49}$/.test(schema)) throw postgresStoreErrors.badSchemaName(schema);
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(schema)) throw postgresStoreErrors.badSchemaName(schema);
   return quoteIdent(schema);
 }
 

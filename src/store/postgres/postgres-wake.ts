@@ -86,7 +86,12 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
   };
 
   const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: o.connectionString, application_name: o.applicationName });
+    // TCP keepalive: a connection silently dropped by the network is noticed, not waited on forever.
+    const c = new pg.Client({
+      connectionString: o.connectionString,
+      application_name: o.applicationName,
+      keepAlive: true,
+    });
     // Attached before connect so an early failure is never an unhandled 'error'.
     c.on("error", (err) => lost(c, err));
     c.on("end", () => lost(c, undefined));

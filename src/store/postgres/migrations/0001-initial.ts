@@ -33,11 +33,13 @@ CREATE INDEX messages_ready_unkeyed ON ${s}.messages (signal, seq) WHERE status 
 CREATE INDEX messages_ready_keyed ON ${s}.messages (signal, seq) WHERE status = 'pending' AND key IS NOT NULL;
 -- Inflight predicate: lazy reclaim (lease_expires_at <= now) and nextLeaseExpiry.
 CREATE INDEX messages_inflight ON ${s}.messages (signal, lease_expires_at) WHERE status = 'inflight';
+-- Keys held right now: the claim's busy-key set and the guard's "live lease in this key?" probe.
+CREATE INDEX messages_key_inflight ON ${s}.messages (signal, key) WHERE status = 'inflight' AND key IS NOT NULL;
 -- Head-of-key: "is there an older non-terminal message of this (signal, key)" is one probe.
 CREATE INDEX messages_key_head ON ${s}.messages (signal, key, seq)
   WHERE key IS NOT NULL AND status IN ('pending', 'inflight');
 -- Dead letters oldest first, and pruning of delivered rows.
-CREATE INDEX messages_dead ON ${s}.messages (signal, seq) WHERE status = 'dead';
+CREATE INDEX messages_dead ON ${s}.messages (signal, created_at, seq) WHERE status = 'dead';
 CREATE INDEX messages_delivered ON ${s}.messages (updated_at) WHERE status = 'delivered';
 
 /*
@@ -74,10 +76,10 @@ CREATE TABLE ${s}.runs (
   updated_at bigint NOT NULL
 );
 
--- Sleeping runs by deadline: claimDueRuns and nextWakeAt.
+-- Deadlines of claimDueRuns and nextWakeAt: a sleeper's wake_at (partial index
+-- on sleeping runs), a running run's lease expiry (a dead instance's run).
 CREATE INDEX runs_wake ON ${s}.runs (wake_at) WHERE status = 'sleeping';
--- Boot orphan scan over non-terminal runs.
-CREATE INDEX runs_active ON ${s}.runs (lease_expires_at) WHERE status IN ('running', 'sleeping');
+CREATE INDEX runs_lease ON ${s}.runs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX runs_list ON ${s}.runs (status, flow, created_at);
 
 -- One row per (run, seq): appending a step writes one row, never the whole journal.

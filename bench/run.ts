@@ -1,0 +1,163 @@
+/**
+ * `npm run bench` — okengine against graphile-worker, pg-boss, BullMQ and
+ * DBOS, every scenario of bench/README.md on the local PostgreSQL (and Redis
+ * for BullMQ), in one process, one measurement after another.
+ *
+ *   npm run bench                      full mode (~15 min, 3 repeats, medians)
+ *   npm run bench -- --quick           about a minute or two, 1 repeat, small sizes
+ *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
+ *
+ * Peers live only in bench/package.json; they are installed on first use.
+ * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/okengine_bench, created if
+ * missing), BENCH_REDIS_HOST / BENCH_REDIS_PORT (127.0.0.1:6379).
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+const here = (p: string): string => fileURLToPath(new URL(p, import.meta.url));
+const args = process.argv.slice(2);
+const flag = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+
+if (!existsSync(here("./node_modules"))) {
+  console.error("bench: installing the peer systems into bench/node_modules (npm install --prefix bench) …");
+  const r = spawnSync("npm", ["install", "--prefix", here("."), "--no-audit", "--no-fund"], { stdio: "inherit" });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+// Imported after the install so that a missing peer is installed before anything loads.
+const { s7 } = await import("./compare/crash.ts");
+const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase } = await import("./compare/env.ts");
+const { dbosWorkflows } = await import("./compare/dbos.ts");
+const { okengineWorkflows } = await import("./compare/okengine-workflows.ts");
+const { Progress } = await import("./compare/progress.ts");
+const report = await import("./compare/report.ts");
+const scenarios = await import("./compare/scenarios.ts");
+const { queueSystems, REFERENCE } = await import("./compare/systems.ts");
+const { s9 } = await import("./compare/workflows.ts");
+type Figure = import("./compare/types.ts").Figure;
+type ScenarioId = import("./compare/types.ts").ScenarioId;
+type Sizes = import("./compare/types.ts").Sizes;
+
+const quick = args.includes("--quick");
+const sizes: Sizes = quick
+  ? { s1: 300, s2: 2_000, s3: 10_000, s4: 200, s5Keys: 100, s5PerKey: 20, s6: 1_000, s6Retries: 1, s7Jobs: 40, s7WaitSeconds: 8, s9: 200, s9Sleeps: 20, capSeconds: 3, latencyCapSeconds: 3, repeats: 1 }
+  : { s1: 2_000, s2: 100_000, s3: 100_000, s4: 1_000, s5Keys: 1_000, s5PerKey: 50, s6: 10_000, s6Retries: 2, s7Jobs: 200, s7WaitSeconds: 15, s9: 2_000, s9Sleeps: 100, capSeconds: 10, latencyCapSeconds: 15, repeats: 3 };
+if (flag("repeats")) sizes.repeats = Number(flag("repeats"));
+const only = flag("only")?.split(",") as ScenarioId[] | undefined;
+const pick = flag("systems")?.split(",");
+
+const versionOf = (pkg: string): string => {
+  try {
+    return (JSON.parse(readFileSync(here(`./node_modules/${pkg}/package.json`), "utf8")) as { version: string }).version;
+  } catch {
+    return "not installed";
+  }
+};
+const versions = Object.fromEntries(["graphile-worker", "pg-boss", "bullmq", "ioredis", "@dbos-inc/dbos-sdk"].map((p) => [p, versionOf(p)]));
+
+// DBOS's pg client prints a deprecation warning that would break the progress lines.
+process.noDeprecation = true;
+// okengine's timers are unref'd (a server keeps the process alive); this bench process has no server.
+const keepAlive = setInterval(() => undefined, 1_000);
+
+const queue = queueSystems().filter((s) => !pick || pick.includes(s.id));
+const workflows = [okengineWorkflows("memory"), okengineWorkflows("file"), okengineWorkflows("postgres"), dbosWorkflows(versions["@dbos-inc/dbos-sdk"]!)].filter(
+  (s) => !pick || pick.includes(s.id),
+);
+const QUEUE_SCENARIOS = { S1: scenarios.s1, S2: scenarios.s2, S3: scenarios.s3, S4: scenarios.s4, S5: scenarios.s5, S6: scenarios.s6, S7: s7 } as const;
+const wanted = (id: ScenarioId): boolean => !only || only.includes(id);
+
+type Step = { scenario: ScenarioId; system: string; run: () => Promise<Figure[]>; skip?: string };
+const steps: Step[] = [];
+for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<[keyof typeof QUEUE_SCENARIOS, (typeof QUEUE_SCENARIOS)[keyof typeof QUEUE_SCENARIOS]]>) {
+  if (!wanted(id)) continue;
+  for (const system of queue) {
+    if (system.only && !system.only.includes(id)) continue;
+    // S2 is where the store-bulk variant differs; S1 would only repeat okengine (postgres).
+    steps.push({ scenario: id, system: system.id, run: () => fn(system, { sizes, progress }), ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}) });
+  }
+}
+if (wanted("S9")) for (const w of workflows) steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes, progress }) });
+
+const progress = new Progress(steps.length);
+const started = performance.now();
+await ensureDatabase();
+const leftovers = await dropLeftoverSchemas(["oke_bench", "gw_bench", "pgboss_bench", "dbos_bench"]);
+const machine = await describeMachine();
+progress.note(
+  `bench ${quick ? "quick" : "full"}: ${steps.length} measurements, ${sizes.repeats} repeat(s); ${machine.cpus} cores, node ${machine.node}, PostgreSQL ${machine.postgres} ` +
+    `(synchronous_commit ${machine.postgresSettings.synchronous_commit}) at ${DATABASE_URL.replace(/\/\/[^@]*@/, "//")}; Redis ${machine.redis}` +
+    (leftovers ? `; dropped ${leftovers} schemas left by an earlier run` : ""),
+);
+
+const figures: Figure[] = [];
+for (const step of steps) {
+  progress.begin(`${step.scenario} ${step.system}`);
+  if (step.skip) {
+    figures.push({ scenario: step.scenario, metric: "(n/a)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: step.skip });
+    progress.end(`n/a — ${step.skip}`);
+    continue;
+  }
+  try {
+    const got = await step.run();
+    figures.push(...got);
+    progress.end(got.map((f) => `${f.metric}: ${f.value === null ? "n/a" : `${f.value.toFixed(f.unit === "jobs/s" || f.unit === "wf/s" ? 0 : 2)} ${f.unit}`}`).join(" · "));
+  } catch (e) {
+    const message = e instanceof Error ? e.message : String(e);
+    figures.push({ scenario: step.scenario, metric: "(error)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: `error: ${message.slice(0, 300)}` });
+    progress.end(`FAILED: ${message.slice(0, 200)}`);
+  }
+}
+clearInterval(keepAlive);
+
+// n/a rows carry a placeholder metric: give them every metric of their scenario so the tables line up.
+const filled: Figure[] = [];
+for (const f of figures) {
+  if (f.value !== null || (f.metric !== "(n/a)" && f.metric !== "(error)")) {
+    filled.push(f);
+    continue;
+  }
+  const metrics = [...new Set(figures.filter((g) => g.scenario === f.scenario && !g.metric.startsWith("(")).map((g) => g.metric))];
+  for (const metric of metrics.length ? metrics : [f.metric]) {
+    const like = figures.find((g) => g.scenario === f.scenario && g.metric === metric);
+    filled.push({ ...f, metric, unit: like?.unit ?? "", better: like?.better ?? "higher" });
+  }
+}
+
+const all = [...queue, ...workflows.filter((w) => !queue.some((q) => q.id === w.id))];
+const result: import("./compare/report.ts").RunResult = {
+  date: new Date().toISOString(),
+  mode: quick ? "quick" : "full",
+  seconds: (performance.now() - started) / 1_000,
+  machine,
+  versions,
+  sizes,
+  reference: REFERENCE,
+  systems: all.map((s) => {
+    const w = workflows.find((x) => x.id === s.id);
+    const q = queue.find((x) => x.id === s.id);
+    const crash = q?.crashNote ? [`S7: ${q.crashNote}`] : [];
+    return { id: s.id, label: s.label, config: [...(q?.describe() ?? []), ...crash, ...(w ? w.describe().map((l) => `S9: ${l}`) : [])] };
+  }),
+  figures: filled,
+  notes: [
+    "One process runs every measurement in turn; each measurement gets a fresh namespace (PostgreSQL schema in the bench database, temp directory, or Redis key prefix) that is dropped afterwards.",
+    "Durability: PostgreSQL with synchronous_commit and fsync as listed above for okengine, graphile-worker, pg-boss and DBOS; the okengine file driver fdatasyncs before a call resolves; BullMQ's durability is the Redis persistence listed above.",
+    `Throughput scenarios stop after ${sizes.capSeconds} s and report the rate so far (marked "capped"); S4 takes samples for at most ${sizes.latencyCapSeconds} s per run.`,
+    "S3/S5: jobs are preloaded with each system's fastest batch call (untimed); the clock runs from the first handler start to the last job's handler.",
+    "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
+    `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
+    "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
+    "The machine has 2 cores shared by Node, PostgreSQL and Redis, and other work ran on it: expect noise; full mode takes the median of 3 runs.",
+  ],
+};
+
+const stem = `${result.date.slice(0, 10)}${quick ? "-quick" : ""}`;
+const files = report.writeResults(here("./results"), result, stem);
+if (!args.includes("--no-readme")) report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
+console.log(report.consoleTable(result));
+console.log("");
+for (const t of report.targets(result)) console.log(`${t.ok === null ? "·" : t.ok ? "✓" : "✗"} ${t.what}: ${t.detail}`);
+console.log(`\nwrote bench/results/${files.json} and bench/results/${files.md}${args.includes("--no-readme") ? "" : "; updated bench/README.md"}`);
+process.exit(0);

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Store } from "../types.ts";
+import { dropSchema, freshSchema, openStore } from "./test-support.ts";
+
+const T0 = 1_700_000_000_000;
+const LEASE = 30_000;
+
+describe("postgres journal across instances", () => {
+  const schema = freshSchema("journal");
+  const stores: Store[] = [];
+  beforeAll(async () => {
+    for (let i = 0; i < 4; i++)
+      stores.push(await openStore(schema, { poolSize: 2, pollIntervalMs: 3_600_000 }));
+  });
+  afterAll(async () => {
+    for (const s of stores) await s.close();
+    await dropSchema(schema);
+  });
+  const start = (id: string, owner = "inst-0", now = T0) =>
+    stores[0]!.startRun({ id, flow: "f", input: { id }, parentRunId: null, owner, now, leaseMs: LEASE });
+
+  it("entries and emits are one statement: a duplicate emitted id rolls the entries back too", async () => {
+    await start("r-dup");
+    await stores[0]!.enqueue([{ id: "taken", signal: "s", key: null, payload: 1, parentRunId: null }], T0);
+    await expect(
+      stores[1]!.append({
+        runId: "r-dup",
+        owner: "inst-0",
+        now: T0,
+        entries: [{ runId: "r-dup", seq: 0, kind: "step", name: "a", value: 1, at: T0 }],
+        emits: [
+          { id: "fresh", signal: "s", key: null, payload: 2, parentRunId: "r-dup" },
+          { id: "taken", signal: "s", key: null, payload: 3, parentRunId: "r-dup" },
+        ],
+      }),
+    ).rejects.toMatchObject({ code: "OKE1261", message: 'store: message "taken" already exists' });
+    expect(await stores[2]!.getJournal("r-dup")).toEqual([]);
+    expect(await stores[2]!.getMessage("fresh")).toBeUndefined();
+    expect(await stores[2]!.getRun("r-dup")).toMatchObject({ updatedAt: T0, leaseExpiresAt: T0 + LEASE });
+  });
+
+  it("null and absent values stay distinct through the journal", async () => {
+    await start("r-null");
+    await stores[0]!.append({
+      runId: "r-null",
+      owner: "inst-0",
+      now: T0,
+      entries: [
+        { runId: "r-null", seq: 0, kind: "step", name: "null", value: null, at: T0 },
+        { runId: "r-null", seq: 1, kind: "step", name: "absent", at: T0 },
+      ],
+    });
+    const [withNull, absent] = await stores[1]!.getJournal("r-null");
+    expect(withNull).toHaveProperty("value", null);
+    expect(absent).not.toHaveProperty("value");
+    await stores[0]!.finish({ runId: "r-null", owner: "inst-0", now: T0, status: "completed", output: null });
+    expect(await stores[1]!.getRun("r-null")).toHaveProperty("output", null);
+  });
+
+  it("instances racing for one expired run: exactly one acquires it, the rest get JournalLeaseBusy", async () => {
+    await start("r-race");
+    const results = await Promise.allSettled(
+      stores.flatMap((s, i) =>
+        [0, 1].map((j) =>
+          s.acquireRun({ runId: "r-race", owner: `inst-${i}-${j}`, now: T0 + LEASE, leaseMs: LEASE }),
+        ),
+      ),
+    );
+    const won = results.filter((r) => r.status === "fulfilled");
+    expect(won).toHaveLength(1);
+    for (const r of results)
+      if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "JournalLeaseBusy" });
+  });
+
+  it("claimDueRuns from four instances at once hands each due run to exactly one", async () => {
+    for (let i = 0; i < 40; i++) {
+      const id = `sleeper-${String(i).padStart(2, "0")}`;
+      await start(id);
+      await stores[0]!.park({
+        runId: id,
+        owner: "inst-0",
+        now: T0,
+        entry: {
+          runId: id,
+          seq: 0,
+          kind: "sleep",
+          name: "nap",
+          duration: "1s",
+          wakeAt: T0 + 1_000 + i,
+          at: T0,
+        },
+      });
+    }
+    const batches = await Promise.all(
+      stores.flatMap((s, i) =>
+        [0, 1, 2].map((j) =>
+          s.claimDueRuns({ owner: `c-${i}-${j}`, now: T0 + 5_000, max: 7, leaseMs: LEASE }),
+        ),
+      ),
+    );
+    const ids = batches.flat().map((a) => a.run.id);
+    expect(ids.filter((id) => id.startsWith("sleeper-")).sort()).toEqual(
+      Array.from({ length: 40 }, (_, i) => `sleeper-${String(i).padStart(2, "0")}`),
+    );
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const b of batches) expect(b.length).toBeLessThanOrEqual(7);
+  });
+});
