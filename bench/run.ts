@@ -13,6 +13,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 
 const here = (p: string): string => fileURLToPath(new URL(p, import.meta.url));
@@ -27,7 +28,7 @@ if (!existsSync(here("./node_modules"))) {
 
 // Imported after the install so that a missing peer is installed before anything loads.
 const { s7 } = await import("./compare/crash.ts");
-const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase } = await import("./compare/env.ts");
+const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase, median } = await import("./compare/env.ts");
 const { dbosWorkflows } = await import("./compare/dbos.ts");
 const { okengineWorkflows } = await import("./compare/okengine-workflows.ts");
 const { Progress } = await import("./compare/progress.ts");
@@ -68,6 +69,10 @@ const workflows = [okengineWorkflows("memory"), okengineWorkflows("file"), okeng
 const QUEUE_SCENARIOS = { S1: scenarios.s1, S2: scenarios.s2, S3: scenarios.s3, S4: scenarios.s4, S5: scenarios.s5, S6: scenarios.s6, S7: s7 } as const;
 const wanted = (id: ScenarioId): boolean => !only || only.includes(id);
 
+// Repeats are rounds over every system (not back-to-back runs of one system), so a burst of load from
+// elsewhere on the machine lands on one sample of several systems rather than on every sample of one.
+const rounds = sizes.repeats;
+const once: Sizes = { ...sizes, repeats: 1 };
 type Step = { scenario: ScenarioId; system: string; run: () => Promise<Figure[]>; skip?: string };
 const steps: Step[] = [];
 for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<[keyof typeof QUEUE_SCENARIOS, (typeof QUEUE_SCENARIOS)[keyof typeof QUEUE_SCENARIOS]]>) {
@@ -75,41 +80,57 @@ for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<[keyof typeof QU
   for (const system of queue) {
     if (system.only && !system.only.includes(id)) continue;
     // S2 is where the store-bulk variant differs; S1 would only repeat okengine (postgres).
-    steps.push({ scenario: id, system: system.id, run: () => fn(system, { sizes, progress }), ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}) });
+    steps.push({ scenario: id, system: system.id, run: () => fn(system, { sizes: once, progress }), ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}) });
   }
 }
-if (wanted("S9")) for (const w of workflows) steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes, progress }) });
+if (wanted("S9")) for (const w of workflows) steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
+// S7 (child processes, a kill, a fixed wait) runs in the first round only.
+const plan = Array.from({ length: rounds }, (_, r) => steps.filter((s) => r === 0 || (s.scenario !== "S7" && !s.skip)).map((s) => ({ ...s, round: r }))).flat();
 
-const progress = new Progress(steps.length);
+const progress = new Progress(plan.length);
 const started = performance.now();
 await ensureDatabase();
 const leftovers = await dropLeftoverSchemas(["oke_bench", "gw_bench", "pgboss_bench", "dbos_bench"]);
 const machine = await describeMachine();
 progress.note(
-  `bench ${quick ? "quick" : "full"}: ${steps.length} measurements, ${sizes.repeats} repeat(s); ${machine.cpus} cores, node ${machine.node}, PostgreSQL ${machine.postgres} ` +
+  `bench ${quick ? "quick" : "full"}: ${plan.length} measurements (${rounds} round(s)); ${machine.cpus} cores, node ${machine.node}, PostgreSQL ${machine.postgres} ` +
     `(synchronous_commit ${machine.postgresSettings.synchronous_commit}) at ${DATABASE_URL.replace(/\/\/[^@]*@/, "//")}; Redis ${machine.redis}` +
     (leftovers ? `; dropped ${leftovers} schemas left by an earlier run` : ""),
 );
 
-const figures: Figure[] = [];
-for (const step of steps) {
-  progress.begin(`${step.scenario} ${step.system}`);
+const raw: Figure[] = [];
+for (const step of plan) {
+  progress.begin(`${step.scenario} ${step.system}${rounds > 1 ? ` (round ${step.round + 1}/${rounds})` : ""}`);
   if (step.skip) {
-    figures.push({ scenario: step.scenario, metric: "(n/a)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: step.skip });
+    raw.push({ scenario: step.scenario, metric: "(n/a)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: step.skip });
     progress.end(`n/a — ${step.skip}`);
     continue;
   }
   try {
     const got = await step.run();
-    figures.push(...got);
+    raw.push(...got);
     progress.end(got.map((f) => `${f.metric}: ${f.value === null ? "n/a" : `${f.value.toFixed(f.unit === "jobs/s" || f.unit === "wf/s" ? 0 : 2)} ${f.unit}`}`).join(" · "));
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
-    figures.push({ scenario: step.scenario, metric: "(error)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: `error: ${message.slice(0, 300)}` });
+    raw.push({ scenario: step.scenario, metric: "(error)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: `error: ${message.slice(0, 300)}` });
     progress.end(`FAILED: ${message.slice(0, 200)}`);
   }
 }
 clearInterval(keepAlive);
+
+// One figure per (scenario, metric, system): the median over the rounds, every round's value kept.
+const figures: Figure[] = [];
+for (const f of raw) {
+  const same = figures.find((g) => g.scenario === f.scenario && g.metric === f.metric && g.system === f.system);
+  if (!same) {
+    figures.push({ ...f, samples: [...f.samples] });
+    continue;
+  }
+  same.samples.push(...f.samples);
+  same.value = same.samples.length ? median(same.samples) : null;
+  if (f.note && !(same.note ?? "").includes(f.note)) same.note = same.note ? `${same.note}; ${f.note}` : f.note;
+  if (f.checks) same.checks = { ...same.checks, ...f.checks };
+}
 
 // n/a rows carry a placeholder metric: give them every metric of their scenario so the tables line up.
 const filled: Figure[] = [];
@@ -149,7 +170,9 @@ const result: import("./compare/report.ts").RunResult = {
     "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
-    "The machine has 2 cores shared by Node, PostgreSQL and Redis, and other work ran on it: expect noise; full mode takes the median of 3 runs.",
+    `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" / ")} at the end): expect noise. Repeats are rounds over all systems; each figure is the median of its rounds.`,
   ],
 };
 

@@ -4,7 +4,7 @@
  * statistics, and the machine description for the report.
  */
 import { randomBytes } from "node:crypto";
-import { cpus, release, totalmem } from "node:os";
+import { cpus, loadavg, release, totalmem } from "node:os";
 import pg from "pg";
 
 /** The bench's own database, so its schemas never mix with the test suite's. */
@@ -108,6 +108,8 @@ export interface Machine {
   postgresSettings: Record<string, string>;
   redis: string;
   redisPersistence: string;
+  /** 1 / 5 / 15 min load averages when the run started (other work on the machine shows here). */
+  loadAtStart: number[];
 }
 
 interface RedisLike {
@@ -153,5 +155,6 @@ export async function describeMachine(): Promise<Machine> {
     postgresSettings: values,
     redis,
     redisPersistence,
+    loadAtStart: loadavg().map((l) => +l.toFixed(2)),
   };
 }

@@ -112,7 +112,7 @@ function machineLines(r: RunResult): string[] {
   const m = r.machine;
   const pgs = Object.entries(m.postgresSettings).map(([k, v]) => `${k}=${v}`).join(", ");
   return [
-    `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}`,
+    `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}; load average ${m.loadAtStart.join(" / ")} at the start (other work shared the machine)`,
     `- PostgreSQL ${m.postgres} on the same machine (${pgs})`,
     `- Redis ${m.redis} on the same machine, persistence: ${m.redisPersistence}`,
     `- Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}`,

@@ -187,3 +187,31 @@ describe("signal declarations", () => {
     expect(Object.isFrozen(s)).toBe(true);
   });
 });
+
+describe("competing (once) vs fan-out (broadcast)", () => {
+  it("broadcast hands every bound flow its own copy, where once would refuse the second flow", async () => {
+    const seen: string[] = [];
+    const placed = signal.broadcast("orders.placed.fanout");
+    const charge = on(placed, flow("orders.charge", { do: ({ id }: { id: string }) => void seen.push(`charge ${id}`) }));
+    const ship = on(placed, flow("orders.ship", { do: ({ id }: { id: string }) => void seen.push(`ship ${id}`) }));
+    const app = await createTestApp({ modules: [{ charge, ship }] });
+    await app.emit(placed, { id: "ord_99" });
+    await app.idle();
+    expect(seen.sort()).toEqual(["charge ord_99", "ship ord_99"]);
+    await app.stop();
+
+    const once = signal.once("orders.placed.once");
+    expect(() =>
+      createApp({ env: "test", modules: [{ a: on(once, flow("orders.charge", { do: () => undefined })), b: on(once, flow("orders.ship", { do: () => undefined })) }] }),
+    ).toThrow(/OKE1071|bound to more than one Flow/);
+  });
+});
+
+describe("live signals", () => {
+  it("accept retention but refuse worker flows at boot", () => {
+    const feed = signal.live("feed.updates", { retention: "1h" });
+    expect(feed.retention).toBe("1h");
+    const w = on(feed, flow("feed.worker", { do: () => undefined }));
+    expect(() => createApp({ env: "test", modules: [{ w }] })).toThrow('Live signal "feed.updates" cannot have worker flows (feed.worker).');
+  });
+});

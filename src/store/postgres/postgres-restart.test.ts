@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, chownSync, readdirSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -84,6 +84,11 @@ function findBin(name: string): string | undefined {
 const initdb = findBin("initdb");
 const pgCtl = findBin("pg_ctl");
 const isRoot = process.getuid?.() === 0;
+// As root the cluster runs as the postgres account (initdb refuses root).
+const canRunCluster =
+  initdb !== undefined &&
+  pgCtl !== undefined &&
+  (!isRoot || (findBin("runuser") !== undefined && /^postgres:/m.test(readFileSync("/etc/passwd", "utf8"))));
 
 const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -96,77 +101,74 @@ const freePort = (): Promise<number> =>
     });
   });
 
-describe.skipIf(initdb === undefined || pgCtl === undefined)(
-  "postgres store survives a real PostgreSQL restart",
-  () => {
-    let dir: string;
-    let port: number;
-    let url: string;
-    // initdb and postgres refuse to run as root: use the postgres account then.
-    const asPg = (bin: string, args: string[]) =>
-      isRoot ? run("runuser", ["-u", "postgres", "--", bin, ...args]) : run(bin, args);
-    const ctl = (...args: string[]) =>
-      asPg(pgCtl!, [
-        "-D",
-        join(dir, "data"),
-        "-w",
-        "-l",
-        join(dir, "log"),
-        ...args,
-        "-o",
-        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
-      ]);
+describe.skipIf(!canRunCluster)("postgres store survives a real PostgreSQL restart", () => {
+  let dir: string;
+  let port: number;
+  let url: string;
+  // initdb and postgres refuse to run as root: use the postgres account then.
+  const asPg = (bin: string, args: string[]) =>
+    isRoot ? run("runuser", ["-u", "postgres", "--", bin, ...args]) : run(bin, args);
+  const ctl = (...args: string[]) =>
+    asPg(pgCtl!, [
+      "-D",
+      join(dir, "data"),
+      "-w",
+      "-l",
+      join(dir, "log"),
+      ...args,
+      "-o",
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+    ]);
 
-    beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), "oke-pg-"));
-      if (isRoot) chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), 0);
-      port = await freePort();
-      url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-      await asPg(initdb!, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "oke-pg-"));
+    if (isRoot) chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), 0);
+    port = await freePort();
+    url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+    await asPg(initdb!, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
+    await ctl("start");
+  }, 60_000);
+  afterAll(async () => {
+    await ctl("-m", "immediate", "stop").catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("restart and a stretch of downtime: no crash, a synthetic wake on reconnect, then queries and LISTEN work", async () => {
+    const logger = recordingLogger();
+    const opts = { connectionString: url, schema: "okengine", pollIntervalMs: 3_600_000 };
+    const store = await openStore("okengine", { ...opts, logger });
+    const other = await openStore("okengine", opts);
+    try {
+      await store.enqueue([msg("a"), msg("b"), msg("c")], T0);
+      expect(
+        await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
+      ).toHaveLength(1);
+
+      let woke = nextEvent(store, (e) => e.kind === "wake");
+      await ctl("-m", "fast", "restart");
+      await woke;
+      expect(
+        await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
+      ).toMatchObject([{ id: "b" }]);
+
+      // Down long enough for reconnect attempts to fail, then back.
+      woke = nextEvent(store, (e) => e.kind === "wake");
+      await ctl("-m", "fast", "stop");
+      await expect(store.getMessage("a")).rejects.toThrow();
+      while (!logger.warnings.includes("okengine postgres: LISTEN reconnect failed"))
+        await new Promise((r) => setImmediate(r));
       await ctl("start");
-    }, 60_000);
-    afterAll(async () => {
-      await ctl("-m", "immediate", "stop").catch(() => undefined);
-      rmSync(dir, { recursive: true, force: true });
-    });
-
-    it("restart and a stretch of downtime: no crash, a synthetic wake on reconnect, then queries and LISTEN work", async () => {
-      const logger = recordingLogger();
-      const opts = { connectionString: url, schema: "okengine", pollIntervalMs: 3_600_000 };
-      const store = await openStore("okengine", { ...opts, logger });
-      const other = await openStore("okengine", opts);
-      try {
-        await store.enqueue([msg("a"), msg("b"), msg("c")], T0);
-        expect(
-          await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
-        ).toHaveLength(1);
-
-        let woke = nextEvent(store, (e) => e.kind === "wake");
-        await ctl("-m", "fast", "restart");
-        await woke;
-        expect(
-          await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
-        ).toMatchObject([{ id: "b" }]);
-
-        // Down long enough for reconnect attempts to fail, then back.
-        woke = nextEvent(store, (e) => e.kind === "wake");
-        await ctl("-m", "fast", "stop");
-        await expect(store.getMessage("a")).rejects.toThrow();
-        while (!logger.warnings.includes("okengine postgres: LISTEN reconnect failed"))
-          await new Promise((r) => setImmediate(r));
-        await ctl("start");
-        await woke;
-        expect(
-          await store.claim({ signal: "sig.r", worker: "w", max: 5, now: T0, leaseMs: 1000 }),
-        ).toMatchObject([{ id: "c" }]);
-        const heard = nextEvent(store, (e) => e.kind === "enqueued" && e.signal === "sig.after");
-        await other.enqueue([msg("d", "sig.after")], T0);
-        await heard;
-        expect(logger.warnings).toContain("okengine postgres: idle pool connection failed; it is replaced");
-      } finally {
-        await store.close();
-        await other.close();
-      }
-    });
-  },
-);
+      await woke;
+      expect(
+        await store.claim({ signal: "sig.r", worker: "w", max: 5, now: T0, leaseMs: 1000 }),
+      ).toMatchObject([{ id: "c" }]);
+      const heard = nextEvent(store, (e) => e.kind === "enqueued" && e.signal === "sig.after");
+      await other.enqueue([msg("d", "sig.after")], T0);
+      await heard;
+      expect(logger.warnings).toContain("okengine postgres: idle pool connection failed; it is replaced");
+    } finally {
+      await store.close();
+      await other.close();
+    }
+  });
+});

@@ -25,18 +25,3 @@ export async function openStore(schema: string, extra: Partial<PostgresStoreOpti
   await store.open();
   return store;
 }
-
-/** Resolves with the first value for which `check` returns something other than undefined. */
-export function waitFor<T>(
-  subscribe: (cb: (v: T) => void) => () => void,
-  match: (v: T) => boolean,
-): Promise<T> {
-  return new Promise((resolve) => {
-    const stop = subscribe((v) => {
-      if (match(v)) {
-        stop();
-        resolve(v);
-      }
-    });
-  });
-}
