@@ -9,7 +9,7 @@
  * Rounds alternate raw/oke so drift (thermal, other load) hits both; the
  * median round of each is reported.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { createInterface } from "node:readline";
@@ -32,6 +32,8 @@ const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+// Server on CPU 1, load generator on CPU 0, so the two never fight for one core (BENCH_PIN=0 to disable).
+const PIN = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && spawnSync("taskset", ["-V"]).status === 0;
 
 const scenarios = [
   {
@@ -50,8 +52,10 @@ interface Proc<T> {
 }
 
 /** Runs `file` under tsx (with an IPC channel) and resolves `first` with its first stdout line, parsed. */
-function run<T>(args: string[]): Proc<T> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+function run<T>(args: string[], cpu: number | undefined): Proc<T> {
+  const node = [process.execPath, "--import", "tsx", ...args];
+  const [cmd, ...argv] = cpu === undefined ? node : ["taskset", "-c", String(cpu), ...node];
+  const child = spawn(cmd!, argv, {
     stdio: ["ignore", "pipe", "inherit", "ipc"],
     env: { ...process.env, NODE_ENV: "production" },
   });
@@ -77,21 +81,24 @@ const cpuOf = (server: ChildProcess): Promise<NodeJS.CpuUsage> =>
   });
 
 async function measure(kind: "raw" | "oke", scenario: (typeof scenarios)[number]): Promise<Result> {
-  const server = run<{ port: number }>([here("./http-server.ts"), kind]);
+  const server = run<{ port: number }>([here("./http-server.ts"), kind], PIN ? 1 : undefined);
   try {
     const { port } = await server.first;
-    const load = run<LoadResult>([
-      here("./http-load.ts"),
-      JSON.stringify({
-        port,
-        method: scenario.method,
-        path: scenario.path,
-        body: "body" in scenario ? scenario.body : undefined,
-        connections: CONNECTIONS,
-        seconds: SECONDS,
-        warmup: 2,
-      }),
-    ]);
+    const load = run<LoadResult>(
+      [
+        here("./http-load.ts"),
+        JSON.stringify({
+          port,
+          method: scenario.method,
+          path: scenario.path,
+          body: "body" in scenario ? scenario.body : undefined,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          warmup: 2,
+        }),
+      ],
+      PIN ? 0 : undefined,
+    );
     const marks: Array<Promise<NodeJS.CpuUsage>> = [];
     load.child.on("message", () => marks.push(cpuOf(server.child)));
     const result = await load.first;
@@ -136,7 +143,7 @@ const section = [
   "`bench/http-bench.ts`: an okengine app (`createApp`, env test, memory journal) against raw `node:http` doing the",
   "same work per request — parse the JSON body, validate it with the same zod schema, answer the same",
   "`{ ok, data }` envelope. Both listen on 127.0.0.1; `bench/http-load.ts` drives them from a separate process",
-  `with ${CONNECTIONS} keep-alive connections, one request in flight each (raw sockets, autocannon-style).`,
+  `with ${CONNECTIONS} keep-alive connections, one request in flight each (raw sockets, autocannon-style)${PIN ? "; server pinned to CPU 1, load generator to CPU 0 (taskset)" : ""}.`,
   `Each figure is the median of ${ROUNDS} alternating rounds of ${SECONDS} s after a 2 s warm-up. Target: okengine >= 0.8x raw.`,
   "",
   "Two ratios: requests/s (what a client sees, sensitive to anything else running on the machine) and",

@@ -201,11 +201,14 @@ async function main(): Promise<void> {
   console.log(
     `postgres-drain: PostgreSQL ${rows[0]!.v}, node ${process.version}, concurrency ${CONCURRENCY}`,
   );
-  await drainScenario("unkeyed 100 000", 100_000, 0);
-  await drainScenario("keyed 100 000 over 1 000 keys", 100_000, 1_000);
-  await drainScenario("hot keys 10 000 over 8 keys", 10_000, 8);
-  await latencyScenario("latency via LISTEN (2 instances)", true);
-  await latencyScenario("latency in-process (1 instance)", false);
+  // `node … bench/postgres-drain.ts keyed` runs only the scenarios whose label contains "keyed".
+  const only = process.argv[2];
+  const run = (label: string): boolean => only === undefined || label.includes(only);
+  if (run("unkeyed 100 000")) await drainScenario("unkeyed 100 000", 100_000, 0);
+  if (run("keyed 100 000 over 1 000 keys")) await drainScenario("keyed 100 000 over 1 000 keys", 100_000, 1_000);
+  if (run("hot keys 10 000 over 8 keys")) await drainScenario("hot keys 10 000 over 8 keys", 10_000, 8);
+  if (run("latency via LISTEN (2 instances)")) await latencyScenario("latency via LISTEN (2 instances)", true);
+  if (run("latency in-process (1 instance)")) await latencyScenario("latency in-process (1 instance)", false);
 }
 
 await main();

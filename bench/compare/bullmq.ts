@@ -15,6 +15,7 @@ interface BQueue {
   add(name: string, data: object, opts?: object): Promise<unknown>;
   addBulk(jobs: Array<{ name: string; data: object; opts?: object }>): Promise<unknown>;
   getFailedCount(): Promise<number>;
+  getJobCounts(...types: string[]): Promise<Record<string, number>>;
   waitUntilReady(): Promise<unknown>;
   close(): Promise<void>;
 }
@@ -103,6 +104,10 @@ export function bullmqSystem(): QueueSystem {
           await worker.waitUntilReady();
         },
         deadCount: () => queue.getFailedCount(),
+        remaining: async () => {
+          const c = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "paused");
+          return Object.values(c).reduce((a, b) => a + b, 0);
+        },
         close: async () => {
           await worker?.close();
           await queue.close();

@@ -101,8 +101,10 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     if (!armed) throw new Error(`S7 ${system.id}: worker A never got ${n / 4} jobs in flight (${tally.errors.join("; ")})`);
     const killedAt = performance.now();
     a.child.kill("SIGKILL");
-    const inflight = [...tally.inflightA];
     await a.exited;
+    // Reports A sent just before the kill may still be in the pipe: let them land before taking the set.
+    await sleep(100);
+    const inflight = [...tally.inflightA];
     if (single) {
       b = spawnWorker("B", system, ns.name, tally);
       await b.ready;

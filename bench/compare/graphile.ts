@@ -112,6 +112,12 @@ export function graphileSystem(): QueueSystem {
             );
             return Number(rows[0]!.n);
           }),
+        // Completed jobs are deleted; what is left is waiting, locked, or failed.
+        remaining: () =>
+          withClient(async (c) => {
+            const { rows } = await c.query<{ n: string }>(`SELECT count(*) AS n FROM "${ns.name}".jobs WHERE attempts < max_attempts OR locked_at IS NOT NULL`);
+            return Number(rows[0]!.n);
+          }),
         close: async () => {
           await runner?.stop();
           await utils.release();

@@ -83,6 +83,11 @@ class OkengineHarness implements QueueHarness {
     return (await this.app.store.stats(SIGNAL, this.app.clock.now())).dead;
   }
 
+  async remaining(): Promise<number> {
+    const s = await this.app.store.stats(SIGNAL, this.app.clock.now());
+    return s.pending + s.inflight;
+  }
+
   close(): Promise<void> {
     return this.app.stop({ timeoutMs: 5_000 });
   }

@@ -33,6 +33,8 @@ export interface QueueOptions {
   handler(call: HandlerCall): Promise<void> | void;
   /** S7: visibility timeout / lease in ms (each adapter maps it to its own setting). */
   leaseMs?: number;
+  /** S6: some handlers throw, so failures must be settled per job. */
+  expectFailures?: boolean;
 }
 
 /** An opened system: a producer and (after start) workers, on one namespace. */
@@ -47,6 +49,8 @@ export interface QueueHarness {
   start(): Promise<void>;
   /** How many jobs are dead-lettered (permanently failed) now. */
   deadCount(): Promise<number>;
+  /** Jobs not yet durably settled (waiting, running, or run but not yet marked done). */
+  remaining(): Promise<number>;
   close(): Promise<void>;
 }
 

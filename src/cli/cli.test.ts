@@ -163,6 +163,16 @@ describe("oke start", () => {
     expect(await p.exit).toBe(1);
     expect(p.lines[0]).toBe("oke: cannot load src/flows/broken.ts: kaput");
   });
+
+  it("refuses a project outside an ES module scope, saying what to add", async () => {
+    const dir = tempProject();
+    writeFileSync(join(dir, "package.json"), '{ "name": "cjs-app" }\n');
+    const p = oke(["start", dir, "--port", "0"], { NODE_ENV: "test" });
+    expect(await p.exit).toBe(1);
+    expect(p.lines[0]).toBe(
+      `oke: ${join(dir, "package.json")} must say "type": "module" (okengine projects are ES modules)`,
+    );
+  });
 });
 
 describe("oke dev", () => {

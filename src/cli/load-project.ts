@@ -1,6 +1,6 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { register } from "node:module";
-import { join, relative, resolve, sep } from "node:path";
+import { dirname, join, relative, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { OkeConfig } from "../app/config.ts";
 import type { ModuleInput } from "../app/types.ts";
@@ -60,6 +60,29 @@ export function registerProjectResolution(root: string): void {
   registeredFor = root;
 }
 
+/**
+ * okengine is ESM. Outside an ES module scope tsx compiles the project to
+ * CommonJS, which then fails in confusing ways (require() of ESM cycles,
+ * stale transforms from its cache), so say what to fix up front.
+ */
+function checkEsmScope(root: string): void {
+  for (let dir = root; ; dir = dirname(dir)) {
+    const file = join(dir, "package.json");
+    if (existsSync(file)) {
+      let type: unknown;
+      try {
+        type = (JSON.parse(readFileSync(file, "utf8")) as { type?: unknown }).type;
+      } catch {
+        throw new CliError(`oke: cannot parse ${file}`);
+      }
+      if (type === "module") return;
+      throw new CliError(`oke: ${file} must say "type": "module" (okengine projects are ES modules)`);
+    }
+    if (dirname(dir) === dir)
+      throw new CliError(`oke: no package.json in ${root} or above; add one with "type": "module"`);
+  }
+}
+
 const importFile = async (root: string, file: string): Promise<Record<string, unknown>> => {
   try {
     return (await import(pathToFileURL(join(root, file)).href)) as Record<string, unknown>;
@@ -78,6 +101,7 @@ export async function loadProject(dir: string): Promise<LoadedProject> {
   const root = resolve(dir);
   if (!existsSync(root) || !statSync(root).isDirectory())
     throw new CliError(`oke: project directory "${dir}" not found`);
+  checkEsmScope(root);
   registerProjectResolution(root);
 
   const configFile = CONFIG_FILES.find((f) => existsSync(join(root, f)));

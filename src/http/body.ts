@@ -25,55 +25,62 @@ const parseLength = (v: string | null | undefined): number | undefined => {
   return Number.isFinite(n) && n >= 0 ? n : undefined;
 };
 
-export function nodeBody(req: IncomingMessage): BodySource {
-  const length = parseLength(req.headers["content-length"]);
-  return {
-    length,
-    present: length === undefined ? req.headers["transfer-encoding"] !== undefined : length > 0,
-    contentType: req.headers["content-type"],
-    read: (limit) => readNode(req, limit),
-  };
+// Hot path note: under tsx (how `oke` runs), esbuild's keepNames wraps every
+// named closure in __name(), a defineProperty per closure per request. The
+// readers below therefore use a class and inline anonymous callbacks; named
+// per-request closures cost ~4 µs/request here (measured with --cpu-prof).
+
+class NodeBody implements BodySource {
+  readonly length: number | undefined;
+  readonly present: boolean;
+  readonly contentType: string | undefined;
+
+  constructor(private readonly req: IncomingMessage) {
+    this.length = parseLength(req.headers["content-length"]);
+    this.present =
+      this.length === undefined ? req.headers["transfer-encoding"] !== undefined : this.length > 0;
+    this.contentType = req.headers["content-type"];
+  }
+
+  read(limit: number): Promise<Buffer | typeof TOO_LARGE> {
+    const req = this.req;
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let total = 0;
+      // One flag instead of removing listeners: the request object dies with the request.
+      let settled = false;
+      req.on("data", (chunk: Buffer) => {
+        if (settled) return;
+        total += chunk.length;
+        if (total > limit) {
+          // Stop here: the adapter answers 413 and closes the connection; the rest is never buffered.
+          settled = true;
+          req.pause();
+          resolve(TOO_LARGE);
+          return;
+        }
+        chunks.push(chunk);
+      });
+      req.on("end", () => {
+        if (settled) return;
+        settled = true;
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+      });
+      req.on("error", (e: Error) => {
+        if (settled) return;
+        settled = true;
+        reject(new BodyInterrupted(e.message));
+      });
+      req.on("close", () => {
+        if (settled) return;
+        settled = true;
+        reject(new BodyInterrupted("connection closed"));
+      });
+    });
+  }
 }
 
-function readNode(req: IncomingMessage, limit: number): Promise<Buffer | typeof TOO_LARGE> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let total = 0;
-    const cleanup = (): void => {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onError);
-      req.off("close", onClose);
-    };
-    const onData = (chunk: Buffer): void => {
-      total += chunk.length;
-      if (total > limit) {
-        // Stop here: the adapter answers 413 and closes the connection, the rest is never buffered.
-        cleanup();
-        req.pause();
-        resolve(TOO_LARGE);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = (): void => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
-    };
-    const onError = (e: Error): void => {
-      cleanup();
-      reject(new BodyInterrupted(e.message));
-    };
-    const onClose = (): void => {
-      cleanup();
-      reject(new BodyInterrupted("connection closed"));
-    };
-    req.on("data", onData);
-    req.on("end", onEnd);
-    req.on("error", onError);
-    req.on("close", onClose);
-  });
-}
+export const nodeBody = (req: IncomingMessage): BodySource => new NodeBody(req);
 
 export function webBody(request: Request): BodySource {
   const length = parseLength(request.headers.get("content-length"));

@@ -93,7 +93,6 @@ export function createFakeApp(): FakeApp {
   };
 
   const app: FakeApp = {
-    env: "test",
     logger,
     manifest: { routes },
     calls,

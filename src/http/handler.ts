@@ -1,5 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { Env, HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
+import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
 import type { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import {
@@ -24,7 +24,6 @@ import { createRouter, type RouteMatch } from "./router.ts";
 
 /** The part of App the HTTP layer uses (App satisfies it). */
 export interface HttpApp {
-  readonly env: Env;
   readonly logger: Logger;
   readonly manifest: { readonly routes: readonly HttpRoute[] };
   invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
