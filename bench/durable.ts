@@ -43,7 +43,7 @@ const sleeper = flow("bench.sleeper", {
   },
 });
 
-async function makeStore(driver: string): Promise<{ store: Store; done(): Promise<void> }> {
+async function makeStore(driver: string): Promise<{ store: Store; done: () => Promise<void> }> {
   if (driver === "memory") {
     const store = createMemoryStore();
     return { store, done: () => store.close() };

@@ -49,11 +49,13 @@ async function drain(
   store: Store,
   total: number,
   concurrency: number,
-): Promise<{ claims: number; settles: number }> {
+): Promise<{ claims: number; settles: number; claimMs: number; settleMs: number }> {
   let free = concurrency;
   let done = 0;
   let claims = 0;
   let settles = 0;
+  let claimMs = 0;
+  let settleMs = 0;
   const finished: Settlement[] = [];
   let settling: Promise<void> | undefined;
   let wake: (() => void) | undefined;
@@ -66,7 +68,9 @@ async function drain(
     if (settling !== undefined || finished.length === 0) return;
     const batch = finished.splice(0);
     settles++;
+    const t0 = performance.now();
     settling = store.settle(batch, NOW).then((r) => {
+      settleMs += performance.now() - t0;
       done += r.applied.length;
       settling = undefined;
       flush();
@@ -79,11 +83,13 @@ async function drain(
     }
   }
   await settling;
-  return { claims, settles };
+  return { claims, settles, claimMs, settleMs };
 
   /** Returns true when there is nothing to claim right now (wait for a settle). */
   async function claimInto(): Promise<boolean> {
+    const t0 = performance.now();
     const got = await store.claim({ signal: "bench", worker: "bench", max: free, now: NOW, leaseMs: LEASE });
+    claimMs += performance.now() - t0;
     claims++;
     if (got.length === 0) return settling !== undefined;
     free -= got.length;
@@ -114,7 +120,7 @@ async function drainScenario(label: string, n: number, keys: number): Promise<vo
     const t0 = performance.now();
     for (let i = 0; i < n; i += 1_000) await store.enqueue(all.slice(i, i + 1_000), NOW);
     const t1 = performance.now();
-    const { claims, settles } = await drain(store, n, CONCURRENCY);
+    const { claims, settles, claimMs, settleMs } = await drain(store, n, CONCURRENCY);
     const t2 = performance.now();
     const stats = await store.stats("bench", NOW);
     if (stats.delivered !== n || stats.pending !== 0 || stats.inflight !== 0)
@@ -123,7 +129,8 @@ async function drainScenario(label: string, n: number, keys: number): Promise<vo
       `${Math.round((count / ms) * 1000).toLocaleString("en")}/s`;
     console.log(
       `${label.padEnd(34)} enqueue ${rate(n, t1 - t0).padStart(9)}  drain ${rate(n, t2 - t1).padStart(9)}` +
-        `  (${(t2 - t1).toFixed(0)} ms, ${claims} claims, ${settles} settles, ${(n / settles).toFixed(1)} per settle)`,
+        `  (${(t2 - t1).toFixed(0)} ms; ${claims} claims avg ${(claimMs / claims).toFixed(2)} ms;` +
+        ` ${settles} settles avg ${(settleMs / settles).toFixed(2)} ms, ${(n / settles).toFixed(1)} per settle)`,
     );
   } finally {
     await store.close();
@@ -205,9 +212,11 @@ async function main(): Promise<void> {
   const only = process.argv[2];
   const run = (label: string): boolean => only === undefined || label.includes(only);
   if (run("unkeyed 100 000")) await drainScenario("unkeyed 100 000", 100_000, 0);
-  if (run("keyed 100 000 over 1 000 keys")) await drainScenario("keyed 100 000 over 1 000 keys", 100_000, 1_000);
+  if (run("keyed 100 000 over 1 000 keys"))
+    await drainScenario("keyed 100 000 over 1 000 keys", 100_000, 1_000);
   if (run("hot keys 10 000 over 8 keys")) await drainScenario("hot keys 10 000 over 8 keys", 10_000, 8);
-  if (run("latency via LISTEN (2 instances)")) await latencyScenario("latency via LISTEN (2 instances)", true);
+  if (run("latency via LISTEN (2 instances)"))
+    await latencyScenario("latency via LISTEN (2 instances)", true);
   if (run("latency in-process (1 instance)")) await latencyScenario("latency in-process (1 instance)", false);
 }
 

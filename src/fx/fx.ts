@@ -60,7 +60,7 @@ class FxContext implements Fx {
   }
 
   async call<I, O>(target: Flow<I, O>, input: I): Promise<O> {
-    const callee = this.rt.registry.named.get(target as AnyFlow) ?? (target as AnyFlow);
+    const callee = this.rt.registry.named.get(target) ?? (target);
     const run = async (): Promise<O> => {
       const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow });
       return (r.kind === "returned" ? r.value : undefined) as O;
@@ -73,7 +73,7 @@ class FxContext implements Fx {
   }
 
   emit<P>(target: SignalHandle<P>, ...args: unknown[]): Promise<void> {
-    return this.emitOne(target as SignalHandle, args[0], args[1] as EmitOptions | undefined);
+    return this.emitOne(target, args[0], args[1] as EmitOptions | undefined);
   }
 
   private async emitOne(target: SignalHandle, payload: unknown, options: EmitOptions | undefined): Promise<void> {
@@ -134,7 +134,7 @@ class FxContext implements Fx {
       if (!r.ok) throw new OkeError({ code: "OKE1265", message: `"${target.name}": ${describeIssues(r.issues)}`, details: r.issues });
       value = r.value;
     }
-    const deliver = (): Promise<void> => this.rt.send.send(target as Channel, value, this.rt.clock.now());
+    const deliver = (): Promise<void> => this.rt.send.send(target, value, this.rt.clock.now());
     if (this.frame.session) await this.frame.session.once("send", target.name, deliver);
     else await deliver();
   }

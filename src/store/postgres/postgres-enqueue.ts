@@ -1,6 +1,6 @@
 import type { NewMessage, StoreEvent } from "../types.ts";
 import { mapConflict, postgresStoreErrors } from "./postgres-errors.ts";
-import { type PgContext, q, type Queryable, stmt, unique, wakePayload } from "./postgres-context.ts";
+import { type PgContext, q, type Queryable, unique, wakePayload } from "./postgres-context.ts";
 import { jsonParam } from "./postgres-rows.ts";
 
 /**
@@ -52,10 +52,10 @@ export async function enqueue(
   const payload = wakePayload(ctx, { e: unique(messages.map((m) => m.signal)) }, tx !== undefined);
   const params = insertMessagesParams(messages, now);
   try {
-    if (payload === null) await q(db, insertMessagesSql(ctx.s, 1), params, stmt(ctx, "enqueue"));
+    if (payload === null) await q(db, insertMessagesSql(ctx.s, 1), params);
     else {
       const sql = `WITH ins AS (${insertMessagesSql(ctx.s, 1)}) SELECT pg_notify($7, $8)`;
-      await q(db, sql, [...params, ctx.channel, payload], stmt(ctx, "enqueue_n"));
+      await q(db, sql, [...params, ctx.channel, payload]);
     }
   } catch (err) {
     throw mapConflict(err);

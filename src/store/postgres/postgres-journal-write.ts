@@ -1,5 +1,5 @@
 import type { AppendRequest, FinishRequest, ParkRequest } from "../types.ts";
-import { type PgContext, q, stmt, unique, wakePayload } from "./postgres-context.ts";
+import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
 import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";
 import { entriesParam, insertEntriesSql, jsonParam } from "./postgres-rows.ts";
 import { refusal } from "./postgres-runs.ts";
@@ -32,21 +32,16 @@ export async function append(ctx: PgContext, req: AppendRequest): Promise<void> 
     SELECT (SELECT count(*) FROM run)::int AS fenced_in, (SELECT count(*) FROM n) AS notified`;
   let ok: boolean;
   try {
-    const { rows } = await q<{ fenced_in: number }>(
-      ctx.pool,
-      sql,
-      [
-        req.runId,
-        req.owner,
-        req.now,
-        req.leaseMs ?? null,
-        entriesParam(req.runId, req.entries),
-        ...insertMessagesParams(emits, req.now),
-        ctx.channel,
-        payload,
-      ],
-      stmt(ctx, "append"),
-    );
+    const { rows } = await q<{ fenced_in: number }>(ctx.pool, sql, [
+      req.runId,
+      req.owner,
+      req.now,
+      req.leaseMs ?? null,
+      entriesParam(req.runId, req.entries),
+      ...insertMessagesParams(emits, req.now),
+      ctx.channel,
+      payload,
+    ]);
     ok = rows[0]?.fenced_in === 1;
   } catch (err) {
     throw mapConflict(err, req.runId);

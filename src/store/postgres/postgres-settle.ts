@@ -1,5 +1,5 @@
 import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, q, stmt, unique } from "./postgres-context.ts";
+import { type PgContext, q, unique } from "./postgres-context.ts";
 
 /**
  * Batched settle: one UPDATE … FROM jsonb_to_recordset applies every outcome,
@@ -71,12 +71,12 @@ export async function settle(
             },
     })),
   );
-  const { rows } = await q<{ applied: string[]; signals: string[] }>(
-    ctx.pool,
-    settleSql(ctx.s),
-    [input, now, ctx.notify ? ctx.channel : null, ctx.origin],
-    stmt(ctx, "settle"),
-  );
+  const { rows } = await q<{ applied: string[]; signals: string[] }>(ctx.pool, settleSql(ctx.s), [
+    input,
+    now,
+    ctx.notify ? ctx.channel : null,
+    ctx.origin,
+  ]);
   const row = rows[0];
   const appliedSet = new Set(row?.applied ?? []);
   // Caller's order, first occurrence only.

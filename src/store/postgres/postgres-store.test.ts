@@ -17,7 +17,7 @@ const factory = (options: Partial<PostgresStoreOptions>) => async () => {
 
 describeStoreConformance("postgres", factory({}), { supportsTx: true });
 
-// Poll-only mode (PgBouncer): no NOTIFY, no named prepared statements. The
+// Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
 // poll period is far away so no synthetic wake lands inside a case.
 describeStoreConformance("postgres (poll-only)", factory({ notify: false, pollIntervalMs: 3_600_000 }), {
   supportsTx: true,

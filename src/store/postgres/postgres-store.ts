@@ -44,10 +44,8 @@ export interface PostgresStoreOptions {
    * Wake-ups through LISTEN/NOTIFY: every commit that makes work claimable
    * sends one NOTIFY, and a dedicated LISTEN connection turns notifications
    * from any process into `subscribe()` events. Set `false` behind PgBouncer in
-   * transaction pooling mode (LISTEN needs a session): no NOTIFY is sent,
-   * workers are woken by a timer every `pollIntervalMs` instead, and the hot
-   * statements are not prepared by name (the next transaction may run on
-   * another server connection).
+   * transaction pooling mode (LISTEN needs a session): no NOTIFY is sent and
+   * workers are woken by a timer every `pollIntervalMs` instead.
    *
    * @default true
    */
@@ -119,7 +117,6 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   const ctx: PgContext = {
     pool,
-    schema,
     s,
     channel: `okengine_${schema}`,
     notify: options.notify ?? true,
