@@ -1,13 +1,16 @@
 /**
- * okengine HTTP vs raw node:http doing the same work, on loopback, with the
- * load generator in its own process (bench/http-load.ts).
+ * okengine HTTP vs raw node:http doing the same work, on loopback.
  *
  *   node --import tsx bench/http-bench.ts            # print the table
  *   node --import tsx bench/http-bench.ts --write    # also update the "HTTP" section of bench/README.md
  *
- * BENCH_SECONDS (default 8), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32) tune a run.
- * Rounds alternate raw/oke so drift (thermal, other load) hits both; the
- * median round of each is reported.
+ * Both servers run at once (bench/http-server.ts raw | oke) and one load
+ * generator (bench/http-load.ts) drives them in alternating 500 ms segments,
+ * so whatever else runs on the machine lands on both alike. With taskset the
+ * servers share CPU 1 and the generator has CPU 0 (BENCH_PIN=0 to disable).
+ *
+ * BENCH_SECONDS (20 per round), BENCH_ROUNDS (3), BENCH_CONNECTIONS (32) tune a run;
+ * each round starts fresh processes and the median round is reported.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -16,6 +19,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 interface LoadResult {
+  port: number;
   requests: number;
   rps: number;
   errors: number;
@@ -25,14 +29,17 @@ interface LoadResult {
 
 interface Result extends LoadResult {
   /** Server CPU time (user + system) per request during the measured window. */
-  cpuUsPerRequest: number;
+  cpuUs: number;
 }
 
+const KINDS = ["raw", "oke"] as const;
+type Kind = (typeof KINDS)[number];
+
 const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-// Server on CPU 1, load generator on CPU 0, so the two never fight for one core (BENCH_PIN=0 to disable).
+const SEGMENT_MS = 500;
 const PIN = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && spawnSync("taskset", ["-V"]).status === 0;
 
 const scenarios = [
@@ -51,7 +58,7 @@ interface Proc<T> {
   kill(): Promise<void>;
 }
 
-/** Runs `file` under tsx (with an IPC channel) and resolves `first` with its first stdout line, parsed. */
+/** Runs a bench file under tsx (with an IPC channel); `first` is its first stdout line, parsed. */
 function run<T>(args: string[], cpu: number | undefined): Proc<T> {
   const node = [process.execPath, "--import", "tsx", ...args];
   const [cmd, ...argv] = cpu === undefined ? node : ["taskset", "-c", String(cpu), ...node];
@@ -74,66 +81,71 @@ function run<T>(args: string[], cpu: number | undefined): Proc<T> {
   };
 }
 
-const cpuOf = (server: ChildProcess): Promise<NodeJS.CpuUsage> =>
+const cpuOf = (server: ChildProcess): Promise<number> =>
   new Promise((resolve) => {
-    server.once("message", (m) => resolve(m as NodeJS.CpuUsage));
+    server.once("message", (m) => resolve((m as NodeJS.CpuUsage).user + (m as NodeJS.CpuUsage).system));
     server.send("cpu");
   });
 
-async function measure(kind: "raw" | "oke", scenario: (typeof scenarios)[number]): Promise<Result> {
-  const server = run<{ port: number }>([here("./http-server.ts"), kind], PIN ? 1 : undefined);
+async function round(scenario: (typeof scenarios)[number]): Promise<Record<Kind, Result>> {
+  const servers = KINDS.map((kind) =>
+    run<{ port: number }>([here("./http-server.ts"), kind], PIN ? 1 : undefined),
+  );
   try {
-    const { port } = await server.first;
-    const load = run<LoadResult>(
+    const ports = await Promise.all(servers.map((s) => s.first.then((x) => x.port)));
+    const load = run<LoadResult[]>(
       [
         here("./http-load.ts"),
         JSON.stringify({
-          port,
+          ports,
           method: scenario.method,
           path: scenario.path,
           body: "body" in scenario ? scenario.body : undefined,
           connections: CONNECTIONS,
           seconds: SECONDS,
+          segmentMs: SEGMENT_MS,
           warmup: 2,
         }),
       ],
       PIN ? 0 : undefined,
     );
-    const marks: Array<Promise<NodeJS.CpuUsage>> = [];
-    load.child.on("message", () => marks.push(cpuOf(server.child)));
-    const result = await load.first;
+    const marks: Array<Promise<number[]>> = [];
+    load.child.on("message", () => marks.push(Promise.all(servers.map((s) => cpuOf(s.child)))));
+    const results = await load.first;
     await load.kill();
-    const [a, b] = await Promise.all(marks);
-    const cpuUs = b!.user + b!.system - (a!.user + a!.system);
-    return { ...result, cpuUsPerRequest: +(cpuUs / result.requests).toFixed(1) };
+    const [before, after] = await Promise.all(marks);
+    const out = {} as Record<Kind, Result>;
+    KINDS.forEach((kind, i) => {
+      const r = results[i]!;
+      if (r.errors > 0) throw new Error(`${kind} ${scenario.name}: ${r.errors} failed requests`);
+      out[kind] = { ...r, cpuUs: +((after![i]! - before![i]!) / r.requests).toFixed(1) };
+    });
+    return out;
   } finally {
-    await server.kill();
+    await Promise.all(servers.map((s) => s.kill()));
   }
 }
 
-const median = (xs: Result[], by: (r: Result) => number): Result =>
+const medianBy = <T>(xs: T[], by: (x: T) => number): T =>
   [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
 
 const loadBefore = loadavg()[0]!.toFixed(2);
 const rows: string[] = [];
 for (const scenario of scenarios) {
-  const results: Record<"raw" | "oke", Result[]> = { raw: [], oke: [] };
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const kind of round % 2 === 0 ? (["raw", "oke"] as const) : (["oke", "raw"] as const)) {
-      const r = await measure(kind, scenario);
-      if (r.errors > 0) throw new Error(`${kind} ${scenario.name}: ${r.errors} non-200 responses`);
-      results[kind].push(r);
-      console.error(
-        `${scenario.name} round ${round + 1} ${kind}: ${r.rps} req/s, ${r.cpuUsPerRequest} µs CPU/req, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms`,
-      );
-    }
+  const rounds: Array<Record<Kind, Result>> = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const r = await round(scenario);
+    rounds.push(r);
+    console.error(
+      `${scenario.name} round ${i + 1}: raw ${r.raw.rps} req/s ${r.raw.cpuUs} µs/req · oke ${r.oke.rps} req/s ${r.oke.cpuUs} µs/req · ratio ${(r.oke.rps / r.raw.rps).toFixed(2)}`,
+    );
   }
-  const raw = median(results.raw, (r) => r.rps);
-  const oke = median(results.oke, (r) => r.rps);
-  const rawCpu = median(results.raw, (r) => r.cpuUsPerRequest).cpuUsPerRequest;
-  const okeCpu = median(results.oke, (r) => r.cpuUsPerRequest).cpuUsPerRequest;
+  const m = medianBy(rounds, (r) => r.oke.rps / r.raw.rps);
+  const cpu = medianBy(rounds, (r) => r.raw.cpuUs / r.oke.cpuUs);
   rows.push(
-    `| ${scenario.name} | ${raw.rps} | ${oke.rps} | **${(oke.rps / raw.rps).toFixed(2)}x** | ${rawCpu} | ${okeCpu} | **${(rawCpu / okeCpu).toFixed(2)}x** | ${raw.p50Ms} / ${raw.p99Ms} | ${oke.p50Ms} / ${oke.p99Ms} |`,
+    `| ${scenario.name} | ${m.raw.rps} | ${m.oke.rps} | **${(m.oke.rps / m.raw.rps).toFixed(2)}x** | ` +
+      `${cpu.raw.cpuUs} | ${cpu.oke.cpuUs} | **${(cpu.raw.cpuUs / cpu.oke.cpuUs).toFixed(2)}x** | ` +
+      `${m.raw.p50Ms} / ${m.raw.p99Ms} | ${m.oke.p50Ms} / ${m.oke.p99Ms} |`,
   );
 }
 
@@ -142,23 +154,23 @@ const section = [
   "",
   "`bench/http-bench.ts`: an okengine app (`createApp`, env test, memory journal) against raw `node:http` doing the",
   "same work per request — parse the JSON body, validate it with the same zod schema, answer the same",
-  "`{ ok, data }` envelope. Both listen on 127.0.0.1; `bench/http-load.ts` drives them from a separate process",
-  `with ${CONNECTIONS} keep-alive connections, one request in flight each (raw sockets, autocannon-style)${PIN ? "; server pinned to CPU 1, load generator to CPU 0 (taskset)" : ""}.`,
-  `Each figure is the median of ${ROUNDS} alternating rounds of ${SECONDS} s after a 2 s warm-up. Target: okengine >= 0.8x raw.`,
+  "`{ ok, data }` envelope. Both servers run at the same time on 127.0.0.1; `bench/http-load.ts`, in its own",
+  `process, drives them in alternating ${SEGMENT_MS} ms segments with ${CONNECTIONS} keep-alive connections each, one request`,
+  "in flight per connection (raw sockets, autocannon-style), so load from elsewhere on the machine hits both",
+  `alike${PIN ? "; the servers share CPU 1 and the generator has CPU 0 (taskset)" : ""}. Each row is the median of ${ROUNDS} rounds`,
+  `of ${SECONDS} s (fresh processes, 2 s warm-up). Target: okengine >= 0.8x raw requests/s.`,
   "",
-  "Two ratios: requests/s (what a client sees, sensitive to anything else running on the machine) and",
-  "server CPU time per request (user + system, sampled by the server at the start and end of the measured",
-  "window; steadier on a shared machine). `CPU ratio` = raw µs / okengine µs, so 0.8 means okengine",
-  "spends 25% more CPU per request.",
+  "`CPU µs/req` is each server's own CPU time (user + system) over the measured window divided by the",
+  "requests it answered; the CPU ratio is raw / okengine, so 0.8 means okengine spends 25% more per request.",
   "",
-  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, Node ${process.version}; load average before / after the run:`,
-  `${loadBefore} / ${loadavg()[0]!.toFixed(2)}.`,
+  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, Node ${process.version}; 1-minute load average`,
+  `before / after: ${loadBefore} / ${loadavg()[0]!.toFixed(2)} (the machine is shared; expect a few % of noise).`,
   "",
-  "| Scenario | raw req/s | okengine req/s | req/s ratio | raw µs CPU/req | okengine µs CPU/req | CPU ratio (raw/oke) | raw p50 / p99 ms | okengine p50 / p99 ms |",
+  "| Scenario | raw req/s | okengine req/s | req/s ratio | raw CPU µs/req | okengine CPU µs/req | CPU ratio | raw p50 / p99 ms | okengine p50 / p99 ms |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ...rows,
   "",
-  "Run it: `node --import tsx bench/http-bench.ts --write` (updates this section).",
+  "Run it: `node --import tsx bench/http-bench.ts --write` (rewrites this section).",
   "",
 ].join("\n");
 

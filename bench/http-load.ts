@@ -1,91 +1,135 @@
 /**
  * A keep-alive HTTP load generator on raw sockets (like autocannon: N
- * connections, one request in flight on each). It parses only the status line
- * and Content-Length, so it stays cheaper than the server it measures.
+ * connections per target, one request in flight on each). It parses only the
+ * status line and Content-Length, so it stays cheaper than the servers it
+ * measures.
  *
- *   node --import tsx bench/http-load.ts '{"port":6530,"method":"GET","path":"/item","connections":32,"seconds":8,"warmup":2}'
+ * With several targets it drives them in alternating segments (only one target
+ * is loaded at a time, the others sit idle on their open connections), so a
+ * burst of load from elsewhere on the machine hits every target alike.
  *
- * Prints one JSON line: { requests, rps, errors, p50Ms, p99Ms }.
+ *   node --import tsx bench/http-load.ts '{"ports":[6530,6531],"method":"GET","path":"/item",
+ *     "connections":32,"seconds":20,"segmentMs":500,"warmup":2}'
+ *
+ * Sends "start" / "end" over IPC around the measured window (the bench samples
+ * the servers' CPU time then) and prints one JSON line: one result per port.
  */
 import { connect, type Socket } from "node:net";
 
 interface LoadOptions {
-  port: number;
+  ports: number[];
   method: string;
   path: string;
   body?: string;
   connections: number;
   seconds: number;
+  segmentMs: number;
   warmup: number;
 }
 
-const opts = JSON.parse(process.argv[2] ?? "{}") as LoadOptions;
-const body = opts.body === undefined ? "" : opts.body;
-const head =
-  `${opts.method} ${opts.path} HTTP/1.1\r\nhost: 127.0.0.1:${opts.port}\r\nconnection: keep-alive\r\n` +
-  (opts.body === undefined
-    ? ""
-    : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`) +
-  "\r\n";
-const request = Buffer.from(head + body);
+interface Target {
+  port: number;
+  request: Buffer;
+  /** Connections waiting for their target's next segment. */
+  parked: Array<() => void>;
+  requests: number;
+  errors: number;
+  activeMs: number;
+  latencies: number[];
+}
 
+const opts = JSON.parse(process.argv[2] ?? "{}") as LoadOptions;
+const body = opts.body ?? "";
+const targets: Target[] = opts.ports.map((port) => ({
+  port,
+  request: Buffer.from(
+    `${opts.method} ${opts.path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: keep-alive\r\n` +
+      (opts.body === undefined
+        ? ""
+        : `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`) +
+      "\r\n" +
+      body,
+  ),
+  parked: [],
+  requests: 0,
+  errors: 0,
+  activeMs: 0,
+  latencies: [],
+}));
+
+let active = 0;
 let measuring = false;
 let stopped = false;
-let requests = 0;
-let errors = 0;
-const latencies: number[] = [];
 const HEADER_END = Buffer.from("\r\n\r\n");
 const LENGTH = /\r\ncontent-length:\s*(\d+)/i;
 
-function drive(socket: Socket): void {
+function drive(target: Target, socket: Socket): void {
   let pending: Buffer = Buffer.alloc(0);
   let sentAt = 0n;
   const send = (): void => {
     if (stopped) return void socket.end();
+    if (targets[active] !== target) return void target.parked.push(send);
     sentAt = process.hrtime.bigint();
-    socket.write(request);
+    socket.write(target.request);
   };
   socket.on("data", (chunk: Buffer) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
     for (;;) {
       const end = pending.indexOf(HEADER_END);
       if (end === -1) return;
-      const headText = pending.toString("latin1", 0, end);
-      const length = Number(LENGTH.exec(headText)?.[1] ?? 0);
-      const total = end + 4 + length;
+      const head = pending.toString("latin1", 0, end);
+      const total = end + 4 + Number(LENGTH.exec(head)?.[1] ?? 0);
       if (pending.length < total) return;
-      const status = Number(headText.slice(9, 12));
+      const status = Number(head.slice(9, 12));
       pending = pending.subarray(total);
-      if (measuring) {
-        requests++;
-        if (status !== 200) errors++;
-        latencies.push(Number(process.hrtime.bigint() - sentAt) / 1e6);
+      if (measuring && targets[active] === target) {
+        target.requests++;
+        if (status !== 200) target.errors++;
+        target.latencies.push(Number(process.hrtime.bigint() - sentAt) / 1e6);
       }
       send();
     }
   });
-  socket.on("error", () => {
-    if (measuring) errors++;
-  });
+  socket.on("error", () => target.errors++);
   socket.setNoDelay(true);
   send();
 }
 
-for (let i = 0; i < opts.connections; i++) drive(connect(opts.port, "127.0.0.1"));
+for (const target of targets) {
+  for (let i = 0; i < opts.connections; i++) drive(target, connect(target.port, "127.0.0.1"));
+}
+
+let segmentStart = performance.now();
+const rotate = setInterval(() => {
+  const now = performance.now();
+  if (measuring) targets[active]!.activeMs += now - segmentStart;
+  segmentStart = now;
+  active = (active + 1) % targets.length;
+  for (const resume of targets[active]!.parked.splice(0)) resume();
+}, opts.segmentMs);
+
 await new Promise((r) => setTimeout(r, opts.warmup * 1000));
-// Marks for the bench, which samples the server's CPU time at the same moments.
 process.send?.("start");
 measuring = true;
-const t0 = process.hrtime.bigint();
+segmentStart = performance.now();
 await new Promise((r) => setTimeout(r, opts.seconds * 1000));
+targets[active]!.activeMs += performance.now() - segmentStart;
 measuring = false;
 process.send?.("end");
 stopped = true;
-const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
-latencies.sort((a, b) => a - b);
-const pct = (p: number): number =>
-  latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
-process.stdout.write(
-  `${JSON.stringify({ requests, rps: Math.round(requests / elapsed), errors, p50Ms: +pct(0.5).toFixed(2), p99Ms: +pct(0.99).toFixed(2) })}\n`,
-);
+clearInterval(rotate);
+
+const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? 0;
+const results = targets.map((t) => {
+  t.latencies.sort((a, b) => a - b);
+  return {
+    port: t.port,
+    requests: t.requests,
+    rps: Math.round(t.requests / (t.activeMs / 1000)),
+    errors: t.errors,
+    p50Ms: +pct(t.latencies, 0.5).toFixed(2),
+    p99Ms: +pct(t.latencies, 0.99).toFixed(2),
+  };
+});
+process.stdout.write(`${JSON.stringify(results)}\n`);
 process.exit(0);

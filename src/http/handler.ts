@@ -47,6 +47,7 @@ export interface HttpHandler {
 }
 
 type HeaderRecord = RouteRequest["headers"];
+type Done = (reply: Reply) => void;
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 const HEALTH = "/_/health";
@@ -107,76 +108,104 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     return fail(method, path, reply.status, error, e);
   };
 
-  const invoke = (method: string, path: string, route: HttpRoute, request: RouteRequest): Promise<Reply> => {
+  // Callback style on purpose: one promise hop per request instead of a
+  // then/catch chain per layer (each hop is a microtask on the hot path).
+  // `done` must not throw; the adapters catch their own errors.
+  const invoke = (
+    method: string,
+    path: string,
+    route: HttpRoute,
+    request: RouteRequest,
+    done: Done,
+  ): void => {
     let pending: Promise<InvokeResult>;
     try {
       pending = app.invokeRoute(route, request);
     } catch (e) {
-      return Promise.resolve(failure(method, path, e));
+      return done(failure(method, path, e));
     }
-    return pending.then(resultReply).catch((e: unknown) => failure(method, path, e));
+    void pending.then(
+      (result) => {
+        let reply: Reply;
+        try {
+          reply = resultReply(result);
+        } catch (e) {
+          reply = failure(method, path, e); // e.g. a BigInt in the result
+        }
+        done(reply);
+      },
+      (e: unknown) => done(failure(method, path, e)),
+    );
   };
 
-  async function withBody(
+  const tooLarge = (method: string, path: string): Reply =>
+    fail(method, path, 413, httpErrors.tooLarge(bodyLimit), undefined, { close: true });
+
+  const withBody = (
     method: string,
     path: string,
     match: Extract<RouteMatch, { kind: "route" }>,
     headers: HeaderRecord,
     source: BodySource,
-  ): Promise<Reply> {
-    let body: unknown;
-    try {
-      if (source.contentType !== undefined && !isJsonType(source.contentType)) {
-        return fail(method, path, 415, httpErrors.unsupportedType(source.contentType), undefined);
-      }
-      // Content-Length already over the limit: answer without reading a byte.
-      const raw =
-        source.length !== undefined && source.length > bodyLimit ? TOO_LARGE : await source.read(bodyLimit);
-      if (raw === TOO_LARGE) {
-        return fail(method, path, 413, httpErrors.tooLarge(bodyLimit), undefined, { close: true });
-      }
-      body = parseJsonBody(raw);
-    } catch (e) {
-      return failure(method, path, e);
+    done: Done,
+  ): void => {
+    if (source.contentType !== undefined && !isJsonType(source.contentType)) {
+      return done(fail(method, path, 415, httpErrors.unsupportedType(source.contentType), undefined));
     }
-    return invoke(method, path, match.route, { params: match.params, query: match.query, body, headers });
-  }
+    // Content-Length already over the limit: answer without reading a byte.
+    if (source.length !== undefined && source.length > bodyLimit) return done(tooLarge(method, path));
+    void source.read(bodyLimit).then(
+      (raw) => {
+        if (raw === TOO_LARGE) return done(tooLarge(method, path));
+        let body: unknown;
+        try {
+          body = parseJsonBody(raw);
+        } catch (e) {
+          return done(failure(method, path, e));
+        }
+        invoke(method, path, match.route, { params: match.params, query: match.query, body, headers }, done);
+      },
+      (e: unknown) => done(failure(method, path, e)),
+    );
+  };
 
   /**
-   * The routing core. Answers synchronously when it can (health, 404, 405) and
-   * otherwise with one promise chain; the body source is only built for
-   * methods that carry a body.
+   * The routing core, shared by both adapters. Health, 404 and 405 are
+   * answered at once; the body source is only built for methods that carry a
+   * body.
    */
-  function dispatch(
+  const dispatch = (
     method: string,
     url: string,
     headers: HeaderRecord,
     body: () => BodySource,
-  ): Reply | Promise<Reply> {
+    done: Done,
+  ): void => {
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
-    if (path === HEALTH || path === READY) return system(method, path);
+    if (path === HEALTH || path === READY) return done(system(method, path));
 
     const match = router.match(method, url);
     if (match.kind === "none") {
-      return fail(method, path, 404, httpErrors.notFound(method, shortPath(path)), undefined);
+      return done(fail(method, path, 404, httpErrors.notFound(method, shortPath(path)), undefined));
     }
     if (match.kind === "method") {
       const allow = match.allowed.join(", ");
       const error = httpErrors.methodNotAllowed(method, shortPath(path), match.allowed);
-      return fail(method, path, 405, error, undefined, { allow });
+      return done(fail(method, path, 405, error, undefined, { allow }));
     }
     if (BODY_METHODS.has(method)) {
       const source = body();
-      if (source.present) return withBody(method, path, match, headers, source);
+      if (source.present) return withBody(method, path, match, headers, source, done);
     }
-    return invoke(method, path, match.route, {
-      params: match.params,
-      query: match.query,
-      body: undefined,
-      headers,
-    });
-  }
+    invoke(
+      method,
+      path,
+      match.route,
+      { params: match.params, query: match.query, body: undefined, headers },
+      done,
+    );
+  };
 
   const writeNode = (res: ServerResponse, reply: Reply): void => {
     const headers: OutgoingHttpHeaders = {};
@@ -196,21 +225,34 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       { err: e, method: req.method, path: shortPath(req.url ?? "") },
       "http: failed to answer a request",
     );
-    if (res.headersSent) res.destroy();
-    else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
+    try {
+      if (res.headersSent) res.destroy();
+      else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
+    } catch {
+      res.destroy();
+    }
   };
 
   return {
     handle(req, res) {
-      let reply: Reply | Promise<Reply>;
+      // Inline callbacks, not named closures: see the note in body.ts.
       try {
-        reply = dispatch(req.method ?? "GET", req.url ?? "/", req.headers, () => nodeBody(req));
+        dispatch(
+          req.method ?? "GET",
+          req.url ?? "/",
+          req.headers,
+          () => nodeBody(req),
+          (reply) => {
+            try {
+              writeNode(res, reply);
+            } catch (e) {
+              fatal(req, res, e);
+            }
+          },
+        );
       } catch (e) {
-        return fatal(req, res, e);
+        fatal(req, res, e);
       }
-      if (reply instanceof Promise) {
-        reply.then((r) => writeNode(res, r)).catch((e: unknown) => fatal(req, res, e));
-      } else writeNode(res, reply);
     },
 
     async fetch(request) {
@@ -219,8 +261,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       request.headers.forEach((value, key) => {
         headers[key] = value;
       });
-      const reply = await dispatch(request.method, url.pathname + url.search, headers, () =>
-        webBody(request),
+      const reply = await new Promise<Reply>((resolve) =>
+        dispatch(request.method, url.pathname + url.search, headers, () => webBody(request), resolve),
       );
       const out = new Headers();
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
