@@ -18,22 +18,29 @@ import { fileURLToPath } from "node:url";
 
 const here = (p: string): string => fileURLToPath(new URL(p, import.meta.url));
 const args = process.argv.slice(2);
-const flag = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+const flag = (name: string): string | undefined =>
+  args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 
 if (!existsSync(here("./node_modules"))) {
   console.error("bench: installing the peer systems into bench/node_modules (npm install --prefix bench) …");
-  const r = spawnSync("npm", ["install", "--prefix", here("."), "--no-audit", "--no-fund"], { stdio: "inherit" });
+  const r = spawnSync("npm", ["install", "--prefix", here("."), "--no-audit", "--no-fund"], {
+    stdio: "inherit",
+  });
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
 
 // Imported after the install so that a missing peer is installed before anything loads.
 const { s7 } = await import("./compare/crash.ts");
-const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase, median } = await import("./compare/env.ts");
+const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase, median } =
+  await import("./compare/env.ts");
 const { dbosWorkflows } = await import("./compare/dbos.ts");
 const { okengineWorkflows } = await import("./compare/okengine-workflows.ts");
 const { Progress } = await import("./compare/progress.ts");
 const report = await import("./compare/report.ts");
-const scenarios = await import("./compare/scenarios.ts");
+const { s1, s2 } = await import("./compare/enqueue.ts");
+const { s3, s5 } = await import("./compare/drain.ts");
+const { s4 } = await import("./compare/latency.ts");
+const { s6 } = await import("./compare/failures.ts");
 const { queueSystems, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
 type Figure = import("./compare/types.ts").Figure;
@@ -42,20 +49,56 @@ type Sizes = import("./compare/types.ts").Sizes;
 
 const quick = args.includes("--quick");
 const sizes: Sizes = quick
-  ? { s1: 300, s2: 2_000, s3: 10_000, s4: 200, s5Keys: 100, s5PerKey: 20, s6: 500, s6Retries: 1, s7Jobs: 40, s7WaitSeconds: 8, s9: 200, s9Sleeps: 20, capSeconds: 3, latencyCapSeconds: 3, repeats: 1 }
-  : { s1: 2_000, s2: 100_000, s3: 100_000, s4: 1_000, s5Keys: 1_000, s5PerKey: 50, s6: 2_000, s6Retries: 2, s7Jobs: 200, s7WaitSeconds: 15, s9: 2_000, s9Sleeps: 100, capSeconds: 10, latencyCapSeconds: 15, repeats: 3 };
+  ? {
+      s1: 300,
+      s2: 2_000,
+      s3: 10_000,
+      s4: 200,
+      s5Keys: 100,
+      s5PerKey: 20,
+      s6: 500,
+      s6Retries: 1,
+      s7Jobs: 40,
+      s7WaitSeconds: 8,
+      s9: 200,
+      s9Sleeps: 20,
+      capSeconds: 3,
+      latencyCapSeconds: 3,
+      repeats: 1,
+    }
+  : {
+      s1: 2_000,
+      s2: 100_000,
+      s3: 100_000,
+      s4: 1_000,
+      s5Keys: 1_000,
+      s5PerKey: 50,
+      s6: 2_000,
+      s6Retries: 2,
+      s7Jobs: 200,
+      s7WaitSeconds: 15,
+      s9: 2_000,
+      s9Sleeps: 100,
+      capSeconds: 10,
+      latencyCapSeconds: 15,
+      repeats: 3,
+    };
 if (flag("repeats")) sizes.repeats = Number(flag("repeats"));
 const only = flag("only")?.split(",") as ScenarioId[] | undefined;
 const pick = flag("systems")?.split(",");
 
 const versionOf = (pkg: string): string => {
   try {
-    return (JSON.parse(readFileSync(here(`./node_modules/${pkg}/package.json`), "utf8")) as { version: string }).version;
+    return (
+      JSON.parse(readFileSync(here(`./node_modules/${pkg}/package.json`), "utf8")) as { version: string }
+    ).version;
   } catch {
     return "not installed";
   }
 };
-const versions = Object.fromEntries(["graphile-worker", "pg-boss", "bullmq", "ioredis", "@dbos-inc/dbos-sdk"].map((p) => [p, versionOf(p)]));
+const versions = Object.fromEntries(
+  ["graphile-worker", "pg-boss", "bullmq", "ioredis", "@dbos-inc/dbos-sdk"].map((p) => [p, versionOf(p)]),
+);
 
 // DBOS's pg client prints a deprecation warning that would break the progress lines.
 process.noDeprecation = true;
@@ -63,10 +106,21 @@ process.noDeprecation = true;
 const keepAlive = setInterval(() => undefined, 1_000);
 
 const queue = queueSystems().filter((s) => !pick || pick.includes(s.id));
-const workflows = [okengineWorkflows("memory"), okengineWorkflows("file"), okengineWorkflows("postgres"), dbosWorkflows(versions["@dbos-inc/dbos-sdk"]!)].filter(
-  (s) => !pick || pick.includes(s.id),
-);
-const QUEUE_SCENARIOS = { S1: scenarios.s1, S2: scenarios.s2, S3: scenarios.s3, S4: scenarios.s4, S5: scenarios.s5, S6: scenarios.s6, S7: s7 } as const;
+const workflows = [
+  okengineWorkflows("memory"),
+  okengineWorkflows("file"),
+  okengineWorkflows("postgres"),
+  dbosWorkflows(versions["@dbos-inc/dbos-sdk"]!),
+].filter((s) => !pick || pick.includes(s.id));
+const QUEUE_SCENARIOS = {
+  S1: s1,
+  S2: s2,
+  S3: s3,
+  S4: s4,
+  S5: s5,
+  S6: s6,
+  S7: s7,
+} as const;
 const wanted = (id: ScenarioId): boolean => !only || only.includes(id);
 
 // Repeats are rounds over every system (not back-to-back runs of one system), so a burst of load from
@@ -75,17 +129,28 @@ const rounds = sizes.repeats;
 const once: Sizes = { ...sizes, repeats: 1 };
 type Step = { scenario: ScenarioId; system: string; run: () => Promise<Figure[]>; skip?: string };
 const steps: Step[] = [];
-for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<[keyof typeof QUEUE_SCENARIOS, (typeof QUEUE_SCENARIOS)[keyof typeof QUEUE_SCENARIOS]]>) {
+for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
+  [keyof typeof QUEUE_SCENARIOS, (typeof QUEUE_SCENARIOS)[keyof typeof QUEUE_SCENARIOS]]
+>) {
   if (!wanted(id)) continue;
   for (const system of queue) {
     if (system.only && !system.only.includes(id)) continue;
     // S2 is where the store-bulk variant differs; S1 would only repeat okengine (postgres).
-    steps.push({ scenario: id, system: system.id, run: () => fn(system, { sizes: once, progress }), ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}) });
+    steps.push({
+      scenario: id,
+      system: system.id,
+      run: () => fn(system, { sizes: once, progress }),
+      ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}),
+    });
   }
 }
-if (wanted("S9")) for (const w of workflows) steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
+if (wanted("S9"))
+  for (const w of workflows)
+    steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
 // S7 (child processes, a kill, a fixed wait) runs in the first round only.
-const plan = Array.from({ length: rounds }, (_, r) => steps.filter((s) => r === 0 || (s.scenario !== "S7" && !s.skip)).map((s) => ({ ...s, round: r }))).flat();
+const plan = Array.from({ length: rounds }, (_, r) =>
+  steps.filter((s) => r === 0 || (s.scenario !== "S7" && !s.skip)).map((s) => ({ ...s, round: r })),
+).flat();
 
 const progress = new Progress(plan.length);
 const started = performance.now();
@@ -100,19 +165,46 @@ progress.note(
 
 const raw: Figure[] = [];
 for (const step of plan) {
-  progress.begin(`${step.scenario} ${step.system}${rounds > 1 ? ` (round ${step.round + 1}/${rounds})` : ""}`);
+  progress.begin(
+    `${step.scenario} ${step.system}${rounds > 1 ? ` (round ${step.round + 1}/${rounds})` : ""}`,
+  );
   if (step.skip) {
-    raw.push({ scenario: step.scenario, metric: "(n/a)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: step.skip });
+    raw.push({
+      scenario: step.scenario,
+      metric: "(n/a)",
+      unit: "",
+      better: "higher",
+      system: step.system,
+      value: null,
+      samples: [],
+      note: step.skip,
+    });
     progress.end(`n/a — ${step.skip}`);
     continue;
   }
   try {
     const got = await step.run();
     raw.push(...got);
-    progress.end(got.map((f) => `${f.metric}: ${f.value === null ? "n/a" : `${f.value.toFixed(f.unit === "jobs/s" || f.unit === "wf/s" ? 0 : 2)} ${f.unit}`}`).join(" · "));
+    progress.end(
+      got
+        .map(
+          (f) =>
+            `${f.metric}: ${f.value === null ? "n/a" : `${f.value.toFixed(f.unit === "jobs/s" || f.unit === "wf/s" ? 0 : 2)} ${f.unit}`}`,
+        )
+        .join(" · "),
+    );
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
-    raw.push({ scenario: step.scenario, metric: "(error)", unit: "", better: "higher", system: step.system, value: null, samples: [], note: `error: ${message.slice(0, 300)}` });
+    raw.push({
+      scenario: step.scenario,
+      metric: "(error)",
+      unit: "",
+      better: "higher",
+      system: step.system,
+      value: null,
+      samples: [],
+      note: `error: ${message.slice(0, 300)}`,
+    });
     progress.end(`FAILED: ${message.slice(0, 200)}`);
   }
 }
@@ -121,14 +213,17 @@ clearInterval(keepAlive);
 // One figure per (scenario, metric, system): the median over the rounds, every round's value kept.
 const figures: Figure[] = [];
 for (const f of raw) {
-  const same = figures.find((g) => g.scenario === f.scenario && g.metric === f.metric && g.system === f.system);
+  const same = figures.find(
+    (g) => g.scenario === f.scenario && g.metric === f.metric && g.system === f.system,
+  );
   if (!same) {
     figures.push({ ...f, samples: [...f.samples] });
     continue;
   }
   same.samples.push(...f.samples);
   same.value = same.samples.length ? median(same.samples) : null;
-  if (f.note && !(same.note ?? "").includes(f.note)) same.note = same.note ? `${same.note}; ${f.note}` : f.note;
+  if (f.note && !(same.note ?? "").includes(f.note))
+    same.note = same.note ? `${same.note}; ${f.note}` : f.note;
   if (f.checks) same.checks = { ...same.checks, ...f.checks };
 }
 
@@ -139,7 +234,11 @@ for (const f of figures) {
     filled.push(f);
     continue;
   }
-  const metrics = [...new Set(figures.filter((g) => g.scenario === f.scenario && !g.metric.startsWith("(")).map((g) => g.metric))];
+  const metrics = [
+    ...new Set(
+      figures.filter((g) => g.scenario === f.scenario && !g.metric.startsWith("(")).map((g) => g.metric),
+    ),
+  ];
   for (const metric of metrics.length ? metrics : [f.metric]) {
     const like = figures.find((g) => g.scenario === f.scenario && g.metric === metric);
     filled.push({ ...f, metric, unit: like?.unit ?? "", better: like?.better ?? "higher" });
@@ -158,8 +257,12 @@ const result: import("./compare/report.ts").RunResult = {
   systems: all.map((s) => {
     const w = workflows.find((x) => x.id === s.id);
     const q = queue.find((x) => x.id === s.id);
-    const crash = q?.crashNote ? [`S7: ${q.crashNote}`] : [];
-    return { id: s.id, label: s.label, config: [...(q?.describe() ?? []), ...crash, ...(w ? w.describe().map((l) => `S9: ${l}`) : [])] };
+    const crash = q?.crashNote && !q.unsupported.S7 && !q.only ? [`S7: ${q.crashNote}`] : [];
+    return {
+      id: s.id,
+      label: s.label,
+      config: [...(q?.describe() ?? []), ...crash, ...(w ? w.describe().map((l) => `S9: ${l}`) : [])],
+    };
   }),
   figures: filled,
   notes: [
@@ -172,7 +275,9 @@ const result: import("./compare/report.ts").RunResult = {
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
-      .join(" / ")} at the end): expect noise. Repeats are rounds over all systems; each figure is the median of its rounds.`,
+      .join(
+        " / ",
+      )} at the end): expect noise. Repeats are rounds over all systems; each figure is the median of its rounds.`,
   ],
 };
 
@@ -183,6 +288,9 @@ const readme = !quick && !args.includes("--no-readme");
 if (readme) report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
 console.log(report.consoleTable(result));
 console.log("");
-for (const t of report.targets(result)) console.log(`${t.ok === null ? "·" : t.ok ? "✓" : "✗"} ${t.what}: ${t.detail}`);
-console.log(`\nwrote bench/results/${files.json} and bench/results/${files.md}${readme ? "; updated bench/README.md" : ""}`);
+for (const t of report.targets(result))
+  console.log(`${t.ok === null ? "·" : t.ok ? "✓" : "✗"} ${t.what}: ${t.detail}`);
+console.log(
+  `\nwrote bench/results/${files.json} and bench/results/${files.md}${readme ? "; updated bench/README.md" : ""}`,
+);
 process.exit(0);

@@ -29,7 +29,13 @@ interface BullModule {
   Worker: new (name: string, processor: (job: BJob) => Promise<void>, opts: object) => BWorker;
 }
 interface RedisClient {
-  scan(cursor: string, match: "MATCH", pattern: string, count: "COUNT", n: number): Promise<[string, string[]]>;
+  scan(
+    cursor: string,
+    match: "MATCH",
+    pattern: string,
+    count: "COUNT",
+    n: number,
+  ): Promise<[string, string[]]>;
   del(...keys: string[]): Promise<number>;
   quit(): Promise<unknown>;
 }
@@ -91,13 +97,20 @@ export function bullmqSystem(): QueueSystem {
           worker = new Worker(
             QUEUE,
             async (job) => {
-              await o.handler({ n: job.data.n, j: job.data.j, key: job.data.key ?? undefined, attempt: job.attemptsMade + 1 });
+              await o.handler({
+                n: job.data.n,
+                j: job.data.j,
+                key: job.data.key ?? undefined,
+                attempt: job.attemptsMade + 1,
+              });
             },
             {
               connection,
               prefix: ns.name,
               concurrency: o.concurrency,
-              ...(o.leaseMs === undefined ? {} : { lockDuration: o.leaseMs, stalledInterval: Math.round(o.leaseMs / 2) }),
+              ...(o.leaseMs === undefined
+                ? {}
+                : { lockDuration: o.leaseMs, stalledInterval: Math.round(o.leaseMs / 2) }),
             },
           );
           worker.on("error", () => undefined);

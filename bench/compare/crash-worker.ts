@@ -10,7 +10,12 @@ import { sleep } from "./env.ts";
 import { queueSystem } from "./systems.ts";
 import type { JobSpec } from "./types.ts";
 
-export type ToParent = { t: "ready" } | { t: "start"; n: number; attempt: number } | { t: "done"; n: number } | { t: "enqueued" } | { t: "error"; message: string };
+export type ToParent =
+  | { t: "ready" }
+  | { t: "start"; n: number; attempt: number }
+  | { t: "done"; n: number }
+  | { t: "enqueued" }
+  | { t: "error"; message: string };
 export type ToChild = { t: "enqueue"; count: number } | { t: "stop" };
 
 const [id, ns, leaseMs, concurrency, jobMs] = process.argv.slice(2);

@@ -66,7 +66,16 @@ function spawnWorker(name: "A" | "B", system: QueueSystem, ns: string, tally: Ta
       if (name === "A") tally.inflightA.delete(m.n);
     }
   });
-  return { name, child, ready: Promise.race([ready.promise, exited.then(() => Promise.reject(new Error(`worker ${name} exited: ${tally.errors.join("; ")}`)))]), exited, send: (m) => child.send(m) };
+  return {
+    name,
+    child,
+    ready: Promise.race([
+      ready.promise,
+      exited.then(() => Promise.reject(new Error(`worker ${name} exited: ${tally.errors.join("; ")}`))),
+    ]),
+    exited,
+    send: (m) => child.send(m),
+  };
 }
 
 async function stopWorker(w: Worker | undefined): Promise<void> {
@@ -83,7 +92,14 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
   const n = ctx.sizes.s7Jobs;
   const waitMs = ctx.sizes.s7WaitSeconds * 1_000;
   const ns = await system.fresh();
-  const tally: Tally = { starts: new Map(), done: new Map(), inflightA: new Set(), startsA: 0, enqueued: signalled(), errors: [] };
+  const tally: Tally = {
+    starts: new Map(),
+    done: new Map(),
+    inflightA: new Set(),
+    startsA: 0,
+    enqueued: signalled(),
+    errors: [],
+  };
   let a: Worker | undefined;
   let b: Worker | undefined;
   const single = system.backend === "file";
@@ -98,7 +114,10 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     await tally.enqueued.promise;
     // Kill A once it has done a quarter of the work and holds jobs mid-run.
     const armed = await until(() => tally.startsA >= n / 4 && tally.inflightA.size > 0, waitMs, 2);
-    if (!armed) throw new Error(`S7 ${system.id}: worker A never got ${n / 4} jobs in flight (${tally.errors.join("; ")})`);
+    if (!armed)
+      throw new Error(
+        `S7 ${system.id}: worker A never got ${n / 4} jobs in flight (${tally.errors.join("; ")})`,
+      );
     const killedAt = performance.now();
     a.child.kill("SIGKILL");
     await a.exited;
@@ -109,9 +128,12 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
       b = spawnWorker("B", system, ns.name, tally);
       await b.ready;
     }
-    const rerunAt = (job: number): number | undefined => tally.starts.get(job)?.find((s) => s.by === "B" && s.at > killedAt)?.at;
+    const rerunAt = (job: number): number | undefined =>
+      tally.starts.get(job)?.find((s) => s.by === "B" && s.at > killedAt)?.at;
     const allDone = (): boolean => {
-      ctx.progress.tick(`${tally.done.size} / ${n} done, ${inflight.filter((j) => rerunAt(j) !== undefined).length} / ${inflight.length} re-run`);
+      ctx.progress.tick(
+        `${tally.done.size} / ${n} done, ${inflight.filter((j) => rerunAt(j) !== undefined).length} / ${inflight.length} re-run`,
+      );
       return tally.done.size >= n && inflight.every((j) => rerunAt(j) !== undefined);
     };
     await until(allDone, waitMs, 10);
@@ -124,7 +146,13 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     for (const c of tally.done.values()) duplicates += Math.max(0, c - 1);
     const lost = n - tally.done.size;
     const stranded = reruns.filter((t) => t === undefined).length;
-    const checks = { jobs: n, inflightAtKill: inflight.length, rerun: inflight.length - stranded, duplicates, notCompleted: lost };
+    const checks = {
+      jobs: n,
+      inflightAtKill: inflight.length,
+      rerun: inflight.length - stranded,
+      duplicates,
+      notCompleted: lost,
+    };
     const note = recovered
       ? `${inflight.length} in flight at the kill, all re-run; ${duplicates} duplicate completions, ${lost} not completed`
       : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.s7WaitSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`;

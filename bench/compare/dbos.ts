@@ -13,13 +13,22 @@ interface DbosStatic {
   setConfig(config: object): void;
   launch(): Promise<void>;
   shutdown(options?: object): Promise<void>;
-  registerWorkflow<A extends unknown[], R>(fn: (...args: A) => Promise<R>, config: { name: string }): (...args: A) => Promise<R>;
+  registerWorkflow<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R>,
+    config: { name: string },
+  ): (...args: A) => Promise<R>;
   runStep<R>(fn: () => Promise<R>, config: { name: string }): Promise<R>;
   sleep(ms: number): Promise<void>;
 }
 
-const silent = { info: () => undefined, debug: () => undefined, warn: () => undefined, error: () => undefined };
-let registered: { three: (i: number) => Promise<number>; sleeper: (i: number, ms: number) => Promise<void> } | undefined;
+const silent = {
+  info: () => undefined,
+  debug: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+let registered:
+  { three: (i: number) => Promise<number>; sleeper: (i: number, ms: number) => Promise<void> } | undefined;
 const sleptAt = new Map<number, number>();
 const waiters = new Map<number, (delay: number) => void>();
 
@@ -57,7 +66,12 @@ export function dbosWorkflows(version: string): WorkflowSystem {
         ),
       };
       const schema = randomName("dbos_bench");
-      DBOS.setConfig({ name: "okengine-bench", systemDatabaseUrl: DATABASE_URL, systemDatabaseSchemaName: schema, logger: silent });
+      DBOS.setConfig({
+        name: "okengine-bench",
+        systemDatabaseUrl: DATABASE_URL,
+        systemDatabaseSchemaName: schema,
+        logger: silent,
+      });
       await DBOS.launch();
       // Called unbound: DBOS treats a `this` as a ConfiguredInstance.
       const { three, sleeper } = registered;

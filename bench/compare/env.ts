@@ -8,8 +8,12 @@ import { cpus, loadavg, release, totalmem } from "node:os";
 import pg from "pg";
 
 /** The bench's own database, so its schemas never mix with the test suite's. */
-export const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/okengine_bench";
-export const REDIS = { host: process.env.BENCH_REDIS_HOST ?? "127.0.0.1", port: Number(process.env.BENCH_REDIS_PORT ?? 6379) };
+export const DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/okengine_bench";
+export const REDIS = {
+  host: process.env.BENCH_REDIS_HOST ?? "127.0.0.1",
+  port: Number(process.env.BENCH_REDIS_PORT ?? 6379),
+};
 
 export const randomName = (prefix: string): string => `${prefix}_${randomBytes(4).toString("hex")}`;
 
@@ -45,9 +49,10 @@ export async function dropSchema(schema: string): Promise<void> {
 /** Drops schemas a crashed earlier run left behind (ours all start with a known prefix). */
 export async function dropLeftoverSchemas(prefixes: readonly string[]): Promise<number> {
   return withClient(async (c) => {
-    const { rows } = await c.query<{ nspname: string }>("SELECT nspname FROM pg_namespace WHERE nspname LIKE ANY($1::text[])", [
-      prefixes.map((p) => `${p}\\_%`),
-    ]);
+    const { rows } = await c.query<{ nspname: string }>(
+      "SELECT nspname FROM pg_namespace WHERE nspname LIKE ANY($1::text[])",
+      [prefixes.map((p) => `${p}\\_%`)],
+    );
     for (const r of rows) await c.query(`DROP SCHEMA IF EXISTS "${r.nspname}" CASCADE`);
     return rows.length;
   });
@@ -77,7 +82,11 @@ export const percentile = (sorted: readonly number[], p: number): number =>
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Resolves when `check` holds, polling every `everyMs`; false on timeout. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<boolean> {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  everyMs = 20,
+): Promise<boolean> {
   const end = performance.now() + timeoutMs;
   for (;;) {
     if (await check()) return true;
@@ -119,14 +128,26 @@ interface RedisLike {
 }
 
 export async function describeMachine(): Promise<Machine> {
-  const settings = ["synchronous_commit", "fsync", "wal_level", "shared_buffers", "max_connections", "commit_delay"];
+  const settings = [
+    "synchronous_commit",
+    "fsync",
+    "wal_level",
+    "shared_buffers",
+    "max_connections",
+    "commit_delay",
+  ];
   const { version, values } = await withClient(async (c) => {
     const v = await c.query<{ v: string }>("SELECT current_setting('server_version') AS v");
     const s = await c.query<{ name: string; setting: string; unit: string | null }>(
       "SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1::text[])",
       [settings],
     );
-    return { version: v.rows[0]!.v, values: Object.fromEntries(s.rows.map((r) => [r.name, r.unit ? `${r.setting} (${r.unit})` : r.setting])) };
+    return {
+      version: v.rows[0]!.v,
+      values: Object.fromEntries(
+        s.rows.map((r) => [r.name, r.unit ? `${r.setting} (${r.unit})` : r.setting]),
+      ),
+    };
   });
   let redis = "unreachable";
   let redisPersistence = "unknown";

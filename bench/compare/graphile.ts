@@ -22,7 +22,11 @@ interface GwJobSpec {
   maxAttempts?: number;
 }
 interface GwUtils {
-  addJob(identifier: string, payload: unknown, spec?: { queueName?: string; maxAttempts?: number }): Promise<unknown>;
+  addJob(
+    identifier: string,
+    payload: unknown,
+    spec?: { queueName?: string; maxAttempts?: number },
+  ): Promise<unknown>;
   addJobs(specs: GwJobSpec[]): Promise<unknown>;
   migrate(): Promise<void>;
   release(): Promise<void>;
@@ -60,7 +64,11 @@ export function graphileSystem(): QueueSystem {
     async fresh() {
       const name = randomName("gw_bench");
       const gw = await peer<GwModule>("graphile-worker");
-      const utils = await gw.makeWorkerUtils({ connectionString: DATABASE_URL, schema: name, logger: new gw.Logger(() => () => undefined) });
+      const utils = await gw.makeWorkerUtils({
+        connectionString: DATABASE_URL,
+        schema: name,
+        logger: new gw.Logger(() => () => undefined),
+      });
       try {
         await utils.migrate();
       } finally {
@@ -87,7 +95,10 @@ export function graphileSystem(): QueueSystem {
       const harness: QueueHarness = {
         add: async (job) => {
           const s = spec(job);
-          await utils.addJob(TASK, s.payload, { maxAttempts, ...(s.queueName ? { queueName: s.queueName } : {}) });
+          await utils.addJob(TASK, s.payload, {
+            maxAttempts,
+            ...(s.queueName ? { queueName: s.queueName } : {}),
+          });
         },
         addBulk: async (jobs) => {
           await utils.addJobs(jobs.map(spec));
@@ -115,7 +126,9 @@ export function graphileSystem(): QueueSystem {
         // Completed jobs are deleted; what is left is waiting, locked, or failed.
         remaining: () =>
           withClient(async (c) => {
-            const { rows } = await c.query<{ n: string }>(`SELECT count(*) AS n FROM "${ns.name}".jobs WHERE attempts < max_attempts OR locked_at IS NOT NULL`);
+            const { rows } = await c.query<{ n: string }>(
+              `SELECT count(*) AS n FROM "${ns.name}".jobs WHERE attempts < max_attempts OR locked_at IS NOT NULL`,
+            );
             return Number(rows[0]!.n);
           }),
         close: async () => {

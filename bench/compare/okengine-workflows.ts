@@ -21,7 +21,12 @@ export function okengineWorkflows(driver: JournalDriverName): WorkflowSystem {
       "durable.leaseMs 30 000 (default), pool 10",
     ],
     async open() {
-      const ns = driver === "postgres" ? randomName("oke_bench") : driver === "file" ? await mkdtemp(join(tmpdir(), "oke_bench_")) : "memory";
+      const ns =
+        driver === "postgres"
+          ? randomName("oke_bench")
+          : driver === "file"
+            ? await mkdtemp(join(tmpdir(), "oke_bench_"))
+            : "memory";
       const sleptAt = new Map<number, number>();
       const waiters = new Map<number, (delay: number) => void>();
       const three = flow<{ i: number }, number>("bench.three", {

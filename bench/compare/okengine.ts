@@ -9,7 +9,15 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { createApp, flow, on, signal, type App, type JournalDriverName, type OnceSignal } from "../../src/index.ts";
+import {
+  createApp,
+  flow,
+  on,
+  signal,
+  type App,
+  type JournalDriverName,
+  type OnceSignal,
+} from "../../src/index.ts";
 import { DATABASE_URL, dropSchema, randomName } from "./env.ts";
 import type { JobSpec, Namespace, QueueHarness, QueueOptions, QueueSystem } from "./types.ts";
 
@@ -23,7 +31,11 @@ const SIGNAL = "bench.jobs";
 const silent = pino({ level: "silent" });
 
 /** The app config each driver gets; `ns` is a schema (postgres) or a directory (file). */
-export function okengineConfig(driver: JournalDriverName, ns: Namespace, o: { concurrency: number; leaseMs?: number }) {
+export function okengineConfig(
+  driver: JournalDriverName,
+  ns: Namespace,
+  o: { concurrency: number; leaseMs?: number },
+) {
   return {
     drivers: { journal: driver, send: "memory" as const },
     database: { url: DATABASE_URL, schema: ns.name },
@@ -33,7 +45,10 @@ export function okengineConfig(driver: JournalDriverName, ns: Namespace, o: { co
 }
 
 /** The bench module: one once signal and the flow bound to it. */
-export function benchModule(o: Pick<QueueOptions, "retries" | "handler">): { sig: OnceSignal<Payload>; exports: Record<string, unknown> } {
+export function benchModule(o: Pick<QueueOptions, "retries" | "handler">): {
+  sig: OnceSignal<Payload>;
+  exports: Record<string, unknown>;
+} {
   const sig = signal.once<Payload>(SIGNAL, { retries: o.retries });
   const work = on(
     sig,
@@ -61,7 +76,9 @@ class OkengineHarness implements QueueHarness {
   }
 
   addBulk(jobs: JobSpec[]): Promise<void> {
-    return this.bulk === "store" ? this.preload(jobs) : Promise.all(jobs.map((j) => this.add(j))).then(() => undefined);
+    return this.bulk === "store"
+      ? this.preload(jobs)
+      : Promise.all(jobs.map((j) => this.add(j))).then(() => undefined);
   }
 
   /** The driver's batch enqueue: one call (one INSERT / one log record) per batch. */
@@ -70,7 +87,13 @@ class OkengineHarness implements QueueHarness {
     const now = this.app.clock.now();
     const prefix = `${now.toString(36)}-${process.pid}`;
     await this.app.store.enqueue(
-      jobs.map((job) => ({ id: `${prefix}-${++this.seq}`, signal: SIGNAL, key: job.key ?? null, payload: toPayload(job), parentRunId: null })),
+      jobs.map((job) => ({
+        id: `${prefix}-${++this.seq}`,
+        signal: SIGNAL,
+        key: job.key ?? null,
+        payload: toPayload(job),
+        parentRunId: null,
+      })),
       now,
     );
   }
@@ -99,13 +122,17 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
     id: `okengine-${driver}${bulk === "store" ? "-store-bulk" : ""}`,
     label: `okengine (${driver}${variant})`,
     backend: driver,
-    unsupported: driver === "memory" ? { S7: "the memory driver lives in one process: nothing survives a SIGKILL" } : {},
+    unsupported:
+      driver === "memory" ? { S7: "the memory driver lives in one process: nothing survives a SIGKILL" } : {},
     ...(bulk === "store" ? { only: ["S2" as const] } : {}),
-    crashNote: "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
+    crashNote:
+      "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
     describe: () => [
       `journal driver ${driver}${driver === "postgres" ? " (pool 10, LISTEN/NOTIFY wake-ups)" : driver === "file" ? " (temp dir, fdatasync group commit)" : ""}`,
       "signal.once bound to one flow; signals.concurrency = the scenario's concurrency; retries = the scenario's",
-      bulk === "store" ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API" : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
+      bulk === "store"
+        ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API"
+        : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
       "env prod, silent pino logger",
     ],
     async fresh() {
@@ -115,7 +142,13 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
     },
     async open(ns, o) {
       const { sig, exports } = benchModule(o);
-      const app = createApp({ modules: [{ exports }], env: "prod", config: okengineConfig(driver, ns, o), logger: silent, root: tmpdir() });
+      const app = createApp({
+        modules: [{ exports }],
+        env: "prod",
+        config: okengineConfig(driver, ns, o),
+        logger: silent,
+        root: tmpdir(),
+      });
       return new OkengineHarness(app, sig, bulk);
     },
     async drop(ns) {

@@ -66,7 +66,8 @@ export function pgbossSystem(): QueueSystem {
     },
     async open(ns, o) {
       const { default: PgBoss } = await peer<{ default: BossCtor }>("pg-boss");
-      const lease = o.leaseMs === undefined ? {} : { expireInSeconds: Math.max(1, Math.round(o.leaseMs / 1000)) };
+      const lease =
+        o.leaseMs === undefined ? {} : { expireInSeconds: Math.max(1, Math.round(o.leaseMs / 1000)) };
       const boss = new PgBoss({
         connectionString: DATABASE_URL,
         schema: ns.name,
@@ -99,23 +100,46 @@ export function pgbossSystem(): QueueSystem {
           await boss.send(QUEUE, data(job), job.key === undefined ? {} : { singletonKey: job.key });
         },
         addBulk: (jobs) =>
-          boss.insert(jobs.map((job) => ({ id: nextId(), name: QUEUE, data: data(job), ...(job.key === undefined ? {} : { singletonKey: job.key }) }))),
+          boss.insert(
+            jobs.map((job) => ({
+              id: nextId(),
+              name: QUEUE,
+              data: data(job),
+              ...(job.key === undefined ? {} : { singletonKey: job.key }),
+            })),
+          ),
         start: async () => {
           for (let i = 0; i < o.concurrency; i++) {
-            await boss.work(QUEUE, { batchSize, pollingIntervalSeconds: PGBOSS_POLL_S, includeMetadata: true }, async (jobs) => {
-              // A throw fails the whole batch (pg-boss's batch contract); batches are only used where no job fails.
-              for (const job of jobs) await o.handler({ n: job.data.n, j: job.data.j, key: job.data.key ?? undefined, attempt: (job.retryCount ?? 0) + 1 });
-            });
+            await boss.work(
+              QUEUE,
+              { batchSize, pollingIntervalSeconds: PGBOSS_POLL_S, includeMetadata: true },
+              async (jobs) => {
+                // A throw fails the whole batch (pg-boss's batch contract); batches are only used where no job fails.
+                for (const job of jobs)
+                  await o.handler({
+                    n: job.data.n,
+                    j: job.data.j,
+                    key: job.data.key ?? undefined,
+                    attempt: (job.retryCount ?? 0) + 1,
+                  });
+              },
+            );
           }
         },
         deadCount: () =>
           withClient(async (c) => {
-            const { rows } = await c.query<{ n: string }>(`SELECT count(*) AS n FROM "${ns.name}".job WHERE name = $1`, [DLQ]);
+            const { rows } = await c.query<{ n: string }>(
+              `SELECT count(*) AS n FROM "${ns.name}".job WHERE name = $1`,
+              [DLQ],
+            );
             return Number(rows[0]!.n);
           }),
         remaining: () =>
           withClient(async (c) => {
-            const { rows } = await c.query<{ n: string }>(`SELECT count(*) AS n FROM "${ns.name}".job WHERE name = $1 AND state < 'completed'`, [QUEUE]);
+            const { rows } = await c.query<{ n: string }>(
+              `SELECT count(*) AS n FROM "${ns.name}".job WHERE name = $1 AND state < 'completed'`,
+              [QUEUE],
+            );
             return Number(rows[0]!.n);
           }),
         close: () => boss.stop({ graceful: true, wait: true, timeout: 5_000 }),

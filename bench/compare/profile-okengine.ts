@@ -18,7 +18,8 @@ import type { ClaimedMessage, ClaimRequest, Store } from "../../src/store/types.
 import { dropSchema, ensureDatabase, randomName, signalled } from "./env.ts";
 import { benchModule, okengineConfig } from "./okengine.ts";
 
-const arg = (name: string, def: string): string => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? def;
+const arg = (name: string, def: string): string =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? def;
 const driver = arg("driver", "postgres") as JournalDriverName;
 const n = Number(arg("n", "20000"));
 const concurrency = Number(arg("concurrency", "32"));
@@ -50,7 +51,10 @@ function instrument(store: Store, k: Counted, stats: Record<Counted, Stat>): voi
 function whatIf(store: Store): void {
   const claim = store.claim.bind(store);
   const buffer: ClaimedMessage[] = [];
-  const methods = store as unknown as { claim(r: ClaimRequest): Promise<ClaimedMessage[]>; nextLeaseExpiry(): Promise<number | null> };
+  const methods = store as unknown as {
+    claim(r: ClaimRequest): Promise<ClaimedMessage[]>;
+    nextLeaseExpiry(): Promise<number | null>;
+  };
   methods.claim = async (r) => {
     if (buffer.length < r.max) buffer.push(...(await claim({ ...r, max: 256 })));
     return buffer.splice(0, r.max);
@@ -59,7 +63,12 @@ function whatIf(store: Store): void {
 }
 
 async function run(simulate: boolean): Promise<void> {
-  const ns = driver === "postgres" ? randomName("oke_bench") : driver === "file" ? await mkdtemp(join(tmpdir(), "oke_bench_")) : "memory";
+  const ns =
+    driver === "postgres"
+      ? randomName("oke_bench")
+      : driver === "file"
+        ? await mkdtemp(join(tmpdir(), "oke_bench_"))
+        : "memory";
   let done = 0;
   let t0 = 0;
   const finished = signalled();
@@ -70,10 +79,22 @@ async function run(simulate: boolean): Promise<void> {
       if (++done === n) finished.resolve();
     },
   });
-  const app = createApp({ modules: [{ exports }], env: "prod", config: okengineConfig(driver, { name: ns }, { concurrency }), logger: pino({ level: "silent" }), root: tmpdir() });
+  const app = createApp({
+    modules: [{ exports }],
+    env: "prod",
+    config: okengineConfig(driver, { name: ns }, { concurrency }),
+    logger: pino({ level: "silent" }),
+    root: tmpdir(),
+  });
   await app.store.open();
   for (let i = 0; i < n; i += 1_000) {
-    const batch = Array.from({ length: Math.min(1_000, n - i) }, (_, k) => ({ id: `p${i + k}`, signal: sig.name, key: null, payload: { n: i + k, j: 0, key: null }, parentRunId: null }));
+    const batch = Array.from({ length: Math.min(1_000, n - i) }, (_, k) => ({
+      id: `p${i + k}`,
+      signal: sig.name,
+      key: null,
+      payload: { n: i + k, j: 0, key: null },
+      parentRunId: null,
+    }));
     await app.store.enqueue(batch, app.clock.now());
   }
   const stats = {} as Record<Counted, Stat>;
@@ -101,7 +122,9 @@ async function run(simulate: boolean): Promise<void> {
   );
   for (const [k, s] of Object.entries(stats)) {
     if (s.calls === 0) continue;
-    console.log(`  ${k.padEnd(16)} ${String(s.calls).padStart(6)} calls  ${(s.calls / n).toFixed(3)} per message  ${(s.items / s.calls).toFixed(1)} items/call  ${(s.ms / s.calls).toFixed(2)} ms/call`);
+    console.log(
+      `  ${k.padEnd(16)} ${String(s.calls).padStart(6)} calls  ${(s.calls / n).toFixed(3)} per message  ${(s.items / s.calls).toFixed(1)} items/call  ${(s.ms / s.calls).toFixed(2)} ms/call`,
+    );
   }
 }
 

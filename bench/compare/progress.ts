@@ -39,7 +39,9 @@ export class Progress {
 
   end(result: string): void {
     const secs = ((performance.now() - this.started) / 1_000).toFixed(1);
-    process.stderr.write(`${this.tty ? "\r\x1b[K" : ""}${this.prefix()} ${this.label}: ${result} (${secs} s)\n`);
+    process.stderr.write(
+      `${this.tty ? "\r\x1b[K" : ""}${this.prefix()} ${this.label}: ${result} (${secs} s)\n`,
+    );
   }
 
   note(text: string): void {

@@ -63,13 +63,20 @@ function matrix(r: RunResult): { header: string[]; rows: string[][] } {
   const systems = r.systems.filter((s) => r.figures.some((f) => f.system === s.id));
   const keys: Array<{ scenario: ScenarioId; metric: string; unit: string; better: string }> = [];
   for (const f of r.figures) {
-    if (!keys.some((k) => k.scenario === f.scenario && k.metric === f.metric)) keys.push({ scenario: f.scenario, metric: f.metric, unit: f.unit, better: f.better });
+    if (!keys.some((k) => k.scenario === f.scenario && k.metric === f.metric))
+      keys.push({ scenario: f.scenario, metric: f.metric, unit: f.unit, better: f.better });
   }
   const header = ["scenario", "unit", ...systems.map((s) => s.label)];
   const rows = keys.map((k) => [
     `${k.scenario} ${k.metric}`,
     `${k.unit} (${k.better === "higher" ? "↑" : "↓"})`,
-    ...systems.map((s) => cell(r.figures.find((f) => f.scenario === k.scenario && f.metric === k.metric && f.system === s.id), r.figures, r.reference)),
+    ...systems.map((s) =>
+      cell(
+        r.figures.find((f) => f.scenario === k.scenario && f.metric === k.metric && f.system === s.id),
+        r.figures,
+        r.reference,
+      ),
+    ),
   ]);
   return { header, rows };
 }
@@ -77,12 +84,17 @@ function matrix(r: RunResult): { header: string[]; rows: string[][] } {
 export function consoleTable(r: RunResult): string {
   const { header, rows } = matrix(r);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const line = (cells: string[]): string =>
+    cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 
 const mdTable = (header: string[], rows: string[][]): string =>
-  [`| ${header.join(" | ")} |`, `| ${header.map((_, i) => (i < 2 ? "---" : "---:")).join(" | ")} |`, ...rows.map((row) => `| ${row.join(" | ")} |`)].join("\n");
+  [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i < 2 ? "---" : "---:")).join(" | ")} |`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`),
+  ].join("\n");
 
 interface Target {
   what: string;
@@ -93,16 +105,50 @@ interface Target {
 export function targets(r: RunResult): Target[] {
   const v = (s: ScenarioId, metric: string, system: string): number | null =>
     r.figures.find((f) => f.scenario === s && f.metric === metric && f.system === system)?.value ?? null;
-  const check = (what: string, a: number | null, b: number | null, ok: (a: number, b: number) => boolean, unit: string): Target =>
+  const check = (
+    what: string,
+    a: number | null,
+    b: number | null,
+    ok: (a: number, b: number) => boolean,
+    unit: string,
+  ): Target =>
     a === null || b === null
       ? { what, ok: null, detail: "not measured in this run" }
-      : { what, ok: ok(a, b), detail: `okengine ${fmt(a, unit)} ${unit} vs ${fmt(b, unit)} ${unit} (${(a / b).toFixed(2)}×)` };
+      : {
+          what,
+          ok: ok(a, b),
+          detail: `okengine ${fmt(a, unit)} ${unit} vs ${fmt(b, unit)} ${unit} (${(a / b).toFixed(2)}×)`,
+        };
   const ok = r.reference;
   return [
-    check("S3 drain at concurrency 32 ≥ graphile-worker", v("S3", "drain, concurrency 32", ok), v("S3", "drain, concurrency 32", "graphile-worker"), (a, b) => a >= b, "jobs/s"),
-    check("S4 latency p50 ≤ graphile-worker", v("S4", "latency p50", ok), v("S4", "latency p50", "graphile-worker"), (a, b) => a <= b, "ms"),
-    check("S9 3-step workflows, 32 at a time ≥ 2× DBOS", v("S9", "3-step workflows, 32 at a time", ok), v("S9", "3-step workflows, 32 at a time", "dbos"), (a, b) => a >= 2 * b, "wf/s"),
-    check("S9 3-step workflows, 1 at a time ≥ 2× DBOS", v("S9", "3-step workflows, 1 at a time", ok), v("S9", "3-step workflows, 1 at a time", "dbos"), (a, b) => a >= 2 * b, "wf/s"),
+    check(
+      "S3 drain at concurrency 32 ≥ graphile-worker",
+      v("S3", "drain, concurrency 32", ok),
+      v("S3", "drain, concurrency 32", "graphile-worker"),
+      (a, b) => a >= b,
+      "jobs/s",
+    ),
+    check(
+      "S4 latency p50 ≤ graphile-worker",
+      v("S4", "latency p50", ok),
+      v("S4", "latency p50", "graphile-worker"),
+      (a, b) => a <= b,
+      "ms",
+    ),
+    check(
+      "S9 3-step workflows, 32 at a time ≥ 2× DBOS",
+      v("S9", "3-step workflows, 32 at a time", ok),
+      v("S9", "3-step workflows, 32 at a time", "dbos"),
+      (a, b) => a >= 2 * b,
+      "wf/s",
+    ),
+    check(
+      "S9 3-step workflows, 1 at a time ≥ 2× DBOS",
+      v("S9", "3-step workflows, 1 at a time", ok),
+      v("S9", "3-step workflows, 1 at a time", "dbos"),
+      (a, b) => a >= 2 * b,
+      "wf/s",
+    ),
   ];
 }
 
@@ -110,12 +156,16 @@ const verdict = (t: Target): string => (t.ok === null ? "—" : t.ok ? "met" : "
 
 function machineLines(r: RunResult): string[] {
   const m = r.machine;
-  const pgs = Object.entries(m.postgresSettings).map(([k, v]) => `${k}=${v}`).join(", ");
+  const pgs = Object.entries(m.postgresSettings)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(", ");
   return [
     `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}; load average ${m.loadAtStart.join(" / ")} at the start (other work shared the machine)`,
     `- PostgreSQL ${m.postgres} on the same machine (${pgs})`,
     `- Redis ${m.redis} on the same machine, persistence: ${m.redisPersistence}`,
-    `- Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+    `- Peers: ${Object.entries(r.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
   ];
 }
 
@@ -146,7 +196,12 @@ export function markdownReport(r: RunResult, jsonName: string): string {
   for (const [id, title] of Object.entries(SCENARIOS) as Array<[ScenarioId, string]>) {
     const figs = r.figures.filter((f) => f.scenario === id);
     if (figs.length === 0) continue;
-    out.push(`### ${title}`, "", "| system | metric | figure | × okengine (postgres) | samples | notes |", "| --- | --- | ---: | ---: | --- | --- |");
+    out.push(
+      `### ${title}`,
+      "",
+      "| system | metric | figure | × okengine (postgres) | samples | notes |",
+      "| --- | --- | ---: | ---: | --- | --- |",
+    );
     for (const f of figs) {
       const label = r.systems.find((s) => s.id === f.system)?.label ?? f.system;
       const x = ratio(f, r.figures, r.reference);
@@ -156,7 +211,16 @@ export function markdownReport(r: RunResult, jsonName: string): string {
     }
     out.push("");
   }
-  out.push("## Sizes", "", "```json", JSON.stringify(r.sizes, null, 2), "```", "", "## Configuration of each system", "");
+  out.push(
+    "## Sizes",
+    "",
+    "```json",
+    JSON.stringify(r.sizes, null, 2),
+    "```",
+    "",
+    "## Configuration of each system",
+    "",
+  );
   for (const s of r.systems) out.push(`- **${s.label}**`, ...s.config.map((c) => `  - ${c}`));
   out.push("", "## Method notes", "", ...r.notes.map((n) => `- ${n}`), "");
   return out.join("\n");

@@ -10,7 +10,10 @@ import type { Figure, Sizes, WorkflowSystem } from "./types.ts";
 
 const SLEEP_MS = 1_000;
 
-export async function s9(system: WorkflowSystem, ctx: { sizes: Sizes; progress: Progress }): Promise<Figure[]> {
+export async function s9(
+  system: WorkflowSystem,
+  ctx: { sizes: Sizes; progress: Progress },
+): Promise<Figure[]> {
   const rates: Record<1 | 32, number[]> = { 1: [], 32: [] };
   const p50: number[] = [];
   const p99: number[] = [];
@@ -51,7 +54,13 @@ export async function s9(system: WorkflowSystem, ctx: { sizes: Sizes; progress: 
       await h.close();
     }
   }
-  const fig = (metric: string, unit: string, better: Figure["better"], samples: number[], note?: string): Figure => ({
+  const fig = (
+    metric: string,
+    unit: string,
+    better: Figure["better"],
+    samples: number[],
+    note?: string,
+  ): Figure => ({
     scenario: "S9",
     metric,
     unit,

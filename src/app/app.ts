@@ -8,6 +8,7 @@ import type { AnyFlow, Flow } from "../flow/flow.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler } from "../http/handler.ts";
+import { toRequest } from "../http/in-process.ts";
 import { startHttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
@@ -49,18 +50,21 @@ class OkeApp implements App, Runtime {
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
-  private server: { port: number; close(): Promise<void> } | undefined;
+  private server: { port: number; close(options?: { timeoutMs?: number }): Promise<void> } | undefined;
   private cancelPrune: (() => void) | undefined;
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
   /** A store passed in by the caller is theirs to close. */
   private readonly ownsStore: boolean;
   private readonly root: string;
+  /** "METHOD path" → route, so a request costs one map lookup. */
+  private readonly routeIndex: Map<string, Registry["routes"][number]>;
 
   constructor(options: CreateAppOptions) {
     this.env = resolveEnv(options.env);
     this.config = resolveConfig(options.config, this.env);
     this.registry = buildRegistry(options.modules);
     this.manifest = this.registry.manifest;
+    this.routeIndex = new Map(this.registry.routes.map((r) => [`${r.method} ${r.path}`, r]));
     this.logger = options.logger ?? createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
     this.clock = options.clock ?? systemClock;
     this.ownsStore = options.store === undefined;
@@ -107,6 +111,7 @@ class OkeApp implements App, Runtime {
         signal: s,
         worker: this.instanceId,
         concurrency: this.config.concurrency,
+        prefetch: this.config.prefetch,
         leaseMs: this.config.leaseMs,
         handle: onceHandler(this, s, flows[0]!, this.durable),
       });
@@ -192,7 +197,7 @@ class OkeApp implements App, Runtime {
   }
 
   async invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult> {
-    const r = this.registry.routes.find((x) => x.method === route.method && x.path === route.path);
+    const r = this.routeIndex.get(`${route.method} ${route.path}`);
     if (!r) throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
     const body = request.body;
     const fromUrl = { ...request.query, ...request.params };
@@ -229,8 +234,7 @@ class OkeApp implements App, Runtime {
 
   async request(input: string | Request, init?: RequestInit): Promise<Response> {
     this.httpHandler ??= createHttpHandler(this, { bodyLimit: this.config.bodyLimit, exposeErrors: this.env === "dev" });
-    const req = typeof input === "string" ? new Request(new URL(input, "http://localhost"), init) : input;
-    return this.httpHandler.fetch(req);
+    return this.httpHandler.fetch(toRequest(input, init));
   }
 
   async start(options: { port?: number; host?: string } = {}): Promise<{ port: number }> {
@@ -241,7 +245,14 @@ class OkeApp implements App, Runtime {
       bodyLimit: this.config.bodyLimit,
       exposeErrors: this.env === "dev",
     });
-    await this.boot();
+    try {
+      await this.boot();
+    } catch (e) {
+      // A library user gets the boot error, not a port left open.
+      await this.server.close({ timeoutMs: 0 });
+      this.server = undefined;
+      throw e;
+    }
     return { port: this.server.port };
   }
 
@@ -302,7 +313,7 @@ class OkeApp implements App, Runtime {
     this.state = "stopping";
     this.cancelPrune?.();
     await Promise.all([...this.pools.map((p) => p.stop(timeoutMs)), this.scheduler?.stop(timeoutMs)]);
-    await this.server?.close();
+    await this.server?.close({ timeoutMs });
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
   }

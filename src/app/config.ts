@@ -41,6 +41,12 @@ export interface OkeSettings {
     leaseMs?: number;
     /** Handlers running at once per once-bound flow. Default 16. */
     concurrency?: number;
+    /**
+     * Messages claimed ahead of free slots and held locally, so one claim feeds
+     * many handlers. A held message whose lease ran out before it could start
+     * is dropped and reclaimed later, never run late. Default: `concurrency`.
+     */
+    prefetch?: number;
     /** How long delivered messages are kept before pruning, in ms. Default 24 h. */
     retentionMs?: number;
   };
@@ -74,6 +80,7 @@ export interface ResolvedConfig {
   bodyLimit: number;
   leaseMs: number;
   concurrency: number;
+  prefetch: number;
   retentionMs: number;
   durableLeaseMs: number;
   shutdownTimeoutMs: number;
@@ -124,6 +131,12 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
     }
     return v;
   };
+  const nonNegative = (name: string, v: number): number => {
+    if (!Number.isInteger(v) || v < 0) {
+      throw new OkeError({ code: "OKE1094", message: `oke boot: ${name} must be a non-negative integer, got ${String(v)}` });
+    }
+    return v;
+  };
   return {
     env,
     journal,
@@ -139,6 +152,7 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
     bodyLimit: positive("http.bodyLimit", httpS.bodyLimit ?? 1024 * 1024),
     leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
     concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
+    prefetch: nonNegative("signals.prefetch", signals.prefetch ?? signals.concurrency ?? 16),
     retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
     shutdownTimeoutMs: positive("shutdownTimeoutMs", over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000),

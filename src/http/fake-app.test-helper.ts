@@ -15,6 +15,8 @@ export interface FakeApp extends HttpApp {
   calls: Array<{ route: HttpRoute; request: RouteRequest }>;
   logs: LogLine[];
   ready: Readiness;
+  /** Resolves with the first log line (already written or to come) that matches. */
+  waitForLog(match: (l: LogLine) => boolean): Promise<LogLine>;
   /** Holds GET /slow until release() is called. */
   releaseSlow(): void;
   slowStarted: Promise<void>;
@@ -26,10 +28,25 @@ export interface FakeApp extends HttpApp {
  */
 export function createFakeApp(): FakeApp {
   const logs: LogLine[] = [];
+  const logWaiters: Array<() => void> = [];
   const logger = pino(
     { level: "debug" },
-    { write: (line: string) => void logs.push(JSON.parse(line) as LogLine) },
+    {
+      write: (line: string) => {
+        logs.push(JSON.parse(line) as LogLine);
+        for (const w of logWaiters.splice(0)) w();
+      },
+    },
   );
+  const waitForLog = (match: (l: LogLine) => boolean): Promise<LogLine> =>
+    new Promise((resolve) => {
+      const check = (): void => {
+        const hit = logs.find(match);
+        if (hit) resolve(hit);
+        else logWaiters.push(check);
+      };
+      check();
+    });
   const calls: FakeApp["calls"] = [];
   let releaseSlow!: () => void;
   let slowStarted!: () => void;
@@ -98,6 +115,7 @@ export function createFakeApp(): FakeApp {
     calls,
     logs,
     ready: { ready: true },
+    waitForLog,
     releaseSlow: () => releaseSlow(),
     slowStarted: started,
     readiness: () => app.ready,

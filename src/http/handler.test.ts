@@ -142,6 +142,22 @@ describe("http envelope: errors", () => {
     expect(app.calls).toHaveLength(0);
   });
 
+  it("400 when the body stream breaks before it ends, without calling the flow", async () => {
+    const { app, handler } = setup();
+    const broken = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"name":'));
+        controller.error(new Error("socket hang up"));
+      },
+    });
+    const res = await handler.fetch(
+      new Request("http://test/echo", { method: "POST", headers: json, body: broken, duplex: "half" }),
+    );
+    expect(res.status).toBe(400);
+    expect((await read(res)).error.code).toBe("OKE1400");
+    expect(app.calls).toHaveLength(0);
+  });
+
   it("accepts a body of exactly bodyLimit bytes", async () => {
     const { call } = setup({ bodyLimit: 14 });
     const res = await call("/echo", { method: "POST", headers: json, body: '{"name":"abc"}' });

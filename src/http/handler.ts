@@ -154,19 +154,17 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     }
     // Content-Length already over the limit: answer without reading a byte.
     if (source.length !== undefined && source.length > bodyLimit) return done(tooLarge(method, path));
-    void source.read(bodyLimit).then(
-      (raw) => {
-        if (raw === TOO_LARGE) return done(tooLarge(method, path));
-        let body: unknown;
-        try {
-          body = parseJsonBody(raw);
-        } catch (e) {
-          return done(failure(method, path, e));
-        }
-        invoke(method, path, match.route, { params: match.params, query: match.query, body, headers }, done);
-      },
-      (e: unknown) => done(failure(method, path, e)),
-    );
+    source.read(bodyLimit, (raw) => {
+      if (raw === TOO_LARGE) return done(tooLarge(method, path));
+      if (raw instanceof BodyInterrupted) return done(failure(method, path, raw));
+      let body: unknown;
+      try {
+        body = parseJsonBody(raw);
+      } catch (e) {
+        return done(failure(method, path, e));
+      }
+      invoke(method, path, match.route, { params: match.params, query: match.query, body, headers }, done);
+    });
   };
 
   /**

@@ -1,4 +1,5 @@
 import { request as httpRequest, Agent } from "node:http";
+import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFakeApp } from "./fake-app.test-helper.ts";
 import { startHttpServer, type HttpServer } from "./server.ts";
@@ -92,6 +93,28 @@ describe("startHttpServer (real port)", () => {
     });
     expect(res.status).toBe(413);
     expect(app.calls).toHaveLength(0);
+  });
+
+  it("survives a client that disconnects in the middle of its body", async () => {
+    const app = createFakeApp();
+    server = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 1000, exposeErrors: false });
+    const socket = connect(server.port, "127.0.0.1");
+    // "Expect: 100-continue": the interim 100 proves the server is reading this request's body.
+    socket.write(
+      "POST /echo HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\nexpect: 100-continue\r\n\r\n",
+    );
+    await new Promise<void>((resolve) =>
+      socket.on("data", (d: Buffer) => {
+        if (d.toString().startsWith("HTTP/1.1 100")) resolve();
+      }),
+    );
+    socket.write('{"name":');
+    socket.destroy();
+    const logged = await app.waitForLog((l) => l.msg.startsWith("http request body interrupted"));
+    expect(logged.level).toBe(20);
+    expect(app.calls).toHaveLength(0);
+    // Still serving.
+    expect((await fetch(`http://127.0.0.1:${server.port}/_/health`)).status).toBe(200);
   });
 
   it("close() waits for in-flight requests, then resolves", async () => {

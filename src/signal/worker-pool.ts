@@ -14,6 +14,12 @@ export interface WorkerPoolOptions {
   /** Holder id stamped into lockedBy. */
   worker: string;
   concurrency: number;
+  /**
+   * Messages claimed ahead of free slots and kept locally, so one claim round
+   * trip feeds many handlers. A buffered message whose lease ran out before a
+   * slot freed up is dropped (it will be reclaimed), never run late.
+   */
+  prefetch: number;
   leaseMs: number;
   handle(message: ClaimedMessage): Promise<HandlerOutcome>;
 }
@@ -29,6 +35,8 @@ export class WorkerPool {
   private pumping = false;
   private again = false;
   private readonly inflight = new Set<Promise<void>>();
+  /** Claimed, not started yet (prefetch). */
+  private buffer: ClaimedMessage[] = [];
   private pendingSettle: Settlement[] = [];
   private settling: Promise<void> | undefined;
   private cancelTimer: (() => void) | undefined;
@@ -69,17 +77,18 @@ export class WorkerPool {
     try {
       do {
         this.again = false;
-        while (this.running && this.inflight.size < this.o.concurrency) {
-          const free = this.o.concurrency - this.inflight.size;
+        while (this.running && this.room() > 0) {
+          const want = this.room();
           const claimed = await this.o.store.claim({
             signal: this.o.signal.name,
             worker: this.o.worker,
-            max: free,
+            max: want,
             now: this.o.clock.now(),
             leaseMs: this.o.leaseMs,
           });
-          for (const m of claimed) this.run(m);
-          if (claimed.length < free) {
+          this.buffer.push(...claimed);
+          this.startBuffered();
+          if (claimed.length < want) {
             if (claimed.length === 0) this.emptyClaim = true;
             break;
           }
@@ -121,6 +130,21 @@ export class WorkerPool {
     });
   }
 
+  /** How many more messages a claim may take: free slots plus prefetch room. */
+  private room(): number {
+    return this.o.concurrency + this.o.prefetch - this.inflight.size - this.buffer.length;
+  }
+
+  /** Starts buffered messages while slots are free; drops those whose lease already ran out. */
+  private startBuffered(): void {
+    const now = this.o.clock.now();
+    while (this.inflight.size < this.o.concurrency && this.buffer.length > 0) {
+      const m = this.buffer.shift()!;
+      if (m.leaseExpiresAt <= now) continue;
+      this.run(m);
+    }
+  }
+
   private run(m: ClaimedMessage): void {
     const p = this.o
       .handle(m)
@@ -128,7 +152,9 @@ export class WorkerPool {
       .then((outcome) => this.settleLater(m, outcome))
       .finally(() => {
         this.inflight.delete(p);
-        this.wake();
+        this.startBuffered();
+        // Claim again once the local buffer is half empty, so claims stay batched.
+        if (this.buffer.length <= this.o.prefetch / 2) this.wake();
       });
     this.inflight.add(p);
   }
@@ -188,7 +214,14 @@ export class WorkerPool {
 
   /** True when nothing runs, nothing waits to settle, and the last claim found nothing. */
   isIdle(): boolean {
-    return !this.pumping && this.inflight.size === 0 && !this.settling && this.pendingSettle.length === 0 && this.emptyClaim;
+    return (
+      !this.pumping &&
+      this.inflight.size === 0 &&
+      this.buffer.length === 0 &&
+      !this.settling &&
+      this.pendingSettle.length === 0 &&
+      this.emptyClaim
+    );
   }
 
   /** Resolves the next time the pool turns idle (or at once). */
@@ -215,13 +248,21 @@ export class WorkerPool {
       timer = setTimeout(resolve, timeoutMs);
       timer.unref();
     });
-    await Promise.race([Promise.allSettled([...this.inflight]), deadline]);
+    // Buffered messages are already claimed: they run as part of the in-flight work.
+    const drained = (async () => {
+      for (;;) {
+        this.startBuffered();
+        if (this.inflight.size === 0) return;
+        await Promise.allSettled([...this.inflight]);
+      }
+    })();
+    await Promise.race([drained, deadline]);
     clearTimeout(timer);
     while (this.settling || this.pendingSettle.length > 0) {
       this.flushSettle();
       await this.settling;
     }
-    const left = this.inflight.size;
+    const left = this.inflight.size + this.buffer.length;
     if (left > 0) this.o.logger.warn({ signal: this.o.signal.name, left }, "shutdown deadline: leaving in-flight messages to lazy reclaim");
     const waiters = this.idleWaiters;
     this.idleWaiters = [];

@@ -245,3 +245,31 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     stuck.open();
   });
 });
+
+describe.each(drivers)("prefetch on the $name driver", (driver) => {
+  const apps = appFactory(driver);
+
+  it("a prefetched message whose lease ran out while it waited is not run late; it is reclaimed and runs once", async () => {
+    const task = signal.once("jobs.prefetch");
+    const first = gate();
+    const runs: Array<{ n: number; attempt: number }> = [];
+    const w = on(task, flow("jobs.prefetch", {
+      do: async ({ n }: { n: number }, fx) => {
+        runs.push({ n, attempt: fx.attempt });
+        if (n === 1) await first.promise;
+      },
+    }));
+    const app = await apps.make([{ w }], { boot: false, config: { signals: { concurrency: 1, prefetch: 1, leaseMs: 1_000 } } });
+    await app.emit(task, { n: 1 });
+    await app.emit(task, { n: 2 });
+    await app.boot();
+    await until(() => runs.length === 1, "first message running, second held");
+    app.time.advance("2s"); // both leases run out; n=1 is reclaimed by the next claim too
+    first.open();
+    await until(async () => (await app.operator.stats("jobs.prefetch")).delivered === 2, "both delivered");
+    await app.idle();
+    const second = runs.filter((r) => r.n === 2);
+    expect(second).toHaveLength(1);
+    expect(second[0]!.attempt).toBe(2);
+  });
+});

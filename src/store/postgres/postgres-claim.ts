@@ -37,14 +37,20 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
  * of the key holds a live lease: a claim committed earlier is visible to that
  * check, one not yet committed still holds the lock. Unkeyed rows never call it.
  *
- * Measured (PostgreSQL 15, 2-core box, bench/postgres-drain.ts):
+ * Measured (PostgreSQL 15 on the 2-core dev box, bench/postgres-drain.ts,
+ * concurrency 32, claim batches + batched settle, one process):
  * - 4 stores on separate pools, 2 000 messages over 50 keys, in parallel:
- *   each message claimed once, never two of a key inflight (claim test).
- * - concurrency 32, claim batches + batched settle, one process:
- *   100 000 unkeyed ~13 000/s; 100 000 over 1 000 keys ~6 000/s.
- * - 10 000 messages over 8 hot keys (fewer keys than slots): 73/s when the
- *   keyed part walked the whole blocked backlog (~53 ms per claim); the
- *   bounded walk + loose scan brought it to the figure in the bench output.
+ *   each claimed once, never two of a key inflight (postgres-claim.test.ts).
+ * - EXPLAIN ANALYZE, 32 rows, 100 000 queued: unkeyed 0.5 ms, 1 000 keys
+ *   1.5 ms (mostly the guard, ~25 µs a head), 8 hot keys 0.6 ms; plus ~1-2 ms
+ *   of planning (statements are not prepared: see q() in postgres-context.ts).
+ * - Drain while other benchmarks shared the box (load average 2-5):
+ *   100 000 unkeyed 6 300-6 800/s, 100 000 over 1 000 keys 3 900-5 400/s,
+ *   10 000 over 8 hot keys ~530/s; claims averaged ~5 ms a round trip.
+ *   With named prepared statements it reached ~15 000/s unkeyed, but their
+ *   generic plans went stale as the table grew (see q()), so they are off.
+ * - Before the walk was bounded, 8 hot keys drained at 73/s: every claim
+ *   walked the whole blocked backlog (~53 ms at 10 000 queued).
  */
 const WALK = 256;
 const LOOSE_KEYS = 1_000;

@@ -28,9 +28,21 @@ const nextEvent = (store: Store, match: (e: StoreEvent) => boolean): Promise<Sto
       }
     });
   });
-const recordingLogger = (): PgLogger & { warnings: string[] } => {
+/** A logger that keeps the messages and can wait for one. */
+const recordingLogger = (): PgLogger & { warnings: string[]; logged(msg: string): Promise<void> } => {
   const warnings: string[] = [];
-  return { warnings, warn: (_o, m) => warnings.push(m ?? ""), error: (_o, m) => warnings.push(m ?? "") };
+  const waiters: { msg: string; resolve: () => void }[] = [];
+  const log = (_o: object, m?: string): void => {
+    warnings.push(m ?? "");
+    for (const w of waiters.filter((w) => w.msg === m)) w.resolve();
+  };
+  return {
+    warnings,
+    warn: log,
+    error: log,
+    logged: (msg) =>
+      warnings.includes(msg) ? Promise.resolve() : new Promise((resolve) => waiters.push({ msg, resolve })),
+  };
 };
 
 describe("postgres store survives lost connections (shared server)", () => {
@@ -155,8 +167,7 @@ describe.skipIf(!canRunCluster)("postgres store survives a real PostgreSQL resta
       woke = nextEvent(store, (e) => e.kind === "wake");
       await ctl("-m", "fast", "stop");
       await expect(store.getMessage("a")).rejects.toThrow();
-      while (!logger.warnings.includes("okengine postgres: LISTEN reconnect failed"))
-        await new Promise((r) => setImmediate(r));
+      await logger.logged("okengine postgres: LISTEN reconnect failed");
       await ctl("start");
       await woke;
       expect(
