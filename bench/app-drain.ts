@@ -21,7 +21,9 @@ const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test
 const schema = `oke_bench_drain_${process.pid}`;
 
 function makeStore(): Store {
-  return driver === "postgres" ? createPostgresStore({ connectionString: URL, schema, poolSize: 10 }) : createMemoryStore();
+  return driver === "postgres"
+    ? createPostgresStore({ connectionString: URL, schema, poolSize: 10 })
+    : createMemoryStore();
 }
 
 async function dropSchema(): Promise<void> {
@@ -39,13 +41,25 @@ async function drain(label: string, keys: number, concurrency: number): Promise<
   const w = on(jobs, flow("bench.noop", { do: () => void done++ }));
   await dropSchema();
   const store = makeStore();
-  const app = createApp({ modules: [{ w }], env: "test", store, logger, config: { signals: { concurrency, ...(prefetchArg === undefined ? {} : { prefetch: prefetchArg }) } } });
+  const app = createApp({
+    modules: [{ w }],
+    env: "test",
+    store,
+    logger,
+    config: { signals: { concurrency, ...(prefetchArg === undefined ? {} : { prefetch: prefetchArg }) } },
+  });
   await store.open();
   const now = Date.now();
   for (let i = 0; i < count; i += 10_000) {
     const batch = [];
     for (let j = i; j < Math.min(count, i + 10_000); j++) {
-      batch.push({ id: newId(now), signal: "bench.noop", key: keys > 0 ? `k${j % keys}` : null, payload: { j }, parentRunId: null });
+      batch.push({
+        id: newId(now),
+        signal: "bench.noop",
+        key: keys > 0 ? `k${j % keys}` : null,
+        payload: { j },
+        parentRunId: null,
+      });
     }
     await store.enqueue(batch, now);
   }

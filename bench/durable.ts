@@ -51,7 +51,13 @@ async function makeStore(driver: string): Promise<{ store: Store; done: () => Pr
   if (driver === "file") {
     const dir = mkdtempSync(join(tmpdir(), "oke-bench-"));
     const store = createFileStore({ dir });
-    return { store, done: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+    return {
+      store,
+      done: async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   }
   const schema = `oke_bench_durable_${process.pid}`;
   const store = createPostgresStore({ connectionString: URL, schema, poolSize: 20 });
@@ -69,7 +75,13 @@ async function makeStore(driver: string): Promise<{ store: Store; done: () => Pr
 
 async function runsPerSecond(driver: string): Promise<void> {
   const { store, done } = await makeStore(driver);
-  const app = createApp({ modules: [{ threeSteps }], env: "prod", store, logger, config: { database: { url: URL } } });
+  const app = createApp({
+    modules: [{ threeSteps }],
+    env: "prod",
+    store,
+    logger,
+    config: { database: { url: URL } },
+  });
   await app.boot();
   const concurrency = 32;
   let next = 0;
@@ -82,24 +94,44 @@ async function runsPerSecond(driver: string): Promise<void> {
   const ms = performance.now() - t0;
   await app.stop();
   await done();
-  console.log(`3-step durable runs, ${driver.padEnd(8)} ${Math.round(RUNS / (ms / 1000)).toLocaleString("en").padStart(8)} runs/s  (${RUNS} runs, 32 at a time)`);
+  console.log(
+    `3-step durable runs, ${driver.padEnd(8)} ${Math.round(RUNS / (ms / 1000))
+      .toLocaleString("en")
+      .padStart(8)} runs/s  (${RUNS} runs, 32 at a time)`,
+  );
 }
 
 async function parkedSleepers(driver: string): Promise<void> {
   const { store, done } = await makeStore(driver);
-  const app = createApp({ modules: [{ sleeper }], env: "prod", store, logger, config: { database: { url: URL } } });
+  const app = createApp({
+    modules: [{ sleeper }],
+    env: "prod",
+    store,
+    logger,
+    config: { database: { url: URL } },
+  });
   await app.boot();
   global.gc?.();
   const heap0 = process.memoryUsage().heapUsed;
   let next = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 64 }, async () => { while (next < SLEEPERS) await app.invoke(sleeper, { i: next++ }); }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < SLEEPERS) await app.invoke(sleeper, { i: next++ });
+    }),
+  );
   const parkMs = performance.now() - t0;
   global.gc?.();
   const heapMb = (process.memoryUsage().heapUsed - heap0) / 1024 / 1024;
   await app.stop();
   // A new app over the same store: boot = open + orphan scan + arming the wake timer.
-  const app2 = createApp({ modules: [{ sleeper }], env: "prod", store, logger, config: { database: { url: URL } } });
+  const app2 = createApp({
+    modules: [{ sleeper }],
+    env: "prod",
+    store,
+    logger,
+    config: { database: { url: URL } },
+  });
   const b0 = performance.now();
   await app2.boot();
   const bootMs = performance.now() - b0;

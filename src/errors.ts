@@ -48,7 +48,11 @@ export class JournalLeaseBusy extends OkeError {
   override readonly name = "JournalLeaseBusy";
   readonly runId: string;
   constructor(runId: string) {
-    super({ code: "JournalLeaseBusy", message: `journal: run "${runId}" is leased by another instance`, status: 409 });
+    super({
+      code: "JournalLeaseBusy",
+      message: `journal: run "${runId}" is leased by another instance`,
+      status: 409,
+    });
     this.runId = runId;
   }
 }

@@ -18,7 +18,10 @@ const pathOf = (issue: StandardSchemaV1.Issue): string =>
     .join(".");
 
 /** Runs any Standard Schema (zod 4, valibot, arktype …) and normalises its issues. */
-export async function validate<T>(schema: StandardSchemaV1<unknown, T>, value: unknown): Promise<Validated<T>> {
+export async function validate<T>(
+  schema: StandardSchemaV1<unknown, T>,
+  value: unknown,
+): Promise<Validated<T>> {
   let result = schema["~standard"].validate(value);
   if (result instanceof Promise) result = await result;
   if (result.issues) {

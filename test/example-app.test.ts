@@ -1,32 +1,50 @@
+/// <reference types="vite/client" />
 import { describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../src/testing.ts";
 import config from "../examples/shop/oke.config.ts";
 
 // The example's files with their project paths, as `oke` would load them. (vitest resolves
 // `@/` and `okengine` through the aliases in vitest.config.ts.)
-const files = import.meta.glob<Record<string, unknown>>("../examples/shop/src/{signals,channels,flows}/**/*.ts", { eager: true });
-const modules = Object.entries(files).map(([file, exports]) => ({ path: file.replace("../examples/shop/", ""), exports }));
-const shop = (start?: number): Promise<TestApp> => createTestApp({ modules, config, ...(start === undefined ? {} : { start }) });
+const files = import.meta.glob<Record<string, unknown>>(
+  "../examples/shop/src/{signals,channels,flows}/**/*.ts",
+  { eager: true },
+);
+const modules = Object.entries(files).map(([file, exports]) => ({
+  path: file.replace("../examples/shop/", ""),
+  exports,
+}));
+const shop = (start?: number): Promise<TestApp> =>
+  createTestApp({ modules, config, ...(start === undefined ? {} : { start }) });
 
-const post = (body: unknown) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+const post = (body: unknown) => ({
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify(body),
+});
 
 describe("the example app (examples/shop)", () => {
   it("serves the routes its file tree declares", async () => {
     const app = await shop();
-    expect(app.manifest.routes).toEqual([
-      { method: "POST", path: "/ops/send-email", flow: "ops.send-email" },
-      { method: "GET", path: "/ops/email-dlq", flow: "ops.email-dlq.list" },
-      { method: "POST", path: "/orders/create", flow: "orders.create" },
-      { method: "POST", path: "/trials/start", flow: "trials.start" },
-    ].sort((a, b) => a.path.localeCompare(b.path)));
+    expect(app.manifest.routes).toEqual(
+      [
+        { method: "POST", path: "/ops/send-email", flow: "ops.send-email" },
+        { method: "GET", path: "/ops/email-dlq", flow: "ops.email-dlq.list" },
+        { method: "POST", path: "/orders/create", flow: "orders.create" },
+        { method: "POST", path: "/trials/start", flow: "trials.start" },
+      ].sort((a, b) => a.path.localeCompare(b.path)),
+    );
     await app.stop();
   });
 
   it("a mail to a bouncing address retries twice, then lands in the dead-letter list", async () => {
     const app = await shop();
-    expect((await app.request("/ops/send-email", post({ to: "x@bounce.test", body: "hi" }))).status).toBe(204);
+    expect((await app.request("/ops/send-email", post({ to: "x@bounce.test", body: "hi" }))).status).toBe(
+      204,
+    );
     await app.idle();
-    const { data } = (await (await app.request("/ops/email-dlq")).json()) as { data: Array<{ attempts: number; status: string }> };
+    const { data } = (await (await app.request("/ops/email-dlq")).json()) as {
+      data: Array<{ attempts: number; status: string }>;
+    };
     expect(data).toHaveLength(1);
     expect(data[0]).toMatchObject({ attempts: 3, status: "dead" });
     await app.stop();
@@ -52,7 +70,13 @@ describe("the example app (examples/shop)", () => {
     await app.idle();
     const [run] = await app.operator.runs({ status: "completed" });
     expect(run?.flow).toBe("trials.start");
-    expect(app.sent).toEqual([{ channel: "email.raw", payload: { to: "ada@example.com", body: "Your trial ends today." }, at: Date.UTC(2026, 0, 4) }]);
+    expect(app.sent).toEqual([
+      {
+        channel: "email.raw",
+        payload: { to: "ada@example.com", body: "Your trial ends today." },
+        at: Date.UTC(2026, 0, 4),
+      },
+    ]);
     await app.stop();
   });
 });

@@ -5,14 +5,21 @@ import { type } from "arktype";
 import { channel, createApp, flow, http, on, signal, OkeError } from "../index.ts";
 import { createTestApp } from "../testing.ts";
 
-const json = async (res: Response): Promise<unknown> => (await res.json());
+const json = async (res: Response): Promise<unknown> => await res.json();
 
 describe("createApp: adopting modules", () => {
   it("names flows <unit>.<export> and derives routes from the file tree", async () => {
-    const start = on(http.post(), flow({ in: z.object({ email: z.string().email() }), do: ({ email }) => ({ email }) }));
+    const start = on(
+      http.post(),
+      flow({ in: z.object({ email: z.string().email() }), do: ({ email }) => ({ email }) }),
+    );
     const app = await createTestApp({ modules: [{ path: "src/flows/trials/start.ts", exports: { start } }] });
     expect(app.manifest.routes).toEqual([{ method: "POST", path: "/trials/start", flow: "trials.start" }]);
-    const res = await app.request("/trials/start", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "a@b.co" }) });
+    const res = await app.request("/trials/start", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "a@b.co" }),
+    });
     expect(res.status).toBe(200);
     expect(await json(res)).toEqual({ ok: true, data: { email: "a@b.co" } });
     await app.stop();
@@ -45,25 +52,29 @@ describe("createApp: adopting modules", () => {
   it("fails OKE1072 for an unnamed signal flow", () => {
     const task = signal.once("tasks.email");
     const w = on(task, flow({ do: () => undefined }));
-    expect(() => createApp({ env: "test", modules: [{ path: "src/flows/workers/email.ts", exports: { w } }] })).toThrow(
-      'A signal flow on "tasks.email" has no name.',
-    );
+    expect(() =>
+      createApp({ env: "test", modules: [{ path: "src/flows/workers/email.ts", exports: { w } }] }),
+    ).toThrow('A signal flow on "tasks.email" has no name.');
   });
 
   it("fails on duplicate routes, naming both flows", () => {
     const a = on(http.get("/x"), flow("a", { do: () => 1 }));
     const b = on(http.get("/x"), flow("b", { do: () => 2 }));
-    expect(() => createApp({ env: "test", modules: [{ a, b }] })).toThrow('Duplicate route GET /x: bound by flows "a" and "b".');
+    expect(() => createApp({ env: "test", modules: [{ a, b }] })).toThrow(
+      'Duplicate route GET /x: bound by flows "a" and "b".',
+    );
   });
 
   it("fails on unknown driver names and postgres without a URL, with the documented texts", () => {
-    expect(() => createApp({ env: "test", modules: [], config: { drivers: { journal: "redis" as never } } })).toThrow(
-      'oke boot: unknown journal driver "redis" (expected memory · file · postgres)',
-    );
+    expect(() =>
+      createApp({ env: "test", modules: [], config: { drivers: { journal: "redis" as never } } }),
+    ).toThrow('oke boot: unknown journal driver "redis" (expected memory · file · postgres)');
     const saved = process.env.DATABASE_URL;
     delete process.env.DATABASE_URL;
     try {
-      expect(() => createApp({ env: "prod", modules: [] })).toThrow('oke boot: journal driver "postgres" needs DATABASE_URL');
+      expect(() => createApp({ env: "prod", modules: [] })).toThrow(
+        'oke boot: journal driver "postgres" needs DATABASE_URL',
+      );
     } finally {
       if (saved !== undefined) process.env.DATABASE_URL = saved;
     }
@@ -74,14 +85,42 @@ describe("createApp: adopting modules", () => {
     const mail = channel("email.raw");
     const w = on(task, flow("workers.email", { effects: { sends: ["email.raw"] }, do: () => undefined }));
     const list = on(http.get(), flow({ effects: { reads: ["signal:tasks.email"] }, do: () => [] }));
-    const app = createApp({ env: "test", modules: [{ task, mail, w }, { path: "src/flows/ops/email-dlq.ts", exports: { list } }] });
+    const app = createApp({
+      env: "test",
+      modules: [
+        { task, mail, w },
+        { path: "src/flows/ops/email-dlq.ts", exports: { list } },
+      ],
+    });
     expect(app.manifest).toEqual({
       flows: [
-        { name: "ops.email-dlq.list", durable: false, source: "src/flows/ops/email-dlq.ts#list", triggers: ["GET /ops/email-dlq"], effects: { reads: ["signal:tasks.email"], emits: [], sends: [], calls: [] } },
-        { name: "workers.email", durable: false, triggers: ["signal:tasks.email"], effects: { reads: [], emits: [], sends: ["email.raw"], calls: [] } },
+        {
+          name: "ops.email-dlq.list",
+          durable: false,
+          source: "src/flows/ops/email-dlq.ts#list",
+          triggers: ["GET /ops/email-dlq"],
+          effects: { reads: ["signal:tasks.email"], emits: [], sends: [], calls: [] },
+        },
+        {
+          name: "workers.email",
+          durable: false,
+          triggers: ["signal:tasks.email"],
+          effects: { reads: [], emits: [], sends: ["email.raw"], calls: [] },
+        },
       ],
       routes: [{ method: "GET", path: "/ops/email-dlq", flow: "ops.email-dlq.list" }],
-      signals: [{ name: "tasks.email", delivery: "once", retries: 5, deadLetter: true, optional: false, description: "tasks.email", hasSchema: false, flows: ["workers.email"] }],
+      signals: [
+        {
+          name: "tasks.email",
+          delivery: "once",
+          retries: 5,
+          deadLetter: true,
+          optional: false,
+          description: "tasks.email",
+          hasSchema: false,
+          flows: ["workers.email"],
+        },
+      ],
       channels: [{ name: "email.raw", description: "email.raw" }],
     });
   });
@@ -96,11 +135,22 @@ describe("schemas: any Standard Schema library", () => {
     it(`checks ${lib} input and answers 422 listing the issues`, async () => {
       const f = on(http.post("/n"), flow({ in: schema, do: (input: { n: number }) => input.n * 2 }));
       const app = await createTestApp({ modules: [{ f }] });
-      const ok = await app.request("/n", { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":21}' });
+      const ok = await app.request("/n", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"n":21}',
+      });
       expect(await json(ok)).toEqual({ ok: true, data: 42 });
-      const bad = await app.request("/n", { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":"x"}' });
+      const bad = await app.request("/n", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"n":"x"}',
+      });
       expect(bad.status).toBe(422);
-      const body = (await json(bad)) as { ok: boolean; error: { code: string; details: Array<{ path: string }> } };
+      const body = (await json(bad)) as {
+        ok: boolean;
+        error: { code: string; details: Array<{ path: string }> };
+      };
       expect(body.ok).toBe(false);
       expect(body.error.code).toBe("OKE1422");
       expect(body.error.details[0]!.path).toBe("n");
@@ -113,7 +163,10 @@ describe("fx", () => {
   it("fx.call checks the callee's in and returns its value", async () => {
     const double = flow("math.double", { in: z.object({ n: z.number() }), do: ({ n }) => n * 2 });
     const caller = on(http.get("/call"), flow("caller", { do: async (_, fx) => fx.call(double, { n: 4 }) }));
-    const bad = on(http.get("/bad"), flow("bad", { do: async (_, fx) => fx.call(double, { n: "x" } as never) }));
+    const bad = on(
+      http.get("/bad"),
+      flow("bad", { do: async (_, fx) => fx.call(double, { n: "x" } as never) }),
+    );
     const app = await createTestApp({ modules: [{ double, caller, bad }] });
     expect(await json(await app.request("/call"))).toEqual({ ok: true, data: 8 });
     const res = await app.request("/bad");
@@ -124,8 +177,25 @@ describe("fx", () => {
   it("fx.using disposes resources when the attempt ends, even when it throws", async () => {
     const log: string[] = [];
     const res = (name: string) => ({ close: () => void log.push(`close ${name}`) });
-    const ok = on(http.get("/ok"), flow("ok", { do: (_, fx) => { fx.using(res("a")); fx.using(res("b")); log.push("body"); } }));
-    const boom = on(http.get("/boom"), flow("boom", { do: (_, fx) => { fx.using(res("c")); throw new Error("x"); } }));
+    const ok = on(
+      http.get("/ok"),
+      flow("ok", {
+        do: (_, fx) => {
+          fx.using(res("a"));
+          fx.using(res("b"));
+          log.push("body");
+        },
+      }),
+    );
+    const boom = on(
+      http.get("/boom"),
+      flow("boom", {
+        do: (_, fx) => {
+          fx.using(res("c"));
+          throw new Error("x");
+        },
+      }),
+    );
     const app = await createTestApp({ modules: [{ ok, boom }] });
     expect((await app.request("/ok")).status).toBe(204);
     expect((await app.request("/boom")).status).toBe(500);
@@ -135,7 +205,10 @@ describe("fx", () => {
 
   it("fx.send checks the channel schema and the memory driver captures", async () => {
     const mail = channel("email.raw", { schema: z.object({ to: z.string().email() }) });
-    const good = on(http.post("/good"), flow("good", { do: async (_, fx) => fx.send(mail, { to: "a@b.co" }) }));
+    const good = on(
+      http.post("/good"),
+      flow("good", { do: async (_, fx) => fx.send(mail, { to: "a@b.co" }) }),
+    );
     const bad = on(http.post("/bad"), flow("bad", { do: async (_, fx) => fx.send(mail, { to: "nope" }) }));
     const app = await createTestApp({ modules: [{ mail, good, bad }], start: 1000 });
     expect((await app.request("/good", { method: "POST" })).status).toBe(204);
@@ -147,7 +220,10 @@ describe("fx", () => {
   });
 
   it("fx.id is unique and fx.clock.now reads the app clock", async () => {
-    const f = on(http.get("/t"), flow("t", { do: (_, fx) => ({ a: fx.id(), b: fx.id(), now: fx.clock.now() }) }));
+    const f = on(
+      http.get("/t"),
+      flow("t", { do: (_, fx) => ({ a: fx.id(), b: fx.id(), now: fx.clock.now() }) }),
+    );
     const app = await createTestApp({ modules: [{ f }], start: 5_000 });
     const { data } = (await json(await app.request("/t"))) as { data: { a: string; b: string; now: number } };
     expect(data.a).not.toBe(data.b);
@@ -161,12 +237,23 @@ describe("fx", () => {
     const peek = on(http.get("/dlq"), flow("ops.peek", { do: async (_, fx) => fx.deadLetters(task) }));
     const app = await createTestApp({ modules: [{ w, peek }] });
     const body = (await json(await app.request("/dlq"))) as { error: { code: string; message: string } };
-    expect(body.error).toMatchObject({ code: "OKE1001", message: 'Flow "ops.peek" reads "signal:tasks.email" without declaring it.' });
+    expect(body.error).toMatchObject({
+      code: "OKE1001",
+      message: 'Flow "ops.peek" reads "signal:tasks.email" without declaring it.',
+    });
     await app.stop();
   });
 
   it("non-durable fx.clock.sleep resolves at once without a timer", async () => {
-    const f = on(http.get("/s"), flow("s", { do: async (_, fx) => { await fx.clock.sleep("wait", "7d"); return fx.clock.now(); } }));
+    const f = on(
+      http.get("/s"),
+      flow("s", {
+        do: async (_, fx) => {
+          await fx.clock.sleep("wait", "7d");
+          return fx.clock.now();
+        },
+      }),
+    );
     const app = await createTestApp({ modules: [{ f }], start: 10 });
     expect(await json(await app.request("/s"))).toEqual({ ok: true, data: 10 });
     await app.stop();
@@ -175,7 +262,9 @@ describe("fx", () => {
 
 describe("signal declarations", () => {
   it("rejects retention on signal.once with the documented TypeError", () => {
-    expect(() => signal.once("x", { retention: "1h" } as never)).toThrow(new TypeError('signal.once("x"): retention is only valid with signal.live'));
+    expect(() => signal.once("x", { retention: "1h" } as never)).toThrow(
+      new TypeError('signal.once("x"): retention is only valid with signal.live'),
+    );
   });
   it("rejects a string deadLetter and negative retries", () => {
     expect(() => signal.once("x", { deadLetter: "dlq" as never })).toThrow(/deadLetter must be a boolean/);
@@ -192,8 +281,14 @@ describe("competing (once) vs fan-out (broadcast)", () => {
   it("broadcast hands every bound flow its own copy, where once would refuse the second flow", async () => {
     const seen: string[] = [];
     const placed = signal.broadcast("orders.placed.fanout");
-    const charge = on(placed, flow("orders.charge", { do: ({ id }: { id: string }) => void seen.push(`charge ${id}`) }));
-    const ship = on(placed, flow("orders.ship", { do: ({ id }: { id: string }) => void seen.push(`ship ${id}`) }));
+    const charge = on(
+      placed,
+      flow("orders.charge", { do: ({ id }: { id: string }) => void seen.push(`charge ${id}`) }),
+    );
+    const ship = on(
+      placed,
+      flow("orders.ship", { do: ({ id }: { id: string }) => void seen.push(`ship ${id}`) }),
+    );
     const app = await createTestApp({ modules: [{ charge, ship }] });
     await app.emit(placed, { id: "ord_99" });
     await app.idle();
@@ -202,7 +297,15 @@ describe("competing (once) vs fan-out (broadcast)", () => {
 
     const once = signal.once("orders.placed.once");
     expect(() =>
-      createApp({ env: "test", modules: [{ a: on(once, flow("orders.charge", { do: () => undefined })), b: on(once, flow("orders.ship", { do: () => undefined })) }] }),
+      createApp({
+        env: "test",
+        modules: [
+          {
+            a: on(once, flow("orders.charge", { do: () => undefined })),
+            b: on(once, flow("orders.ship", { do: () => undefined })),
+          },
+        ],
+      }),
     ).toThrow(/OKE1071|bound to more than one Flow/);
   });
 });
@@ -212,6 +315,8 @@ describe("live signals", () => {
     const feed = signal.live("feed.updates", { retention: "1h" });
     expect(feed.retention).toBe("1h");
     const w = on(feed, flow("feed.worker", { do: () => undefined }));
-    expect(() => createApp({ env: "test", modules: [{ w }] })).toThrow('Live signal "feed.updates" cannot have worker flows (feed.worker).');
+    expect(() => createApp({ env: "test", modules: [{ w }] })).toThrow(
+      'Live signal "feed.updates" cannot have worker flows (feed.worker).',
+    );
   });
 });

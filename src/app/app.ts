@@ -23,7 +23,17 @@ import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
 import { createOperatorApi } from "./operator.ts";
 import type { Runtime } from "./runtime.ts";
-import type { App, CreateAppOptions, Env, HttpRoute, InvokeResult, OperatorApi, Readiness, RouteRequest, WakeEarlyResult } from "./types.ts";
+import type {
+  App,
+  CreateAppOptions,
+  Env,
+  HttpRoute,
+  InvokeResult,
+  OperatorApi,
+  Readiness,
+  RouteRequest,
+  WakeEarlyResult,
+} from "./types.ts";
 
 /** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
 export function createApp(options: CreateAppOptions): App {
@@ -65,7 +75,9 @@ class OkeApp implements App, Runtime {
     this.registry = buildRegistry(options.modules);
     this.manifest = this.registry.manifest;
     this.routeIndex = new Map(this.registry.routes.map((r) => [`${r.method} ${r.path}`, r]));
-    this.logger = options.logger ?? createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
+    this.logger =
+      options.logger ??
+      createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
     this.clock = options.clock ?? systemClock;
     this.ownsStore = options.store === undefined;
     this.root = options.root ?? process.cwd();
@@ -74,7 +86,13 @@ class OkeApp implements App, Runtime {
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
     let acquisitions = 0;
     this.nextOwner = () => `${this.instanceId}/${++acquisitions}`;
-    this.durable = { store: this.store, clock: this.clock, logger: this.logger, nextOwner: this.nextOwner, leaseMs: this.config.durableLeaseMs };
+    this.durable = {
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      nextOwner: this.nextOwner,
+      leaseMs: this.config.durableLeaseMs,
+    };
     this.operator = createOperatorApi(this);
   }
 
@@ -138,18 +156,26 @@ class OkeApp implements App, Runtime {
     for (const run of orphans) {
       if (run.status !== "running") continue;
       try {
-        const acquired = await this.store.acquireRun({ runId: run.id, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+        const acquired = await this.store.acquireRun({
+          runId: run.id,
+          owner: this.nextOwner(),
+          now: this.clock.now(),
+          leaseMs: this.config.durableLeaseMs,
+        });
         this.track(this.resume(acquired));
         resumed++;
       } catch (e) {
         if (!(e instanceof JournalLeaseBusy)) throw e;
       }
     }
-    if (orphans.length > 0) this.logger.info({ orphans: orphans.length, resumed }, "orphan scan: runs scheduled");
+    if (orphans.length > 0)
+      this.logger.info({ orphans: orphans.length, resumed }, "orphan scan: runs scheduled");
   }
 
   private track(p: Promise<unknown>): void {
-    const t = p.catch((e: unknown) => this.logger.error({ err: e }, "background task failed")).finally(() => this.tasks.delete(t));
+    const t = p
+      .catch((e: unknown) => this.logger.error({ err: e }, "background task failed"))
+      .finally(() => this.tasks.delete(t));
     this.tasks.add(t);
   }
 
@@ -169,52 +195,115 @@ class OkeApp implements App, Runtime {
   private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
     const flow = this.registry.flows.get(acquired.run.flow);
     if (!flow) {
-      this.logger.error({ runId: acquired.run.id, flow: acquired.run.flow }, "durable run: its flow is not in this app; releasing it");
-      await this.store.releaseRun({ runId: acquired.run.id, owner: acquired.run.leaseOwner!, now: this.clock.now() });
+      this.logger.error(
+        { runId: acquired.run.id, flow: acquired.run.flow },
+        "durable run: its flow is not in this app; releasing it",
+      );
+      await this.store.releaseRun({
+        runId: acquired.run.id,
+        owner: acquired.run.leaseOwner!,
+        now: this.clock.now(),
+      });
       return undefined;
     }
     const run = acquired.run;
     const outcome = await driveRun(this.durable, acquired, (session, undos) =>
-      executeFlow(this, flow, run.input, { runId: run.id, attempt: 1, parentRunId: run.parentRunId, session, undos }),
+      executeFlow(this, flow, run.input, {
+        runId: run.id,
+        attempt: 1,
+        parentRunId: run.parentRunId,
+        session,
+        undos,
+      }),
     );
-    if (outcome.kind === "failed") this.logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
-    return outcome.kind === "completed" ? { kind: "returned", value: outcome.value } : outcome.kind === "parked" ? { kind: "parked", runId: run.id } : undefined;
+    if (outcome.kind === "failed")
+      this.logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
+    return outcome.kind === "completed"
+      ? { kind: "returned", value: outcome.value }
+      : outcome.kind === "parked"
+        ? { kind: "parked", runId: run.id }
+        : undefined;
   }
 
   /** fx.call: checks `in`; a durable callee is its own run. */
-  async call(flow: AnyFlow, input: unknown, parent: { runId: string | null; flow: string | null }): Promise<InvokeResult> {
+  async call(
+    flow: AnyFlow,
+    input: unknown,
+    parent: { runId: string | null; flow: string | null },
+  ): Promise<InvokeResult> {
     const value = await checkInput(flow, flow.in, input);
     return this.run(flow, value, parent.runId);
   }
 
-  private async run(flow: AnyFlow, input: unknown, parentRunId: string | null, runId = newId(this.clock.now())): Promise<InvokeResult> {
-    if (!flow.durable) return { kind: "returned", value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }) };
+  private async run(
+    flow: AnyFlow,
+    input: unknown,
+    parentRunId: string | null,
+    runId = newId(this.clock.now()),
+  ): Promise<InvokeResult> {
+    if (!flow.durable)
+      return {
+        kind: "returned",
+        value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }),
+      };
     if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
-    const acquired = await this.store.startRun({ id: runId, flow: flow.name!, input, parentRunId, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
-    const outcome = await driveRun(this.durable, acquired, (session, undos) => executeFlow(this, flow, input, { runId, attempt: 1, parentRunId, session, undos }));
+    const acquired = await this.store.startRun({
+      id: runId,
+      flow: flow.name!,
+      input,
+      parentRunId,
+      owner: this.nextOwner(),
+      now: this.clock.now(),
+      leaseMs: this.config.durableLeaseMs,
+    });
+    const outcome = await driveRun(this.durable, acquired, (session, undos) =>
+      executeFlow(this, flow, input, { runId, attempt: 1, parentRunId, session, undos }),
+    );
     if (outcome.kind === "failed") throw outcome.error;
     return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
   }
 
   async invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult> {
     const r = this.routeIndex.get(`${route.method} ${route.path}`);
-    if (!r) throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
+    if (!r)
+      throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
     const body = request.body;
     const fromUrl = { ...request.query, ...request.params };
-    const input = body === undefined ? (Object.keys(fromUrl).length > 0 ? fromUrl : undefined) : typeof body === "object" && body !== null && !Array.isArray(body) ? { ...fromUrl, ...body } : body;
+    const input =
+      body === undefined
+        ? Object.keys(fromUrl).length > 0
+          ? fromUrl
+          : undefined
+        : typeof body === "object" && body !== null && !Array.isArray(body)
+          ? { ...fromUrl, ...body }
+          : body;
     const value = await checkInput(r.flowRef, r.in, input);
     return this.run(r.flowRef, value, null);
   }
 
   broadcast(signal: string, payload: unknown, parentRunId: string | null): void {
     for (const flow of this.registry.subscribers.get(signal) ?? []) {
-      this.track(executeFlow(this, flow, structuredClone(payload), { runId: newId(this.clock.now()), attempt: 1, parentRunId }));
+      this.track(
+        executeFlow(this, flow, structuredClone(payload), {
+          runId: newId(this.clock.now()),
+          attempt: 1,
+          parentRunId,
+        }),
+      );
     }
   }
 
-  async emit<P>(target: SignalHandle<P>, payload?: P, options?: EmitOptions & { tx?: unknown }): Promise<void> {
+  async emit<P>(
+    target: SignalHandle<P>,
+    payload?: P,
+    options?: EmitOptions & { tx?: unknown },
+  ): Promise<void> {
     const message = await prepareEmit(
-      { signals: this.registry.signals, subscriberCount: (s) => this.registry.subscribers.get(s)?.length ?? 0, now: this.clock.now() },
+      {
+        signals: this.registry.signals,
+        subscriberCount: (s) => this.registry.subscribers.get(s)?.length ?? 0,
+        now: this.clock.now(),
+      },
       target,
       payload,
       options,
@@ -222,18 +311,33 @@ class OkeApp implements App, Runtime {
     );
     if (target.delivery !== "once") return this.broadcast(target.name, message.payload, null);
     if (this.state === "new") await this.store.open();
-    await this.store.enqueue([message], this.clock.now(), options?.tx === undefined ? undefined : { tx: options.tx });
+    await this.store.enqueue(
+      [message],
+      this.clock.now(),
+      options?.tx === undefined ? undefined : { tx: options.tx },
+    );
   }
 
   async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {
-    const flow = typeof target === "string" ? this.registry.flows.get(target) : (this.registry.named.get(target) ?? target);
-    if (!flow) throw new OkeError({ code: "OKE1080", message: `No flow named "${typeof target === "string" ? target : (target.name ?? "?")}" in this app.`, status: 404 });
+    const flow =
+      typeof target === "string"
+        ? this.registry.flows.get(target)
+        : (this.registry.named.get(target) ?? target);
+    if (!flow)
+      throw new OkeError({
+        code: "OKE1080",
+        message: `No flow named "${typeof target === "string" ? target : (target.name ?? "?")}" in this app.`,
+        status: 404,
+      });
     const r = await this.call(flow, input, { runId: null, flow: null });
     return r.kind === "returned" ? (r.value as O) : undefined;
   }
 
   async request(input: string | Request, init?: RequestInit): Promise<Response> {
-    this.httpHandler ??= createHttpHandler(this, { bodyLimit: this.config.bodyLimit, exposeErrors: this.env === "dev" });
+    this.httpHandler ??= createHttpHandler(this, {
+      bodyLimit: this.config.bodyLimit,
+      exposeErrors: this.env === "dev",
+    });
     return this.httpHandler.fetch(toRequest(input, init));
   }
 
@@ -271,7 +375,12 @@ class OkeApp implements App, Runtime {
     if (!moved) throw new ClockResourceNotFoundError(runId);
     if (this.state !== "ready") return { outcome: "wake time only", runId };
     try {
-      const acquired = await this.store.acquireRun({ runId, owner: this.nextOwner(), now: this.clock.now(), leaseMs: this.config.durableLeaseMs });
+      const acquired = await this.store.acquireRun({
+        runId,
+        owner: this.nextOwner(),
+        now: this.clock.now(),
+        leaseMs: this.config.durableLeaseMs,
+      });
       this.track(this.resume(acquired));
       return { outcome: "resumed", runId };
     } catch (e) {
@@ -295,10 +404,14 @@ class OkeApp implements App, Runtime {
     });
     try {
       for (;;) {
-        const settled = Promise.all([...this.pools.map((p) => p.whenIdle()), Promise.allSettled([...this.tasks])]);
+        const settled = Promise.all([
+          ...this.pools.map((p) => p.whenIdle()),
+          Promise.allSettled([...this.tasks]),
+        ]);
         if ((await Promise.race([settled, expired])) === "timeout") break;
         await new Promise((r) => setImmediate(r));
-        const busy = this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
+        const busy =
+          this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
         if (!busy) return;
       }
     } finally {

@@ -97,11 +97,16 @@ export function resolveEnv(explicit?: Env): Env {
 }
 
 /** Merges base + env overrides + process env, and checks driver names (exact boot texts from the docs). */
-export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: NodeJS.ProcessEnv = process.env): ResolvedConfig {
+export function resolveConfig(
+  config: OkeConfig | undefined,
+  env: Env,
+  vars: NodeJS.ProcessEnv = process.env,
+): ResolvedConfig {
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
-  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(k: K): NonNullable<OkeSettings[K]> =>
-    ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
+  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(
+    k: K,
+  ): NonNullable<OkeSettings[K]> => ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
   const drivers = pick("drivers");
   const database = pick("database");
   const httpS = pick("http");
@@ -109,16 +114,29 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
   const durable = pick("durable");
   const file = pick("file");
   const databaseUrl = database.url ?? (vars.DATABASE_URL || undefined);
-  const journal = drivers.journal ?? (vars.OKE_JOURNAL as JournalDriverName | undefined) ?? defaultJournal(env, databaseUrl);
+  const journal =
+    drivers.journal ??
+    (vars.OKE_JOURNAL as JournalDriverName | undefined) ??
+    defaultJournal(env, databaseUrl);
   if (!JOURNALS.includes(journal)) {
-    throw new OkeError({ code: "OKE1090", message: `oke boot: unknown journal driver "${String(journal)}" (expected memory · file · postgres)` });
+    throw new OkeError({
+      code: "OKE1090",
+      message: `oke boot: unknown journal driver "${String(journal)}" (expected memory · file · postgres)`,
+    });
   }
   if (journal === "postgres" && !databaseUrl) {
-    throw new OkeError({ code: "OKE1091", message: 'oke boot: journal driver "postgres" needs DATABASE_URL', fix: "Set DATABASE_URL, or pin drivers.journal to file or memory." });
+    throw new OkeError({
+      code: "OKE1091",
+      message: 'oke boot: journal driver "postgres" needs DATABASE_URL',
+      fix: "Set DATABASE_URL, or pin drivers.journal to file or memory.",
+    });
   }
   const send = drivers.send ?? (env === "test" ? "memory" : env === "dev" ? "console" : "webhook");
   if (!["console", "memory", "webhook"].includes(send)) {
-    throw new OkeError({ code: "OKE1092", message: `oke boot: unknown send driver "${String(send)}" (expected console · memory · webhook)` });
+    throw new OkeError({
+      code: "OKE1092",
+      message: `oke boot: unknown send driver "${String(send)}" (expected console · memory · webhook)`,
+    });
   }
   const portVar = vars.PORT ? Number(vars.PORT) : undefined;
   const port = httpS.port ?? portVar ?? 6530;
@@ -127,13 +145,19 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
   }
   const positive = (name: string, v: number): number => {
     if (!Number.isFinite(v) || v <= 0) {
-      throw new OkeError({ code: "OKE1094", message: `oke boot: ${name} must be a positive number, got ${String(v)}` });
+      throw new OkeError({
+        code: "OKE1094",
+        message: `oke boot: ${name} must be a positive number, got ${String(v)}`,
+      });
     }
     return v;
   };
   const nonNegative = (name: string, v: number): number => {
     if (!Number.isInteger(v) || v < 0) {
-      throw new OkeError({ code: "OKE1094", message: `oke boot: ${name} must be a non-negative integer, got ${String(v)}` });
+      throw new OkeError({
+        code: "OKE1094",
+        message: `oke boot: ${name} must be a non-negative integer, got ${String(v)}`,
+      });
     }
     return v;
   };
@@ -155,7 +179,10 @@ export function resolveConfig(config: OkeConfig | undefined, env: Env, vars: Nod
     prefetch: nonNegative("signals.prefetch", signals.prefetch ?? signals.concurrency ?? 16),
     retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
-    shutdownTimeoutMs: positive("shutdownTimeoutMs", over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000),
+    shutdownTimeoutMs: positive(
+      "shutdownTimeoutMs",
+      over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000,
+    ),
   };
 }
 

@@ -17,12 +17,17 @@ export function onceHandler(rt: Runtime, signal: OnceSignal, flow: AnyFlow, dura
   return async (m: ClaimedMessage): Promise<HandlerOutcome> => {
     try {
       if (!flow.durable) {
-        await executeFlow(rt, flow, m.payload, { runId: m.id, attempt: m.attempts, parentRunId: m.parentRunId });
+        await executeFlow(rt, flow, m.payload, {
+          runId: m.id,
+          attempt: m.attempts,
+          parentRunId: m.parentRunId,
+        });
         return { kind: "ok" };
       }
       const existing = await rt.store.getRun(m.id);
       if (existing?.status === "completed") return { kind: "ok" };
-      if (existing?.status === "failed") return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
+      if (existing?.status === "failed")
+        return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
       // Parked: the wake scheduler owns it now; the message's job is done.
       if (existing?.status === "sleeping" && (existing.wakeAt ?? 0) > rt.clock.now()) return { kind: "ok" };
       const acquired = await rt.store.startRun({
@@ -37,7 +42,14 @@ export function onceHandler(rt: Runtime, signal: OnceSignal, flow: AnyFlow, dura
       const outcome = await driveRun(
         durable,
         acquired,
-        (session, undos) => executeFlow(rt, flow, acquired.run.input, { runId: m.id, attempt: m.attempts, parentRunId: m.parentRunId, session, undos }),
+        (session, undos) =>
+          executeFlow(rt, flow, acquired.run.input, {
+            runId: m.id,
+            attempt: m.attempts,
+            parentRunId: m.parentRunId,
+            session,
+            undos,
+          }),
         { retryable: m.attempts <= signal.retries },
       );
       if (outcome.kind === "failed") return { kind: "error", failure: errorRecord(outcome.error) };

@@ -46,16 +46,24 @@ export interface ExecuteFrame {
  * are released when it ends — at a park too, since the attempt ends there.
  * Resolves with PARKED when a durable run parked.
  */
-export async function executeFlow(rt: Runtime, flow: AnyFlow, input: unknown, frame: ExecuteFrame): Promise<unknown> {
+export async function executeFlow(
+  rt: Runtime,
+  flow: AnyFlow,
+  input: unknown,
+  frame: ExecuteFrame,
+): Promise<unknown> {
   const scope = new ResourceScope();
   const fx = createFx(rt, { flow, scope, ...frame });
   try {
     const body = Promise.resolve().then(() => flow.do(input, fx));
-    const value = frame.session ? await Promise.race([body, frame.session.parked.then(() => PARKED)]) : await body;
+    const value = frame.session
+      ? await Promise.race([body, frame.session.parked.then(() => PARKED)])
+      : await body;
     if (value === PARKED) return PARKED;
     return await checkOutput(flow, value);
   } finally {
     const disposeErrors = await scope.dispose();
-    for (const err of disposeErrors) rt.logger.warn({ err, flow: flow.name, runId: frame.runId }, "fx.using: dispose failed");
+    for (const err of disposeErrors)
+      rt.logger.warn({ err, flow: flow.name, runId: frame.runId }, "fx.using: dispose failed");
   }
 }

@@ -17,7 +17,9 @@ describe("file routes", () => {
   });
   it("appends the export name when a file shares a method between exports", () => {
     expect(fileRoutePath("src/flows/orders/create.ts", "create", true)).toBe("/orders/create");
-    expect(fileRoutePath("src/flows/orders/create.ts", "createDraft", true)).toBe("/orders/create/create-draft");
+    expect(fileRoutePath("src/flows/orders/create.ts", "createDraft", true)).toBe(
+      "/orders/create/create-draft",
+    );
     expect(fileRoutePath("src/flows/index.ts", "ping", true)).toBe("/ping");
   });
   it("names flows <unit>.<export>, without repeating the file name", () => {

@@ -9,7 +9,11 @@ const EXT = /\.(ts|mts|cts|js|mjs|cjs|tsx|jsx)$/;
 /** Path segments of a module under src/flows (or src/), without groups, `index` or extension. */
 export function unitSegments(modulePath: string): string[] {
   const norm = modulePath.replace(/\\/g, "/").replace(/^\.\//, "");
-  const rel = norm.startsWith("src/flows/") ? norm.slice("src/flows/".length) : norm.startsWith("src/") ? norm.slice(4) : norm;
+  const rel = norm.startsWith("src/flows/")
+    ? norm.slice("src/flows/".length)
+    : norm.startsWith("src/")
+      ? norm.slice(4)
+      : norm;
   const parts = rel.replace(EXT, "").split("/").filter(Boolean);
   return parts.filter((p, i) => !/^\(.*\)$/.test(p) && !(p === "index" && i === parts.length - 1));
 }
@@ -28,7 +32,8 @@ const nameSegment = (seg: string): string => seg.replace(/^\[(\.\.\.)?(\w+)\]$/,
 const kebab = (s: string): string => s.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
 
 const isPrimaryExport = (exportName: string, segments: string[]): boolean =>
-  exportName === "default" || (segments.length > 0 && kebab(exportName) === kebab(segments[segments.length - 1]!));
+  exportName === "default" ||
+  (segments.length > 0 && kebab(exportName) === kebab(segments[segments.length - 1]!));
 
 /** Default flow name `<unit>.<export>`; the export adds nothing when it repeats the file name or is `default`. */
 export function defaultFlowName(modulePath: string, exportName: string): string {

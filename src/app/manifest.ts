@@ -65,7 +65,10 @@ interface Found {
 
 const normalizeModules = (modules: ReadonlyArray<ModuleInput | Record<string, unknown>>): ModuleInput[] =>
   modules.map((m) =>
-    typeof m.exports === "object" && m.exports !== null && (m.path === undefined || typeof m.path === "string") && Object.keys(m).every((k) => k === "path" || k === "exports")
+    typeof m.exports === "object" &&
+    m.exports !== null &&
+    (m.path === undefined || typeof m.path === "string") &&
+    Object.keys(m).every((k) => k === "path" || k === "exports")
       ? (m as ModuleInput)
       : { exports: m as Record<string, unknown> },
   );
@@ -81,7 +84,8 @@ const bootError = (code: string, message: string, fix?: string) => new OkeError(
 export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, unknown>>): Registry {
   const found: Found[] = [];
   for (const mod of normalizeModules(input)) {
-    for (const [exportName, value] of Object.entries(mod.exports)) found.push({ path: mod.path, exportName, value });
+    for (const [exportName, value] of Object.entries(mod.exports))
+      found.push({ path: mod.path, exportName, value });
   }
 
   const flows = new Map<string, AnyFlow>();
@@ -104,7 +108,12 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     if (!prev) signals.set(s.name, s);
   };
 
-  const nameFlow = (f: AnyFlow, at: Found | undefined, required: string | undefined, routePath?: string): AnyFlow => {
+  const nameFlow = (
+    f: AnyFlow,
+    at: Found | undefined,
+    required: string | undefined,
+    routePath?: string,
+  ): AnyFlow => {
     const existing = named.get(f);
     if (existing) return existing;
     let name = f.name;
@@ -112,15 +121,27 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       if (required !== undefined) throw errors.unnamedSignalFlow(required);
       if (!at?.path && routePath !== undefined) {
         // Built in code with an explicit path: "/orders/:id/cancel" → "orders.id.cancel".
-        name = routePath.split("/").filter(Boolean).map((p) => p.replace(/^:/, "")).join(".") || "index";
+        name =
+          routePath
+            .split("/")
+            .filter(Boolean)
+            .map((p) => p.replace(/^:/, ""))
+            .join(".") || "index";
       } else if (!at?.path) {
-        throw bootError("OKE1076", `A flow exported as "${at?.exportName ?? "?"}" has no name and no source file to name it after.`, 'Pass a name: flow("orders.create", { ... }).');
-      }
-      else name = defaultFlowName(at.path, at.exportName);
+        throw bootError(
+          "OKE1076",
+          `A flow exported as "${at?.exportName ?? "?"}" has no name and no source file to name it after.`,
+          'Pass a name: flow("orders.create", { ... }).',
+        );
+      } else name = defaultFlowName(at.path, at.exportName);
     }
     const owner = flows.get(name);
     if (owner && owner !== f) {
-      throw bootError("OKE1075", `Two different flows are named "${name}" (${sources.get(owner) ?? "?"} and ${at?.path ? `${at.path}#${at.exportName}` : "?"}).`, "Give each flow a unique name.");
+      throw bootError(
+        "OKE1075",
+        `Two different flows are named "${name}" (${sources.get(owner) ?? "?"} and ${at?.path ? `${at.path}#${at.exportName}` : "?"}).`,
+        "Give each flow a unique name.",
+      );
     }
     const copy = f.name === name ? f : withName(f, name);
     flows.set(name, copy);
@@ -165,9 +186,17 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
 
   for (const [signalName, list] of subscribers) {
     const s = signals.get(signalName)!;
-    if (s.delivery === "once" && list.length > 1) throw errors.onceBoundTwice(signalName, list.map((f) => f.name!));
+    if (s.delivery === "once" && list.length > 1)
+      throw errors.onceBoundTwice(
+        signalName,
+        list.map((f) => f.name!),
+      );
     if (s.delivery === "live") {
-      throw bootError("OKE1078", `Live signal "${signalName}" cannot have worker flows (${list.map((f) => f.name!).join(", ")}).`, "Live signals feed browsers; use signal.once or signal.broadcast for workers.");
+      throw bootError(
+        "OKE1078",
+        `Live signal "${signalName}" cannot have worker flows (${list.map((f) => f.name!).join(", ")}).`,
+        "Live signals feed browsers; use signal.once or signal.broadcast for workers.",
+      );
     }
   }
 
@@ -187,14 +216,22 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     let path = t.path;
     if (path === undefined) {
       if (!at.path) {
-        throw bootError("OKE1079", `HTTP flow "${flow.name!}" has no path and no source file to derive one from.`, 'Pass a path: http.get("/orders").');
+        throw bootError(
+          "OKE1079",
+          `HTTP flow "${flow.name!}" has no path and no source file to derive one from.`,
+          'Pass a path: http.get("/orders").',
+        );
       }
       path = fileRoutePath(at.path, at.exportName, (perFileMethod.get(`${at.path} ${t.method}`) ?? 0) > 1);
     }
     const key = `${t.method} ${normalizeRouteKey(path)}`;
     const owner = routeOwner.get(key);
     if (owner !== undefined && owner !== flow.name) {
-      throw bootError("OKE1074", `Duplicate route ${t.method} ${path}: bound by flows "${owner}" and "${flow.name!}".`, "Give one of them an explicit path or move it to another file.");
+      throw bootError(
+        "OKE1074",
+        `Duplicate route ${t.method} ${path}: bound by flows "${owner}" and "${flow.name!}".`,
+        "Give one of them an explicit path or move it to another file.",
+      );
     }
     if (owner === undefined) {
       routeOwner.set(key, flow.name!);

@@ -3,18 +3,26 @@ import type { Runtime } from "./runtime.ts";
 import type { OperatorApi, Sleeper, WakeEarlyResult } from "./types.ts";
 
 /** The operator surface the Console calls: queues, dead letters, runs, sleepers. */
-export function createOperatorApi(rt: Runtime & { wakeEarly(runId: string): Promise<WakeEarlyResult> }): OperatorApi {
+export function createOperatorApi(
+  rt: Runtime & { wakeEarly(runId: string): Promise<WakeEarlyResult> },
+): OperatorApi {
   const onceSignal = (name: string): string => {
     const s = rt.registry.signals.get(name);
     if (!s || s.delivery !== "once") {
-      throw new OkeError({ code: "OKE1081", message: `No once signal named "${name}" in this app.`, status: 404 });
+      throw new OkeError({
+        code: "OKE1081",
+        message: `No once signal named "${name}" in this app.`,
+        status: 404,
+      });
     }
     return name;
   };
   return {
     signals: () =>
       Promise.all(
-        [...rt.registry.signals.values()].filter((s) => s.delivery === "once").map((s) => rt.store.stats(s.name, rt.clock.now())),
+        [...rt.registry.signals.values()]
+          .filter((s) => s.delivery === "once")
+          .map((s) => rt.store.stats(s.name, rt.clock.now())),
       ),
     stats: (signal) => rt.store.stats(onceSignal(signal), rt.clock.now()),
     deadLetters: async (signal, limit) =>

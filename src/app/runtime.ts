@@ -18,7 +18,11 @@ export interface Runtime {
   /** Holder id for claims and leases: unique per app instance. */
   readonly instanceId: string;
   /** Runs a flow as fx.call / app.invoke do: checks `in`, durable flows get their own run. */
-  call(flow: AnyFlow, input: unknown, parent: { runId: string | null; flow: string | null }): Promise<InvokeResult>;
+  call(
+    flow: AnyFlow,
+    input: unknown,
+    parent: { runId: string | null; flow: string | null },
+  ): Promise<InvokeResult>;
   /** In-process fan-out for broadcast signals. */
   broadcast(signal: string, payload: unknown, parentRunId: string | null): void;
 }

@@ -30,12 +30,17 @@ const KEYS = new Set(["schema", "driver", "url", "timeoutMs", "description"]);
 
 /** Declares an outbound message template (email, webhook …) for `fx.send`. */
 export function channel<P = unknown>(name: string, options: ChannelOptions<P> = {}): Channel<P> {
-  if (typeof name !== "string" || name.trim() === "") throw new TypeError("channel(name): name must be a non-empty string");
+  if (typeof name !== "string" || name.trim() === "")
+    throw new TypeError("channel(name): name must be a non-empty string");
   const where = `channel("${name}")`;
-  for (const k of Object.keys(options)) if (!KEYS.has(k)) throw new TypeError(`${where}: unknown option "${k}"`);
-  if (options.schema !== undefined && !isSchema(options.schema)) throw new TypeError(`${where}: schema must be a Standard Schema`);
+  for (const k of Object.keys(options))
+    if (!KEYS.has(k)) throw new TypeError(`${where}: unknown option "${k}"`);
+  if (options.schema !== undefined && !isSchema(options.schema))
+    throw new TypeError(`${where}: schema must be a Standard Schema`);
   if (options.driver !== undefined && !["console", "memory", "webhook"].includes(options.driver)) {
-    throw new TypeError(`${where}: unknown driver "${String(options.driver)}" (expected console · memory · webhook)`);
+    throw new TypeError(
+      `${where}: unknown driver "${String(options.driver)}" (expected console · memory · webhook)`,
+    );
   }
   if (options.url !== undefined) {
     try {
@@ -45,7 +50,8 @@ export function channel<P = unknown>(name: string, options: ChannelOptions<P> = 
     }
   }
   const timeoutMs = options.timeoutMs ?? 10_000;
-  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new TypeError(`${where}: timeoutMs must be a positive integer`);
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0)
+    throw new TypeError(`${where}: timeoutMs must be a positive integer`);
   return Object.freeze({
     kind: "channel",
     name,

@@ -13,9 +13,12 @@ describe("duration grammar", () => {
     ["0s", 0],
   ])("%s = %d ms", (text, ms) => expect(parseDuration(text)).toBe(ms));
 
-  it.each(["8 hours", "1w", "1.5h", "", "h", "-1s", " 1s", "1S", "10"])("unknown %j parses as 0 ms", (text) => {
-    expect(parseDuration(text)).toBe(0);
-  });
+  it.each(["8 hours", "1w", "1.5h", "", "h", "-1s", " 1s", "1S", "10"])(
+    "unknown %j parses as 0 ms",
+    (text) => {
+      expect(parseDuration(text)).toBe(0);
+    },
+  );
 });
 
 describe("time travel", () => {

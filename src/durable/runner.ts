@@ -7,7 +7,12 @@ import { errorRecord, JournalSession, PARKED } from "./session.ts";
 export type DurableOutcome =
   | { kind: "completed"; runId: string; value: unknown }
   | { kind: "parked"; runId: string; wakeAt: number }
-  | { kind: "failed"; runId: string; error: unknown; /** The run was released for another attempt, not finished. */ retry: boolean };
+  | {
+      kind: "failed";
+      runId: string;
+      error: unknown;
+      /** The run was released for another attempt, not finished. */ retry: boolean;
+    };
 
 export interface DurableDeps {
   store: Store;
@@ -39,7 +44,14 @@ export async function driveRun(
   const owner = acquired.run.leaseOwner!;
   const retryable = options.retryable ?? false;
   const session = new JournalSession(
-    { store: deps.store, runId, owner, leaseMs: deps.leaseMs, now: () => deps.clock.now(), journalErrors: !retryable },
+    {
+      store: deps.store,
+      runId,
+      owner,
+      leaseMs: deps.leaseMs,
+      now: () => deps.clock.now(),
+      journalErrors: !retryable,
+    },
     [...acquired.entries],
   );
   const stopHeartbeat = heartbeat(deps, runId, owner, session);
@@ -47,7 +59,13 @@ export async function driveRun(
   try {
     const value = await execute(session, undos);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
-    await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "completed", output: toJson(value) });
+    await deps.store.finish({
+      runId,
+      owner,
+      now: deps.clock.now(),
+      status: "completed",
+      output: toJson(value),
+    });
     return { kind: "completed", runId, value };
   } catch (error) {
     if (error instanceof JournalLeaseBusy) {
@@ -61,7 +79,13 @@ export async function driveRun(
     }
     try {
       await session.compensate(undos);
-      await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "failed", error: errorRecord(error) });
+      await deps.store.finish({
+        runId,
+        owner,
+        now: deps.clock.now(),
+        status: "failed",
+        error: errorRecord(error),
+      });
     } catch (e) {
       if (e instanceof JournalLeaseBusy) throw e;
       deps.logger.error({ runId, err: e }, "durable run: could not record failure");
@@ -99,7 +123,8 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
             session.markLost(e);
             stopped = true;
             cancel?.();
-          } else deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; the next beat retries");
+          } else
+            deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; the next beat retries");
         })
         .finally(() => (renewing = false));
     });
@@ -111,7 +136,8 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
   };
 }
 
-const toJson = (v: unknown): unknown => (v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as unknown));
+const toJson = (v: unknown): unknown =>
+  v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as unknown);
 
 export const terminalRefusal = (runId: string, status: string): OkeError =>
   new OkeError({ code: "OKE1310", message: `journal: run "${runId}" is ${status}`, status: 409 });

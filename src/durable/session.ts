@@ -108,7 +108,8 @@ export class JournalSession {
   }
 
   async step<T>(name: string, fn: () => Promise<T> | T): Promise<{ value: T; replayed: boolean }> {
-    if (typeof name !== "string" || name === "") throw new TypeError("fx.step(name, fn): name must be a non-empty string");
+    if (typeof name !== "string" || name === "")
+      throw new TypeError("fx.step(name, fn): name must be a non-empty string");
     if (this.names.has(name)) {
       throw new OkeError({
         code: "OKE1302",
@@ -147,7 +148,10 @@ export class JournalSession {
   async emit(message: NewMessage): Promise<void> {
     const { seq, entry } = this.next("emit", message.signal);
     if (entry) return;
-    await this.write(this.entry(seq, "emit", message.signal, { value: { messageId: message.id, key: message.key } }), [message]);
+    await this.write(
+      this.entry(seq, "emit", message.signal, { value: { messageId: message.id, key: message.key } }),
+      [message],
+    );
   }
 
   /**

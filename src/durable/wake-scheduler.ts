@@ -61,7 +61,12 @@ export class WakeScheduler {
       do {
         this.again = false;
         for (;;) {
-          const due = await this.o.store.claimDueRuns({ owner: this.o.nextOwner(), now: this.o.clock.now(), max: batch, leaseMs: this.o.leaseMs });
+          const due = await this.o.store.claimDueRuns({
+            owner: this.o.nextOwner(),
+            now: this.o.clock.now(),
+            max: batch,
+            leaseMs: this.o.leaseMs,
+          });
           for (const run of due) this.track(run);
           if (due.length < batch || !this.running) break;
         }
@@ -79,7 +84,9 @@ export class WakeScheduler {
   private track(run: AcquiredRun): void {
     const p = this.o
       .resume(run)
-      .catch((e: unknown) => this.o.logger.error({ err: e, runId: run.run.id }, "wake scheduler: resume failed"))
+      .catch((e: unknown) =>
+        this.o.logger.error({ err: e, runId: run.run.id }, "wake scheduler: resume failed"),
+      )
       .finally(() => this.resuming.delete(p));
     this.resuming.add(p);
   }

@@ -18,15 +18,22 @@ export interface DeclaredEffects {
 }
 
 export function normalizeEffects(where: string, effects: Effects | undefined): DeclaredEffects {
-  const out: Record<keyof DeclaredEffects, readonly string[]> = { reads: [], emits: [], sends: [], calls: [] };
+  const out: Record<keyof DeclaredEffects, readonly string[]> = {
+    reads: [],
+    emits: [],
+    sends: [],
+    calls: [],
+  };
   if (effects === undefined) return out;
-  if (typeof effects !== "object" || effects === null) throw new TypeError(`${where}: effects must be an object`);
+  if (typeof effects !== "object" || effects === null)
+    throw new TypeError(`${where}: effects must be an object`);
   for (const [k, v] of Object.entries(effects)) {
-    if (!(k in out)) throw new TypeError(`${where}: unknown effects key "${k}" (expected reads, emits, sends, calls)`);
+    if (!(k in out))
+      throw new TypeError(`${where}: unknown effects key "${k}" (expected reads, emits, sends, calls)`);
     if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
       throw new TypeError(`${where}: effects.${k} must be an array of strings`);
     }
-    out[k as keyof DeclaredEffects] = Object.freeze([...(v)]);
+    out[k as keyof DeclaredEffects] = Object.freeze([...v]);
   }
   return Object.freeze(out);
 }

@@ -42,14 +42,18 @@ export function flow<I, O>(a: string | FlowOptions<I, O>, b?: FlowOptions<I, O>)
   const name = typeof a === "string" ? a : undefined;
   const options = typeof a === "string" ? b : a;
   const where = name === undefined ? "flow()" : `flow("${name}")`;
-  if (name !== undefined && name.trim() === "") throw new TypeError("flow(name): name must be a non-empty string");
-  if (typeof options !== "object" || options === null) throw new TypeError(`${where}: options with a do function are required`);
+  if (name !== undefined && name.trim() === "")
+    throw new TypeError("flow(name): name must be a non-empty string");
+  if (typeof options !== "object" || options === null)
+    throw new TypeError(`${where}: options with a do function are required`);
   for (const k of Object.keys(options)) {
     if (!FLOW_KEYS.has(k)) throw new TypeError(`${where}: unknown option "${k}"`);
   }
   if (typeof options.do !== "function") throw new TypeError(`${where}: do must be a function`);
-  if (options.in !== undefined && !isSchema(options.in)) throw new TypeError(`${where}: in must be a Standard Schema`);
-  if (options.out !== undefined && !isSchema(options.out)) throw new TypeError(`${where}: out must be a Standard Schema`);
+  if (options.in !== undefined && !isSchema(options.in))
+    throw new TypeError(`${where}: in must be a Standard Schema`);
+  if (options.out !== undefined && !isSchema(options.out))
+    throw new TypeError(`${where}: out must be a Standard Schema`);
   if (options.durable !== undefined && typeof options.durable !== "boolean") {
     throw new TypeError(`${where}: durable must be a boolean`);
   }

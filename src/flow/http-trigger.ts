@@ -22,14 +22,16 @@ function make(method: HttpMethod) {
   return <I = unknown>(arg?: string | HttpTriggerOptions<I>): HttpTrigger<I> => {
     const where = `http.${method.toLowerCase()}()`;
     const opts: HttpTriggerOptions<I> = typeof arg === "string" ? { path: arg } : (arg ?? {});
-    if (typeof opts !== "object" || opts === null) throw new TypeError(`${where}: expected a path or { path, in }`);
+    if (typeof opts !== "object" || opts === null)
+      throw new TypeError(`${where}: expected a path or { path, in }`);
     for (const k of Object.keys(opts)) {
       if (k !== "path" && k !== "in") throw new TypeError(`${where}: unknown option "${k}"`);
     }
     if (opts.path !== undefined && (typeof opts.path !== "string" || !opts.path.startsWith("/"))) {
       throw new TypeError(`${where}: path must start with "/", got ${JSON.stringify(opts.path)}`);
     }
-    if (opts.in !== undefined && !isSchema(opts.in)) throw new TypeError(`${where}: in must be a Standard Schema`);
+    if (opts.in !== undefined && !isSchema(opts.in))
+      throw new TypeError(`${where}: in must be a Standard Schema`);
     return Object.freeze({ kind: "http", method, path: opts.path, in: opts.in });
   };
 }

@@ -60,7 +60,7 @@ class FxContext implements Fx {
   }
 
   async call<I, O>(target: Flow<I, O>, input: I): Promise<O> {
-    const callee = this.rt.registry.named.get(target) ?? (target);
+    const callee = this.rt.registry.named.get(target) ?? target;
     const run = async (): Promise<O> => {
       const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow });
       return (r.kind === "returned" ? r.value : undefined) as O;
@@ -76,10 +76,18 @@ class FxContext implements Fx {
     return this.emitOne(target, args[0], args[1] as EmitOptions | undefined);
   }
 
-  private async emitOne(target: SignalHandle, payload: unknown, options: EmitOptions | undefined): Promise<void> {
+  private async emitOne(
+    target: SignalHandle,
+    payload: unknown,
+    options: EmitOptions | undefined,
+  ): Promise<void> {
     const { rt } = this;
     const message = await prepareEmit(
-      { signals: rt.registry.signals, subscriberCount: (s) => rt.registry.subscribers.get(s)?.length ?? 0, now: rt.clock.now() },
+      {
+        signals: rt.registry.signals,
+        subscriberCount: (s) => rt.registry.subscribers.get(s)?.length ?? 0,
+        now: rt.clock.now(),
+      },
       target,
       payload,
       options,
@@ -131,7 +139,12 @@ class FxContext implements Fx {
     let value: unknown = payload;
     if (target.schema) {
       const r = await validate(target.schema, payload);
-      if (!r.ok) throw new OkeError({ code: "OKE1265", message: `"${target.name}": ${describeIssues(r.issues)}`, details: r.issues });
+      if (!r.ok)
+        throw new OkeError({
+          code: "OKE1265",
+          message: `"${target.name}": ${describeIssues(r.issues)}`,
+          details: r.issues,
+        });
       value = r.value;
     }
     const deliver = (): Promise<void> => this.rt.send.send(target, value, this.rt.clock.now());
@@ -151,7 +164,8 @@ class FxClockImpl implements FxClock {
   }
 
   async sleep(label: string, duration?: string): Promise<void> {
-    if (typeof label !== "string") throw new TypeError("fx.clock.sleep(label, duration): label must be a string");
+    if (typeof label !== "string")
+      throw new TypeError("fx.clock.sleep(label, duration): label must be a string");
     // One argument is the label; the wait is then 0 ms (the documented pitfall).
     const text = duration ?? "";
     if (!this.session) return;

@@ -5,10 +5,16 @@ export class ResourceScope {
   private readonly items: Resource[] = [];
 
   add<T extends Resource>(r: T): T {
-    if (typeof r !== "object" || r === null) throw new TypeError("fx.using(resource): resource must be an object with a dispose, close, release or end method");
+    if (typeof r !== "object" || r === null)
+      throw new TypeError(
+        "fx.using(resource): resource must be an object with a dispose, close, release or end method",
+      );
     const ok =
       Symbol.asyncDispose in r || Symbol.dispose in r || "close" in r || "release" in r || "end" in r;
-    if (!ok) throw new TypeError("fx.using(resource): resource must have [Symbol.asyncDispose], [Symbol.dispose], close(), release() or end()");
+    if (!ok)
+      throw new TypeError(
+        "fx.using(resource): resource must have [Symbol.asyncDispose], [Symbol.dispose], close(), release() or end()",
+      );
     this.items.push(r);
     return r;
   }

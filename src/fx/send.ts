@@ -33,7 +33,11 @@ export class SendDrivers {
 
   private async webhook(ch: Channel, payload: unknown): Promise<void> {
     if (!ch.url) {
-      throw new OkeError({ code: "OKE1270", message: `Channel "${ch.name}" uses the webhook driver but has no url.`, fix: `channel("${ch.name}", { url: "https://…" })` });
+      throw new OkeError({
+        code: "OKE1270",
+        message: `Channel "${ch.name}" uses the webhook driver but has no url.`,
+        fix: `channel("${ch.name}", { url: "https://…" })`,
+      });
     }
     let res: Response;
     try {
@@ -47,12 +51,18 @@ export class SendDrivers {
       const timedOut = e instanceof Error && (e.name === "TimeoutError" || e.name === "AbortError");
       throw new OkeError({
         code: "OKE1271",
-        message: timedOut ? `Channel "${ch.name}": webhook timed out after ${ch.timeoutMs} ms` : `Channel "${ch.name}": webhook failed: ${(e as Error).message}`,
+        message: timedOut
+          ? `Channel "${ch.name}": webhook timed out after ${ch.timeoutMs} ms`
+          : `Channel "${ch.name}": webhook failed: ${(e as Error).message}`,
         cause: e,
       });
     }
     // Drain the body so the socket returns to the pool.
     await res.arrayBuffer();
-    if (!res.ok) throw new OkeError({ code: "OKE1272", message: `Channel "${ch.name}": webhook answered ${res.status}` });
+    if (!res.ok)
+      throw new OkeError({
+        code: "OKE1272",
+        message: `Channel "${ch.name}": webhook answered ${res.status}`,
+      });
   }
 }

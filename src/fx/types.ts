@@ -59,7 +59,10 @@ export interface Fx {
   /** Registers a resource to dispose when this attempt ends. Returns it. */
   using<T extends Resource>(resource: T): T;
   /** Enrols a message in the outbox; resolves when it is committed. */
-  emit<P>(target: SignalHandle<P>, ...args: undefined extends P ? [payload?: P, options?: EmitOptions] : [payload: P, options?: EmitOptions]): Promise<void>;
+  emit<P>(
+    target: SignalHandle<P>,
+    ...args: undefined extends P ? [payload?: P, options?: EmitOptions] : [payload: P, options?: EmitOptions]
+  ): Promise<void>;
   /** Dead messages of a once signal. Needs `effects.reads: ["signal:<name>"]`. */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
   /** Durable: runs `fn` once and journals its value; replay returns the journaled value. */

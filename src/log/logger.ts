@@ -1,6 +1,9 @@
 import { pino, type Logger as PinoLogger } from "pino";
 
-export type Logger = Pick<PinoLogger, "info" | "warn" | "error" | "debug" | "trace" | "fatal" | "child" | "level">;
+export type Logger = Pick<
+  PinoLogger,
+  "info" | "warn" | "error" | "debug" | "trace" | "fatal" | "child" | "level"
+>;
 
 export type LogFormat = "pretty" | "json" | "silent";
 
@@ -15,7 +18,10 @@ export function createLogger(options: { format: LogFormat; level?: string; name?
     return pino({
       level,
       name: options.name,
-      transport: { target: "pino-pretty", options: { colorize: process.stdout.isTTY, ignore: "pid,hostname", translateTime: "HH:MM:ss.l" } },
+      transport: {
+        target: "pino-pretty",
+        options: { colorize: process.stdout.isTTY, ignore: "pid,hostname", translateTime: "HH:MM:ss.l" },
+      },
     });
   }
   return pino({ level, name: options.name });

@@ -25,11 +25,16 @@ export async function prepareEmit(
   producer: { flow: string; runId: string | null },
 ): Promise<NewMessage> {
   if (typeof target !== "object" || target === null || target.kind !== "signal") {
-    throw new TypeError(`fx.emit(signal, payload): the first argument must be a signal handle (flow "${producer.flow}")`);
+    throw new TypeError(
+      `fx.emit(signal, payload): the first argument must be a signal handle (flow "${producer.flow}")`,
+    );
   }
   const key = options?.key;
   if (key !== undefined && (typeof key !== "string" || key === "")) {
-    throw new OkeError({ code: "OKE1251", message: `"${target.name}": key must be a non-empty string, got ${JSON.stringify(key)}` });
+    throw new OkeError({
+      code: "OKE1251",
+      message: `"${target.name}": key must be a non-empty string, got ${JSON.stringify(key)}`,
+    });
   }
   let value = payload;
   if (target.schema) {
@@ -37,7 +42,8 @@ export async function prepareEmit(
     if (!r.ok) throw errors.invalidPayload(target.name, describeIssues(r.issues), r.issues);
     value = r.value;
   }
-  if (!target.optional && ctx.subscriberCount(target.name) === 0) throw errors.orphanEmit(producer.flow, target.name);
+  if (!target.optional && ctx.subscriberCount(target.name) === 0)
+    throw errors.orphanEmit(producer.flow, target.name);
   // Payloads cross processes as JSON; refuse what JSON would silently mangle.
   const json = value === undefined ? undefined : JSON.stringify(value);
   if (value !== undefined && json === undefined) {

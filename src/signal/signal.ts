@@ -64,12 +64,15 @@ function checkCommon(helper: Delivery, name: unknown, options: object): asserts 
   }
   for (const key of Object.keys(opts)) {
     if (!KNOWN[helper].includes(key)) {
-      const hint = key === "leaseMs" ? " (the lease is set when the app opens the bus, not on the signal)" : "";
+      const hint =
+        key === "leaseMs" ? " (the lease is set when the app opens the bus, not on the signal)" : "";
       throw new TypeError(`signal.${helper}("${name}"): unknown option "${key}"${hint}`);
     }
   }
   if (opts.schema !== undefined && !isSchema(opts.schema)) {
-    throw new TypeError(`signal.${helper}("${name}"): schema must be a Standard Schema (zod, valibot, arktype …)`);
+    throw new TypeError(
+      `signal.${helper}("${name}"): schema must be a Standard Schema (zod, valibot, arktype …)`,
+    );
   }
   if (opts.optional !== undefined && typeof opts.optional !== "boolean") {
     throw new TypeError(`signal.${helper}("${name}"): optional must be a boolean`);
@@ -83,7 +86,9 @@ function once<P = unknown>(name: string, options: OnceOptions<P> = {}): OnceSign
   checkCommon("once", name, options);
   const { retries = 3, deadLetter = true } = options;
   if (!Number.isInteger(retries) || retries < 0) {
-    throw new TypeError(`signal.once("${name}"): retries must be a non-negative integer, got ${String(retries)}`);
+    throw new TypeError(
+      `signal.once("${name}"): retries must be a non-negative integer, got ${String(retries)}`,
+    );
   }
   if (typeof deadLetter !== "boolean") {
     throw new TypeError(

@@ -3,8 +3,11 @@ import type { Logger } from "../log/logger.ts";
 import type { ClaimedMessage, FailureReason, Settlement, Store } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
 
+const SETTLE_BATCH = 256;
+
 /** What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim. */
-export type HandlerOutcome = { kind: "ok" } | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt"> } | { kind: "abandon" };
+export type HandlerOutcome =
+  { kind: "ok" } | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt"> } | { kind: "abandon" };
 
 export interface WorkerPoolOptions {
   store: Store;
@@ -87,6 +90,8 @@ export class WorkerPool {
             leaseMs: this.o.leaseMs,
           });
           this.buffer.push(...claimed);
+          // Our own leases need no query: the earliest one arms the timer (a hung handler is reclaimed then).
+          if (claimed.length > 0) this.armAt(Math.min(...claimed.map((m) => m.leaseExpiresAt)));
           this.startBuffered();
           if (claimed.length < want) {
             if (claimed.length === 0) this.emptyClaim = true;
@@ -94,9 +99,14 @@ export class WorkerPool {
           }
         }
       } while (this.again && this.running);
-      if (this.running) await this.armLeaseTimer();
+      // Only an empty claim asks the store for the next lease expiry (another holder's); querying it
+      // after every round cost a serial round trip per batch on PostgreSQL.
+      if (this.running && this.emptyClaim) await this.armLeaseTimer();
     } catch (e) {
-      this.o.logger.error({ err: e, signal: this.o.signal.name }, "claim failed; retrying on the next wake-up");
+      this.o.logger.error(
+        { err: e, signal: this.o.signal.name },
+        "claim failed; retrying on the next wake-up",
+      );
       if (this.running) this.armRetry();
     } finally {
       this.pumping = false;
@@ -109,11 +119,15 @@ export class WorkerPool {
   /** One timer on the next lease expiry, so an abandoned message is reclaimed without polling. */
   private async armLeaseTimer(): Promise<void> {
     const next = await this.o.store.nextLeaseExpiry(this.o.signal.name);
-    if (next === null || !this.running) return;
-    if (next >= this.timerAt && this.cancelTimer) return;
+    if (next !== null && this.running) this.armAt(next);
+  }
+
+  /** Keeps the single timer on the earliest deadline seen. */
+  private armAt(at: number): void {
+    if (this.cancelTimer && at >= this.timerAt) return;
     this.cancelTimer?.();
-    this.timerAt = next;
-    this.cancelTimer = this.o.clock.at(next, () => {
+    this.timerAt = at;
+    this.cancelTimer = this.o.clock.at(at, () => {
       this.cancelTimer = undefined;
       this.timerAt = Infinity;
       this.wake();
@@ -122,12 +136,8 @@ export class WorkerPool {
 
   private armRetry(): void {
     this.cancelTimer?.();
-    this.timerAt = this.o.clock.now() + 1_000;
-    this.cancelTimer = this.o.clock.at(this.timerAt, () => {
-      this.cancelTimer = undefined;
-      this.timerAt = Infinity;
-      this.wake();
-    });
+    this.cancelTimer = undefined;
+    this.armAt(this.o.clock.now() + 1_000);
   }
 
   /** How many more messages a claim may take: free slots plus prefetch room. */
@@ -148,7 +158,10 @@ export class WorkerPool {
   private run(m: ClaimedMessage): void {
     const p = this.o
       .handle(m)
-      .catch((e: unknown): HandlerOutcome => ({ kind: "error", failure: { code: "Error", message: String(e) } }))
+      .catch((e: unknown): HandlerOutcome => ({
+        kind: "error",
+        failure: { code: "Error", message: String(e) },
+      }))
       .then((outcome) => this.settleLater(m, outcome))
       .finally(() => {
         this.inflight.delete(p);
@@ -176,7 +189,13 @@ export class WorkerPool {
         failure,
       };
       this.o.logger.warn(
-        { signal: s.name, messageId: m.id, attempt: m.attempts, code: failure.code, outcome: settlement.status },
+        {
+          signal: s.name,
+          messageId: m.id,
+          attempt: m.attempts,
+          code: failure.code,
+          outcome: settlement.status,
+        },
         `attempt ${m.attempts} failed: ${failure.message}`,
       );
     }
@@ -187,15 +206,18 @@ export class WorkerPool {
   /** Settlements that finish while a settle is in flight go out together in the next batch. */
   private flushSettle(): void {
     if (this.settling || this.pendingSettle.length === 0) return;
-    const batch = this.pendingSettle;
-    this.pendingSettle = [];
+    // At most SETTLE_BATCH per statement: the postgres settle grows faster than linearly past a few hundred rows.
+    const batch = this.pendingSettle.splice(0, SETTLE_BATCH);
     this.settling = this.o.store
       .settle(batch, this.o.clock.now())
       .then(
         (r) => {
           if (r.applied.length < batch.length) {
             const fenced = batch.filter((b) => !r.applied.includes(b.id)).map((b) => b.id);
-            this.o.logger.warn({ signal: this.o.signal.name, fenced }, "settle ignored: the lease was reclaimed by another holder");
+            this.o.logger.warn(
+              { signal: this.o.signal.name, fenced },
+              "settle ignored: the lease was reclaimed by another holder",
+            );
           }
           // A retry is claimable again right away, and a settled key head frees its successor.
           this.wake();
@@ -263,7 +285,11 @@ export class WorkerPool {
       await this.settling;
     }
     const left = this.inflight.size + this.buffer.length;
-    if (left > 0) this.o.logger.warn({ signal: this.o.signal.name, left }, "shutdown deadline: leaving in-flight messages to lazy reclaim");
+    if (left > 0)
+      this.o.logger.warn(
+        { signal: this.o.signal.name, left },
+        "shutdown deadline: leaving in-flight messages to lazy reclaim",
+      );
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const w of waiters) w();

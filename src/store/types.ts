@@ -182,9 +182,7 @@ export interface ParkRequest {
 }
 
 export type StoreEvent =
-  | { kind: "enqueued"; signal: string }
-  | { kind: "settled"; signal: string }
-  | { kind: "wake" };
+  { kind: "enqueued"; signal: string } | { kind: "settled"; signal: string } | { kind: "wake" };
 
 export interface Unsubscribe {
   (): void;

@@ -31,7 +31,13 @@ export function appFactory(driver: DriverFixture) {
     ): Promise<TestApp> {
       const appStore = opts.store ?? (await store());
       const time = opts.time ?? createTimeTravel(1_000_000);
-      const app: App & { sent?: SentMessage[] } = createApp({ modules, env: "test", clock: time, store: appStore, config: opts.config });
+      const app: App & { sent?: SentMessage[] } = createApp({
+        modules,
+        env: "test",
+        clock: time,
+        store: appStore,
+        config: opts.config,
+      });
       cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
       if (opts.boot !== false) await app.boot();
       return Object.assign(app, { time }) as TestApp;
@@ -47,7 +53,11 @@ export function gate<T = void>(): { promise: Promise<T>; open(v: T): void } {
 }
 
 /** Waits until `check` is true, re-checking on each macrotask. No wall-clock sleeps. */
-export async function until(check: () => boolean | Promise<boolean>, what = "condition", limitMs = 10_000): Promise<void> {
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what = "condition",
+  limitMs = 10_000,
+): Promise<void> {
   const end = Date.now() + limitMs;
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);

@@ -1,11 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ClockResourceNotFoundError, createTimeTravel, flow, http, JournalLeaseBusy, on, signal } from "../../src/index.ts";
+import {
+  ClockResourceNotFoundError,
+  createTimeTravel,
+  flow,
+  http,
+  JournalLeaseBusy,
+  on,
+  signal,
+} from "../../src/index.ts";
 import type { Store } from "../../src/store/types.ts";
 import { appFactory, gate, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
-const post = (body: unknown) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+const post = (body: unknown) => ({
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify(body),
+});
 const DAY = 86_400_000;
 
 describe.each(drivers)("durable flows on the $name driver", (driver) => {
@@ -18,9 +30,15 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
         durable: true,
         in: z.object({ email: z.string().email() }),
         do: async ({ email }, fx) => {
-          const marked = await fx.step("mark-trial", () => { counts.mark++; return { email, at: fx.clock.now() }; });
+          const marked = await fx.step("mark-trial", () => {
+            counts.mark++;
+            return { email, at: fx.clock.now() };
+          });
           await fx.clock.sleep("expiry-window", sleep);
-          await fx.step("notify", () => { counts.notify++; return marked.at; });
+          await fx.step("notify", () => {
+            counts.notify++;
+            return marked.at;
+          });
         },
       }),
     );
@@ -33,11 +51,21 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(res.status).toBe(204);
     expect(await res.text()).toBe("");
     const [run] = await app.operator.runs({ status: "sleeping" });
-    expect(run).toMatchObject({ flow: "trials.start", status: "sleeping", wakeAt: t0 + 7 * DAY, leaseOwner: null });
+    expect(run).toMatchObject({
+      flow: "trials.start",
+      status: "sleeping",
+      wakeAt: t0 + 7 * DAY,
+      leaseOwner: null,
+    });
     const { journal } = (await app.operator.run(run!.id))!;
-    expect(journal.map((e) => [e.kind, e.name])).toEqual([["step", "mark-trial"], ["sleep", "expiry-window"]]);
+    expect(journal.map((e) => [e.kind, e.name])).toEqual([
+      ["step", "mark-trial"],
+      ["sleep", "expiry-window"],
+    ]);
     expect(journal[1]).toMatchObject({ duration: "7d", wakeAt: t0 + 7 * DAY });
-    expect(await app.operator.sleepers()).toEqual([{ runId: run!.id, flow: "trials.start", wakeAt: t0 + 7 * DAY, label: "expiry-window" }]);
+    expect(await app.operator.sleepers()).toEqual([
+      { runId: run!.id, flow: "trials.start", wakeAt: t0 + 7 * DAY, label: "expiry-window" },
+    ]);
 
     app.time.advance(7 * DAY - 1);
     await app.idle();
@@ -51,19 +79,31 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
   });
 
   it("a durable flow that returns before sleeping answers its body", async () => {
-    const f = on(http.post("/trials/create"), flow("trials.create", {
-      durable: true,
-      do: async (_, fx) => ({ trialId: await fx.step("create", () => "tr_1") }),
-    }));
+    const f = on(
+      http.post("/trials/create"),
+      flow("trials.create", {
+        durable: true,
+        do: async (_, fx) => ({ trialId: await fx.step("create", () => "tr_1") }),
+      }),
+    );
     const app = await apps.make([{ f }]);
     const res = await app.request("/trials/create", post({}));
     expect(await res.json()).toEqual({ ok: true, data: { trialId: "tr_1" } });
-    expect((await app.operator.runs({ status: "completed" }))).toHaveLength(1);
+    expect(await app.operator.runs({ status: "completed" })).toHaveLength(1);
   });
 
   it("one argument is the label: sleep('8h') journals label 8h and does not wait", async () => {
     let after = false;
-    const f = on(http.post("/s"), flow("s", { durable: true, do: async (_, fx) => { await fx.clock.sleep("8h"); after = true; } }));
+    const f = on(
+      http.post("/s"),
+      flow("s", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.clock.sleep("8h");
+          after = true;
+        },
+      }),
+    );
     const app = await apps.make([{ f }]);
     expect((await app.request("/s", post({}))).status).toBe(204);
     expect(after).toBe(true);
@@ -74,14 +114,17 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
 
   it("emits inside a durable flow are journaled and commit with the entry; replay never re-enqueues", async () => {
     const task = signal.once("trials.started", { optional: true });
-    const f = on(http.post("/e"), flow("e", {
-      durable: true,
-      do: async (_, fx) => {
-        await fx.emit(task, { id: fx.id() });
-        await fx.clock.sleep("pause", "1h");
-        await fx.step("after", () => 1);
-      },
-    }));
+    const f = on(
+      http.post("/e"),
+      flow("e", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.emit(task, { id: fx.id() });
+          await fx.clock.sleep("pause", "1h");
+          await fx.step("after", () => 1);
+        },
+      }),
+    );
     const app = await apps.make([{ f, task }]);
     await app.request("/e", post({}));
     expect((await app.operator.stats("trials.started")).pending).toBe(1);
@@ -94,12 +137,30 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
   });
 
   it("fails loudly when the code changed under a live run", async () => {
-    const v1 = on(http.post("/v"), flow("v", { durable: true, do: async (_, fx) => { await fx.step("a", () => 1); await fx.clock.sleep("w", "1m"); } }));
+    const v1 = on(
+      http.post("/v"),
+      flow("v", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("a", () => 1);
+          await fx.clock.sleep("w", "1m");
+        },
+      }),
+    );
     const store = await apps.store();
     const app1 = await apps.make([{ v1 }], { store });
     await app1.request("/v", post({}));
     await app1.stop();
-    const v2 = on(http.post("/v"), flow("v", { durable: true, do: async (_, fx) => { await fx.step("b", () => 2); await fx.clock.sleep("w", "1m"); } }));
+    const v2 = on(
+      http.post("/v"),
+      flow("v", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("b", () => 2);
+          await fx.clock.sleep("w", "1m");
+        },
+      }),
+    );
     const app2 = await apps.make([{ v2 }], { store, time: app1.time });
     app2.time.advance("1m");
     await until(async () => (await store.listRuns({ status: "failed" })).length === 1, "failed");
@@ -111,7 +172,16 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
   });
 
   it("step names are unique within a run", async () => {
-    const f = on(http.post("/d"), flow("d", { durable: true, do: async (_, fx) => { await fx.step("x", () => 1); await fx.step("x", () => 2); } }));
+    const f = on(
+      http.post("/d"),
+      flow("d", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("x", () => 1);
+          await fx.step("x", () => 2);
+        },
+      }),
+    );
     const app = await apps.make([{ f }]);
     const body = (await (await app.request("/d", post({}))).json()) as { error: { code: string } };
     expect(body.error.code).toBe("OKE1302");
@@ -119,14 +189,19 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
 
   it("runs undo compensations LIFO when the run fails, journaled as undo:<name>", async () => {
     const log: string[] = [];
-    const f = on(http.post("/u"), flow("u", {
-      durable: true,
-      do: async (_, fx) => {
-        await fx.step("reserve", () => "r1", { undo: (v) => void log.push(`release ${v}`) });
-        await fx.step("charge", () => "c1", { undo: (v) => void log.push(`refund ${v}`) });
-        await fx.step("ship", () => { throw new Error("no stock"); });
-      },
-    }));
+    const f = on(
+      http.post("/u"),
+      flow("u", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("reserve", () => "r1", { undo: (v) => void log.push(`release ${v}`) });
+          await fx.step("charge", () => "c1", { undo: (v) => void log.push(`refund ${v}`) });
+          await fx.step("ship", () => {
+            throw new Error("no stock");
+          });
+        },
+      }),
+    );
     const app = await apps.make([{ f }]);
     expect((await app.request("/u", post({}))).status).toBe(500);
     expect(log).toEqual(["refund c1", "release r1"]);
@@ -138,8 +213,18 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
 
   it("fx.call of a durable sleeper returns undefined; the child wakes alone", async () => {
     let childDone = false;
-    const child = flow("child", { durable: true, do: async (_, fx) => { await fx.clock.sleep("nap", "1h"); childDone = true; return "late"; } });
-    const parent = on(http.post("/p"), flow("parent", { do: async (_, fx) => ({ got: (await fx.call(child, {})) ?? null }) }));
+    const child = flow("child", {
+      durable: true,
+      do: async (_, fx) => {
+        await fx.clock.sleep("nap", "1h");
+        childDone = true;
+        return "late";
+      },
+    });
+    const parent = on(
+      http.post("/p"),
+      flow("parent", { do: async (_, fx) => ({ got: (await fx.call(child, {})) ?? null }) }),
+    );
     const app = await apps.make([{ child, parent }]);
     expect(await (await app.request("/p", post({}))).json()).toEqual({ ok: true, data: { got: null } });
     app.time.advance("1h");
@@ -149,13 +234,19 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
   it("a durable once consumer resumes the same run on redelivery: finished steps never run again", async () => {
     const task = signal.once("payments.sync", { retries: 3 });
     const counts = { charge: 0, receipt: 0 };
-    const w = on(task, flow("payments.sync", {
-      durable: true,
-      do: async (_, fx) => {
-        await fx.step("charge", () => ++counts.charge);
-        await fx.step("receipt", () => { counts.receipt++; if (counts.receipt === 1) throw new Error("smtp down"); });
-      },
-    }));
+    const w = on(
+      task,
+      flow("payments.sync", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("charge", () => ++counts.charge);
+          await fx.step("receipt", () => {
+            counts.receipt++;
+            if (counts.receipt === 1) throw new Error("smtp down");
+          });
+        },
+      }),
+    );
     const app = await apps.make([{ w }]);
     await app.emit(task, { chargeId: "c" });
     await app.idle();
@@ -207,16 +298,32 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
   it("a running run's lease is renewed by a heartbeat: a long step is never taken elsewhere", async () => {
     const hold = gate();
     let started = false;
-    const f = on(http.post("/long"), flow("long", { durable: true, do: async (_, fx) => { await fx.step("long", async () => { started = true; await hold.promise; }); } }));
+    const f = on(
+      http.post("/long"),
+      flow("long", {
+        durable: true,
+        do: async (_, fx) => {
+          await fx.step("long", async () => {
+            started = true;
+            await hold.promise;
+          });
+        },
+      }),
+    );
     const app = await apps.make([{ f }], { config: { durable: { leaseMs: 30_000 } } });
     const pending = app.request("/long", post({}));
     await until(() => started, "step started");
     const [run] = await app.store.listRuns({ status: "running" });
     for (let i = 0; i < 12; i++) {
       app.time.advance("10s");
-      await until(async () => ((await app.store.getRun(run!.id))!.leaseExpiresAt ?? 0) > app.clock.now() + 15_000, "renewed");
+      await until(
+        async () => ((await app.store.getRun(run!.id))!.leaseExpiresAt ?? 0) > app.clock.now() + 15_000,
+        "renewed",
+      );
     }
-    await expect(app.store.acquireRun({ runId: run!.id, owner: "other", now: app.clock.now(), leaseMs: 30_000 })).rejects.toBeInstanceOf(JournalLeaseBusy);
+    await expect(
+      app.store.acquireRun({ runId: run!.id, owner: "other", now: app.clock.now(), leaseMs: 30_000 }),
+    ).rejects.toBeInstanceOf(JournalLeaseBusy);
     hold.open();
     expect((await pending).status).toBe(204);
   });
@@ -227,26 +334,44 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     // A run left `running` by an instance that died: its lease lapses.
     const time = createTimeTravel(1_000_000);
     await store.open();
-    await store.startRun({ id: "orphan-1", flow: "trials.start", input: { email: "o@b.co" }, parentRunId: null, owner: "dead-instance", now: time.now(), leaseMs: 30_000 });
+    await store.startRun({
+      id: "orphan-1",
+      flow: "trials.start",
+      input: { email: "o@b.co" },
+      parentRunId: null,
+      owner: "dead-instance",
+      now: time.now(),
+      leaseMs: 30_000,
+    });
     time.advance("31s");
     const scan = gate();
     const slowScan: Store = new Proxy(store, {
       get(target, prop, receiver) {
-        if (prop === "listOrphans") return async (n: number, l?: number) => { await scan.promise; return target.listOrphans(n, l); };
+        if (prop === "listOrphans")
+          return async (n: number, l?: number) => {
+            await scan.promise;
+            return target.listOrphans(n, l);
+          };
         const v: unknown = Reflect.get(target, prop, receiver);
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
     const app = await apps.make([{ t: trial(counts, "1h") }], { store: slowScan, time, boot: false });
     const booting = app.boot();
-    await until(() => !app.readiness().ready && (app.readiness() as { reason: string }).reason === "orphan_scan", "orphan scan state");
+    await until(
+      () => !app.readiness().ready && (app.readiness() as { reason: string }).reason === "orphan_scan",
+      "orphan scan state",
+    );
     const res = await app.request("/_/ready");
     expect(res.status).toBe(503);
     expect(((await res.json()) as { reason: string }).reason).toBe("orphan_scan");
     scan.open();
     await booting;
     expect((await app.request("/_/ready")).status).toBe(200);
-    await until(async () => (await store.getRun("orphan-1"))?.status === "sleeping", "orphan resumed and parked");
+    await until(
+      async () => (await store.getRun("orphan-1"))?.status === "sleeping",
+      "orphan resumed and parked",
+    );
     expect(counts.mark).toBe(1);
   });
 
@@ -255,6 +380,8 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const app = await apps.make([{ f }]);
     await app.request("/q", post({}));
     const [run] = await app.operator.runs({ status: "completed" });
-    await expect(app.store.acquireRun({ runId: run!.id, owner: "x", now: app.clock.now(), leaseMs: 1000 })).rejects.toThrow(`journal: run "${run!.id}" is completed`);
+    await expect(
+      app.store.acquireRun({ runId: run!.id, owner: "x", now: app.clock.now(), leaseMs: 1000 }),
+    ).rejects.toThrow(`journal: run "${run!.id}" is completed`);
   });
 });

@@ -8,7 +8,9 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
   const apps = appFactory(driver);
 
   it("emit resolves once committed; exactly one worker runs the message", async () => {
-    const task = signal.once("tasks.email", { schema: z.object({ to: z.string().email(), body: z.string() }) });
+    const task = signal.once("tasks.email", {
+      schema: z.object({ to: z.string().email(), body: z.string() }),
+    });
     const seen: string[] = [];
     const w = on(task, flow("workers.email", { do: ({ to }) => void seen.push(to) }));
     const app = await apps.make([{ task, w }], { boot: false });
@@ -18,7 +20,12 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     await app.boot();
     await app.idle();
     expect(seen).toEqual(["a@example.com"]);
-    expect(await app.operator.stats("tasks.email")).toMatchObject({ pending: 0, inflight: 0, delivered: 1, dead: 0 });
+    expect(await app.operator.stats("tasks.email")).toMatchObject({
+      pending: 0,
+      inflight: 0,
+      delivered: 1,
+      dead: 0,
+    });
   });
 
   it("checks the schema at emit (OKE1250) and enqueues nothing", async () => {
@@ -35,12 +42,21 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
   it("refuses an emit with no subscriber (OKE1240) naming the emitting flow, unless optional", async () => {
     const hook = signal.once("hooks.inbound");
     const optionalHook = signal.once("hooks.optional", { optional: true });
-    const create = on(http.post("/create"), flow("orders.create", { do: async (_, fx) => fx.emit(hook, { id: "1" }) }));
-    const soft = on(http.post("/soft"), flow("orders.soft", { do: async (_, fx) => fx.emit(optionalHook, { id: "1" }) }));
+    const create = on(
+      http.post("/create"),
+      flow("orders.create", { do: async (_, fx) => fx.emit(hook, { id: "1" }) }),
+    );
+    const soft = on(
+      http.post("/soft"),
+      flow("orders.soft", { do: async (_, fx) => fx.emit(optionalHook, { id: "1" }) }),
+    );
     const app = await apps.make([{ create, soft, hook, optionalHook }]);
     const res = await app.request("/create", { method: "POST" });
     const body = (await res.json()) as { error: { code: string; message: string } };
-    expect(body.error).toMatchObject({ code: "OKE1240", message: 'Flow "orders.create" emits signal "hooks.inbound" with no subscriber.' });
+    expect(body.error).toMatchObject({
+      code: "OKE1240",
+      message: 'Flow "orders.create" emits signal "hooks.inbound" with no subscriber.',
+    });
     expect((await app.request("/soft", { method: "POST" })).status).toBe(204);
   });
 
@@ -48,11 +64,25 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const task = signal.once("tasks.child");
     let producerRun = "";
     const w = on(task, flow("workers.child", { do: () => undefined }));
-    const p = on(http.post("/p"), flow("producer", { do: async (_, fx) => { producerRun = fx.runId; await fx.emit(task, {}); } }));
+    const p = on(
+      http.post("/p"),
+      flow("producer", {
+        do: async (_, fx) => {
+          producerRun = fx.runId;
+          await fx.emit(task, {});
+        },
+      }),
+    );
     const app = await apps.make([{ w, p }], { boot: false });
     await app.store.open();
     await app.request("/p", { method: "POST" });
-    const [claimed] = await app.store.claim({ signal: "tasks.child", worker: "t", max: 1, now: app.clock.now(), leaseMs: 1000 });
+    const [claimed] = await app.store.claim({
+      signal: "tasks.child",
+      worker: "t",
+      max: 1,
+      now: app.clock.now(),
+      leaseMs: 1000,
+    });
     expect(producerRun).not.toBe("");
     expect(claimed?.parentRunId).toBe(producerRun);
   });
@@ -60,8 +90,22 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
   it("retries immediately, records each failure, then dead-letters after retries + 1 attempts", async () => {
     const task = signal.once("payments.sync", { retries: 2 });
     let calls = 0;
-    const w = on(task, flow("payments.sync", { do: () => { calls++; throw new OkeError({ code: "PAY_DOWN", message: `provider down ${calls}` }); } }));
-    const list = on(http.get("/dlq"), flow("ops.dlq", { effects: { reads: ["signal:payments.sync"] }, do: async (_, fx) => fx.deadLetters(task) }));
+    const w = on(
+      task,
+      flow("payments.sync", {
+        do: () => {
+          calls++;
+          throw new OkeError({ code: "PAY_DOWN", message: `provider down ${calls}` });
+        },
+      }),
+    );
+    const list = on(
+      http.get("/dlq"),
+      flow("ops.dlq", {
+        effects: { reads: ["signal:payments.sync"] },
+        do: async (_, fx) => fx.deadLetters(task),
+      }),
+    );
     const app = await apps.make([{ w, list }]);
     await app.emit(task, { chargeId: "ch_1" }, { key: "user-1" });
     await app.idle();
@@ -86,7 +130,15 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
   it("deadLetter: false marks the exhausted message delivered and keeps the DLQ empty", async () => {
     const task = signal.once("metrics.push", { retries: 1, deadLetter: false });
     let calls = 0;
-    const w = on(task, flow("metrics.push", { do: () => { calls++; throw new Error("nope"); } }));
+    const w = on(
+      task,
+      flow("metrics.push", {
+        do: () => {
+          calls++;
+          throw new Error("nope");
+        },
+      }),
+    );
     const app = await apps.make([{ w }]);
     await app.emit(task, { n: 1 });
     await app.idle();
@@ -119,7 +171,11 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     );
     const app = await apps.make([{ w }], { config: { signals: { concurrency: 8 } } });
     // Emit order is commit order: each key's emits are sequential, the keys run side by side.
-    await Promise.all(["a", "b", "c"].map(async (k) => { for (let n = 0; n < 15; n++) await app.emit(task, { k, n }, { key: k }); }));
+    await Promise.all(
+      ["a", "b", "c"].map(async (k) => {
+        for (let n = 0; n < 15; n++) await app.emit(task, { k, n }, { key: k });
+      }),
+    );
     await app.idle();
     for (const k of ["a", "b", "c"]) expect(order[k]).toEqual([...Array(15).keys()]);
     expect(overlapSameKey).toBe(false);
@@ -130,12 +186,19 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const task = signal.once("jobs.retry-order", { retries: 2 });
     const log: string[] = [];
     let failedOnce = false;
-    const w = on(task, flow("jobs.retry-order", {
-      do: ({ n }: { n: number }) => {
-        if (n === 1 && !failedOnce) { failedOnce = true; log.push("1:fail"); throw new Error("first try"); }
-        log.push(`${n}:ok`);
-      },
-    }));
+    const w = on(
+      task,
+      flow("jobs.retry-order", {
+        do: ({ n }: { n: number }) => {
+          if (n === 1 && !failedOnce) {
+            failedOnce = true;
+            log.push("1:fail");
+            throw new Error("first try");
+          }
+          log.push(`${n}:ok`);
+        },
+      }),
+    );
     const app = await apps.make([{ w }], { boot: false });
     for (const n of [1, 2, 3]) await app.emit(task, { n }, { key: "k" });
     await app.boot();
@@ -147,12 +210,18 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const task = signal.once("jobs.slow", { retries: 0 });
     const first = gate();
     const attempts: number[] = [];
-    const w = on(task, flow("jobs.slow", {
-      do: async (_, fx) => {
-        attempts.push(fx.attempt);
-        if (fx.attempt === 1) { await first.promise; throw new Error("late failure after losing the lease"); }
-      },
-    }));
+    const w = on(
+      task,
+      flow("jobs.slow", {
+        do: async (_, fx) => {
+          attempts.push(fx.attempt);
+          if (fx.attempt === 1) {
+            await first.promise;
+            throw new Error("late failure after losing the lease");
+          }
+        },
+      }),
+    );
     const app = await apps.make([{ w }], { config: { signals: { leaseMs: 30_000 } } });
     await app.emit(task, {});
     await until(() => attempts.length === 1, "first attempt");
@@ -166,13 +235,21 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     first.open(); // the first holder fails late: fenced, the message stays delivered
     await app.idle();
     expect(attempts).toEqual([1, 2]);
-    expect(await app.operator.stats("jobs.slow")).toMatchObject({ delivered: 1, dead: 0, pending: 0, inflight: 0 });
+    expect(await app.operator.stats("jobs.slow")).toMatchObject({
+      delivered: 1,
+      dead: 0,
+      pending: 0,
+      inflight: 0,
+    });
   });
 
   it("replicas of one flow on one store compete: each message runs once", async () => {
     const task = signal.once("jobs.shared");
     const seen = new Map<number, number>();
-    const w = on(task, flow("jobs.shared", { do: ({ n }: { n: number }) => void seen.set(n, (seen.get(n) ?? 0) + 1) }));
+    const w = on(
+      task,
+      flow("jobs.shared", { do: ({ n }: { n: number }) => void seen.set(n, (seen.get(n) ?? 0) + 1) }),
+    );
     const store = await apps.store();
     const a = await apps.make([{ w }], { store });
     const b = await apps.make([{ w }], { store, time: a.time });
@@ -187,7 +264,15 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const task = signal.once("tasks.flaky", { retries: 0 });
     let healthy = false;
     const runs: number[] = [];
-    const w = on(task, flow("tasks.flaky", { do: ({ n }: { n: number }) => { runs.push(n); if (!healthy) throw new Error("down"); } }));
+    const w = on(
+      task,
+      flow("tasks.flaky", {
+        do: ({ n }: { n: number }) => {
+          runs.push(n);
+          if (!healthy) throw new Error("down");
+        },
+      }),
+    );
     const app = await apps.make([{ w }]);
     await app.emit(task, { n: 1 });
     await app.emit(task, { n: 2 });
@@ -214,7 +299,13 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
 
   it("fx.deadLetters needs a bound signal runtime", async () => {
     const lonely = signal.once("tasks.lonely", { optional: true });
-    const peek = on(http.get("/peek"), flow("ops.peek", { effects: { reads: ["signal:tasks.lonely"] }, do: async (_, fx) => fx.deadLetters(lonely) }));
+    const peek = on(
+      http.get("/peek"),
+      flow("ops.peek", {
+        effects: { reads: ["signal:tasks.lonely"] },
+        do: async (_, fx) => fx.deadLetters(lonely),
+      }),
+    );
     const app = await apps.make([{ peek }]);
     const body = (await (await app.request("/peek")).json()) as { error: { message: string } };
     expect(body.error.message).toBe("fx.deadLetters requires a bound signal runtime");
@@ -224,7 +315,15 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const task = signal.once("jobs.stop");
     const release = gate();
     let finished = 0;
-    const w = on(task, flow("jobs.stop", { do: async () => { await release.promise; finished++; } }));
+    const w = on(
+      task,
+      flow("jobs.stop", {
+        do: async () => {
+          await release.promise;
+          finished++;
+        },
+      }),
+    );
     const store = await apps.store();
     const app = await apps.make([{ w }], { store });
     await app.emit(task, {});
@@ -239,7 +338,10 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
     const w2 = on(task, flow("jobs.stop", { do: async () => stuck.promise }));
     const app2 = await apps.make([{ w2 }], { store, time: app.time });
     await app2.emit(task, {});
-    await until(async () => (await store.stats("jobs.stop", app2.clock.now())).inflight === 1, "claimed again");
+    await until(
+      async () => (await store.stats("jobs.stop", app2.clock.now())).inflight === 1,
+      "claimed again",
+    );
     await app2.stop({ timeoutMs: 10 });
     expect((await store.stats("jobs.stop", app2.clock.now())).inflight).toBe(1);
     stuck.open();
@@ -253,13 +355,19 @@ describe.each(drivers)("prefetch on the $name driver", (driver) => {
     const task = signal.once("jobs.prefetch");
     const first = gate();
     const runs: Array<{ n: number; attempt: number }> = [];
-    const w = on(task, flow("jobs.prefetch", {
-      do: async ({ n }: { n: number }, fx) => {
-        runs.push({ n, attempt: fx.attempt });
-        if (n === 1) await first.promise;
-      },
-    }));
-    const app = await apps.make([{ w }], { boot: false, config: { signals: { concurrency: 1, prefetch: 1, leaseMs: 1_000 } } });
+    const w = on(
+      task,
+      flow("jobs.prefetch", {
+        do: async ({ n }: { n: number }, fx) => {
+          runs.push({ n, attempt: fx.attempt });
+          if (n === 1) await first.promise;
+        },
+      }),
+    );
+    const app = await apps.make([{ w }], {
+      boot: false,
+      config: { signals: { concurrency: 1, prefetch: 1, leaseMs: 1_000 } },
+    });
     await app.emit(task, { n: 1 });
     await app.emit(task, { n: 2 });
     await app.boot();

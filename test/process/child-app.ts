@@ -29,24 +29,34 @@ const modules: Record<string, unknown>[] = [];
 if (scenario === "share") {
   // Three of these share 10 000 messages: each completion is recorded with a serial id, in commit order.
   modules.push({
-    w: on(jobs, flow("jobs.work", {
-      do: async ({ n, k }: { n: number; k: string }) => {
-        await results!.query(`INSERT INTO "${schema}".results (n, k, pid) VALUES ($1, $2, $3)`, [n, k, process.pid]);
-      },
-    })),
+    w: on(
+      jobs,
+      flow("jobs.work", {
+        do: async ({ n, k }: { n: number; k: string }) => {
+          await results!.query(`INSERT INTO "${schema}".results (n, k, pid) VALUES ($1, $2, $3)`, [
+            n,
+            k,
+            process.pid,
+          ]);
+        },
+      }),
+    ),
   });
 }
 
 if (scenario === "hang-then-work") {
   // The first process to claim "stuck" hangs forever (it will be SIGKILLed); later attempts finish.
   modules.push({
-    w: on(jobs, flow("jobs.work", {
-      do: async ({ n }: { n: number }, fx) => {
-        say({ event: "start", n, attempt: fx.attempt });
-        if (process.env.OKE_HANG === "1") await blocker;
-        say({ event: "done", n, attempt: fx.attempt });
-      },
-    })),
+    w: on(
+      jobs,
+      flow("jobs.work", {
+        do: async ({ n }: { n: number }, fx) => {
+          say({ event: "start", n, attempt: fx.attempt });
+          if (process.env.OKE_HANG === "1") await blocker;
+          say({ event: "done", n, attempt: fx.attempt });
+        },
+      }),
+    ),
   });
 }
 
@@ -55,7 +65,10 @@ if (scenario === "durable") {
   const provision = flow("provision", {
     durable: true,
     do: async ({ id }: { id: string }, fx) => {
-      await fx.step("step-1", () => { say({ event: "step-1", id }); return { id }; });
+      await fx.step("step-1", () => {
+        say({ event: "step-1", id });
+        return { id };
+      });
       await fx.step("step-2", async () => {
         say({ event: "step-2", id });
         if (process.env.OKE_HANG === "1") await blocker;
@@ -75,7 +88,10 @@ const app = createApp({
   logger: pino({ level: "silent" }),
   config: {
     database: { url: url || "postgres://unused" },
-    signals: { leaseMs: Number(process.env.OKE_LEASE_MS ?? 30_000), concurrency: Number(process.env.OKE_CONCURRENCY ?? 16) },
+    signals: {
+      leaseMs: Number(process.env.OKE_LEASE_MS ?? 30_000),
+      concurrency: Number(process.env.OKE_CONCURRENCY ?? 16),
+    },
     durable: { leaseMs: Number(process.env.OKE_LEASE_MS ?? 30_000) },
   },
 });
@@ -84,7 +100,9 @@ await app.boot();
 say({ event: "ready" });
 
 if (process.env.OKE_INVOKE) {
-  void app.invoke("provision", { id: process.env.OKE_INVOKE }).then((v) => say({ event: "invoked", value: v ?? null }));
+  void app
+    .invoke("provision", { id: process.env.OKE_INVOKE })
+    .then((v) => say({ event: "invoked", value: v ?? null }));
 }
 
 const shutdown = (): void => {

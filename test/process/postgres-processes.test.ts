@@ -20,7 +20,9 @@ beforeAll(async () => {
   const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
   await store.open();
   await store.close();
-  await admin.query(`CREATE TABLE "${schema}".results (id bigserial PRIMARY KEY, n int NOT NULL, k text NOT NULL, pid int NOT NULL)`);
+  await admin.query(
+    `CREATE TABLE "${schema}".results (id bigserial PRIMARY KEY, n int NOT NULL, k text NOT NULL, pid int NOT NULL)`,
+  );
 });
 
 afterAll(async () => {
@@ -35,7 +37,15 @@ async function enqueue(messages: Array<{ payload: unknown; key: string | null }>
   await store.open();
   for (let i = 0; i < messages.length; i += 1000) {
     await store.enqueue(
-      messages.slice(i, i + 1000).map((m) => ({ id: newId(), signal: "jobs.work", key: m.key, payload: m.payload, parentRunId: null })),
+      messages
+        .slice(i, i + 1000)
+        .map((m) => ({
+          id: newId(),
+          signal: "jobs.work",
+          key: m.key,
+          payload: m.payload,
+          parentRunId: null,
+        })),
       Date.now(),
     );
   }
@@ -57,13 +67,17 @@ describe.sequential("real processes on one PostgreSQL", () => {
     await enqueue(messages);
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const { rows } = await admin.query<{ c: string }>(`SELECT count(*)::text AS c FROM "${schema}".results`);
+      const { rows } = await admin.query<{ c: string }>(
+        `SELECT count(*)::text AS c FROM "${schema}".results`,
+      );
       if (Number(rows[0]!.c) >= 10_000) break;
       if (Date.now() > deadline) throw new Error(`only ${rows[0]!.c} of 10000 processed`);
       await new Promise((r) => setTimeout(r, 250));
     }
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
-    const { rows } = await admin.query<{ n: number; k: string; pid: number }>(`SELECT n, k, pid FROM "${schema}".results ORDER BY id`);
+    const { rows } = await admin.query<{ n: number; k: string; pid: number }>(
+      `SELECT n, k, pid FROM "${schema}".results ORDER BY id`,
+    );
     expect(rows).toHaveLength(10_000);
     expect(new Set(rows.map((r) => r.n)).size).toBe(10_000);
     const lastPerKey = new Map<string, number>();
@@ -94,7 +108,12 @@ describe.sequential("real processes on one PostgreSQL", () => {
 
   it("a durable run killed mid-step resumes in another process; step 1 ran exactly once", async () => {
     const id = `crash-${Date.now()}`;
-    const first = spawnChild({ OKE_SCENARIO: "durable", OKE_HANG: "1", OKE_INVOKE: id, OKE_LEASE_MS: "1500" });
+    const first = spawnChild({
+      OKE_SCENARIO: "durable",
+      OKE_HANG: "1",
+      OKE_INVOKE: id,
+      OKE_LEASE_MS: "1500",
+    });
     await first.waitFor((e) => e.event === "step-2", "step 2 started");
     await first.kill("SIGKILL");
     const second = spawnChild({ OKE_SCENARIO: "durable", OKE_LEASE_MS: "1500" });

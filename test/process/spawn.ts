@@ -19,7 +19,10 @@ export class Child {
   stderr = "";
 
   constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ["--import", "tsx", CHILD], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    this.proc = spawn(process.execPath, ["--import", "tsx", CHILD], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     createInterface({ input: this.proc.stdout! }).on("line", (line) => {
       try {
         this.events.push(JSON.parse(line) as ChildEvent);
@@ -38,11 +41,16 @@ export class Child {
     for (;;) {
       const hit = this.events.find(pred);
       if (hit) return hit;
-      if (Date.now() > end) throw new Error(`child ${this.proc.pid}: timed out waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`);
+      if (Date.now() > end)
+        throw new Error(
+          `child ${this.proc.pid}: timed out waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`,
+        );
       await Promise.race([
         new Promise<void>((r) => this.waiters.push(r)),
         this.exited.then(() => {
-          throw new Error(`child ${this.proc.pid} exited while waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`);
+          throw new Error(
+            `child ${this.proc.pid} exited while waiting for ${what}; stderr: ${this.stderr.slice(-2000)}`,
+          );
         }),
         new Promise((r) => setTimeout(r, 200)),
       ]);

@@ -167,11 +167,20 @@ export function journalLeaseCases(factory: StoreFactory): void {
       await startRun(store(), "released", { owner: "inst-1" });
       await store().releaseRun({ runId: "released", owner: "inst-1", now: T0 + 1 });
       expect(await store().nextWakeAt()).toBe(T0 + LEASE);
-      expect(await store().claimDueRuns({ owner: "inst-2", now: T0 + LEASE - 1, max: 10, leaseMs: LEASE })).toEqual([]);
+      expect(
+        await store().claimDueRuns({ owner: "inst-2", now: T0 + LEASE - 1, max: 10, leaseMs: LEASE }),
+      ).toEqual([]);
       const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + LEASE, max: 10, leaseMs: LEASE });
       expect(got.map((a) => a.run.id)).toEqual(["dead"]);
-      expect(got[0]!.run).toMatchObject({ status: "running", leaseOwner: "inst-2", leaseExpiresAt: T0 + 2 * LEASE });
-      await expectBusy(store().renewLease({ runId: "dead", owner: "inst-1", now: T0 + LEASE, leaseMs: LEASE }), "dead");
+      expect(got[0]!.run).toMatchObject({
+        status: "running",
+        leaseOwner: "inst-2",
+        leaseExpiresAt: T0 + 2 * LEASE,
+      });
+      await expectBusy(
+        store().renewLease({ runId: "dead", owner: "inst-1", now: T0 + LEASE, leaseMs: LEASE }),
+        "dead",
+      );
       expect(await store().getRun("released")).toMatchObject({ status: "running", leaseOwner: null });
     });
   });

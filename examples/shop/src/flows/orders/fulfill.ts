@@ -10,8 +10,13 @@ export const fulfill = on(
     durable: true,
     do: async ({ orderId, amount, userId }, fx) => {
       const charge = await fx.step("charge", () => ({ chargeId: `ch_${orderId}`, amount }));
-      await fx.step("ship", () => fx.send(rawEmail, { to: "warehouse@example.com", body: `ship ${orderId}` }));
-      await fx.emit(emailTask, { to: `${userId}@example.com`, body: `Order ${orderId} charged (${charge.chargeId})` });
+      await fx.step("ship", () =>
+        fx.send(rawEmail, { to: "warehouse@example.com", body: `ship ${orderId}` }),
+      );
+      await fx.emit(emailTask, {
+        to: `${userId}@example.com`,
+        body: `Order ${orderId} charged (${charge.chargeId})`,
+      });
     },
   }),
 );
