@@ -37,15 +37,13 @@ async function enqueue(messages: Array<{ payload: unknown; key: string | null }>
   await store.open();
   for (let i = 0; i < messages.length; i += 1000) {
     await store.enqueue(
-      messages
-        .slice(i, i + 1000)
-        .map((m) => ({
-          id: newId(),
-          signal: "jobs.work",
-          key: m.key,
-          payload: m.payload,
-          parentRunId: null,
-        })),
+      messages.slice(i, i + 1000).map((m) => ({
+        id: newId(),
+        signal: "jobs.work",
+        key: m.key,
+        payload: m.payload,
+        parentRunId: null,
+      })),
       Date.now(),
     );
   }
