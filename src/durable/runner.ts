@@ -106,27 +106,41 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
   let cancel: (() => void) | undefined;
   let stopped = false;
   let renewing = false;
+  let again = false;
   const every = Math.max(1, Math.floor(deps.leaseMs / 3));
+  // Every beat renews: one that comes while a renewal is in flight runs right after it.
+  const renew = (): void => {
+    if (renewing) {
+      again = true;
+      return;
+    }
+    renewing = true;
+    deps.store
+      .renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
+      .catch((e: unknown) => {
+        if (stopped) return;
+        if (e instanceof JournalLeaseBusy) {
+          session.markLost(e);
+          stopped = true;
+          cancel?.();
+        } else
+          deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; the next beat retries");
+      })
+      .finally(() => {
+        renewing = false;
+        if (again && !stopped) {
+          again = false;
+          renew();
+        }
+      });
+  };
   const beat = (at: number): void => {
     if (stopped) return;
     cancel = deps.clock.at(at, () => {
       // Beats missed while the clock jumped (time travel, a stalled event loop) are not replayed.
       const now = deps.clock.now();
       beat(at + every > now ? at + every : now + every);
-      if (renewing) return;
-      renewing = true;
-      deps.store
-        .renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
-        .catch((e: unknown) => {
-          if (stopped) return;
-          if (e instanceof JournalLeaseBusy) {
-            session.markLost(e);
-            stopped = true;
-            cancel?.();
-          } else
-            deps.logger.warn({ runId, err: e }, "durable run: lease renewal failed; the next beat retries");
-        })
-        .finally(() => (renewing = false));
+      renew();
     });
   };
   beat(deps.clock.now() + every);

@@ -36,6 +36,8 @@ export interface WorkerPoolOptions {
 export class WorkerPool {
   private running = false;
   private pumping = false;
+  /** The claim loop in progress, so stop() can wait for a claim already sent. */
+  private pumpDone: Promise<void> | undefined;
   private again = false;
   private readonly inflight = new Set<Promise<void>>();
   /** Claimed, not started yet (prefetch). */
@@ -72,7 +74,7 @@ export class WorkerPool {
       this.again = true;
       return;
     }
-    void this.pump();
+    this.pumpDone = this.pump();
   }
 
   private async pump(): Promise<void> {
@@ -270,8 +272,10 @@ export class WorkerPool {
       timer = setTimeout(resolve, timeoutMs);
       timer.unref();
     });
-    // Buffered messages are already claimed: they run as part of the in-flight work.
+    // A claim already sent may still return messages: they are ours and run as in-flight work,
+    // like buffered ones.
     const drained = (async () => {
+      await this.pumpDone;
       for (;;) {
         this.startBuffered();
         if (this.inflight.size === 0) return;

@@ -4,6 +4,7 @@ import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
 import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { enqueue } from "./postgres-enqueue.ts";
+import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { append, finish, park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
@@ -164,7 +165,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       };
     },
 
-    enqueue: (messages, now, opts) => enqueue(ctx, messages, now, opts?.tx),
+    enqueue: (messages, now, opts) =>
+      opts?.tx === undefined ? enqueueGrouped(ctx, messages, now) : enqueue(ctx, messages, now, opts.tx),
     claim: (req) => claim(ctx, req),
     settle: (settlements, now) => settle(ctx, settlements, now),
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
