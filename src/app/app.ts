@@ -62,6 +62,7 @@ class OkeApp implements App, Runtime {
   private readonly tasks = new Set<Promise<unknown>>();
   private server: { port: number; close(options?: { timeoutMs?: number }): Promise<void> } | undefined;
   private cancelPrune: (() => void) | undefined;
+  private keepAlive: NodeJS.Timeout | undefined;
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
   /** A store passed in by the caller is theirs to close. */
   private readonly ownsStore: boolean;
@@ -138,6 +139,8 @@ class OkeApp implements App, Runtime {
     }
     this.scheduler?.start();
     this.schedulePrune();
+    // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
+    this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
   }
 
@@ -425,6 +428,7 @@ class OkeApp implements App, Runtime {
     const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
     this.state = "stopping";
     this.cancelPrune?.();
+    clearInterval(this.keepAlive);
     await Promise.all([...this.pools.map((p) => p.stop(timeoutMs)), this.scheduler?.stop(timeoutMs)]);
     await this.server?.close({ timeoutMs });
     if (this.ownsStore) await this.store.close();
