@@ -43,7 +43,9 @@ const sleeper = flow("bench.sleeper", {
   },
 });
 
-async function makeStore(driver: string): Promise<{ store: Store; done: () => Promise<void> }> {
+async function makeStore(
+  driver: string,
+): Promise<{ store: Store; done: () => Promise<void>; reopen?: () => Store }> {
   if (driver === "memory") {
     const store = createMemoryStore();
     return { store, done: () => store.close() };
