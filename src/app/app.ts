@@ -12,7 +12,7 @@ import { toRequest } from "../http/in-process.ts";
 import { startHttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
-import { prepareEmit } from "../signal/emit.ts";
+import { emitContext, prepareEmit } from "../signal/emit.ts";
 import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
 import { WorkerPool } from "../signal/worker-pool.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
@@ -302,11 +302,7 @@ class OkeApp implements App, Runtime {
     options?: EmitOptions & { tx?: unknown },
   ): Promise<void> {
     const message = await prepareEmit(
-      {
-        signals: this.registry.signals,
-        subscriberCount: (s) => this.registry.subscribers.get(s)?.length ?? 0,
-        now: this.clock.now(),
-      },
+      emitContext(this.registry, this.clock.now()),
       target,
       payload,
       options,

@@ -7,7 +7,7 @@ import { errors, OkeError } from "../errors.ts";
 import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
-import { prepareEmit } from "../signal/emit.ts";
+import { emitContext, prepareEmit } from "../signal/emit.ts";
 import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
@@ -82,17 +82,10 @@ class FxContext implements Fx {
     options: EmitOptions | undefined,
   ): Promise<void> {
     const { rt } = this;
-    const message = await prepareEmit(
-      {
-        signals: rt.registry.signals,
-        subscriberCount: (s) => rt.registry.subscribers.get(s)?.length ?? 0,
-        now: rt.clock.now(),
-      },
-      target,
-      payload,
-      options,
-      { flow: this.flow, runId: this.runId },
-    );
+    const message = await prepareEmit(emitContext(rt.registry, rt.clock.now()), target, payload, options, {
+      flow: this.flow,
+      runId: this.runId,
+    });
     if (target.delivery !== "once") {
       rt.broadcast(target.name, message.payload, this.runId);
       return;

@@ -5,12 +5,16 @@ import type { NewMessage } from "../store/types.ts";
 import type { SignalHandle } from "./signal.ts";
 
 export interface EmitContext {
-  /** Signals the app adopted, by name. */
-  signals: ReadonlyMap<string, SignalHandle>;
   /** Signal name → number of bound flows. */
-  subscriberCount(signal: string): number;
+  subscriberCount: (signal: string) => number;
   now: number;
 }
+
+/** The context an app's registry gives every emit (fx.emit and app.emit alike). */
+export const emitContext = (
+  registry: { subscribers: ReadonlyMap<string, readonly unknown[]> },
+  now: number,
+): EmitContext => ({ subscriberCount: (s) => registry.subscribers.get(s)?.length ?? 0, now });
 
 /**
  * Everything that happens before an emit touches the store: the schema check
