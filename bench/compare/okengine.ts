@@ -40,7 +40,12 @@ export function okengineConfig(
     drivers: { journal: driver, send: "memory" as const },
     database: { url: DATABASE_URL, schema: ns.name },
     file: { dir: ns.name },
-    signals: { concurrency: o.concurrency, ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }) },
+    // Claim batches of at least 32 even at concurrency 1 (graphile-worker's local queue is the same idea).
+    signals: {
+      concurrency: o.concurrency,
+      prefetch: Math.max(o.concurrency, 32),
+      ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }),
+    },
   };
 }
 
@@ -129,7 +134,7 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
       "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
     describe: () => [
       `journal driver ${driver}${driver === "postgres" ? " (pool 10, LISTEN/NOTIFY wake-ups)" : driver === "file" ? " (temp dir, fdatasync group commit)" : ""}`,
-      "signal.once bound to one flow; signals.concurrency = the scenario's concurrency; retries = the scenario's",
+      "signal.once bound to one flow; signals.concurrency = the scenario's concurrency, signals.prefetch = max(concurrency, 32); retries = the scenario's",
       bulk === "store"
         ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API"
         : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
