@@ -146,7 +146,7 @@ describe("postgres store survives a real PostgreSQL restart", () => {
     if (isRoot) chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), 0);
     port = await freePort();
     url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-    await asPg(initdb!, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
+    await asPg(initdb, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
     await ctl("start");
   }, 60_000);
   afterAll(async () => {
