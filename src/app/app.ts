@@ -154,25 +154,32 @@ class OkeApp implements App, Runtime {
       leaseMs: this.config.durableLeaseMs,
       resume: (acquired) => this.resume(acquired).then(() => undefined),
     });
-    const orphans = await this.store.listOrphans(this.clock.now());
+    // Orphans list running runs first: page until a page holds a sleeper (those the wake timer covers),
+    // so a boot over 100 000 parked runs reads one page, not all of them.
+    const PAGE = 500;
+    let scanned = 0;
     let resumed = 0;
-    for (const run of orphans) {
-      if (run.status !== "running") continue;
-      try {
-        const acquired = await this.store.acquireRun({
-          runId: run.id,
-          owner: this.nextOwner(),
-          now: this.clock.now(),
-          leaseMs: this.config.durableLeaseMs,
-        });
-        this.track(this.resume(acquired));
-        resumed++;
-      } catch (e) {
-        if (!(e instanceof JournalLeaseBusy)) throw e;
+    for (;;) {
+      const page = await this.store.listOrphans(this.clock.now(), PAGE);
+      scanned += page.length;
+      const running = page.filter((r) => r.status === "running");
+      for (const run of running) {
+        try {
+          const acquired = await this.store.acquireRun({
+            runId: run.id,
+            owner: this.nextOwner(),
+            now: this.clock.now(),
+            leaseMs: this.config.durableLeaseMs,
+          });
+          this.track(this.resume(acquired));
+          resumed++;
+        } catch (e) {
+          if (!(e instanceof JournalLeaseBusy)) throw e;
+        }
       }
+      if (running.length < PAGE) break;
     }
-    if (orphans.length > 0)
-      this.logger.info({ orphans: orphans.length, resumed }, "orphan scan: runs scheduled");
+    if (resumed > 0) this.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
   }
 
   private track(p: Promise<unknown>): void {

@@ -246,7 +246,10 @@ export interface JournalStore {
    * over lazily like expired message leases. Each run goes to one claimer.
    */
   claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): Promise<AcquiredRun[]>;
-  /** `running` / `sleeping` runs with no live lease at `now` (boot orphan scan). */
+  /**
+   * `running` / `sleeping` runs with no live lease at `now` (boot orphan scan),
+   * running ones first, so a caller after running orphans can page with `limit`.
+   */
   listOrphans(now: number, limit?: number): Promise<RunRecord[]>;
   /** Earliest deadline: a sleeping run's `wakeAt` or a running run's `leaseExpiresAt`; null if none. */
   nextWakeAt(): Promise<number | null>;

@@ -128,6 +128,13 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(await store().listOrphans(T0 + 100, 2)).toHaveLength(2);
     });
 
+    it("listOrphans lists running orphans before sleepers, so a caller can page over them", async () => {
+      await sleepingRun(store(), "old-sleeper", T0 + 86_400_000);
+      await startRun(store(), "late-orphan", { leaseMs: 100 });
+      expect((await store().listOrphans(T0 + 100, 1)).map((r) => r.id)).toEqual(["late-orphan"]);
+      expect((await store().listOrphans(T0 + 100)).map((r) => r.status)).toEqual(["running", "sleeping"]);
+    });
+
     it("nextWakeAt is the earliest wakeAt among sleeping runs, or null", async () => {
       expect(await store().nextWakeAt()).toBeNull();
       await sleepingRun(store(), "r1", T0 + 500);
