@@ -1,8 +1,8 @@
 import type { Clock } from "../clock/clock.ts";
-import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import { JournalLeaseBusy } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
-import { errorRecord, JournalSession, PARKED } from "./session.ts";
+import { errorRecord, JournalSession, PARKED, toJsonValue } from "./session.ts";
 
 export type DurableOutcome =
   | { kind: "completed"; runId: string; value: unknown }
@@ -64,7 +64,7 @@ export async function driveRun(
       owner,
       now: deps.clock.now(),
       status: "completed",
-      output: toJson(value),
+      output: toJsonValue(value),
     });
     return { kind: "completed", runId, value };
   } catch (error) {
@@ -149,9 +149,3 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
     cancel?.();
   };
 }
-
-const toJson = (v: unknown): unknown =>
-  v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as unknown);
-
-export const terminalRefusal = (runId: string, status: string): OkeError =>
-  new OkeError({ code: "OKE1310", message: `journal: run "${runId}" is ${status}`, status: 409 });

@@ -130,9 +130,9 @@ export class JournalSession {
       if (this.deps.journalErrors) await this.write(this.entry(seq, "step", name, { error: errorRecord(e) }));
       throw e;
     }
-    const json = value === undefined ? undefined : (JSON.parse(JSON.stringify(value)) as T);
+    const json = toJsonValue(value);
     await this.write(this.entry(seq, "step", name, json === undefined ? {} : { value: json }));
-    return { value: json as T, replayed: false };
+    return { value: json, replayed: false };
   }
 
   /** A value produced once and replayed afterwards (fx.call results, sends). */
@@ -215,3 +215,9 @@ export class StepError extends Error {
 }
 
 const restoreError = (rec: { code: string; message: string }): Error => new StepError(rec.code, rec.message);
+
+/**
+ * What a journaled value looks like once read back (Dates become strings,
+ * undefined fields vanish): the first run sees exactly what a replay will.
+ */
+export const toJsonValue = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
