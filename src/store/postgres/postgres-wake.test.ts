@@ -1,3 +1,4 @@
+import { recordEvents } from "../conformance/harness.ts";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
@@ -13,30 +14,6 @@ const msg = (id: string, signal: string): NewMessage => ({
   parentRunId: null,
 });
 
-/** Records a store's events; `next` resolves on the first match, including ones already seen. */
-function record(store: Store): {
-  events: StoreEvent[];
-  next(match: (e: StoreEvent) => boolean): Promise<StoreEvent>;
-  stop(): void;
-} {
-  const events: StoreEvent[] = [];
-  const waiters: { match: (e: StoreEvent) => boolean; resolve: (e: StoreEvent) => void }[] = [];
-  const stop = store.subscribe((e) => {
-    events.push(e);
-    for (let i = waiters.length - 1; i >= 0; i--)
-      if (waiters[i]!.match(e)) waiters.splice(i, 1)[0]!.resolve(e);
-  });
-  return {
-    events,
-    stop,
-    next: (match) => {
-      const seen = events.find(match);
-      return seen !== undefined
-        ? Promise.resolve(seen)
-        : new Promise((resolve) => waiters.push({ match, resolve }));
-    },
-  };
-}
 const enqueuedOf = (signal: string) => (e: StoreEvent) => e.kind === "enqueued" && e.signal === signal;
 
 describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
@@ -59,7 +36,7 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
   });
 
   it("an enqueue on one store instance reaches another's subscribers", async () => {
-    const rec = record(b);
+    const rec = recordEvents(b);
     await a.enqueue([msg("x1", "sig.x"), msg("y1", "sig.y")], T0);
     await rec.next(enqueuedOf("sig.x"));
     await rec.next(enqueuedOf("sig.y"));
@@ -68,7 +45,7 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
 
   it("retries and parks reach other instances; a plain unkeyed delivery stays quiet", async () => {
     await a.enqueue([msg("r1", "sig.r"), msg("d1", "sig.d")], T0);
-    const rec = record(b);
+    const rec = recordEvents(b);
     const [r] = await a.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 });
     const [d] = await a.claim({ signal: "sig.d", worker: "w", max: 1, now: T0, leaseMs: 1000 });
     await a.settle([{ id: d!.id, worker: "w", attempt: 1, status: "delivered" }], T0);
@@ -95,7 +72,7 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
   });
 
   it("a store hears its own enqueue once: told at commit, its LISTEN echo ignored", async () => {
-    const rec = record(a);
+    const rec = recordEvents(a);
     await a.enqueue([msg("o1", "sig.own")], T0);
     expect(rec.events).toEqual([{ kind: "enqueued", signal: "sig.own" }]); // synchronous, before any echo
     // Notifications arrive in commit order: once b's marker is heard, a's echo has been too.
@@ -106,8 +83,8 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
   });
 
   it("enqueue in a caller's transaction: NOTIFY fires only on COMMIT, then the message is claimable", async () => {
-    const recA = record(a);
-    const recB = record(b);
+    const recA = recordEvents(a);
+    const recB = recordEvents(b);
     await client.query("BEGIN");
     await a.enqueue([msg("tx1", "sig.tx")], T0, { tx: client });
     expect(await b.getMessage("tx1")).toBeUndefined(); // not visible outside the transaction
@@ -126,7 +103,7 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
   });
 
   it("a rolled-back transaction leaves no message and no wake-up", async () => {
-    const rec = record(b);
+    const rec = recordEvents(b);
     await client.query("BEGIN");
     await a.enqueue([msg("rb1", "sig.rb"), msg("rb2", "sig.rb")], T0, { tx: client });
     const inside = await client.query(
@@ -182,8 +159,8 @@ describe("postgres poll-only mode (notify: false)", () => {
     const listening = await openStore(schema, { pollIntervalMs: 3_600_000 });
     const polling = await openStore(schema, { notify: false, pollIntervalMs: 20 });
     try {
-      const heard = record(listening);
-      const polled = record(polling);
+      const heard = recordEvents(listening);
+      const polled = recordEvents(polling);
       await polled.next((e) => e.kind === "wake");
       await polling.enqueue([msg("p1", "sig.p")], T0);
       await listening.enqueue([msg("p-marker", "sig.p.marker")], T0);
@@ -195,7 +172,7 @@ describe("postgres poll-only mode (notify: false)", () => {
       const count = polled.events.length;
       // A third store's timer proves time passed: several of the closed store's periods.
       const clock = await openStore(schema, { notify: false, pollIntervalMs: 100 });
-      await record(clock).next((e) => e.kind === "wake");
+      await recordEvents(clock).next((e) => e.kind === "wake");
       await clock.close();
       expect(polled.events.length).toBe(count);
     } finally {
