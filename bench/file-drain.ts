@@ -19,10 +19,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFileStore, type FileStore } from "../src/store/file/file-store.ts";
-import type { NewMessage, Settlement } from "../src/store/types.ts";
+import type { NewMessage } from "../src/store/types.ts";
+import { drain } from "./store-drain.ts";
 
 const NOW = 1_700_000_000_000;
-const LEASE = 30_000;
 const CONCURRENCY = 32;
 const N = 20_000;
 const root = process.argv[2] ?? tmpdir();
@@ -52,57 +52,6 @@ async function withStore<T>(fn: (store: FileStore, dir: string) => Promise<T>): 
   }
 }
 
-/** A worker pool of `concurrency` slots: claim up to the free slots, settle finished work in batches. */
-async function drain(
-  store: FileStore,
-  total: number,
-  concurrency: number,
-): Promise<{ claims: number; settles: number }> {
-  let free = concurrency;
-  let done = 0;
-  let claims = 0;
-  let settles = 0;
-  const finished: Settlement[] = [];
-  let settling: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
-  const poke = (): void => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  const flush = (): void => {
-    if (settling !== undefined || finished.length === 0) return;
-    const batch = finished.splice(0);
-    settles++;
-    settling = store.settle(batch, NOW).then((r) => {
-      done += r.applied.length;
-      settling = undefined;
-      flush();
-      poke();
-    });
-  };
-  const claimInto = async (): Promise<boolean> => {
-    const got = await store.claim({ signal: "bench", worker: "bench", max: free, now: NOW, leaseMs: LEASE });
-    claims++;
-    if (got.length === 0) return settling !== undefined;
-    free -= got.length;
-    for (const c of got) {
-      queueMicrotask(() => {
-        finished.push({ id: c.id, worker: c.lockedBy, attempt: c.attempts, status: "delivered" });
-        free++;
-        flush();
-      });
-    }
-    await Promise.resolve();
-    return false;
-  };
-  while (done < total) {
-    if (free === 0 || (await claimInto())) await new Promise<void>((resolve) => (wake = resolve));
-  }
-  await settling;
-  return { claims, settles };
-}
-
 async function drainScenario(label: string, keys: number): Promise<void> {
   await withStore(async (store) => {
     const all = messages(N, keys);
@@ -111,7 +60,7 @@ async function drainScenario(label: string, keys: number): Promise<void> {
     for (let i = 0; i < N; i += 100) await store.enqueue(all.slice(i, i + 100), NOW);
     const t1 = performance.now();
     const f1 = store.diagnostics().fsyncs;
-    const { claims, settles } = await drain(store, N, CONCURRENCY);
+    const { claims, settles } = await drain(store, N, CONCURRENCY, NOW);
     const t2 = performance.now();
     const d = store.diagnostics();
     const stats = await store.stats("bench", NOW);

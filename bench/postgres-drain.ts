@@ -21,7 +21,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
-import type { NewMessage, Settlement, Store } from "../src/store/types.ts";
+import type { NewMessage } from "../src/store/types.ts";
+import { drain } from "./store-drain.ts";
 
 const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const NOW = 1_700_000_000_000;
@@ -47,68 +48,6 @@ function messages(n: number, keys: number): NewMessage[] {
   }));
 }
 
-/** A worker pool of `concurrency` slots: claim up to the free slots, settle finished work in batches. */
-async function drain(
-  store: Store,
-  total: number,
-  concurrency: number,
-): Promise<{ claims: number; settles: number; claimMs: number; settleMs: number }> {
-  let free = concurrency;
-  let done = 0;
-  let claims = 0;
-  let settles = 0;
-  let claimMs = 0;
-  let settleMs = 0;
-  const finished: Settlement[] = [];
-  let settling: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
-  const poke = (): void => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  const flush = (): void => {
-    if (settling !== undefined || finished.length === 0) return;
-    const batch = finished.splice(0);
-    settles++;
-    const t0 = performance.now();
-    settling = store.settle(batch, NOW).then((r) => {
-      settleMs += performance.now() - t0;
-      done += r.applied.length;
-      settling = undefined;
-      flush();
-      poke();
-    });
-  };
-  while (done < total) {
-    if (free === 0 || (await claimInto())) {
-      await new Promise<void>((resolve) => (wake = resolve));
-    }
-  }
-  await settling;
-  return { claims, settles, claimMs, settleMs };
-
-  /** Returns true when there is nothing to claim right now (wait for a settle). */
-  async function claimInto(): Promise<boolean> {
-    const t0 = performance.now();
-    const got = await store.claim({ signal: "bench", worker: "bench", max: free, now: NOW, leaseMs: LEASE });
-    claimMs += performance.now() - t0;
-    claims++;
-    if (got.length === 0) return settling !== undefined;
-    free -= got.length;
-    for (const c of got) {
-      // The no-op handler: finishes on a microtask, frees its slot.
-      queueMicrotask(() => {
-        finished.push({ id: c.id, worker: c.lockedBy, attempt: c.attempts, status: "delivered" });
-        free++;
-        flush();
-      });
-    }
-    await Promise.resolve();
-    return false;
-  }
-}
-
 async function drainScenario(label: string, n: number, keys: number): Promise<void> {
   const schema = schemaName();
   const store = createPostgresStore({
@@ -123,7 +62,7 @@ async function drainScenario(label: string, n: number, keys: number): Promise<vo
     const t0 = performance.now();
     for (let i = 0; i < n; i += 1_000) await store.enqueue(all.slice(i, i + 1_000), NOW);
     const t1 = performance.now();
-    const { claims, settles, claimMs, settleMs } = await drain(store, n, CONCURRENCY);
+    const { claims, settles, claimMs, settleMs } = await drain(store, n, CONCURRENCY, NOW);
     const t2 = performance.now();
     const stats = await store.stats("bench", NOW);
     if (stats.delivered !== n || stats.pending !== 0 || stats.inflight !== 0)
