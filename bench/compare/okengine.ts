@@ -43,7 +43,7 @@ export function okengineConfig(
     // Claim batches of at least 32 even at concurrency 1 (graphile-worker's local queue is the same idea).
     signals: {
       concurrency: o.concurrency,
-      prefetch: Math.max(o.concurrency, 32),
+      prefetch: Math.max(o.concurrency, 500),
       ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }),
     },
   };

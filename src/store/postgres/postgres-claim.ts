@@ -167,18 +167,65 @@ FROM picked
 WHERE m.id = picked.id AND m.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING m.*, picked.ord1, picked.ord2`;
 
+/**
+ * The common case in one cheap statement: no keyed message is pending and no
+ * lease has expired, so the full claim above would take exactly the oldest
+ * unkeyed pending rows. The gate checks that (two index probes) and the
+ * statement claims only when it holds; `open` comes back even when nothing was
+ * claimed (the LEFT JOIN), so a closed gate is told apart from an empty queue.
+ *
+ * Why a second statement: the full claim takes ~1.2-1.8 ms to plan, this one
+ * ~0.3 ms (EXPLAIN ANALYZE, 100 000 queued), and planning is paid on every
+ * call (see q()). Claiming 500 rows: planning + execution ~3 ms → ~6 ms full.
+ */
+export const fastClaimSql = (s: string): string => `
+WITH gate AS (
+  SELECT NOT EXISTS (SELECT 1 FROM ${s}.messages WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL)
+     AND NOT EXISTS (SELECT 1 FROM ${s}.messages WHERE signal = $1 AND status = 'inflight' AND lease_expires_at <= $2)
+     AS open
+),
+picked AS (
+  SELECT ctid FROM ${s}.messages
+  WHERE signal = $1 AND status = 'pending' AND key IS NULL AND (SELECT open FROM gate)
+  ORDER BY seq LIMIT $3
+  FOR UPDATE SKIP LOCKED
+),
+upd AS (
+  UPDATE ${s}.messages m
+  SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
+      attempts = m.attempts + 1, updated_at = $2
+  WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+  RETURNING m.*
+)
+SELECT g.open, u.* FROM gate g LEFT JOIN upd u ON true`;
+
 type ClaimRow = MessageRow & { ord1: number | null; ord2: number };
+type FastRow = { open: boolean } & ({ id: null } | MessageRow);
+
+/**
+ * Signals whose last claim met keyed or expired rows: they go straight to the
+ * full statement (the gate would only send them there) until a full claim
+ * takes neither kind.
+ */
+const needsFull = new WeakMap<PgContext, Set<string>>();
 
 export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedMessage[]> {
   if (req.max <= 0) return [];
-  const { rows } = await q<ClaimRow>(ctx.pool, claimSql(ctx.s), [
-    req.signal,
-    req.now,
-    req.max,
-    req.worker,
-    req.leaseMs,
-  ]);
+  let full = needsFull.get(ctx);
+  if (full === undefined) needsFull.set(ctx, (full = new Set()));
+  const params = [req.signal, req.now, req.max, req.worker, req.leaseMs];
+  if (!full.has(req.signal)) {
+    const { rows } = await q<FastRow>(ctx.pool, fastClaimSql(ctx.s), params);
+    if (rows[0]?.open === true) {
+      const got = rows.filter((r): r is FastRow & MessageRow => r.id !== null);
+      got.sort((a, b) => a.seq - b.seq);
+      return got.map(toClaimedMessage);
+    }
+  }
+  const { rows } = await q<ClaimRow>(ctx.pool, claimSql(ctx.s), params);
   // Reclaimed (ord1 = old expiry) before ready (ord1 NULL), then emit order.
   rows.sort((a, b) => (a.ord1 ?? Infinity) - (b.ord1 ?? Infinity) || a.ord2 - b.ord2);
+  if (rows.some((r) => r.ord1 !== null || r.key !== null)) full.add(req.signal);
+  else full.delete(req.signal);
   return rows.map(toClaimedMessage);
 }

@@ -2,7 +2,7 @@ import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
 import { type PgContext, q, unique } from "./postgres-context.ts";
 
 /**
- * Batched settle: one UPDATE … FROM jsonb_to_recordset applies every outcome,
+ * Batched settle: one UPDATE … FROM unnest(arrays) applies every outcome,
  * fenced by (status inflight, locked_by = worker, attempts = attempt) so a
  * holder whose lease was reclaimed changes nothing. A concurrent claim that
  * reclaimed the row first bumped `attempts`; if we reach the row first, the
@@ -13,40 +13,48 @@ import { type PgContext, q, unique } from "./postgres-context.ts";
  * key becomes the head). Plain deliveries stay silent, so a busy drain does not
  * wake every listener on every batch. The payload has encodeWake's shape.
  */
-const settleSql = (s: string): string => `
+export const settleSql = (s: string): string => `
 WITH input AS (
-  SELECT x.* FROM ROWS FROM (
-    jsonb_to_recordset($1::jsonb) AS (id text, worker text, attempt integer, status text, failure jsonb)
-  ) WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[])
+    WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
 ),
 locked AS (
-  -- Row locks taken in id order: two batches that share rows (a stale holder's and
-  -- the current holder's) queue behind each other instead of deadlocking.
-  SELECT m.id FROM ${s}.messages m WHERE m.id IN (SELECT id FROM input) ORDER BY m.id FOR UPDATE
+  -- By primary key only, locked in id order: two batches that share rows (a stale
+  -- holder's and the current holder's) queue behind each other instead of deadlocking.
+  -- After a wait, FOR UPDATE returns the row as the other transaction left it, so the
+  -- fence below judges the current version. ANY (ARRAY(subquery)), not ANY ($1): the
+  -- planner sizes a subquery array at 10 and keeps the index; with the real 500 ids it
+  -- chose a sequential scan (14 ms at 100 000 rows, growing with the table).
+  SELECT m.id, m.status, m.locked_by, m.attempts FROM ${s}.messages m
+  WHERE m.id = ANY (ARRAY(SELECT id FROM input))
+  ORDER BY m.id FOR UPDATE
 ),
 valid AS (
   -- Of several settlements for one id, the first that passes the fence wins, as if applied one by one.
   SELECT DISTINCT ON (i.id) i.*
-  FROM input i JOIN locked l ON l.id = i.id JOIN ${s}.messages m
-    ON m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
+  FROM input i JOIN locked l
+    ON l.id = i.id AND l.status = 'inflight' AND l.locked_by = i.worker AND l.attempts = i.attempt
   ORDER BY i.id, i.ord
 ),
 upd AS (
+  -- A plain join on id: valid is estimated at one row, so this is a primary-key probe per
+  -- row. (An extra "m.id = ANY ($1)" here re-sorted the whole array on every probe:
+  -- 256 rows took 50 ms instead of 5.)
   UPDATE ${s}.messages m
-  SET status = i.status, locked_by = NULL, lease_expires_at = NULL, updated_at = $2,
-      failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure) END
+  SET status = i.status, locked_by = NULL, lease_expires_at = NULL, updated_at = $6,
+      failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure::jsonb) END
   FROM valid i
-  WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
+  WHERE m.id = i.id
   RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
 ),
 woke AS (
-  SELECT json_build_object('o', $4::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
+  SELECT json_build_object('o', $8::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
 )
 SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
        (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd) AS signals,
-       (SELECT pg_notify($3, CASE WHEN length(payload) <= 7000 THEN payload
-                              ELSE json_build_object('o', $4::text, 'w', 1)::text END)
-        FROM woke WHERE $3::text IS NOT NULL) AS notified`;
+       (SELECT pg_notify($7, CASE WHEN length(payload) <= 7000 THEN payload
+                              ELSE json_build_object('o', $8::text, 'w', 1)::text END)
+        FROM woke WHERE $7::text IS NOT NULL) AS notified`;
 
 export async function settle(
   ctx: PgContext,
@@ -54,25 +62,21 @@ export async function settle(
   now: number,
 ): Promise<SettleResult> {
   if (settlements.length === 0) return { applied: [] };
-  const input = JSON.stringify(
-    settlements.map((x) => ({
-      id: x.id,
-      worker: x.worker,
-      attempt: x.attempt,
-      status: x.status,
-      failure:
-        x.failure === undefined
-          ? null
-          : {
-              code: x.failure.code,
-              message: x.failure.message,
-              at: x.failure.at,
-              attempt: x.failure.attempt,
-            },
-    })),
-  );
+  const failure = (x: Settlement): string | null =>
+    x.failure === undefined
+      ? null
+      : JSON.stringify({
+          code: x.failure.code,
+          message: x.failure.message,
+          at: x.failure.at,
+          attempt: x.failure.attempt,
+        });
   const { rows } = await q<{ applied: string[]; signals: string[] }>(ctx.pool, settleSql(ctx.s), [
-    input,
+    settlements.map((x) => x.id),
+    settlements.map((x) => x.worker),
+    settlements.map((x) => x.attempt),
+    settlements.map((x) => x.status),
+    settlements.map(failure),
     now,
     ctx.notify ? ctx.channel : null,
     ctx.origin,
