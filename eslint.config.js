@@ -10,6 +10,7 @@ export default tseslint.config(
       "node_modules/**",
       "bench/node_modules/**",
       "bench/results/**",
+      "scratch/**",
       "**/.oke/**",
       // Projects with their own tsconfig (paths aliases); type-checked by `npm run typecheck`.
       "examples/**",
