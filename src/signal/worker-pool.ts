@@ -43,13 +43,21 @@ export class WorkerPool {
   /** Claimed, not started yet (prefetch). */
   private buffer: ClaimedMessage[] = [];
   private pendingSettle: Settlement[] = [];
+  /** Ids in pendingSettle whose settle makes other work claimable: a retry, or a key's head. */
+  private readonly freeing = new Set<string>();
   private settling: Promise<void> | undefined;
   private cancelTimer: (() => void) | undefined;
   private timerAt = Infinity;
   private unsubscribe: (() => void) | undefined;
   private idleWaiters: Array<() => void> = [];
-  /** Claims that found nothing since the last wake-up: lets idle() know the queue looked empty. */
-  private emptyClaim = false;
+  /**
+   * False once a claim came back short (the queue had no more for us) and no
+   * wake-up arrived since. Finishing a handler then needs no claim: new work
+   * announces itself (enqueue events, NOTIFY, the lease timer). At idle this
+   * saved two claims and two lease queries per message, which competed with
+   * the next emit for the database.
+   */
+  private mayHaveMore = true;
 
   constructor(private readonly o: WorkerPoolOptions) {}
 
@@ -60,8 +68,10 @@ export class WorkerPool {
   start(): void {
     if (this.running) return;
     this.running = true;
+    // "settled" from another holder can free work (a retry, a key's next message); "wake" is the
+    // store's catch-all (poll tick, LISTEN reconnect) and names no signal.
     this.unsubscribe = this.o.store.subscribe((e) => {
-      if (e.kind === "enqueued" && e.signal === this.o.signal.name) this.wake();
+      if (e.kind === "wake" || e.signal === this.o.signal.name) this.wake();
     });
     this.wake();
   }
@@ -69,7 +79,7 @@ export class WorkerPool {
   /** Re-check for work now. Coalesces: one claim loop at a time. */
   wake(): void {
     if (!this.running) return;
-    this.emptyClaim = false;
+    this.mayHaveMore = true;
     if (this.pumping) {
       this.again = true;
       return;
@@ -92,18 +102,18 @@ export class WorkerPool {
             leaseMs: this.o.leaseMs,
           });
           this.buffer.push(...claimed);
+          this.mayHaveMore = claimed.length === want;
           // Our own leases need no query: the earliest one arms the timer (a hung handler is reclaimed then).
           if (claimed.length > 0) this.armAt(Math.min(...claimed.map((m) => m.leaseExpiresAt)));
           this.startBuffered();
           if (claimed.length < want) {
-            if (claimed.length === 0) this.emptyClaim = true;
             break;
           }
         }
       } while (this.again && this.running);
-      // Only an empty claim asks the store for the next lease expiry (another holder's); querying it
+      // Only a short claim asks the store for the next lease expiry (another holder's); querying it
       // after every round cost a serial round trip per batch on PostgreSQL.
-      if (this.running && this.emptyClaim) await this.armLeaseTimer();
+      if (this.running && !this.mayHaveMore) await this.armLeaseTimer();
     } catch (e) {
       this.o.logger.error(
         { err: e, signal: this.o.signal.name },
@@ -169,7 +179,7 @@ export class WorkerPool {
         this.inflight.delete(p);
         this.startBuffered();
         // Claim again once the local buffer is half empty, so claims stay batched.
-        if (this.buffer.length <= this.o.prefetch / 2) this.wake();
+        if (this.mayHaveMore && this.buffer.length <= this.o.prefetch / 2) this.wake();
       });
     this.inflight.add(p);
   }
@@ -202,6 +212,7 @@ export class WorkerPool {
       );
     }
     this.pendingSettle.push(settlement);
+    if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
     this.flushSettle();
   }
 
@@ -210,6 +221,8 @@ export class WorkerPool {
     if (this.settling || this.pendingSettle.length === 0) return;
     // At most SETTLE_BATCH per statement: the postgres settle grows faster than linearly past a few hundred rows.
     const batch = this.pendingSettle.splice(0, SETTLE_BATCH);
+    let frees = false;
+    for (const b of batch) frees = this.freeing.delete(b.id) || frees;
     this.settling = this.o.store
       .settle(batch, this.o.clock.now())
       .then(
@@ -222,7 +235,7 @@ export class WorkerPool {
             );
           }
           // A retry is claimable again right away, and a settled key head frees its successor.
-          this.wake();
+          if (this.mayHaveMore || frees) this.wake();
         },
         (e: unknown) => {
           // The messages stay inflight and are reclaimed after their lease.
@@ -236,7 +249,7 @@ export class WorkerPool {
       });
   }
 
-  /** True when nothing runs, nothing waits to settle, and the last claim found nothing. */
+  /** True when nothing runs, nothing waits to settle, and the last claim found the queue drained. */
   isIdle(): boolean {
     return (
       !this.pumping &&
@@ -244,7 +257,7 @@ export class WorkerPool {
       this.buffer.length === 0 &&
       !this.settling &&
       this.pendingSettle.length === 0 &&
-      this.emptyClaim
+      !this.mayHaveMore
     );
   }
 

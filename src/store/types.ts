@@ -181,6 +181,13 @@ export interface ParkRequest {
   entry: JournalEntry;
 }
 
+/**
+ * What subscribers hear. `enqueued`: new messages of the signal. `settled`: a
+ * settle made messages of the signal claimable — a retry back to pending, or a
+ * keyed message whose successor may now be its key's head; plain deliveries are
+ * not announced. `wake`: re-check everything (a poll tick, a reconnect, a wake
+ * time that moved).
+ */
 export type StoreEvent =
   { kind: "enqueued"; signal: string } | { kind: "settled"; signal: string } | { kind: "wake" };
 

@@ -43,14 +43,29 @@ export function eventCases(factory: StoreFactory): void {
       rec.stop();
     });
 
-    it("settle announces settled; replay announces enqueued", async () => {
-      await store().enqueue([msg("m1")], T0);
-      const [c] = await claimOf(store(), "w", T0);
+    it("a settle that frees work announces settled; replay announces enqueued", async () => {
+      await store().enqueue(
+        [msg("m1"), msg("m2", { signal: "sig.b" }), msg("k1", { signal: "sig.k", key: "k" })],
+        T0,
+      );
+      const [a] = await claimOf(store(), "w", T0);
+      const [b] = await claimOf(store(), "w", T0, 1, "sig.b");
+      const [k] = await claimOf(store(), "w", T0, 1, "sig.k");
       const rec = recordEvents(store());
-      await store().settle([outcome(c!, "dead")], T0);
-      await rec.next((e) => e.kind === "settled" && e.signal === "sig.a");
+      // Dead and delivered unkeyed messages free nothing: no event.
+      await store().settle([outcome(a!, "dead"), outcome(b!, "delivered")], T0);
+      await store().enqueue([msg("marker", { signal: "sig.marker" })], T0);
+      await rec.next((e) => e.kind === "enqueued" && e.signal === "sig.marker");
+      expect(rec.events.filter((e) => e.kind === "settled")).toEqual([]);
+      // A keyed message's successor may now be its key's head.
+      await store().settle([outcome(k!, "delivered")], T0);
+      await rec.next((e) => e.kind === "settled" && e.signal === "sig.k");
+      // A retry is claimable again at once.
       await store().replay("sig.a", "all", T0);
       await rec.next((e) => e.kind === "enqueued" && e.signal === "sig.a");
+      const [again] = await claimOf(store(), "w", T0);
+      await store().settle([outcome(again!, "pending")], T0);
+      await rec.next((e) => e.kind === "settled" && e.signal === "sig.a");
       rec.stop();
     });
 

@@ -123,7 +123,8 @@ export class MemoryQueue {
         }
       }
       applied.push(m.id);
-      signals.add(m.signal);
+      // Only a settle that makes work claimable is announced (StoreEvent "settled").
+      if (s.status === "pending" || m.key !== null) signals.add(m.signal);
     }
     return { applied, signals: [...signals] };
   }

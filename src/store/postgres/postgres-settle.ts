@@ -51,7 +51,7 @@ woke AS (
   SELECT json_build_object('o', $8::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
 )
 SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
-       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd) AS signals,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
        (SELECT pg_notify($7, CASE WHEN length(payload) <= 7000 THEN payload
                               ELSE json_build_object('o', $8::text, 'w', 1)::text END)
         FROM woke WHERE $7::text IS NOT NULL) AS notified`;
