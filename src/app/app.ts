@@ -15,7 +15,7 @@ import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
 import { WorkerPool } from "../signal/worker-pool.ts";
-import type { AcquiredRun, Store } from "../store/types.ts";
+import type { AcquiredRun, ClaimedMessage, NewMessage, Store } from "../store/types.ts";
 import { resolveConfig, resolveEnv, type ResolvedConfig } from "./config.ts";
 import { onceHandler } from "./consumer.ts";
 import { checkInput, executeFlow } from "./execute.ts";
@@ -56,6 +56,8 @@ class OkeApp implements App, Runtime {
   private state: State = "new";
   private bootPromise: Promise<void> | undefined;
   private readonly pools: WorkerPool[] = [];
+  /** The pool of each once signal bound in this app (claim at emit). */
+  private readonly poolBySignal = new Map<string, WorkerPool>();
   private scheduler: WakeScheduler | undefined;
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
@@ -135,6 +137,7 @@ class OkeApp implements App, Runtime {
         handle: onceHandler(this, s, flows[0]!, this.durable),
       });
       this.pools.push(pool);
+      this.poolBySignal.set(signalName, pool);
       pool.start();
     }
     this.scheduler?.start();
@@ -317,11 +320,27 @@ class OkeApp implements App, Runtime {
     );
     if (target.delivery !== "once") return this.broadcast(target.name, message.payload, null);
     if (this.state === "new") await this.store.open();
-    await this.store.enqueue(
-      [message],
-      this.clock.now(),
-      options?.tx === undefined ? undefined : { tx: options.tx },
-    );
+    if (options?.tx === undefined) return this.enqueue(message);
+    await this.store.enqueue([message], this.clock.now(), { tx: options.tx });
+  }
+
+  async enqueue(message: NewMessage): Promise<void> {
+    const slot =
+      this.config.claimAtEmit && message.key === null && this.store.enqueueClaimed !== undefined
+        ? this.poolBySignal.get(message.signal)?.reserve()
+        : undefined;
+    if (slot === undefined) return this.store.enqueue([message], this.clock.now());
+    let claimed: ClaimedMessage[];
+    try {
+      claimed = await this.store.enqueueClaimed!([message], this.clock.now(), {
+        worker: this.instanceId,
+        leaseMs: this.config.leaseMs,
+      });
+    } catch (e) {
+      slot.release();
+      throw e;
+    }
+    slot.start(claimed[0]!);
   }
 
   async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {

@@ -2,7 +2,7 @@ import type { Clock } from "../clock/clock.ts";
 import type { AnyFlow } from "../flow/flow.ts";
 import type { SendDrivers } from "../fx/send.ts";
 import type { Logger } from "../log/logger.ts";
-import type { Store } from "../store/types.ts";
+import type { NewMessage, Store } from "../store/types.ts";
 import type { ResolvedConfig } from "./config.ts";
 import type { Registry } from "./manifest.ts";
 import type { InvokeResult } from "./types.ts";
@@ -23,6 +23,11 @@ export interface Runtime {
     input: unknown,
     parent: { runId: string | null; flow: string | null },
   ): Promise<InvokeResult>;
+  /**
+   * Commits one emitted once message (outside a durable journal), handing it
+   * straight to this instance's worker pool when claim at emit applies.
+   */
+  enqueue(message: NewMessage): Promise<void>;
   /** In-process fan-out for broadcast signals. */
   broadcast(signal: string, payload: unknown, parentRunId: string | null): void;
 }

@@ -91,7 +91,7 @@ class FxContext implements Fx {
       return;
     }
     if (this.frame.session) await this.frame.session.emit(message);
-    else await rt.store.enqueue([message], rt.clock.now());
+    else await rt.enqueue(message);
   }
 
   async deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {

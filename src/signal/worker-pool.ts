@@ -27,6 +27,14 @@ export interface WorkerPoolOptions {
   handle(message: ClaimedMessage): Promise<HandlerOutcome>;
 }
 
+/** A slot held for a message being written already claimed (claim at emit). */
+export interface SlotReservation {
+  /** The write committed: run the message in the held slot. */
+  start(message: ClaimedMessage): void;
+  /** The write failed: give the slot back. */
+  release(): void;
+}
+
 /**
  * Delivery loop for one once-bound flow: wait for a wake-up or the next lease
  * expiry (one timer, never a polling loop), claim up to the free slots, run
@@ -58,6 +66,10 @@ export class WorkerPool {
    * the next emit for the database.
    */
   private mayHaveMore = true;
+  /** Slots held for claim-at-emit writes in flight; stop() waits for them. */
+  private reserved = 0;
+  private readonly reservations = new Set<Promise<void>>();
+  private stopped = false;
 
   constructor(private readonly o: WorkerPoolOptions) {}
 
@@ -74,6 +86,43 @@ export class WorkerPool {
       if (e.kind === "wake" || e.signal === this.o.signal.name) this.wake();
     });
     this.wake();
+  }
+
+  /**
+   * Holds a slot for a message this instance is about to write already claimed
+   * by this pool, or undefined when there is none to give: not running, every
+   * slot taken, or claimed messages waiting in the buffer (they go first).
+   */
+  reserve(): SlotReservation | undefined {
+    if (!this.running || this.buffer.length > 0 || this.inflight.size + this.reserved >= this.o.concurrency)
+      return undefined;
+    this.reserved++;
+    let done!: () => void;
+    const settled = new Promise<void>((resolve) => (done = resolve));
+    this.reservations.add(settled);
+    let open = true;
+    const close = (): boolean => {
+      if (!open) return false;
+      open = false;
+      this.reserved--;
+      this.reservations.delete(settled);
+      done();
+      return true;
+    };
+    return {
+      start: (m) => {
+        if (!close()) return;
+        // After stop() finished the message is left to lazy reclaim, like any unfinished claim.
+        if (this.stopped) return;
+        this.armAt(m.leaseExpiresAt);
+        this.run(m);
+      },
+      release: () => {
+        if (!close()) return;
+        this.startBuffered();
+        this.notifyIdle();
+      },
+    };
   }
 
   /** Re-check for work now. Coalesces: one claim loop at a time. */
@@ -154,13 +203,13 @@ export class WorkerPool {
 
   /** How many more messages a claim may take: free slots plus prefetch room. */
   private room(): number {
-    return this.o.concurrency + this.o.prefetch - this.inflight.size - this.buffer.length;
+    return this.o.concurrency + this.o.prefetch - this.inflight.size - this.reserved - this.buffer.length;
   }
 
   /** Starts buffered messages while slots are free; drops those whose lease already ran out. */
   private startBuffered(): void {
     const now = this.o.clock.now();
-    while (this.inflight.size < this.o.concurrency && this.buffer.length > 0) {
+    while (this.inflight.size + this.reserved < this.o.concurrency && this.buffer.length > 0) {
       const m = this.buffer.shift()!;
       if (m.leaseExpiresAt <= now) continue;
       this.run(m);
@@ -254,6 +303,7 @@ export class WorkerPool {
     return (
       !this.pumping &&
       this.inflight.size === 0 &&
+      this.reserved === 0 &&
       this.buffer.length === 0 &&
       !this.settling &&
       this.pendingSettle.length === 0 &&
@@ -289,6 +339,8 @@ export class WorkerPool {
     // like buffered ones.
     const drained = (async () => {
       await this.pumpDone;
+      // Emits writing a message claimed for us: it is ours to run once their commit returns.
+      await Promise.allSettled([...this.reservations]);
       for (;;) {
         this.startBuffered();
         if (this.inflight.size === 0) return;
@@ -301,6 +353,7 @@ export class WorkerPool {
       this.flushSettle();
       await this.settling;
     }
+    this.stopped = true;
     const left = this.inflight.size + this.buffer.length;
     if (left > 0)
       this.o.logger.warn(

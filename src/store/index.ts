@@ -22,6 +22,12 @@ export const storeErrors = {
       message: `store: message "${id}" already exists`,
       fix: "Message ids must be unique; let the runtime generate them.",
     }),
+  keyedClaimAtEmit: (id: string) =>
+    new OkeError({
+      code: "OKE1262",
+      message: `store: message "${id}" has a key and cannot be claimed at emit`,
+      fix: "Keyed messages go through enqueue; their key's order decides who claims them.",
+    }),
   /** Terminal runs refuse resume. */
   runTerminal: (runId: string, status: RunStatus) =>
     new OkeError({

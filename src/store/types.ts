@@ -205,6 +205,21 @@ export interface QueueStore {
    */
   enqueue(messages: NewMessage[], now: number, options?: { tx?: unknown }): Promise<void>;
   /**
+   * Optional (claim at emit): stores unkeyed messages already claimed by
+   * `claim.worker` — `inflight`, attempt 1, `leaseExpiresAt = now + leaseMs` —
+   * and resolves with them once committed. A producer whose own worker has a
+   * free slot starts the handler on the commit, with no claim round trip. The
+   * messages are never announced (nobody else may take them until the lease
+   * lapses; then lazy reclaim applies as for any claim). Keyed messages are
+   * refused: their order is decided by claim. Drivers whose claim costs no I/O
+   * leave it out.
+   */
+  enqueueClaimed?(
+    messages: NewMessage[],
+    now: number,
+    claim: { worker: string; leaseMs: number },
+  ): Promise<ClaimedMessage[]>;
+  /**
    * Claims up to `max` messages of one signal. Eligible: `pending`, or `inflight`
    * with `leaseExpiresAt <= now` (lazy reclaim — there is no sweeper). Never two
    * messages of one (signal, key) inflight; each key's oldest message first.

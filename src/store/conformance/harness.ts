@@ -25,6 +25,12 @@ export interface ConformanceOptions {
    * (default) the suite checks that `tx` is refused with OKE1260.
    */
   supportsTx?: boolean;
+  /**
+   * The driver implements the optional `enqueueClaimed` (claim at emit): the
+   * suite checks it. When false (default) the suite checks it is absent, so a
+   * driver cannot carry an untested one.
+   */
+  claimAtEmit?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

@@ -1,4 +1,5 @@
 import { describe } from "vitest";
+import { claimAtEmitCases } from "./claim-at-emit-cases.ts";
 import { claimCases } from "./claim-cases.ts";
 import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
@@ -26,6 +27,7 @@ export function describeStoreConformance(
 ): void {
   describe(`Store conformance: ${driverName}`, () => {
     claimCases(factory, options);
+    claimAtEmitCases(factory, options);
     fifoCases(factory);
     settleCases(factory);
     deadLetterCases(factory);

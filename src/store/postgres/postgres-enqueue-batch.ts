@@ -1,11 +1,11 @@
-import type { NewMessage } from "../types.ts";
 import type { PgContext } from "./postgres-context.ts";
-import { enqueue } from "./postgres-enqueue.ts";
+import { enqueue, type Outgoing } from "./postgres-enqueue.ts";
 
 interface Waiter {
-  messages: readonly NewMessage[];
+  batch: readonly Outgoing[];
   now: number;
-  resolve: () => void;
+  /** With the `now` the statement wrote (created_at; leases count from it). */
+  resolve: (now: number) => void;
   reject: (e: unknown) => void;
 }
 
@@ -31,14 +31,14 @@ const lanes = new WeakMap<PgContext, Lane>();
  * statement fails (say one caller's duplicate id), each caller is retried alone
  * so only the culprit sees the error.
  */
-export function enqueueGrouped(ctx: PgContext, messages: readonly NewMessage[], now: number): Promise<void> {
+export function enqueueGrouped(ctx: PgContext, batch: readonly Outgoing[], now: number): Promise<number> {
   let lane = lanes.get(ctx);
   if (!lane) {
     lane = { waiting: [], inFlight: 0 };
     lanes.set(ctx, lane);
   }
-  const promise = new Promise<void>((resolve, reject) =>
-    lane.waiting.push({ messages, now, resolve, reject }),
+  const promise = new Promise<number>((resolve, reject) =>
+    lane.waiting.push({ batch, now, resolve, reject }),
   );
   pump(ctx, lane);
   return promise;
@@ -58,7 +58,7 @@ function pump(ctx: PgContext, lane: Lane): void {
 async function flush(ctx: PgContext, batch: Waiter[]): Promise<void> {
   if (batch.length === 1) {
     const w = batch[0]!;
-    await enqueue(ctx, w.messages, w.now).then(w.resolve, w.reject);
+    await enqueue(ctx, w.batch, w.now).then(() => w.resolve(w.now), w.reject);
     return;
   }
   // One created_at for the statement: the latest caller's clock reading (they differ by microseconds).
@@ -66,11 +66,11 @@ async function flush(ctx: PgContext, batch: Waiter[]): Promise<void> {
   try {
     await enqueue(
       ctx,
-      batch.flatMap((w) => w.messages),
+      batch.flatMap((w) => w.batch),
       now,
     );
-    for (const w of batch) w.resolve();
+    for (const w of batch) w.resolve(now);
   } catch {
-    for (const w of batch) await enqueue(ctx, w.messages, w.now).then(w.resolve, w.reject);
+    for (const w of batch) await enqueue(ctx, w.batch, w.now).then(() => w.resolve(w.now), w.reject);
   }
 }

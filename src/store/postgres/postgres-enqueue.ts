@@ -1,15 +1,30 @@
-import type { NewMessage, StoreEvent } from "../types.ts";
+import type { ClaimedMessage, NewMessage, StoreEvent } from "../types.ts";
 import { mapConflict, postgresStoreErrors } from "./postgres-errors.ts";
 import { type PgContext, q, type Queryable, unique, wakePayload } from "./postgres-context.ts";
 import { jsonParam } from "./postgres-rows.ts";
 
 /**
- * The multi-row INSERT of a batch: five parallel arrays unnested in order, so
- * `seq` (bigserial) follows the array order = emit order. `p` is the number of
- * the first of six parameters (ids, signals, keys, payloads, parents, now);
- * `where` may gate the insert (the journal's fence).
+ * The multi-row INSERT of a batch: parallel arrays unnested in order, so `seq`
+ * (bigserial) follows the array order = emit order. `p` is the number of the
+ * first of six parameters (ids, signals, keys, payloads, parents, now); `where`
+ * may gate the insert (the journal's fence). With `claimed`, two more arrays
+ * ($p+6 holders, $p+7 lease expiries; NULL = not claimed) insert rows already
+ * inflight at attempt 1 (claim at emit).
  */
-export const insertMessagesSql = (s: string, p: number, where = "TRUE"): string => `
+export const insertMessagesSql = (s: string, p: number, where = "TRUE", claimed = false): string =>
+  claimed
+    ? `
+  INSERT INTO ${s}.messages
+    (id, signal, key, payload, parent_run_id, created_at, updated_at, status, locked_by, lease_expires_at, attempts)
+  SELECT u.id, u.signal, u.key, u.payload, u.parent_run_id, $${p + 5}::bigint, $${p + 5}::bigint,
+    CASE WHEN u.locked_by IS NULL THEN 'pending' ELSE 'inflight' END, u.locked_by, u.lease_expires_at,
+    CASE WHEN u.locked_by IS NULL THEN 0 ELSE 1 END
+  FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::jsonb[], $${p + 4}::text[],
+              $${p + 6}::text[], $${p + 7}::bigint[])
+    WITH ORDINALITY AS u(id, signal, key, payload, parent_run_id, locked_by, lease_expires_at, ord)
+  WHERE ${where}
+  ORDER BY u.ord`
+    : `
   INSERT INTO ${s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
   SELECT u.id, u.signal, u.key, u.payload, u.parent_run_id, $${p + 5}::bigint, $${p + 5}::bigint
   FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::jsonb[], $${p + 4}::text[])
@@ -26,6 +41,31 @@ export const insertMessagesParams = (messages: readonly NewMessage[], now: numbe
   now,
 ];
 
+/** Who holds a message written already claimed; `undefined` = an ordinary pending message. */
+export interface EmitClaim {
+  worker: string;
+  leaseMs: number;
+}
+
+/** A message to write, and its claim when it is written already claimed. */
+export interface Outgoing {
+  message: NewMessage;
+  claim?: EmitClaim | undefined;
+}
+
+/** The claimed message as the holder sees it after the commit (what RETURNING would give). */
+export const claimedAtEmit = (m: NewMessage, now: number, c: EmitClaim): ClaimedMessage => ({
+  id: m.id,
+  signal: m.signal,
+  key: m.key,
+  payload: m.payload,
+  parentRunId: m.parentRunId,
+  attempts: 1,
+  createdAt: now,
+  lockedBy: c.worker,
+  leaseExpiresAt: now + c.leaseMs,
+});
+
 export const enqueuedEvents = (messages: readonly NewMessage[]): StoreEvent[] =>
   unique(messages.map((m) => m.signal)).map((signal) => ({ kind: "enqueued", signal }));
 
@@ -40,25 +80,39 @@ function asQueryable(tx: unknown): Queryable {
  * NOTIFY is queued by the same transaction and fires only if it commits. With
  * `tx` the statement runs on the caller's client and we neither commit nor
  * tell local subscribers (the LISTEN echo does, after the caller's COMMIT).
+ * Messages written already claimed are not announced: nobody else may take them.
  */
 export async function enqueue(
   ctx: PgContext,
-  messages: readonly NewMessage[],
+  batch: readonly Outgoing[],
   now: number,
   tx?: unknown,
 ): Promise<void> {
   const db = tx === undefined ? ctx.pool : asQueryable(tx);
-  if (messages.length === 0) return;
-  const payload = wakePayload(ctx, { e: unique(messages.map((m) => m.signal)) }, tx !== undefined);
+  if (batch.length === 0) return;
+  const messages = batch.map((o) => o.message);
+  const announced = batch.filter((o) => o.claim === undefined).map((o) => o.message);
+  const claimed = announced.length < batch.length;
+  const payload =
+    announced.length === 0
+      ? null
+      : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, tx !== undefined);
   const params = insertMessagesParams(messages, now);
+  if (claimed)
+    params.push(
+      batch.map((o) => o.claim?.worker ?? null),
+      batch.map((o) => (o.claim === undefined ? null : now + o.claim.leaseMs)),
+    );
+  const insert = insertMessagesSql(ctx.s, 1, "TRUE", claimed);
   try {
-    if (payload === null) await q(db, insertMessagesSql(ctx.s, 1), params);
+    if (payload === null) await q(db, insert, params);
     else {
-      const sql = `WITH ins AS (${insertMessagesSql(ctx.s, 1)}) SELECT pg_notify($7, $8)`;
+      const n = params.length;
+      const sql = `WITH ins AS (${insert}) SELECT pg_notify($${n + 1}, $${n + 2})`;
       await q(db, sql, [...params, ctx.channel, payload]);
     }
   } catch (err) {
     throw mapConflict(err);
   }
-  if (tx === undefined) ctx.emit(enqueuedEvents(messages));
+  if (tx === undefined && announced.length > 0) ctx.emit(enqueuedEvents(announced));
 }

@@ -15,10 +15,11 @@ const factory = (options: Partial<PostgresStoreOptions>) => async () => {
   };
 };
 
-describeStoreConformance("postgres", factory({}), { supportsTx: true });
+describeStoreConformance("postgres", factory({}), { supportsTx: true, claimAtEmit: true });
 
 // Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
 // poll period is far away so no synthetic wake lands inside a case.
 describeStoreConformance("postgres (poll-only)", factory({ notify: false, pollIntervalMs: 3_600_000 }), {
   supportsTx: true,
+  claimAtEmit: true,
 });

@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { storeErrors } from "../index.ts";
 import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
 import type { PgContext, PgLogger } from "./postgres-context.ts";
-import { enqueue } from "./postgres-enqueue.ts";
+import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { append, finish, park } from "./postgres-journal-write.ts";
@@ -165,8 +166,21 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       };
     },
 
-    enqueue: (messages, now, opts) =>
-      opts?.tx === undefined ? enqueueGrouped(ctx, messages, now) : enqueue(ctx, messages, now, opts.tx),
+    async enqueue(messages, now, opts) {
+      const batch = messages.map((message) => ({ message }));
+      if (opts?.tx === undefined) await enqueueGrouped(ctx, batch, now);
+      else await enqueue(ctx, batch, now, opts.tx);
+    },
+    async enqueueClaimed(messages, now, claim) {
+      const keyed = messages.find((m) => m.key !== null);
+      if (keyed) throw storeErrors.keyedClaimAtEmit(keyed.id);
+      const at = await enqueueGrouped(
+        ctx,
+        messages.map((message) => ({ message, claim })),
+        now,
+      );
+      return messages.map((m) => claimedAtEmit(m, at, claim));
+    },
     claim: (req) => claim(ctx, req),
     settle: (settlements, now) => settle(ctx, settlements, now),
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
