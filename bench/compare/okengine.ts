@@ -40,7 +40,8 @@ export function okengineConfig(
     drivers: { journal: driver, send: "memory" as const },
     database: { url: DATABASE_URL, schema: ns.name },
     file: { dir: ns.name },
-    // Claim batches of at least 32 even at concurrency 1 (graphile-worker's local queue is the same idea).
+    // Claim batches of up to 500 even at concurrency 1: the size of graphile-worker's local queue in its
+    // configuration here (graphile.ts), so both fetch the same amount per round trip.
     signals: {
       concurrency: o.concurrency,
       prefetch: Math.max(o.concurrency, 500),
@@ -134,7 +135,8 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
       "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
     describe: () => [
       `journal driver ${driver}${driver === "postgres" ? " (pool 10, LISTEN/NOTIFY wake-ups)" : driver === "file" ? " (temp dir, fdatasync group commit)" : ""}`,
-      "signal.once bound to one flow; signals.concurrency = the scenario's concurrency, signals.prefetch = max(concurrency, 32); retries = the scenario's",
+      "signal.once bound to one flow; signals.concurrency = the scenario's concurrency, signals.prefetch = max(concurrency, 500) (graphile's local queue size); retries = the scenario's",
+      "signals.claimAtEmit = true (default): an emit with a free worker slot in the same process is written already claimed (postgres)",
       bulk === "store"
         ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API"
         : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
