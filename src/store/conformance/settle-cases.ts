@@ -143,6 +143,31 @@ export function settleCases(factory: StoreFactory): void {
       expect(await store().getMessage("m3")).toMatchObject({ status: "delivered" });
     });
 
+    it("an all-delivered batch from one worker is fenced row by row too (stale attempt, repeats, unknown ids)", async () => {
+      await store().enqueue([msg("m1"), msg("m2"), msg("m3")], T0);
+      const [s1] = await store().claim({ signal: "sig.a", worker: "w1", max: 1, now: T0, leaseMs: 100 });
+      // m1 is reclaimed by the same worker id: its attempt 1 is stale now.
+      const got = await store().claim({ signal: "sig.a", worker: "w1", max: 3, now: T0 + 100, leaseMs: 100 });
+      const byId = new Map(got.map((c) => [c.id, c]));
+      expect(byId.get("m1")).toMatchObject({ attempts: 2 });
+      const res = await store().settle(
+        [
+          outcome(s1!, "delivered"),
+          outcome(byId.get("m2")!, "delivered"),
+          outcome(byId.get("m2")!, "delivered"),
+          { id: "ghost", worker: "w1", attempt: 1, status: "delivered" },
+          outcome(byId.get("m3")!, "delivered"),
+        ],
+        T0 + 101,
+      );
+      expect(res.applied).toEqual(["m2", "m3"]);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "inflight", attempts: 2 });
+      expect(await store().getMessage("m2")).toMatchObject({ status: "delivered", updatedAt: T0 + 101 });
+      expect((await store().settle([outcome(byId.get("m1")!, "delivered")], T0 + 102)).applied).toEqual([
+        "m1",
+      ]);
+    });
+
     it("a settled message no longer counts for the next lease expiry", async () => {
       await store().enqueue([msg("m1"), msg("m2")], T0);
       const [a] = await store().claim({ signal: "sig.a", worker: "w", max: 1, now: T0, leaseMs: 100 });

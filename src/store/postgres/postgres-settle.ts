@@ -54,12 +54,77 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
                               ELSE json_build_object('o', $8::text, 'w', 1)::text END)
         FROM woke WHERE $7::text IS NOT NULL) AS notified`;
 
+/**
+ * The common batch — every outcome "delivered", no failure, one holder — as a
+ * lean UPDATE over two arrays: no per-row status, worker or failure to unnest,
+ * no DISTINCT ON (duplicate ids update the row once; the outcome is the same).
+ * Same fence, same id-order probes, same NOTIFY rule (only keyed rows free work).
+ * Measured (claim 500 / settle 500 in turn over 50 000 messages, median of 3):
+ * 28 µs per message with settleSql, 22 µs with this.
+ */
+export const settleDeliveredSql = (s: string): string => `
+WITH upd AS (
+  UPDATE ${s}.messages m
+  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3
+  FROM unnest($1::text[], $2::integer[]) AS i(id, attempt)
+  -- ANY (ARRAY(subquery)) keeps the primary key (see settleSql). No status test: locked_by is
+  -- set only while a message is inflight, and as an index condition "status = 'inflight'"
+  -- had the planner read every inflight row of every signal (a BitmapAnd) on each settle.
+  WHERE m.id = ANY (ARRAY(SELECT unnest($1::text[])))
+    AND m.id = i.id AND m.locked_by = $4 AND m.attempts = i.attempt
+  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
+)
+SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
+       (SELECT pg_notify($5, CASE WHEN length(payload) <= 7000 THEN payload
+                              ELSE json_build_object('o', $6::text, 'w', 1)::text END)
+        FROM (SELECT json_build_object('o', $6::text, 's', array_agg(DISTINCT signal))::text AS payload
+              FROM upd WHERE frees HAVING count(*) > 0) woke
+        WHERE $5::text IS NOT NULL) AS notified`;
+
 export async function settle(
   ctx: PgContext,
   settlements: readonly Settlement[],
   now: number,
 ): Promise<SettleResult> {
   if (settlements.length === 0) return { applied: [] };
+  const worker = settlements[0]!.worker;
+  const plain = settlements.every(
+    (x) => x.status === "delivered" && x.failure === undefined && x.worker === worker,
+  );
+  const [sql, params] = plain
+    ? [
+        settleDeliveredSql(ctx.s),
+        [
+          settlements.map((x) => x.id),
+          settlements.map((x) => x.attempt),
+          now,
+          worker,
+          ctx.notify ? ctx.channel : null,
+          ctx.origin,
+        ],
+      ]
+    : [settleSql(ctx.s), generalParams(settlements, now, ctx)];
+  type Row = { applied: string[]; signals: string[] };
+  let rows: Row[];
+  try {
+    ({ rows } = await q<Row>(ctx.pool, sql, params));
+  } catch (err) {
+    // Rows are updated in id order, so two settles should never deadlock; if the planner ever
+    // breaks that order, PostgreSQL aborts one of them and it is safe to apply it again.
+    if ((err as { code?: unknown }).code !== "40P01") throw err;
+    ({ rows } = await q<Row>(ctx.pool, sql, params));
+  }
+  const row = rows[0];
+  const appliedSet = new Set(row?.applied ?? []);
+  // Caller's order, first occurrence only.
+  const applied = unique(settlements.map((x) => x.id).filter((id) => appliedSet.has(id)));
+  const events: StoreEvent[] = (row?.signals ?? []).map((signal) => ({ kind: "settled", signal }));
+  if (events.length > 0) ctx.emit(events);
+  return { applied };
+}
+
+function generalParams(settlements: readonly Settlement[], now: number, ctx: PgContext): unknown[] {
   const failure = (x: Settlement): string | null =>
     x.failure === undefined
       ? null
@@ -69,7 +134,7 @@ export async function settle(
           at: x.failure.at,
           attempt: x.failure.attempt,
         });
-  const params = [
+  return [
     settlements.map((x) => x.id),
     settlements.map((x) => x.worker),
     settlements.map((x) => x.attempt),
@@ -79,21 +144,4 @@ export async function settle(
     ctx.notify ? ctx.channel : null,
     ctx.origin,
   ];
-  type Row = { applied: string[]; signals: string[] };
-  let rows: Row[];
-  try {
-    ({ rows } = await q<Row>(ctx.pool, settleSql(ctx.s), params));
-  } catch (err) {
-    // Rows are updated in id order, so two settles should never deadlock; if the planner ever
-    // breaks that order, PostgreSQL aborts one of them and it is safe to apply it again.
-    if ((err as { code?: unknown }).code !== "40P01") throw err;
-    ({ rows } = await q<Row>(ctx.pool, settleSql(ctx.s), params));
-  }
-  const row = rows[0];
-  const appliedSet = new Set(row?.applied ?? []);
-  // Caller's order, first occurrence only.
-  const applied = unique(settlements.map((x) => x.id).filter((id) => appliedSet.has(id)));
-  const events: StoreEvent[] = (row?.signals ?? []).map((signal) => ({ kind: "settled", signal }));
-  if (events.length > 0) ctx.emit(events);
-  return { applied };
 }
