@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JournalLeaseBusy } from "../../errors.ts";
 import type { Store } from "../types.ts";
-import { dropSchema, freshSchema, openStore } from "./test-support.ts";
+import pg from "pg";
+import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
 
 const T0 = 1_700_000_000_000;
 const LEASE = 30_000;
@@ -37,6 +39,99 @@ describe("postgres journal across instances", () => {
     expect(await stores[2]!.getJournal("r-dup")).toEqual([]);
     expect(await stores[2]!.getMessage("fresh")).toBeUndefined();
     expect(await stores[2]!.getRun("r-dup")).toMatchObject({ updatedAt: T0, leaseExpiresAt: T0 + LEASE });
+  });
+
+  it("concurrent appends of many runs share statements; each caller gets its own outcome", async () => {
+    // A store on a pool whose queries we count, to see the batches.
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    let queries = 0;
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      queries++;
+      return query(...args);
+    }) as typeof pool.query;
+    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const ids = Array.from({ length: 40 }, (_, i) => `r-grp-${i}`);
+    for (const id of ids) await start(id);
+    await start("r-grp-dup");
+    const entry = (runId: string, seq: number, value: unknown) => ({
+      runId,
+      seq,
+      kind: "step" as const,
+      name: `s${seq}`,
+      value,
+      at: T0 + 1,
+    });
+    try {
+      // Round 1, all at once: the first two go alone, the rest share batch statements. A stale
+      // holder (at another seq) and an unknown run ride in the same batch and are refused.
+      queries = 0;
+      const round1 = await Promise.allSettled([
+        ...ids.map((id, i) =>
+          grouped.append({
+            runId: id,
+            owner: "inst-0",
+            now: T0 + 1,
+            entries: [entry(id, 0, { i })],
+            leaseMs: LEASE,
+          }),
+        ),
+        grouped.append({
+          runId: "r-grp-39",
+          owner: "intruder",
+          now: T0 + 1,
+          entries: [entry("r-grp-39", 1, "x")],
+        }),
+        grouped.append({
+          runId: "r-grp-ghost",
+          owner: "inst-0",
+          now: T0 + 1,
+          entries: [entry("r-grp-ghost", 0, 1)],
+        }),
+      ]);
+      // 42 appends: a handful of statements, plus one status lookup per refusal.
+      expect(queries).toBeLessThan(10);
+      expect(round1.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);
+      const [intruder, ghost] = round1.slice(ids.length).map((r) => (r as PromiseRejectedResult).reason);
+      expect(intruder).toBeInstanceOf(JournalLeaseBusy);
+      expect(ghost).toMatchObject({ code: "OKE1311" });
+      for (const [i, id] of ids.entries()) {
+        expect(await stores[1]!.getJournal(id)).toEqual([expect.objectContaining({ seq: 0, value: { i } })]);
+        expect(await stores[1]!.getRun(id)).toMatchObject({
+          updatedAt: T0 + 1,
+          leaseExpiresAt: T0 + 1 + LEASE,
+        });
+      }
+
+      // Round 2: one caller's duplicate seq fails that caller only.
+      await stores[0]!.append({
+        runId: "r-grp-dup",
+        owner: "inst-0",
+        now: T0,
+        entries: [entry("r-grp-dup", 0, 0)],
+      });
+      const round2 = await Promise.allSettled([
+        ...ids.map((id) =>
+          grouped.append({ runId: id, owner: "inst-0", now: T0 + 2, entries: [entry(id, 1, 1)] }),
+        ),
+        grouped.append({
+          runId: "r-grp-dup",
+          owner: "inst-0",
+          now: T0 + 2,
+          entries: [entry("r-grp-dup", 0, 1)],
+        }),
+      ]);
+      expect(round2.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);
+      expect((round2.at(-1) as PromiseRejectedResult).reason).toMatchObject({
+        code: "OKE1312",
+        message: 'journal: run "r-grp-dup" already has an entry at seq 0',
+      });
+      expect((await stores[1]!.getJournal("r-grp-7")).map((e) => e.seq)).toEqual([0, 1]);
+      expect(await stores[1]!.getJournal("r-grp-dup")).toEqual([expect.objectContaining({ value: 0 })]);
+    } finally {
+      await grouped.close();
+      await pool.end();
+    }
   });
 
   it("null and absent values stay distinct through the journal", async () => {

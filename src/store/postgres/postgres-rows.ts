@@ -144,20 +144,23 @@ export function toJournalEntry(r: EntryRow): JournalEntry {
 
 /** Journal entries as one jsonb array for jsonb_to_recordset (one row per entry). */
 export function entriesParam(runId: string, entries: readonly JournalEntry[]): string {
-  return JSON.stringify(
-    entries.map((e) => ({
-      run_id: runId,
-      seq: e.seq,
-      kind: e.kind,
-      name: e.name,
-      // Wrapped so that `undefined` (absent) and `null` stay distinct through the recordset.
-      value: e.value === undefined ? null : { v: e.value },
-      error: e.error ?? null,
-      duration: e.duration ?? null,
-      wake_at: e.wakeAt ?? null,
-      at: e.at,
-    })),
-  );
+  return JSON.stringify(entryRecords(runId, entries));
+}
+
+/** The entries as the records insertEntriesSql reads (see entriesParam). */
+export function entryRecords(runId: string, entries: readonly JournalEntry[]): object[] {
+  return entries.map((e) => ({
+    run_id: runId,
+    seq: e.seq,
+    kind: e.kind,
+    name: e.name,
+    // Wrapped so that `undefined` (absent) and `null` stay distinct through the recordset.
+    value: e.value === undefined ? null : { v: e.value },
+    error: e.error ?? null,
+    duration: e.duration ?? null,
+    wake_at: e.wakeAt ?? null,
+    at: e.at,
+  }));
 }
 
 /** SQL that inserts the recordset built by entriesParam($n), gated by `where`. */

@@ -1,0 +1,122 @@
+import type { AppendRequest } from "../types.ts";
+import { type PgContext, q } from "./postgres-context.ts";
+import { append } from "./postgres-journal-write.ts";
+import { entryRecords } from "./postgres-rows.ts";
+import { refusal } from "./postgres-runs.ts";
+
+interface Waiter {
+  req: AppendRequest;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+interface Lane {
+  waiting: Waiter[];
+  inFlight: number;
+}
+
+/**
+ * Statements in flight at once. Appends of one run are serial (its flow awaits
+ * each), so parallel statements never reorder a run's entries; two keep both
+ * cores busy while batches form behind them.
+ */
+const MAX_IN_FLIGHT = 2;
+const lanes = new WeakMap<PgContext, Lane>();
+
+/**
+ * Group commit for journal appends: steps of many concurrent runs that finish
+ * while a statement is in flight share the next one — one fenced UPDATE of
+ * their run rows and one INSERT of their entries, in one commit. Each caller
+ * still resolves only after its entries committed, so a completed step is as
+ * durable as before. A lone append goes out at once (and through the one-run
+ * statement), so sequential latency is unchanged. Appends carrying emits take
+ * that statement too: they hold the outbox's NOTIFY.
+ *
+ * Why: 32 runs of three steps at a time spent most of their time in per-
+ * statement work (parse, plan, commit) on a 2-core box — bench S9.
+ */
+export function appendGrouped(ctx: PgContext, req: AppendRequest): Promise<void> {
+  if ((req.emits?.length ?? 0) > 0) return append(ctx, req);
+  let lane = lanes.get(ctx);
+  if (!lane) {
+    lane = { waiting: [], inFlight: 0 };
+    lanes.set(ctx, lane);
+  }
+  const promise = new Promise<void>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
+  pump(ctx, lane);
+  return promise;
+}
+
+function pump(ctx: PgContext, lane: Lane): void {
+  while (lane.inFlight < MAX_IN_FLIGHT && lane.waiting.length > 0) {
+    const batch = lane.waiting.splice(0, lane.waiting.length);
+    lane.inFlight++;
+    void flush(ctx, batch).finally(() => {
+      lane.inFlight--;
+      pump(ctx, lane);
+    });
+  }
+}
+
+/**
+ * The batch statement: `input` holds one row per append (a run's own appends
+ * are serial, but a stale holder's may meet the current holder's). The
+ * ANY (ARRAY(subquery)) keeps the runs primary key: the planner sizes it at 10
+ * rows whatever the batch.
+ */
+const batchSql = (s: string): string => `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x(run_id, owner, now, lease_ms)
+),
+run AS (
+  UPDATE ${s}.runs r
+  SET updated_at = i.now,
+      lease_expires_at = CASE WHEN i.lease_ms IS NULL THEN r.lease_expires_at ELSE i.now + i.lease_ms END
+  FROM input i
+  WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
+    AND r.id = i.run_id AND r.status = 'running' AND r.lease_owner = i.owner
+  RETURNING r.id, r.lease_owner
+),
+entries AS (
+  -- Fenced by (run, owner), not run alone: a stale holder's append may share a batch with
+  -- the current holder's.
+  INSERT INTO ${s}.journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
+  SELECT e.run_id, e.seq, e.kind, e.name, e.value -> 'v', e.error, e.duration, e.wake_at, e.at
+  FROM jsonb_to_recordset($5::jsonb)
+    AS e(run_id text, owner text, seq integer, kind text, name text, value jsonb, error jsonb,
+         duration text, wake_at bigint, at bigint)
+  WHERE (e.run_id, e.owner) IN (SELECT id, lease_owner FROM run)
+  RETURNING 1
+)
+SELECT (SELECT coalesce(array_agg(id || ' ' || lease_owner), '{}') FROM run) AS fenced_in,
+       (SELECT count(*) FROM entries) AS written`;
+
+async function flush(ctx: PgContext, batch: Waiter[]): Promise<void> {
+  if (batch.length === 1) {
+    const w = batch[0]!;
+    await append(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  const entries = batch.flatMap((w) =>
+    entryRecords(w.req.runId, w.req.entries).map((e) => ({ ...e, owner: w.req.owner })),
+  );
+  let fencedIn: Set<string>;
+  try {
+    const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, batchSql(ctx.s), [
+      batch.map((w) => w.req.runId),
+      batch.map((w) => w.req.owner),
+      batch.map((w) => w.req.now),
+      batch.map((w) => w.req.leaseMs ?? null),
+      JSON.stringify(entries),
+    ]);
+    fencedIn = new Set(rows[0]?.fenced_in ?? []);
+  } catch {
+    // One caller's conflict (a duplicate seq) must not fail the others: each alone, with its own error.
+    for (const w of batch) await append(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  for (const w of batch) {
+    if (fencedIn.has(`${w.req.runId} ${w.req.owner}`)) w.resolve();
+    else await refusal(ctx, w.req.runId, true).then(w.reject, w.reject);
+  }
+}
