@@ -4,7 +4,7 @@
  * for BullMQ), in one process, one measurement after another.
  *
  *   npm run bench                      full mode (~20 min, 3 rounds, medians; rewrites its bench/README.md section)
- *   npm run bench -- --quick           about two minutes, 1 round, small sizes (bench/README.md untouched)
+ *   npm run bench -- --quick           about 75 s, 1 round, small sizes (bench/README.md untouched)
  *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
  *
  * Peers live only in bench/package.json; they are installed on first use.
@@ -59,11 +59,12 @@ const sizes: Sizes = quick
       s6: 500,
       s6Retries: 1,
       s7Jobs: 40,
-      s7WaitSeconds: 8,
+      // Enough for every peer that recovers a killed worker's job at all (BullMQ's stall check is the slowest).
+      s7WaitSeconds: 5,
       s9: 200,
       s9Sleeps: 20,
-      capSeconds: 3,
-      latencyCapSeconds: 3,
+      capSeconds: 2,
+      latencyCapSeconds: 2,
       repeats: 1,
     }
   : {

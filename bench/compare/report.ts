@@ -231,7 +231,7 @@ export function readmeSection(r: RunResult, mdName: string): string {
   return [
     "## Comparison with graphile-worker, pg-boss, BullMQ and DBOS",
     "",
-    "`npm run bench` (full, ~20 min) or `npm run bench -- --quick` (~2 min) runs every scenario for every system against",
+    "`npm run bench` (full, ~20 min) or `npm run bench -- --quick` (~75 s) runs every scenario for every system against",
     "the local PostgreSQL (and Redis for BullMQ), prints this table and writes `bench/results/<date>[-quick].json` and `.md`;",
     "a full run also rewrites this section (a quick run leaves it alone).",
     "Peers live in `bench/package.json` and are installed on first use (`npm install --prefix bench`).",
