@@ -44,7 +44,9 @@ export function okengineConfig(
     // configuration here (graphile.ts), so both fetch the same amount per round trip.
     signals: {
       concurrency: o.concurrency,
-      prefetch: Math.max(o.concurrency, 500),
+      // S7 (short leases, a worker killed mid-run) keeps the default prefetch: prefetched messages are
+      // leased too, and with a 2 s lease a deep buffer starts messages whose lease is nearly spent.
+      prefetch: o.leaseMs === undefined ? Math.max(o.concurrency, 500) : o.concurrency,
       ...(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs }),
     },
   };
@@ -132,7 +134,7 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
       driver === "memory" ? { S7: "the memory driver lives in one process: nothing survives a SIGKILL" } : {},
     ...(bulk === "store" ? { only: ["S2" as const] } : {}),
     crashNote:
-      "signals.leaseMs = 2 000 (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
+      "signals.leaseMs = 2 000, signals.prefetch = concurrency (the default) (lazy reclaim: the surviving instance's pool arms one timer on the next lease expiry)",
     describe: () => [
       `journal driver ${driver}${driver === "postgres" ? " (pool 10, LISTEN/NOTIFY wake-ups)" : driver === "file" ? " (temp dir, fdatasync group commit)" : ""}`,
       "signal.once bound to one flow; signals.concurrency = the scenario's concurrency, signals.prefetch = max(concurrency, 500) (graphile's local queue size); retries = the scenario's",
