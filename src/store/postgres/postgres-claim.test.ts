@@ -101,7 +101,12 @@ describe("postgres claim under concurrency", () => {
     const s = `"${schema}"`;
     const sql = guarded
       ? claimSql(s)
-      : claimSql(s).replaceAll(`${s}.claim_key_free(m.signal, m.key, m.id, $2)`, "TRUE");
+      : claimSql(s)
+          .replaceAll(`${s}.claim_key_free(m.signal, m.key, m.id, $2)`, "TRUE")
+          .replaceAll(
+            `${s}.claim_keys_free($1, ARRAY(SELECT key FROM keyed_cand), $2)`,
+            "ARRAY(SELECT key FROM keyed_cand)",
+          );
     const producer = new pg.Client({ connectionString: PG_URL });
     const first = new pg.Client({ connectionString: PG_URL });
     const second = new pg.Client({ connectionString: PG_URL });

@@ -108,6 +108,6 @@ CREATE TABLE ${s}.journal_entries (
 };
 
 /** A quoted identifier as an SQL string literal (advisory-lock namespace). */
-function lit(quotedIdent: string): string {
+export function lit(quotedIdent: string): string {
   return `'${quotedIdent.replaceAll("'", "''")}.'`;
 }
