@@ -114,10 +114,15 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     await tally.enqueued.promise;
     // Kill A once it has done a quarter of the work and holds jobs mid-run.
     const armed = await until(() => tally.startsA >= n / 4 && tally.inflightA.size > 0, waitMs, 2);
-    if (!armed)
+    // A peer whose other worker hoards the queue (graphile-worker's local queue) may never let A start a
+    // quarter of the jobs: kill A anyway if it holds any, and say so in the note.
+    if (!armed && tally.inflightA.size === 0)
       throw new Error(
-        `S7 ${system.id}: worker A never got ${n / 4} jobs in flight (${tally.errors.join("; ")})`,
+        `S7 ${system.id}: worker A started ${tally.startsA} of ${n} jobs and holds none in flight after ${ctx.sizes.s7WaitSeconds} s (${tally.errors.join("; ")})`,
       );
+    const early = armed
+      ? ""
+      : `killed after A had started only ${tally.startsA} jobs (the other worker held the rest); `;
     const killedAt = performance.now();
     a.child.kill("SIGKILL");
     await a.exited;
@@ -153,9 +158,11 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
       duplicates,
       notCompleted: lost,
     };
-    const note = recovered
-      ? `${inflight.length} in flight at the kill, all re-run; ${duplicates} duplicate completions, ${lost} not completed`
-      : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.s7WaitSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`;
+    const note =
+      early +
+      (recovered
+        ? `${inflight.length} in flight at the kill, all re-run; ${duplicates} duplicate completions, ${lost} not completed`
+        : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.s7WaitSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`);
     return [
       {
         scenario: "S7",
