@@ -1,17 +1,17 @@
-import type { AppendRequest } from "../types.ts";
+import type { AppendRequest, FinishRequest } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
-import { append } from "./postgres-journal-write.ts";
-import { entryRecords } from "./postgres-rows.ts";
+import { append, finish } from "./postgres-journal-write.ts";
+import { entryRecords, jsonParam } from "./postgres-rows.ts";
 import { refusal } from "./postgres-runs.ts";
 
-interface Waiter {
-  req: AppendRequest;
+interface Waiter<R> {
+  req: R;
   resolve: () => void;
   reject: (e: unknown) => void;
 }
 
-interface Lane {
-  waiting: Waiter[];
+interface Lane<R> {
+  waiting: Waiter<R>[];
   inFlight: number;
 }
 
@@ -21,7 +21,40 @@ interface Lane {
  * cores busy while batches form behind them.
  */
 const MAX_IN_FLIGHT = 2;
-const lanes = new WeakMap<PgContext, Lane>();
+const appendLanes = new WeakMap<PgContext, Lane<AppendRequest>>();
+const finishLanes = new WeakMap<PgContext, Lane<FinishRequest>>();
+
+/** Queues `req` on its lane and starts a statement if one may go out. */
+function enqueue<R>(
+  lanes: WeakMap<PgContext, Lane<R>>,
+  ctx: PgContext,
+  req: R,
+  flush: (ctx: PgContext, batch: Waiter<R>[]) => Promise<void>,
+): Promise<void> {
+  let lane = lanes.get(ctx);
+  if (!lane) {
+    lane = { waiting: [], inFlight: 0 };
+    lanes.set(ctx, lane);
+  }
+  const promise = new Promise<void>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
+  pump(ctx, lane, flush);
+  return promise;
+}
+
+function pump<R>(
+  ctx: PgContext,
+  lane: Lane<R>,
+  flush: (ctx: PgContext, batch: Waiter<R>[]) => Promise<void>,
+): void {
+  while (lane.inFlight < MAX_IN_FLIGHT && lane.waiting.length > 0) {
+    const batch = lane.waiting.splice(0, lane.waiting.length);
+    lane.inFlight++;
+    void flush(ctx, batch).finally(() => {
+      lane.inFlight--;
+      pump(ctx, lane, flush);
+    });
+  }
+}
 
 /**
  * Group commit for journal appends: steps of many concurrent runs that finish
@@ -37,25 +70,15 @@ const lanes = new WeakMap<PgContext, Lane>();
  */
 export function appendGrouped(ctx: PgContext, req: AppendRequest): Promise<void> {
   if ((req.emits?.length ?? 0) > 0) return append(ctx, req);
-  let lane = lanes.get(ctx);
-  if (!lane) {
-    lane = { waiting: [], inFlight: 0 };
-    lanes.set(ctx, lane);
-  }
-  const promise = new Promise<void>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
-  pump(ctx, lane);
-  return promise;
+  return enqueue(appendLanes, ctx, req, flushAppends);
 }
 
-function pump(ctx: PgContext, lane: Lane): void {
-  while (lane.inFlight < MAX_IN_FLIGHT && lane.waiting.length > 0) {
-    const batch = lane.waiting.splice(0, lane.waiting.length);
-    lane.inFlight++;
-    void flush(ctx, batch).finally(() => {
-      lane.inFlight--;
-      pump(ctx, lane);
-    });
-  }
+/**
+ * Group commit for finishes, the same way: runs of many concurrent flows that
+ * complete while a statement is in flight share one fenced UPDATE.
+ */
+export function finishGrouped(ctx: PgContext, req: FinishRequest): Promise<void> {
+  return enqueue(finishLanes, ctx, req, flushFinishes);
 }
 
 /**
@@ -91,7 +114,7 @@ entries AS (
 SELECT (SELECT coalesce(array_agg(id || ' ' || lease_owner), '{}') FROM run) AS fenced_in,
        (SELECT count(*) FROM entries) AS written`;
 
-async function flush(ctx: PgContext, batch: Waiter[]): Promise<void> {
+async function flushAppends(ctx: PgContext, batch: Waiter<AppendRequest>[]): Promise<void> {
   if (batch.length === 1) {
     const w = batch[0]!;
     await append(ctx, w.req).then(w.resolve, w.reject);
@@ -113,6 +136,54 @@ async function flush(ctx: PgContext, batch: Waiter[]): Promise<void> {
   } catch {
     // One caller's conflict (a duplicate seq) must not fail the others: each alone, with its own error.
     for (const w of batch) await append(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  for (const w of batch) {
+    if (fencedIn.has(`${w.req.runId} ${w.req.owner}`)) w.resolve();
+    else await refusal(ctx, w.req.runId, true).then(w.reject, w.reject);
+  }
+}
+
+/** Like batchSql, for finishes: one fenced UPDATE; RETURNING names each (run, owner) that got in. */
+const finishBatchSql = (s: string): string => `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+    AS x(run_id, owner, now, status, output, error)
+),
+run AS (
+  UPDATE ${s}.runs r
+  SET status = i.status, output = i.output::jsonb, error = i.error::jsonb,
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = i.now
+  FROM input i
+  WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
+    AND r.id = i.run_id AND r.status = 'running' AND r.lease_owner = i.owner
+  RETURNING r.id, i.owner
+)
+SELECT coalesce(array_agg(id || ' ' || owner), '{}') AS fenced_in FROM run`;
+
+async function flushFinishes(ctx: PgContext, batch: Waiter<FinishRequest>[]): Promise<void> {
+  if (batch.length === 1) {
+    const w = batch[0]!;
+    await finish(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  let fencedIn: Set<string>;
+  try {
+    const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, finishBatchSql(ctx.s), [
+      batch.map((w) => w.req.runId),
+      batch.map((w) => w.req.owner),
+      batch.map((w) => w.req.now),
+      batch.map((w) => w.req.status),
+      batch.map((w) => jsonParam(w.req.output)),
+      batch.map((w) =>
+        w.req.error === undefined
+          ? null
+          : JSON.stringify({ code: w.req.error.code, message: w.req.error.message }),
+      ),
+    ]);
+    fencedIn = new Set(rows[0]?.fenced_in ?? []);
+  } catch {
+    for (const w of batch) await finish(ctx, w.req).then(w.resolve, w.reject);
     return;
   }
   for (const w of batch) {

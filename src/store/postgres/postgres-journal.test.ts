@@ -134,6 +134,57 @@ describe("postgres journal across instances", () => {
     }
   });
 
+  it("concurrent finishes of many runs share statements; a stale holder's is refused", async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    let queries = 0;
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      queries++;
+      return query(...args);
+    }) as typeof pool.query;
+    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const ids = Array.from({ length: 30 }, (_, i) => `r-fin-${i}`);
+    for (const id of ids) await start(id);
+    try {
+      queries = 0;
+      const results = await Promise.allSettled([
+        ...ids.map((id, i) =>
+          grouped.finish(
+            i % 2 === 0
+              ? { runId: id, owner: "inst-0", now: T0 + 5, status: "completed", output: { i } }
+              : {
+                  runId: id,
+                  owner: "inst-0",
+                  now: T0 + 5,
+                  status: "failed",
+                  error: { code: "E", message: `m${i}` },
+                },
+          ),
+        ),
+        grouped.finish({
+          runId: "r-fin-29",
+          owner: "intruder",
+          now: T0 + 5,
+          status: "completed",
+          output: "x",
+        }),
+      ]);
+      expect(queries).toBeLessThan(8);
+      expect(results.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);
+      expect((results.at(-1) as PromiseRejectedResult).reason).toBeInstanceOf(JournalLeaseBusy);
+      for (const [i, id] of ids.entries()) {
+        expect(await stores[1]!.getRun(id)).toMatchObject(
+          i % 2 === 0
+            ? { status: "completed", output: { i }, leaseOwner: null, updatedAt: T0 + 5 }
+            : { status: "failed", error: { code: "E", message: `m${i}` }, leaseOwner: null },
+        );
+      }
+    } finally {
+      await grouped.close();
+      await pool.end();
+    }
+  });
+
   it("null and absent values stay distinct through the journal", async () => {
     await start("r-null");
     await stores[0]!.append({

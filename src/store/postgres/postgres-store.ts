@@ -7,8 +7,8 @@ import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
-import { appendGrouped } from "./postgres-journal-batch.ts";
-import { finish, park } from "./postgres-journal-write.ts";
+import { appendGrouped, finishGrouped } from "./postgres-journal-batch.ts";
+import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
 import * as admin from "./postgres-queue-admin.ts";
 import * as runs from "./postgres-runs.ts";
@@ -197,7 +197,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     renewLease: (req) => runs.renewLease(ctx, req),
     append: (req) => appendGrouped(ctx, req),
     park: (req) => park(ctx, req),
-    finish: (req) => finish(ctx, req),
+    finish: (req) => finishGrouped(ctx, req),
     releaseRun: (req) => runs.releaseRun(ctx, req),
     claimDueRuns: (req) => runs.claimDueRuns(ctx, req),
     listOrphans: (now, limit) => runs.listOrphans(ctx, now, limit),
