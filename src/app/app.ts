@@ -35,6 +35,9 @@ import type {
   WakeEarlyResult,
 } from "./types.ts";
 
+/** How long a run of a flow this instance does not have waits before any scheduler retries it. */
+const UNKNOWN_FLOW_RETRY_MS = 5_000;
+
 /** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
 export function createApp(options: CreateAppOptions): App {
   return new OkeApp(options);
@@ -162,11 +165,16 @@ class OkeApp implements App, Runtime {
     const PAGE = 500;
     let scanned = 0;
     let resumed = 0;
+    // A run this instance cannot run (unknown flow) is released at once and lists again: page on
+    // only while pages bring runs not seen yet.
+    const seen = new Set<string>();
     for (;;) {
       const page = await this.store.listOrphans(this.clock.now(), PAGE);
       scanned += page.length;
       const running = page.filter((r) => r.status === "running");
-      for (const run of running) {
+      const fresh = running.filter((r) => !seen.has(r.id));
+      for (const run of fresh) {
+        seen.add(run.id);
         try {
           const acquired = await this.store.acquireRun({
             runId: run.id,
@@ -180,7 +188,7 @@ class OkeApp implements App, Runtime {
           if (!(e instanceof JournalLeaseBusy)) throw e;
         }
       }
-      if (running.length < PAGE) break;
+      if (running.length < PAGE || fresh.length === 0) break;
     }
     if (resumed > 0) this.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
   }
@@ -208,14 +216,19 @@ class OkeApp implements App, Runtime {
   private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
     const flow = this.registry.flows.get(acquired.run.flow);
     if (!flow) {
-      this.logger.error(
-        { runId: acquired.run.id, flow: acquired.run.flow },
-        "durable run: its flow is not in this app; releasing it",
+      // A rolling deploy: this instance runs a version without the flow. Leave the run to one that has
+      // it — due again shortly, so any instance's scheduler takes it then (this one included, which
+      // releases it again: a slow retry, never a busy loop).
+      const retryAt = this.clock.now() + UNKNOWN_FLOW_RETRY_MS;
+      this.logger.warn(
+        { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
+        "durable run: its flow is not in this app; leaving it for another instance",
       );
       await this.store.releaseRun({
         runId: acquired.run.id,
         owner: acquired.run.leaseOwner!,
         now: this.clock.now(),
+        retryAt,
       });
       return undefined;
     }

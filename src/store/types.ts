@@ -164,6 +164,13 @@ export interface AppendRequest {
   leaseMs?: number;
 }
 
+export interface ReleaseRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  retryAt?: number;
+}
+
 export interface FinishRequest {
   runId: string;
   owner: string;
@@ -259,8 +266,14 @@ export interface JournalStore {
   park(req: ParkRequest): Promise<void>;
   /** Terminal status; releases the lease. */
   finish(req: FinishRequest): Promise<void>;
-  /** Releases the lease without changing status (graceful shutdown). */
-  releaseRun(req: { runId: string; owner: string; now: number }): Promise<void>;
+  /**
+   * Releases the lease without changing status (graceful shutdown). With
+   * `retryAt`, the run becomes claimable by claimDueRuns from then on, as if
+   * its lease had expired at that time — for an instance that cannot run it
+   * (its flow is not in this version of the app) — and schedulers are told
+   * (a `wake` event), so another instance takes it over.
+   */
+  releaseRun(req: ReleaseRequest): Promise<void>;
   /**
    * Acquires up to `max` runs that need an owner: sleeping runs whose
    * `wakeAt <= now` (set `running`), and running runs whose lease expired

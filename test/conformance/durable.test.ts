@@ -295,6 +295,39 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(counts).toEqual({ mark: 20, notify: 20 });
   });
 
+  it("rolling deploy: a run woken on an instance without its flow is left to one that has it, without a reboot", async () => {
+    const counts = { mark: 0, notify: 0 };
+    const store = await apps.store();
+    const first = await apps.make([{ t: trial(counts, "1h") }], { store });
+    await first.request("/trials/start", post({ email: "u@b.co" }));
+    await first.stop();
+    // The old version has no trials flow. Hold its release so the current version boots while it holds the run.
+    const hold = gate();
+    let released = 0;
+    const oldStore: Store = Object.create(store) as Store;
+    oldStore.releaseRun = async (req) => {
+      await hold.promise;
+      released++;
+      return store.releaseRun(req);
+    };
+    const other = on(http.get("/other"), flow("other", { do: () => 1 }));
+    const old = await apps.make([{ other }], { store: oldStore, time: first.time });
+    first.time.advance("1h");
+    await until(async () => (await store.listRuns({ status: "running" })).length === 1, "old claimed it");
+    const current = await apps.make([{ t: trial(counts, "1h") }], { store, time: first.time });
+    // The old instance holds a live lease: the current one's boot scan leaves the run alone.
+    expect(counts.notify).toBe(0);
+    hold.open(undefined);
+    await until(() => released === 1, "old released it");
+    await old.stop();
+    const [run] = await store.listRuns({ status: "running" });
+    expect(run).toMatchObject({ leaseOwner: null, leaseExpiresAt: first.time.now() + 5_000 });
+    first.time.advance(5_000);
+    await until(async () => (await store.listRuns({ status: "completed" })).length === 1, "current ran it");
+    await current.idle();
+    expect(counts).toEqual({ mark: 1, notify: 1 });
+  });
+
   it("a running run's lease is renewed by a heartbeat: a long step is never taken elsewhere", async () => {
     const hold = gate();
     let started = false;

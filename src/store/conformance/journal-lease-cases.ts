@@ -3,6 +3,7 @@ import {
   expectBusy,
   freshStore,
   LEASE,
+  recordEvents,
   sleepingRun,
   startRun,
   step,
@@ -148,6 +149,27 @@ export function journalLeaseCases(factory: StoreFactory): void {
       await startRun(store(), "r1", { owner: "inst-1" });
       await store().releaseRun({ runId: "r1", owner: "inst-2", now: T0 + 1 });
       expect(await store().getRun("r1")).toMatchObject({ leaseOwner: "inst-1", leaseExpiresAt: T0 + LEASE });
+    });
+
+    it("releaseRun with retryAt: due at that time for any claimer, and announced as a wake", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      const rec = recordEvents(store());
+      await store().releaseRun({ runId: "r1", owner: "inst-1", now: T0 + 1, retryAt: T0 + 5_000 });
+      await rec.next((e) => e.kind === "wake");
+      rec.stop();
+      expect(await store().getRun("r1")).toMatchObject({
+        status: "running",
+        leaseOwner: null,
+        leaseExpiresAt: T0 + 5_000,
+      });
+      expect(await store().nextWakeAt()).toBe(T0 + 5_000);
+      expect(
+        await store().claimDueRuns({ owner: "inst-2", now: T0 + 4_999, max: 10, leaseMs: LEASE }),
+      ).toEqual([]);
+      const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + 5_000, max: 10, leaseMs: LEASE });
+      expect(got.map((a) => a.run)).toEqual([
+        expect.objectContaining({ id: "r1", status: "running", leaseOwner: "inst-2" }),
+      ]);
     });
 
     it("acquiring a sleeping run makes it running and drops its wake-up", async () => {

@@ -1,4 +1,5 @@
 import type {
+  ReleaseRequest,
   AcquiredRun,
   AppendRequest,
   ClaimedMessage,
@@ -46,7 +47,7 @@ export type EngineOp =
   | { op: "append"; req: AppendRequest }
   | { op: "park"; req: ParkRequest }
   | { op: "finish"; req: FinishRequest }
-  | { op: "releaseRun"; req: { runId: string; owner: string; now: number } }
+  | { op: "releaseRun"; req: ReleaseRequest }
   | { op: "claimDueRuns"; req: { owner: string; now: number; max: number; leaseMs: number } }
   | { op: "wakeEarly"; runId: string; now: number };
 
@@ -131,7 +132,7 @@ export class MemoryEngine {
   finish(req: FinishRequest): void {
     this.journal.finish(req);
   }
-  releaseRun(req: { runId: string; owner: string; now: number }): boolean {
+  releaseRun(req: ReleaseRequest): boolean {
     return this.journal.releaseRun(req);
   }
   claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {

@@ -1,6 +1,7 @@
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
 import type {
+  ReleaseRequest,
   AcquiredRun,
   AppendRequest,
   FinishRequest,
@@ -134,11 +135,12 @@ export class MemoryJournal {
   }
 
   /** Releases the lease if `owner` holds it; a non-holder changes nothing. Returns whether it did. */
-  releaseRun(req: { runId: string; owner: string; now: number }): boolean {
+  releaseRun(req: ReleaseRequest): boolean {
     const r = this.runs.get(req.runId);
     if (r === undefined || r.leaseOwner !== req.owner) return false;
     r.leaseOwner = null;
-    r.leaseExpiresAt = null;
+    // A retry time makes the run due then, like an expired lease (deadline() reads it).
+    r.leaseExpiresAt = r.status === "running" ? (req.retryAt ?? null) : null;
     r.updatedAt = req.now;
     this.reheap(r);
     return true;

@@ -136,7 +136,8 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       await commit({ op: "finish", req });
     },
     async releaseRun(req) {
-      if (engine.releaseRun(req)) await commit({ op: "releaseRun", req });
+      if (engine.releaseRun(req))
+        await commit({ op: "releaseRun", req }, req.retryAt === undefined ? [] : [{ kind: "wake" }]);
     },
     async claimDueRuns(req) {
       const out = engine.claimDueRuns(req);

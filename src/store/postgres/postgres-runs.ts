@@ -1,6 +1,6 @@
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
-import type { AcquiredRun, JournalEntry, RunRecord, RunStatus, StartRun } from "../types.ts";
+import type { AcquiredRun, JournalEntry, ReleaseRequest, RunRecord, RunStatus, StartRun } from "../types.ts";
 import { type PgContext, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
 
@@ -82,15 +82,21 @@ export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
 }
 
 /** Releases the lease if `owner` holds it; a non-holder changes nothing. */
-export async function releaseRun(
-  ctx: PgContext,
-  req: { runId: string; owner: string; now: number },
-): Promise<void> {
-  await q(
+export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<void> {
+  // With retryAt: due then, like an expired lease (claimDueRuns, nextWakeAt); other instances are told.
+  const { rowCount } = await q(
     ctx.pool,
-    `UPDATE ${ctx.s}.runs SET lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $1 AND lease_owner = $2`,
-    [req.runId, req.owner, req.now],
+    `WITH r AS (
+       UPDATE ${ctx.s}.runs
+       SET lease_owner = NULL, updated_at = $3,
+           lease_expires_at = CASE WHEN status = 'running' THEN $4::bigint ELSE NULL END
+       WHERE id = $1 AND lease_owner = $2
+       RETURNING id)
+     SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($5, $6) WHERE $6::text IS NOT NULL) n) AS notified
+     FROM r WHERE $4::bigint IS NOT NULL`,
+    [req.runId, req.owner, req.now, req.retryAt ?? null, ctx.channel, wakePayload(ctx, { w: 1 })],
   );
+  if (rowCount > 0) ctx.emit([{ kind: "wake" }]);
 }
 
 /**
