@@ -1,17 +1,17 @@
-import type { AppendRequest, FinishRequest } from "../types.ts";
+import type { AcquiredRun, AppendRequest, FinishRequest, StartRun } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { append, finish } from "./postgres-journal-write.ts";
-import { entryRecords, jsonParam } from "./postgres-rows.ts";
-import { refusal } from "./postgres-runs.ts";
+import { entryRecords, jsonParam, type RunRow, toRunRecord } from "./postgres-rows.ts";
+import { acquireRun, refusal, startRun } from "./postgres-runs.ts";
 
-interface Waiter<R> {
+interface Waiter<R, T = void> {
   req: R;
-  resolve: () => void;
+  resolve: (value: T) => void;
   reject: (e: unknown) => void;
 }
 
-interface Lane<R> {
-  waiting: Waiter<R>[];
+interface Lane<R, T = void> {
+  waiting: Waiter<R, T>[];
   inFlight: number;
 }
 
@@ -23,28 +23,29 @@ interface Lane<R> {
 const MAX_IN_FLIGHT = 2;
 const appendLanes = new WeakMap<PgContext, Lane<AppendRequest>>();
 const finishLanes = new WeakMap<PgContext, Lane<FinishRequest>>();
+const startLanes = new WeakMap<PgContext, Lane<StartRun, AcquiredRun>>();
 
 /** Queues `req` on its lane and starts a statement if one may go out. */
-function enqueue<R>(
-  lanes: WeakMap<PgContext, Lane<R>>,
+function enqueue<R, T = void>(
+  lanes: WeakMap<PgContext, Lane<R, T>>,
   ctx: PgContext,
   req: R,
-  flush: (ctx: PgContext, batch: Waiter<R>[]) => Promise<void>,
-): Promise<void> {
+  flush: (ctx: PgContext, batch: Waiter<R, T>[]) => Promise<void>,
+): Promise<T> {
   let lane = lanes.get(ctx);
   if (!lane) {
     lane = { waiting: [], inFlight: 0 };
     lanes.set(ctx, lane);
   }
-  const promise = new Promise<void>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
+  const promise = new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
   pump(ctx, lane, flush);
   return promise;
 }
 
-function pump<R>(
+function pump<R, T>(
   ctx: PgContext,
-  lane: Lane<R>,
-  flush: (ctx: PgContext, batch: Waiter<R>[]) => Promise<void>,
+  lane: Lane<R, T>,
+  flush: (ctx: PgContext, batch: Waiter<R, T>[]) => Promise<void>,
 ): void {
   while (lane.inFlight < MAX_IN_FLIGHT && lane.waiting.length > 0) {
     const batch = lane.waiting.splice(0, lane.waiting.length);
@@ -79,6 +80,15 @@ export function appendGrouped(ctx: PgContext, req: AppendRequest): Promise<void>
  */
 export function finishGrouped(ctx: PgContext, req: FinishRequest): Promise<void> {
   return enqueue(finishLanes, ctx, req, flushFinishes);
+}
+
+/**
+ * And for new runs: runs started while a statement is in flight share one
+ * multi-row INSERT. A run id that already exists takes the one-run path
+ * (acquireRun), exactly as startRun does.
+ */
+export function startRunGrouped(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
+  return enqueue(startLanes, ctx, req, flushStarts);
 }
 
 /**
@@ -189,5 +199,53 @@ async function flushFinishes(ctx: PgContext, batch: Waiter<FinishRequest>[]): Pr
   for (const w of batch) {
     if (fencedIn.has(`${w.req.runId} ${w.req.owner}`)) w.resolve();
     else await refusal(ctx, w.req.runId, true).then(w.reject, w.reject);
+  }
+}
+
+const startBatchSql = (s: string): string => `
+INSERT INTO ${s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
+SELECT x.id, x.flow, 'running', x.input::jsonb, x.parent_run_id, x.owner, x.now + x.lease_ms, x.now, x.now
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+  WITH ORDINALITY AS x(id, flow, input, parent_run_id, owner, now, lease_ms, ord)
+ORDER BY x.ord
+ON CONFLICT (id) DO NOTHING
+RETURNING *`;
+
+async function flushStarts(ctx: PgContext, batch: Waiter<StartRun, AcquiredRun>[]): Promise<void> {
+  if (batch.length === 1) {
+    const w = batch[0]!;
+    await startRun(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  let created: Map<string, RunRow>;
+  try {
+    const { rows } = await q<RunRow>(ctx.pool, startBatchSql(ctx.s), [
+      batch.map((w) => w.req.id),
+      batch.map((w) => w.req.flow),
+      batch.map((w) => jsonParam(w.req.input)),
+      batch.map((w) => w.req.parentRunId),
+      batch.map((w) => w.req.owner),
+      batch.map((w) => w.req.now),
+      batch.map((w) => w.req.leaseMs),
+    ]);
+    created = new Map(rows.map((r) => [r.id, r]));
+  } catch {
+    for (const w of batch) await startRun(ctx, w.req).then(w.resolve, w.reject);
+    return;
+  }
+  for (const w of batch) {
+    const row = created.get(w.req.id);
+    // The first waiter for an id gets the row it inserted; any other (an existing id) acquires it.
+    if (row !== undefined && row.lease_owner === w.req.owner) {
+      created.delete(w.req.id);
+      w.resolve({ run: toRunRecord(row), entries: [], created: true });
+    } else {
+      await acquireRun(ctx, {
+        runId: w.req.id,
+        owner: w.req.owner,
+        now: w.req.now,
+        leaseMs: w.req.leaseMs,
+      }).then(w.resolve, w.reject);
+    }
   }
 }

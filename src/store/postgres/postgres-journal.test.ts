@@ -185,6 +185,54 @@ describe("postgres journal across instances", () => {
     }
   });
 
+  it("concurrent starts share an INSERT; an existing id takes the acquire path", async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    let queries = 0;
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      queries++;
+      return query(...args);
+    }) as typeof pool.query;
+    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    await start("r-st-busy"); // running, lease held by inst-0
+    const ids = Array.from({ length: 30 }, (_, i) => `r-st-${i}`);
+    const req = (id: string, owner: string) => ({
+      id,
+      flow: "f",
+      input: { id },
+      parentRunId: null,
+      owner,
+      now: T0 + 1,
+      leaseMs: LEASE,
+    });
+    try {
+      queries = 0;
+      const results = await Promise.allSettled([
+        ...ids.map((id) => grouped.startRun(req(id, "inst-9"))),
+        grouped.startRun(req("r-st-busy", "inst-9")),
+        grouped.startRun(req("r-st-29", "inst-8")), // same id as one in the batch: the first one wins
+      ]);
+      expect(queries).toBeLessThan(10);
+      for (const [i, r] of results.slice(0, ids.length).entries()) {
+        expect(r).toMatchObject({
+          status: "fulfilled",
+          value: {
+            created: true,
+            entries: [],
+            run: { id: ids[i], leaseOwner: "inst-9", input: { id: ids[i] } },
+          },
+        });
+      }
+      expect((results[ids.length] as PromiseRejectedResult).reason).toBeInstanceOf(JournalLeaseBusy);
+      expect((results[ids.length + 1] as PromiseRejectedResult).reason).toBeInstanceOf(JournalLeaseBusy);
+      expect(await stores[1]!.getRun("r-st-busy")).toMatchObject({ leaseOwner: "inst-0" });
+      expect(await stores[1]!.getRun("r-st-29")).toMatchObject({ leaseOwner: "inst-9", status: "running" });
+    } finally {
+      await grouped.close();
+      await pool.end();
+    }
+  });
+
   it("null and absent values stay distinct through the journal", async () => {
     await start("r-null");
     await stores[0]!.append({

@@ -7,7 +7,7 @@ import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
-import { appendGrouped, finishGrouped } from "./postgres-journal-batch.ts";
+import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
 import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
 import * as admin from "./postgres-queue-admin.ts";
@@ -192,7 +192,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     nextLeaseExpiry: (signal) => admin.nextLeaseExpiry(ctx, signal),
     pruneDelivered: (before) => admin.pruneDelivered(ctx, before),
 
-    startRun: (req) => runs.startRun(ctx, req),
+    startRun: (req) => startRunGrouped(ctx, req),
     acquireRun: (req) => runs.acquireRun(ctx, req),
     renewLease: (req) => runs.renewLease(ctx, req),
     append: (req) => appendGrouped(ctx, req),
