@@ -1,61 +1,9 @@
 import type { AcquiredRun, AppendRequest, FinishRequest, StartRun } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
+import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";
 import { append, finish } from "./postgres-journal-write.ts";
 import { entryRecords, jsonParam, type RunRow, toRunRecord } from "./postgres-rows.ts";
 import { acquireRun, refusal, startRun } from "./postgres-runs.ts";
-
-interface Waiter<R, T = void> {
-  req: R;
-  resolve: (value: T) => void;
-  reject: (e: unknown) => void;
-}
-
-interface Lane<R, T = void> {
-  waiting: Waiter<R, T>[];
-  inFlight: number;
-}
-
-/**
- * Statements in flight at once. Appends of one run are serial (its flow awaits
- * each), so parallel statements never reorder a run's entries; two keep both
- * cores busy while batches form behind them.
- */
-const MAX_IN_FLIGHT = 2;
-const appendLanes = new WeakMap<PgContext, Lane<AppendRequest>>();
-const finishLanes = new WeakMap<PgContext, Lane<FinishRequest>>();
-const startLanes = new WeakMap<PgContext, Lane<StartRun, AcquiredRun>>();
-
-/** Queues `req` on its lane and starts a statement if one may go out. */
-function enqueue<R, T = void>(
-  lanes: WeakMap<PgContext, Lane<R, T>>,
-  ctx: PgContext,
-  req: R,
-  flush: (ctx: PgContext, batch: Waiter<R, T>[]) => Promise<void>,
-): Promise<T> {
-  let lane = lanes.get(ctx);
-  if (!lane) {
-    lane = { waiting: [], inFlight: 0 };
-    lanes.set(ctx, lane);
-  }
-  const promise = new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
-  pump(ctx, lane, flush);
-  return promise;
-}
-
-function pump<R, T>(
-  ctx: PgContext,
-  lane: Lane<R, T>,
-  flush: (ctx: PgContext, batch: Waiter<R, T>[]) => Promise<void>,
-): void {
-  while (lane.inFlight < MAX_IN_FLIGHT && lane.waiting.length > 0) {
-    const batch = lane.waiting.splice(0, lane.waiting.length);
-    lane.inFlight++;
-    void flush(ctx, batch).finally(() => {
-      lane.inFlight--;
-      pump(ctx, lane, flush);
-    });
-  }
-}
 
 /**
  * Group commit for journal appends: steps of many concurrent runs that finish
@@ -71,7 +19,7 @@ function pump<R, T>(
  */
 export function appendGrouped(ctx: PgContext, req: AppendRequest): Promise<void> {
   if ((req.emits?.length ?? 0) > 0) return append(ctx, req);
-  return enqueue(appendLanes, ctx, req, flushAppends);
+  return appends(ctx, req);
 }
 
 /**
@@ -79,7 +27,7 @@ export function appendGrouped(ctx: PgContext, req: AppendRequest): Promise<void>
  * complete while a statement is in flight share one fenced UPDATE.
  */
 export function finishGrouped(ctx: PgContext, req: FinishRequest): Promise<void> {
-  return enqueue(finishLanes, ctx, req, flushFinishes);
+  return finishes(ctx, req);
 }
 
 /**
@@ -88,8 +36,29 @@ export function finishGrouped(ctx: PgContext, req: FinishRequest): Promise<void>
  * (acquireRun), exactly as startRun does.
  */
 export function startRunGrouped(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
-  return enqueue(startLanes, ctx, req, flushStarts);
+  return starts(ctx, req);
 }
+
+/**
+ * Statements in flight at once, per kind. A run's own journal writes are
+ * serial (its flow awaits each), so parallel statements never reorder them;
+ * two keep both cores busy while batches form behind them.
+ */
+const MAX_IN_FLIGHT = 2;
+
+/** Each request in, in order: refused ones learn why on their own (status lookup). */
+const fencedOutcomes = (
+  ctx: PgContext,
+  reqs: readonly { runId: string; owner: string }[],
+  fencedIn: readonly string[],
+): BatchOutcome<void>[] => {
+  const ok = new Set(fencedIn);
+  return reqs.map((r) =>
+    ok.has(`${r.runId} ${r.owner}`)
+      ? { value: undefined }
+      : { alone: () => refusal(ctx, r.runId, true).then((e) => Promise.reject(e)) },
+  );
+};
 
 /**
  * The batch statement: `input` holds one row per append (a run's own appends
@@ -124,35 +93,23 @@ entries AS (
 SELECT (SELECT coalesce(array_agg(id || ' ' || lease_owner), '{}') FROM run) AS fenced_in,
        (SELECT count(*) FROM entries) AS written`;
 
-async function flushAppends(ctx: PgContext, batch: Waiter<AppendRequest>[]): Promise<void> {
-  if (batch.length === 1) {
-    const w = batch[0]!;
-    await append(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  const entries = batch.flatMap((w) =>
-    entryRecords(w.req.runId, w.req.entries).map((e) => ({ ...e, owner: w.req.owner })),
-  );
-  let fencedIn: Set<string>;
-  try {
+const appends = groupCommit<AppendRequest, void>({
+  maxInFlight: MAX_IN_FLIGHT,
+  single: append,
+  async batch(ctx, reqs) {
+    const entries = reqs.flatMap((r) =>
+      entryRecords(r.runId, r.entries).map((e) => ({ ...e, owner: r.owner })),
+    );
     const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, batchSql(ctx.s), [
-      batch.map((w) => w.req.runId),
-      batch.map((w) => w.req.owner),
-      batch.map((w) => w.req.now),
-      batch.map((w) => w.req.leaseMs ?? null),
+      reqs.map((r) => r.runId),
+      reqs.map((r) => r.owner),
+      reqs.map((r) => r.now),
+      reqs.map((r) => r.leaseMs ?? null),
       JSON.stringify(entries),
     ]);
-    fencedIn = new Set(rows[0]?.fenced_in ?? []);
-  } catch {
-    // One caller's conflict (a duplicate seq) must not fail the others: each alone, with its own error.
-    for (const w of batch) await append(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  for (const w of batch) {
-    if (fencedIn.has(`${w.req.runId} ${w.req.owner}`)) w.resolve();
-    else await refusal(ctx, w.req.runId, true).then(w.reject, w.reject);
-  }
-}
+    return fencedOutcomes(ctx, reqs, rows[0]?.fenced_in ?? []);
+  },
+});
 
 /** Like batchSql, for finishes: one fenced UPDATE; RETURNING names each (run, owner) that got in. */
 const finishBatchSql = (s: string): string => `
@@ -171,36 +128,23 @@ run AS (
 )
 SELECT coalesce(array_agg(id || ' ' || owner), '{}') AS fenced_in FROM run`;
 
-async function flushFinishes(ctx: PgContext, batch: Waiter<FinishRequest>[]): Promise<void> {
-  if (batch.length === 1) {
-    const w = batch[0]!;
-    await finish(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  let fencedIn: Set<string>;
-  try {
+const finishes = groupCommit<FinishRequest, void>({
+  maxInFlight: MAX_IN_FLIGHT,
+  single: finish,
+  async batch(ctx, reqs) {
     const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, finishBatchSql(ctx.s), [
-      batch.map((w) => w.req.runId),
-      batch.map((w) => w.req.owner),
-      batch.map((w) => w.req.now),
-      batch.map((w) => w.req.status),
-      batch.map((w) => jsonParam(w.req.output)),
-      batch.map((w) =>
-        w.req.error === undefined
-          ? null
-          : JSON.stringify({ code: w.req.error.code, message: w.req.error.message }),
+      reqs.map((r) => r.runId),
+      reqs.map((r) => r.owner),
+      reqs.map((r) => r.now),
+      reqs.map((r) => r.status),
+      reqs.map((r) => jsonParam(r.output)),
+      reqs.map((r) =>
+        r.error === undefined ? null : JSON.stringify({ code: r.error.code, message: r.error.message }),
       ),
     ]);
-    fencedIn = new Set(rows[0]?.fenced_in ?? []);
-  } catch {
-    for (const w of batch) await finish(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  for (const w of batch) {
-    if (fencedIn.has(`${w.req.runId} ${w.req.owner}`)) w.resolve();
-    else await refusal(ctx, w.req.runId, true).then(w.reject, w.reject);
-  }
-}
+    return fencedOutcomes(ctx, reqs, rows[0]?.fenced_in ?? []);
+  },
+});
 
 const startBatchSql = (s: string): string => `
 INSERT INTO ${s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
@@ -211,41 +155,30 @@ ORDER BY x.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING *`;
 
-async function flushStarts(ctx: PgContext, batch: Waiter<StartRun, AcquiredRun>[]): Promise<void> {
-  if (batch.length === 1) {
-    const w = batch[0]!;
-    await startRun(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  let created: Map<string, RunRow>;
-  try {
+const starts = groupCommit<StartRun, AcquiredRun>({
+  maxInFlight: MAX_IN_FLIGHT,
+  single: startRun,
+  async batch(ctx, reqs) {
     const { rows } = await q<RunRow>(ctx.pool, startBatchSql(ctx.s), [
-      batch.map((w) => w.req.id),
-      batch.map((w) => w.req.flow),
-      batch.map((w) => jsonParam(w.req.input)),
-      batch.map((w) => w.req.parentRunId),
-      batch.map((w) => w.req.owner),
-      batch.map((w) => w.req.now),
-      batch.map((w) => w.req.leaseMs),
+      reqs.map((r) => r.id),
+      reqs.map((r) => r.flow),
+      reqs.map((r) => jsonParam(r.input)),
+      reqs.map((r) => r.parentRunId),
+      reqs.map((r) => r.owner),
+      reqs.map((r) => r.now),
+      reqs.map((r) => r.leaseMs),
     ]);
-    created = new Map(rows.map((r) => [r.id, r]));
-  } catch {
-    for (const w of batch) await startRun(ctx, w.req).then(w.resolve, w.reject);
-    return;
-  }
-  for (const w of batch) {
-    const row = created.get(w.req.id);
-    // The first waiter for an id gets the row it inserted; any other (an existing id) acquires it.
-    if (row !== undefined && row.lease_owner === w.req.owner) {
-      created.delete(w.req.id);
-      w.resolve({ run: toRunRecord(row), entries: [], created: true });
-    } else {
-      await acquireRun(ctx, {
-        runId: w.req.id,
-        owner: w.req.owner,
-        now: w.req.now,
-        leaseMs: w.req.leaseMs,
-      }).then(w.resolve, w.reject);
-    }
-  }
-}
+    const created = new Map(rows.map((r) => [r.id, r]));
+    return reqs.map((r): BatchOutcome<AcquiredRun> => {
+      const row = created.get(r.id);
+      // The first request for an id gets the row it inserted; any other (an existing id) acquires it.
+      if (row !== undefined && row.lease_owner === r.owner) {
+        created.delete(r.id);
+        return { value: { run: toRunRecord(row), entries: [], created: true } };
+      }
+      return {
+        alone: () => acquireRun(ctx, { runId: r.id, owner: r.owner, now: r.now, leaseMs: r.leaseMs }),
+      };
+    });
+  },
+});

@@ -18,6 +18,22 @@ describe("postgres journal across instances", () => {
     for (const s of stores) await s.close();
     await dropSchema(schema);
   });
+  /** A store on a pool whose queries are counted, to see the batches; `close` ends both. */
+  const countingStore = async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
+    const counter = { queries: 0 };
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      counter.queries++;
+      return query(...args);
+    }) as typeof pool.query;
+    const store = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const close = async (): Promise<void> => {
+      await store.close();
+      await pool.end();
+    };
+    return { store, counter, close };
+  };
   const start = (id: string, owner = "inst-0", now = T0) =>
     stores[0]!.startRun({ id, flow: "f", input: { id }, parentRunId: null, owner, now, leaseMs: LEASE });
 
@@ -42,15 +58,7 @@ describe("postgres journal across instances", () => {
   });
 
   it("concurrent appends of many runs share statements; each caller gets its own outcome", async () => {
-    // A store on a pool whose queries we count, to see the batches.
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    let queries = 0;
-    const query = pool.query.bind(pool);
-    pool.query = ((...args: Parameters<typeof query>) => {
-      queries++;
-      return query(...args);
-    }) as typeof pool.query;
-    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const { store: grouped, counter, close } = await countingStore();
     const ids = Array.from({ length: 40 }, (_, i) => `r-grp-${i}`);
     for (const id of ids) await start(id);
     await start("r-grp-dup");
@@ -65,7 +73,7 @@ describe("postgres journal across instances", () => {
     try {
       // Round 1, all at once: the first two go alone, the rest share batch statements. A stale
       // holder (at another seq) and an unknown run ride in the same batch and are refused.
-      queries = 0;
+      counter.queries = 0;
       const round1 = await Promise.allSettled([
         ...ids.map((id, i) =>
           grouped.append({
@@ -90,7 +98,7 @@ describe("postgres journal across instances", () => {
         }),
       ]);
       // 42 appends: a handful of statements, plus one status lookup per refusal.
-      expect(queries).toBeLessThan(10);
+      expect(counter.queries).toBeLessThan(10);
       expect(round1.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);
       const [intruder, ghost] = round1.slice(ids.length).map((r) => (r as PromiseRejectedResult).reason);
       expect(intruder).toBeInstanceOf(JournalLeaseBusy);
@@ -129,24 +137,16 @@ describe("postgres journal across instances", () => {
       expect((await stores[1]!.getJournal("r-grp-7")).map((e) => e.seq)).toEqual([0, 1]);
       expect(await stores[1]!.getJournal("r-grp-dup")).toEqual([expect.objectContaining({ value: 0 })]);
     } finally {
-      await grouped.close();
-      await pool.end();
+      await close();
     }
   });
 
   it("concurrent finishes of many runs share statements; a stale holder's is refused", async () => {
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    let queries = 0;
-    const query = pool.query.bind(pool);
-    pool.query = ((...args: Parameters<typeof query>) => {
-      queries++;
-      return query(...args);
-    }) as typeof pool.query;
-    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const { store: grouped, counter, close } = await countingStore();
     const ids = Array.from({ length: 30 }, (_, i) => `r-fin-${i}`);
     for (const id of ids) await start(id);
     try {
-      queries = 0;
+      counter.queries = 0;
       const results = await Promise.allSettled([
         ...ids.map((id, i) =>
           grouped.finish(
@@ -169,7 +169,7 @@ describe("postgres journal across instances", () => {
           output: "x",
         }),
       ]);
-      expect(queries).toBeLessThan(8);
+      expect(counter.queries).toBeLessThan(8);
       expect(results.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);
       expect((results.at(-1) as PromiseRejectedResult).reason).toBeInstanceOf(JournalLeaseBusy);
       for (const [i, id] of ids.entries()) {
@@ -180,20 +180,12 @@ describe("postgres journal across instances", () => {
         );
       }
     } finally {
-      await grouped.close();
-      await pool.end();
+      await close();
     }
   });
 
   it("concurrent starts share an INSERT; an existing id takes the acquire path", async () => {
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 4 });
-    let queries = 0;
-    const query = pool.query.bind(pool);
-    pool.query = ((...args: Parameters<typeof query>) => {
-      queries++;
-      return query(...args);
-    }) as typeof pool.query;
-    const grouped = await openStore(schema, { pool, pollIntervalMs: 3_600_000 });
+    const { store: grouped, counter, close } = await countingStore();
     await start("r-st-busy"); // running, lease held by inst-0
     const ids = Array.from({ length: 30 }, (_, i) => `r-st-${i}`);
     const req = (id: string, owner: string) => ({
@@ -206,13 +198,13 @@ describe("postgres journal across instances", () => {
       leaseMs: LEASE,
     });
     try {
-      queries = 0;
+      counter.queries = 0;
       const results = await Promise.allSettled([
         ...ids.map((id) => grouped.startRun(req(id, "inst-9"))),
         grouped.startRun(req("r-st-busy", "inst-9")),
         grouped.startRun(req("r-st-29", "inst-8")), // same id as one in the batch: the first one wins
       ]);
-      expect(queries).toBeLessThan(10);
+      expect(counter.queries).toBeLessThan(10);
       for (const [i, r] of results.slice(0, ids.length).entries()) {
         expect(r).toMatchObject({
           status: "fulfilled",
@@ -228,8 +220,7 @@ describe("postgres journal across instances", () => {
       expect(await stores[1]!.getRun("r-st-busy")).toMatchObject({ leaseOwner: "inst-0" });
       expect(await stores[1]!.getRun("r-st-29")).toMatchObject({ leaseOwner: "inst-9", status: "running" });
     } finally {
-      await grouped.close();
-      await pool.end();
+      await close();
     }
   });
 

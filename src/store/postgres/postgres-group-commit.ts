@@ -1,0 +1,77 @@
+import type { PgContext } from "./postgres-context.ts";
+
+/** What the shared statement decided for one caller: its value, or a follow-up to run alone. */
+export type BatchOutcome<T> = { value: T } | { alone: () => Promise<T> };
+
+export interface GroupCommit<R, T> {
+  /** Statements in flight at once per store. */
+  maxInFlight: number;
+  /** The one-caller statement: a lone request, and every request of a batch whose shared statement failed. */
+  single(ctx: PgContext, req: R): Promise<T>;
+  /**
+   * The shared statement for two or more requests, one outcome per request in
+   * order. Throwing sends each request through `single`, so one caller's
+   * conflict (a duplicate key) fails that caller only.
+   */
+  batch(ctx: PgContext, reqs: R[]): Promise<BatchOutcome<T>[]>;
+}
+
+interface Waiter<R, T> {
+  req: R;
+  resolve: (value: T) => void;
+  reject: (e: unknown) => void;
+}
+
+interface Lane<R, T> {
+  waiting: Waiter<R, T>[];
+  inFlight: number;
+}
+
+/**
+ * Group commit: requests that arrive while `maxInFlight` statements are in
+ * flight queue up and share the next one. A lone request goes out at once
+ * through `single`, so sequential latency is unchanged. Every caller resolves
+ * only after the statement that carried it committed.
+ */
+export function groupCommit<R, T>(g: GroupCommit<R, T>): (ctx: PgContext, req: R) => Promise<T> {
+  const lanes = new WeakMap<PgContext, Lane<R, T>>();
+  const flush = async (ctx: PgContext, waiters: Waiter<R, T>[]): Promise<void> => {
+    const alone = (w: Waiter<R, T>): Promise<void> => g.single(ctx, w.req).then(w.resolve, w.reject);
+    if (waiters.length === 1) return alone(waiters[0]!);
+    let outcomes: BatchOutcome<T>[];
+    try {
+      outcomes = await g.batch(
+        ctx,
+        waiters.map((w) => w.req),
+      );
+    } catch {
+      for (const w of waiters) await alone(w);
+      return;
+    }
+    for (const [i, w] of waiters.entries()) {
+      const o = outcomes[i]!;
+      if ("value" in o) w.resolve(o.value);
+      else await o.alone().then(w.resolve, w.reject);
+    }
+  };
+  const pump = (ctx: PgContext, lane: Lane<R, T>): void => {
+    while (lane.inFlight < g.maxInFlight && lane.waiting.length > 0) {
+      const waiters = lane.waiting.splice(0, lane.waiting.length);
+      lane.inFlight++;
+      void flush(ctx, waiters).finally(() => {
+        lane.inFlight--;
+        pump(ctx, lane);
+      });
+    }
+  };
+  return (ctx, req) => {
+    let lane = lanes.get(ctx);
+    if (!lane) {
+      lane = { waiting: [], inFlight: 0 };
+      lanes.set(ctx, lane);
+    }
+    const promise = new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
+    pump(ctx, lane);
+    return promise;
+  };
+}
