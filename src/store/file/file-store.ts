@@ -7,7 +7,8 @@ import {
   type EngineOp,
   type EngineSnapshot,
 } from "../memory/index.ts";
-import type { Store, StoreEvent } from "../types.ts";
+import { createStoreListeners } from "../store-listeners.ts";
+import type { Store } from "../types.ts";
 import { CommitLog, type CommitLogCounters } from "./commit-log.ts";
 import { fileStoreErrors } from "./file-errors.ts";
 import { acquireLock, type HeldLock } from "./file-lock.ts";
@@ -76,23 +77,10 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const dir = resolve(options.dir);
   const compactBytes = options.compactBytes ?? DEFAULT_COMPACT_BYTES;
   const logger = options.logger;
-  const listeners = new Set<(event: StoreEvent) => void>();
+  const listeners = createStoreListeners();
   let session: Session | undefined;
   let opening: Promise<void> | undefined;
   let closing: Promise<void> | undefined;
-
-  const forward = (event: StoreEvent): void => {
-    for (const listener of [...listeners]) {
-      try {
-        listener(event);
-      } catch (err) {
-        // Same rule as the memory store: a broken listener must not fail a committed write.
-        queueMicrotask(() => {
-          throw err;
-        });
-      }
-    }
-  };
 
   const bind = (s: Pick<Session, "log">, engine: MemoryEngine): Store => {
     const inner = createEngineStore({
@@ -103,7 +91,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
         return s.log.barrier();
       },
     });
-    inner.subscribe(forward);
+    inner.subscribe(listeners.emit);
     return inner;
   };
 
@@ -232,12 +220,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       });
       await closing;
     },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => {
-        listeners.delete(listener);
-      };
-    },
+    subscribe: listeners.subscribe,
     diagnostics() {
       const s = session;
       if (s === undefined) throw fileStoreErrors.closed(dir);

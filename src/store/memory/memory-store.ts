@@ -1,4 +1,5 @@
 import { storeErrors } from "../index.ts";
+import { createStoreListeners } from "../store-listeners.ts";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
 import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
 
@@ -24,23 +25,10 @@ export interface EngineStoreOptions {
  */
 export function createEngineStore(opts: EngineStoreOptions): Store {
   const { engine, driver } = opts;
-  const listeners = new Set<(event: StoreEvent) => void>();
-
-  const announce = (event: StoreEvent): void => {
-    for (const listener of [...listeners]) {
-      try {
-        listener(event);
-      } catch (err) {
-        // A broken listener must not undo or fail a committed write; surface it instead.
-        queueMicrotask(() => {
-          throw err;
-        });
-      }
-    }
-  };
+  const listeners = createStoreListeners();
   const commit = async (op: EngineOp | null, events: readonly StoreEvent[] = []): Promise<void> => {
     if (op !== null && opts.persist !== undefined) await opts.persist(op);
-    for (const event of events) announce(event);
+    for (const event of events) listeners.emit(event);
   };
   const enqueued = (messages: readonly NewMessage[]): StoreEvent[] =>
     [...new Set(messages.map((m) => m.signal))].map((signal) => ({ kind: "enqueued", signal }));
@@ -54,12 +42,7 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     close: async () => {
       await opts.close?.();
     },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => {
-        listeners.delete(listener);
-      };
-    },
+    subscribe: listeners.subscribe,
 
     async enqueue(messages, now, options) {
       if (options?.tx !== undefined) throw storeErrors.txUnsupported(driver);

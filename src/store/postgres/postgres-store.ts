@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { storeErrors } from "../index.ts";
+import { createStoreListeners } from "../store-listeners.ts";
 import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
 import type { PgContext, PgLogger } from "./postgres-context.ts";
@@ -102,20 +103,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
   pool.on("error", onPoolError);
 
-  const listeners = new Set<(event: StoreEvent) => void>();
+  const listeners = createStoreListeners();
   const emit = (events: StoreEvent[]): void => {
-    for (const event of events) {
-      for (const listener of [...listeners]) {
-        try {
-          listener(event);
-        } catch (err) {
-          // A broken listener must not fail a committed write; surface it instead.
-          queueMicrotask(() => {
-            throw err;
-          });
-        }
-      }
-    }
+    for (const event of events) listeners.emit(event);
   };
 
   const ctx: PgContext = {
@@ -160,12 +150,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       if (ownsPool) await pool.end();
       pool.off("error", onPoolError);
     },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => {
-        listeners.delete(listener);
-      };
-    },
+    subscribe: listeners.subscribe,
 
     async enqueue(messages, now, opts) {
       const batch = messages.map((message) => ({ message }));
