@@ -2,6 +2,7 @@ import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import type { ClaimedMessage, FailureReason, Settlement, Store } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
+import { budgetSpent, LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
 
 const SETTLE_BATCH = 256;
 const SETTLE_PARALLEL = 2;
@@ -219,6 +220,10 @@ export class WorkerPool {
   }
 
   private run(m: ClaimedMessage): void {
+    if (budgetSpent(m, this.o.signal)) {
+      this.settleSpent(m);
+      return;
+    }
     const p = this.o
       .handle(m)
       .catch((e: unknown): HandlerOutcome => ({
@@ -264,6 +269,29 @@ export class WorkerPool {
     }
     this.pendingSettle.push(settlement);
     if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
+    this.flushSettle();
+  }
+
+  /**
+   * A claim is an attempt: this one found every allowed attempt already made
+   * (the last one crashed or hung past its lease), so it settles the message
+   * without running it again and `retries + 1` invocations holds.
+   */
+  private settleSpent(m: ClaimedMessage): void {
+    const s = this.o.signal;
+    const settlement = spentSettlement(m, s, this.o.worker, this.o.clock.now());
+    this.o.logger.warn(
+      {
+        signal: s.name,
+        messageId: m.id,
+        attempt: settlement.failure!.attempt,
+        code: LEASE_EXPIRED,
+        outcome: settlement.status,
+      },
+      settlement.failure!.message,
+    );
+    this.pendingSettle.push(settlement);
+    if (m.key !== null) this.freeing.add(m.id);
     this.flushSettle();
   }
 

@@ -207,7 +207,7 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
   });
 
   it("reclaims an expired lease lazily on the next claim; the late holder's settle changes nothing", async () => {
-    const task = signal.once("jobs.slow", { retries: 0 });
+    const task = signal.once("jobs.slow", { retries: 1 });
     const first = gate();
     const attempts: number[] = [];
     const w = on(

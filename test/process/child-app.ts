@@ -60,6 +60,27 @@ if (scenario === "hang-then-work") {
   });
 }
 
+if (scenario === "suicide") {
+  // Message n = 1 is poison: its handler records the invocation, then SIGKILLs its own process.
+  modules.push({
+    w: on(
+      jobs,
+      flow("jobs.work", {
+        do: async ({ n, k }: { n: number; k: string }, fx) => {
+          await results!.query(`INSERT INTO "${schema}".results (n, k, pid) VALUES ($1, $2, $3)`, [
+            n,
+            k,
+            process.pid,
+          ]);
+          say({ event: "start", n, attempt: fx.attempt });
+          if (n === 1) process.kill(process.pid, "SIGKILL");
+          say({ event: "done", n, attempt: fx.attempt });
+        },
+      }),
+    ),
+  });
+}
+
 if (scenario === "durable") {
   // step 1 runs, then step 2 hangs in the first process; a second process must resume without re-running step 1.
   const provision = flow("provision", {

@@ -141,4 +141,40 @@ describe.sequential("real processes on one PostgreSQL", () => {
     expect(all.filter((e) => e.event === "step-1").map((e) => e.pid)).toEqual([first.proc.pid]);
     await second.kill("SIGTERM");
   });
+
+  it("a handler that SIGKILLs its process: retries: 3 means exactly 4 invocations, then dead, and its key moves on", async () => {
+    await admin.query(`TRUNCATE "${schema}".results`);
+    await enqueue([
+      { payload: { n: 1, k: "poison" }, key: "poison" },
+      { payload: { n: 2, k: "poison" }, key: "poison" },
+    ]);
+    const env = { OKE_SCENARIO: "suicide", OKE_LEASE_MS: "1000" };
+    // Each process that takes the poison message dies in its handler; the next one reclaims it after the lease.
+    let survivor: Child | undefined;
+    for (let spawned = 0; survivor === undefined; spawned++) {
+      if (spawned > 8) throw new Error("the poison message was still being retried after 8 processes");
+      const c = spawnChild(env);
+      // Resolves "died" when the child exits first (waitFor rejects then).
+      const outcome = await c
+        .waitFor((e) => e.event === "done" && e.n === 2, "the successor delivered", 60_000)
+        .then(
+          () => "done" as const,
+          () => "died" as const,
+        );
+      if (outcome === "done") survivor = c;
+    }
+    const { rows } = await admin.query<{ n: number; pid: number }>(
+      `SELECT n, pid FROM "${schema}".results ORDER BY id`,
+    );
+    expect(rows.filter((r) => r.n === 1)).toHaveLength(4);
+    expect(rows.filter((r) => r.n === 2)).toHaveLength(1);
+    // Four processes died, each inside one invocation; the fifth settled the message without running it.
+    expect(new Set(rows.filter((r) => r.n === 1).map((r) => r.pid)).size).toBe(4);
+    const { rows: msgs } = await admin.query<{ status: string; attempts: number; failures: unknown }>(
+      `SELECT status, attempts, failures FROM "${schema}".messages WHERE payload->>'n' = '1'`,
+    );
+    expect(msgs[0]).toMatchObject({ status: "dead", attempts: 5 });
+    expect(msgs[0]!.failures).toEqual([expect.objectContaining({ code: "LEASE_EXPIRED", attempt: 4 })]);
+    await survivor.kill("SIGTERM");
+  });
 });

@@ -1,4 +1,5 @@
 import { describe } from "vitest";
+import { attemptBudgetCases } from "./attempt-budget-cases.ts";
 import { claimAtEmitCases } from "./claim-at-emit-cases.ts";
 import { claimCases } from "./claim-cases.ts";
 import { deadLetterCases } from "./dead-letter-cases.ts";
@@ -31,6 +32,7 @@ export function describeStoreConformance(
     fifoCases(factory);
     settleCases(factory);
     deadLetterCases(factory);
+    attemptBudgetCases(factory);
     journalLeaseCases(factory);
     journalAppendCases(factory);
     journalParkCases(factory);

@@ -1,0 +1,38 @@
+/** The attempt budget of a once message: when a claim finds it spent, and the settlement that says so. */
+import type { ClaimedMessage, Settlement } from "../store/types.ts";
+import type { OnceSignal } from "./signal.ts";
+
+/** Failure code of an attempt that never reported back: its handler crashed, hung, or its process died. */
+export const LEASE_EXPIRED = "LEASE_EXPIRED";
+
+/**
+ * True when this claim is past the budget: `attempts` counts the claim itself,
+ * so `retries + 1` attempts were already made and the last one never settled.
+ */
+export function budgetSpent(m: Pick<ClaimedMessage, "attempts">, s: Pick<OnceSignal, "retries">): boolean {
+  return m.attempts > s.retries + 1;
+}
+
+/** Dead (or delivered without a dead letter) with a LEASE_EXPIRED failure for the attempt that never finished. */
+export function spentSettlement(
+  m: ClaimedMessage,
+  s: Pick<OnceSignal, "name" | "retries" | "deadLetter">,
+  worker: string,
+  now: number,
+): Settlement {
+  const attempt = m.attempts - 1;
+  return {
+    id: m.id,
+    worker,
+    attempt: m.attempts,
+    status: s.deadLetter ? "dead" : "delivered",
+    failure: {
+      code: LEASE_EXPIRED,
+      message:
+        `attempt ${attempt} of "${s.name}" did not finish within its lease: ` +
+        `its handler crashed, hung or lost its process, and all ${s.retries + 1} attempts are spent`,
+      at: now,
+      attempt,
+    },
+  };
+}
