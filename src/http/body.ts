@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import { httpErrors } from "./envelope.ts";
 
@@ -126,9 +127,11 @@ export function isJsonType(contentType: string): boolean {
   return mime === "application/json" || (mime.startsWith("application/") && mime.endsWith("+json"));
 }
 
-/** Empty body → undefined; otherwise JSON or an OKE1400. */
+/** Empty body → undefined; otherwise JSON, an OKE1440 (not UTF-8) or an OKE1400. */
 export function parseJsonBody(buf: Buffer): unknown {
   if (buf.length === 0) return undefined;
+  // toString("utf8") would replace bad bytes with U+FFFD and hand the flow text the client never sent.
+  if (!isUtf8(buf)) throw httpErrors.notUtf8();
   try {
     return JSON.parse(buf.toString("utf8")) as unknown;
   } catch (e) {

@@ -35,6 +35,13 @@ export const httpErrors = {
       message: `Malformed JSON body: ${detail}`,
       fix: "Send a valid JSON document.",
     }),
+  notUtf8: () =>
+    new OkeError({
+      code: "OKE1440",
+      status: 400,
+      message: "The request body is not valid UTF-8.",
+      fix: "Encode JSON bodies as UTF-8.",
+    }),
   bodyInterrupted: () =>
     new OkeError({ code: "OKE1400", status: 400, message: "The request body ended before it was complete." }),
   notFound: (method: string, path: string) =>

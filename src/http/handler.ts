@@ -21,6 +21,7 @@ import {
   type Reply,
 } from "./envelope.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
+import { checkRequestInput } from "./request-input.ts";
 
 /** The part of App the HTTP layer uses (App satisfies it). */
 export interface HttpApp {
@@ -120,6 +121,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   ): void => {
     let pending: Promise<InvokeResult>;
     try {
+      checkRequestInput(request);
       pending = app.invokeRoute(route, request);
     } catch (e) {
       return done(failure(method, path, e));

@@ -3,6 +3,7 @@ import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
 import type { NewMessage } from "../store/types.ts";
 import type { SignalHandle } from "./signal.ts";
+import { checkKey, checkPayloadSize, checkStorable } from "./storable.ts";
 
 export interface EmitContext {
   /** Signal name → number of bound flows. */
@@ -17,9 +18,10 @@ export const emitContext = (
 ): EmitContext => ({ subscriberCount: (s) => registry.subscribers.get(s)?.length ?? 0, now });
 
 /**
- * Everything that happens before an emit touches the store: the schema check
- * (OKE1250), the subscriber check (OKE1240) and the message record. Nothing is
- * enqueued when this throws.
+ * Everything that happens before an emit touches the store: the key and the
+ * payload limits every driver applies (OKE1252–OKE1256, see storable.ts), the
+ * schema check (OKE1250), the subscriber check (OKE1240) and the message
+ * record. Nothing is enqueued when this throws.
  */
 export async function prepareEmit(
   ctx: EmitContext,
@@ -40,19 +42,33 @@ export async function prepareEmit(
       message: `"${target.name}": key must be a non-empty string, got ${JSON.stringify(key)}`,
     });
   }
+  const subject = `"${target.name}"`;
+  if (key !== undefined) checkKey(key, subject);
+  // Before the schema too: a validator recursing into a hostile depth would overflow the stack.
+  checkStorable(payload, subject);
   let value = payload;
   if (target.schema) {
     const r = await validate(target.schema, payload);
     if (!r.ok) throw errors.invalidPayload(target.name, describeIssues(r.issues), r.issues);
     value = r.value;
+    if (value !== payload) checkStorable(value, subject);
   }
   if (!target.optional && ctx.subscriberCount(target.name) === 0)
     throw errors.orphanEmit(producer.flow, target.name);
   // Payloads cross processes as JSON; refuse what JSON would silently mangle.
-  const json = value === undefined ? undefined : JSON.stringify(value);
+  let json: string | undefined;
+  try {
+    json = value === undefined ? undefined : JSON.stringify(value);
+  } catch (e) {
+    throw errors.invalidPayload(
+      target.name,
+      `payload is not JSON-serialisable: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
   if (value !== undefined && json === undefined) {
     throw errors.invalidPayload(target.name, "payload is not JSON-serialisable");
   }
+  if (json !== undefined) checkPayloadSize(json, subject);
   return {
     id: newId(ctx.now),
     signal: target.name,
