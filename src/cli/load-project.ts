@@ -41,6 +41,9 @@ export function listModules(root: string, folder: string): string[] {
 
 let registeredFor: string | undefined;
 
+/** `.ts` when okengine runs from its sources (a checkout, tests), `.js` when it runs compiled (dist/). */
+const OWN_EXT = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
+
 /** Installs the resolve hook for this project (once per process: hooks cannot be removed). */
 export function registerProjectResolution(root: string): void {
   if (registeredFor === root) return;
@@ -51,12 +54,12 @@ export function registerProjectResolution(root: string): void {
     srcUrl: `${pathToFileURL(join(root, "src")).href}/`,
     exact: {
       ...aliases.exact,
-      okengine: [new URL("../index.ts", import.meta.url).href],
-      "okengine/testing": [new URL("../testing.ts", import.meta.url).href],
+      okengine: [new URL(`../index${OWN_EXT}`, import.meta.url).href],
+      "okengine/testing": [new URL(`../testing${OWN_EXT}`, import.meta.url).href],
     },
     patterns: aliases.patterns,
   };
-  register("./resolve-hook.ts", { parentURL: import.meta.url, data });
+  register(`./resolve-hook${OWN_EXT}`, { parentURL: import.meta.url, data });
   registeredFor = root;
 }
 

@@ -1,0 +1,130 @@
+// The published package, as a user gets it: `npm pack`, installed from the tarball with production
+// dependencies only into a temp app, then `oke routes`, `oke start`, `oke dev` and the testing helpers.
+import { execFileSync } from "node:child_process";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { npmInstall, packRepo, REPO, writeTree } from "./package/pack.ts";
+import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
+
+// One pack (a build, ~10 s) and one install (seconds with a warm npm cache) for the whole file.
+const SETUP_MS = 300_000;
+let tarball = "";
+let app = "";
+const running: Proc[] = [];
+
+const APP_FILES = {
+  "package.json": JSON.stringify({ name: "tarball-app", private: true, type: "module" }, null, 2),
+  "oke.config.ts": [
+    'import { defineConfig } from "okengine";',
+    "",
+    "// No database in this test: prod keeps its state in .oke/ too.",
+    'export default defineConfig({ env: { prod: { drivers: { journal: "file" } } } });',
+    "",
+  ].join("\n"),
+  "src/lib/words.ts": 'export const GREETING = "Hello";\n',
+  "src/flows/hello.ts": [
+    'import { flow, http, on } from "okengine";',
+    'import { GREETING } from "@/lib/words";',
+    "",
+    "export const hello = on(http.get(), flow({ do: () => ({ greeting: GREETING }) }));",
+    "",
+  ].join("\n"),
+  "test/hello.test.ts": [
+    'import { test } from "node:test";',
+    'import assert from "node:assert/strict";',
+    'import { createTestApp } from "okengine/testing";',
+    "",
+    'test("hello answers", async () => {',
+    '  const app = await createTestApp({ project: "." });',
+    '  const res = await app.request("/hello");',
+    '  assert.deepEqual(await res.json(), { ok: true, data: { greeting: "Hello" } });',
+    "  await app.stop();",
+    "});",
+    "",
+  ].join("\n"),
+};
+
+beforeAll(async () => {
+  tarball = await packRepo();
+  app = writeTree(APP_FILES);
+  await npmInstall(app, ["--omit=dev", tarball]);
+}, SETUP_MS);
+
+afterAll(() => {
+  for (const p of running)
+    if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+  if (app) rmSync(app, { recursive: true, force: true });
+  if (tarball) rmSync(join(tarball, ".."), { recursive: true, force: true });
+});
+
+const oke = (args: string[], env: Record<string, string> = {}): Proc => {
+  const p = run(join(app, "node_modules/.bin/oke"), args, { cwd: app, env: userEnv(env) });
+  running.push(p);
+  return p;
+};
+const portOf = (line: string): number => Number(/http:\/\/[^\s/]+:(\d+)/.exec(line)![1]);
+
+describe("the tarball", () => {
+  it("holds the compiled package and docs, and no sources, tests or fixtures", () => {
+    const files = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" }).trim().split("\n");
+    expect(files).toContain("package/dist/index.js");
+    expect(files).toContain("package/dist/index.d.ts");
+    expect(files).toContain("package/bin/oke.js");
+    expect(
+      files.filter((f) => /\.test\.|fixtures\/|^package\/src\/|test-support|test-helper/.test(f)),
+    ).toEqual([]);
+  });
+
+  it("passes publint and arethetypeswrong (ESM-only profile)", async () => {
+    const r = await runToEnd(process.execPath, [join(REPO, "scripts/check-package.js"), tarball], {
+      cwd: REPO,
+      env: userEnv(),
+    });
+    expect(r.output).toContain("All good!");
+    expect(r.code, r.output).toBe(0);
+  });
+
+  it("installs with production dependencies only, and oke runs okengine compiled", async () => {
+    const installed = join(app, "node_modules/okengine");
+    expect(execFileSync("ls", [installed], { encoding: "utf8" })).not.toMatch(/^src$/m);
+    // No dev tool of okengine's came along.
+    for (const dev of ["typescript", "vitest", "eslint"]) {
+      expect(() => execFileSync("ls", [join(app, "node_modules", dev)], { stdio: "ignore" })).toThrow();
+    }
+  });
+});
+
+describe("oke from the installed package", () => {
+  it("oke routes lists the file-tree routes", async () => {
+    const p = oke(["routes"]);
+    expect(await p.exit, p.lines.join("\n")).toBe(0);
+    expect(p.lines.join("\n")).toMatch(/GET\s+\/hello\s+hello/);
+  });
+
+  it("oke start serves a route on a real port and stops on SIGTERM", async () => {
+    const p = oke(["start", "--port", "0", "--host", "127.0.0.1"]);
+    const port = portOf(await p.line(/listening on http:\/\//));
+    const res = await fetch(`http://127.0.0.1:${port}/hello`);
+    expect(await res.json()).toEqual({ ok: true, data: { greeting: "Hello" } });
+    p.child.kill("SIGTERM");
+    expect(await p.exit, p.lines.join("\n")).toBe(0);
+  });
+
+  it("oke dev serves the app and stops on SIGINT", async () => {
+    const p = oke(["dev", "--port", "0", "--host", "127.0.0.1"]);
+    const port = portOf(await p.line(/listening on http:\/\//));
+    expect((await fetch(`http://127.0.0.1:${port}/hello`)).status).toBe(200);
+    p.child.kill("SIGINT");
+    expect(await p.exit, p.lines.join("\n")).toBe(0);
+  });
+
+  it("createTestApp({ project }) works under node:test", async () => {
+    const r = await runToEnd(process.execPath, ["--import", "tsx", "--test", "test/hello.test.ts"], {
+      cwd: app,
+      env: userEnv(),
+    });
+    expect(r.code, r.output).toBe(0);
+    expect(r.output).toMatch(/pass 1/);
+  });
+});

@@ -1,0 +1,47 @@
+// Packs this repository with `npm pack` (which builds dist/ in prepack) and installs the tarball into temp apps.
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { runToEnd, userEnv } from "./proc.ts";
+
+export const REPO = fileURLToPath(new URL("../../", import.meta.url));
+
+/** `npm pack` into a fresh temp dir; returns the tarball's path. */
+export async function packRepo(): Promise<string> {
+  const dest = mkdtempSync(join(tmpdir(), "oke-pack-"));
+  const r = await runToEnd("npm", ["pack", "--pack-destination", dest, "--silent"], {
+    cwd: REPO,
+    env: userEnv(),
+  });
+  if (r.code !== 0) throw new Error(`npm pack failed:\n${r.output}`);
+  const tgz = readdirSync(dest).find((f) => f.endsWith(".tgz"));
+  if (tgz === undefined) throw new Error(`npm pack wrote no tarball:\n${r.output}`);
+  return join(dest, tgz);
+}
+
+/**
+ * `npm install` in `dir` with the registry's cached packages when it has them
+ * (`--prefer-offline`), nothing interactive, no audit.
+ */
+export async function npmInstall(dir: string, args: string[] = []): Promise<void> {
+  const r = await runToEnd(
+    "npm",
+    ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", ...args],
+    { cwd: dir, env: userEnv() },
+  );
+  if (r.code !== 0) throw new Error(`npm install ${args.join(" ")} failed in ${dir}:\n${r.output}`);
+}
+
+/** A new directory holding `files` (paths relative to it). */
+export function writeTree(
+  files: Record<string, string>,
+  dir = mkdtempSync(join(tmpdir(), "oke-app-")),
+): string {
+  for (const [path, text] of Object.entries(files)) {
+    const full = join(dir, path);
+    mkdirSync(dirname(full), { recursive: true });
+    writeFileSync(full, text);
+  }
+  return dir;
+}
