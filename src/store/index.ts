@@ -7,6 +7,7 @@ import { OkeError } from "../errors.ts";
 import type { RunStatus } from "./types.ts";
 
 export type * from "./types.ts";
+export type * from "./console-types.ts";
 
 export const storeErrors = {
   /** Only postgres can join a caller's transaction. */

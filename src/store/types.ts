@@ -8,6 +8,8 @@
  * the app's Clock, so time travel works on every driver, SQL included.
  */
 
+import type { ConsoleStore } from "./console-types.ts";
+
 export type MessageStatus = "pending" | "inflight" | "delivered" | "dead";
 
 /** One failed attempt, appended to the message's history. */
@@ -295,7 +297,7 @@ export interface JournalStore {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 
-export interface Store extends QueueStore, JournalStore {
+export interface Store extends QueueStore, JournalStore, ConsoleStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

@@ -2,6 +2,7 @@ import { describe } from "vitest";
 import { attemptBudgetCases } from "./attempt-budget-cases.ts";
 import { claimAtEmitCases } from "./claim-at-emit-cases.ts";
 import { claimCases } from "./claim-cases.ts";
+import { consoleCases } from "./console-cases.ts";
 import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
 import { fifoCases } from "./fifo-cases.ts";
@@ -37,5 +38,6 @@ export function describeStoreConformance(
     journalAppendCases(factory);
     journalParkCases(factory);
     eventCases(factory);
+    consoleCases(factory);
   });
 }

@@ -189,6 +189,15 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     getRun: guarded("getRun"),
     getJournal: guarded("getJournal"),
     listRuns: guarded("listRuns"),
+    pageMessages: guarded("pageMessages"),
+    pageRuns: guarded("pageRuns"),
+    runCounts: guarded("runCounts"),
+    throughput: guarded("throughput"),
+    heartbeat: guarded("heartbeat"),
+    listInstances: guarded("listInstances"),
+    removeInstance: guarded("removeInstance"),
+    recordAudit: guarded("recordAudit"),
+    pageAudit: guarded("pageAudit"),
   };
 
   return {

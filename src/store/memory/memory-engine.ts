@@ -15,6 +15,18 @@ import type {
   StartRun,
   StoredMessage,
 } from "../types.ts";
+import type {
+  AuditEntry,
+  AuditRecord,
+  InstanceInfo,
+  InstanceRecord,
+  MessagePageRequest,
+  Page,
+  RunPageRequest,
+  Throughput,
+} from "../console-types.ts";
+import * as consoleViews from "./memory-console.ts";
+import { MemoryConsole, type ConsoleSnapshot } from "./memory-console.ts";
 import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
 import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
 
@@ -26,6 +38,8 @@ export interface EngineSnapshot {
   /** Every stored message in emit order. */
   messages: (StoredMessage & { seq: number })[];
   runs: RunSnapshot[];
+  /** Heartbeats and audit log (absent in snapshots written before the Console). */
+  console?: ConsoleSnapshot;
 }
 
 /**
@@ -49,7 +63,10 @@ export type EngineOp =
   | { op: "finish"; req: FinishRequest }
   | { op: "releaseRun"; req: ReleaseRequest }
   | { op: "claimDueRuns"; req: { owner: string; now: number; max: number; leaseMs: number } }
-  | { op: "wakeEarly"; runId: string; now: number };
+  | { op: "wakeEarly"; runId: string; now: number }
+  | { op: "heartbeat"; info: InstanceInfo; now: number }
+  | { op: "removeInstance"; id: string }
+  | { op: "audit"; entry: AuditEntry };
 
 /**
  * The memory driver's engine: queue + journal on real data structures, fully
@@ -60,6 +77,7 @@ export type EngineOp =
 export class MemoryEngine {
   private readonly queue = new MemoryQueue();
   private readonly journal = new MemoryJournal();
+  private readonly consoleState = new MemoryConsole();
 
   static restore(snapshot: EngineSnapshot): MemoryEngine {
     if (snapshot.version !== 1)
@@ -67,12 +85,13 @@ export class MemoryEngine {
     const engine = new MemoryEngine();
     engine.queue.load(snapshot);
     engine.journal.load(snapshot.runs);
+    engine.consoleState.load(snapshot.console);
     return engine;
   }
 
   snapshot(): EngineSnapshot {
     const q = this.queue.snapshot();
-    return { version: 1, nextSeq: q.nextSeq, messages: q.messages, runs: this.journal.snapshot() };
+    return { version: 1, nextSeq: q.nextSeq, messages: q.messages, runs: this.journal.snapshot(), console: this.consoleState.snapshot() };
   }
 
   // Queue
@@ -156,6 +175,36 @@ export class MemoryEngine {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {
     return this.journal.listRuns(filter);
   }
+
+  // Console
+
+  pageMessages(req: MessagePageRequest): Page<StoredMessage> {
+    return consoleViews.pageMessages(this.queue.records(), req);
+  }
+  pageRuns(req: RunPageRequest): Page<RunRecord> {
+    return consoleViews.pageRuns(this.journal.records(), req);
+  }
+  runCounts(): Array<{ flow: string; status: RunStatus; count: number }> {
+    return consoleViews.runCounts(this.journal.records());
+  }
+  throughput(from: number, bucketMs: number, now: number): Throughput[] {
+    return consoleViews.throughput(this.queue.records(), from, bucketMs, now);
+  }
+  heartbeat(info: InstanceInfo, now: number): void {
+    this.consoleState.heartbeat(info, now);
+  }
+  removeInstance(id: string): boolean {
+    return this.consoleState.removeInstance(id);
+  }
+  listInstances(since: number): InstanceRecord[] {
+    return this.consoleState.listInstances(since);
+  }
+  recordAudit(entry: AuditEntry): AuditRecord {
+    return this.consoleState.recordAudit(entry);
+  }
+  pageAudit(req: { cursor?: string | null; limit: number }): Page<AuditRecord> {
+    return this.consoleState.pageAudit(req);
+  }
 }
 
 /** Applies one logged op (file driver recovery). Returns what the method returned. */
@@ -191,5 +240,11 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.claimDueRuns(op.req);
     case "wakeEarly":
       return engine.wakeEarly(op.runId, op.now);
+    case "heartbeat":
+      return engine.heartbeat(op.info, op.now);
+    case "removeInstance":
+      return engine.removeInstance(op.id);
+    case "audit":
+      return engine.recordAudit(op.entry);
   }
 }

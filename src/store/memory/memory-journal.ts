@@ -216,6 +216,11 @@ export class MemoryJournal {
     );
   }
 
+  /** Every run record (Console listings read, never mutate). */
+  records(): Iterable<RunRec> {
+    return this.runs.values();
+  }
+
   snapshot(): RunSnapshot[] {
     const out: RunSnapshot[] = [];
     for (const r of this.runs.values())

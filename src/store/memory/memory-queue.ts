@@ -200,6 +200,11 @@ export class MemoryQueue {
     return n;
   }
 
+  /** Every message record in emit order (Console listings read, never mutate). */
+  records(): Iterable<MsgRec> {
+    return this.messages.values();
+  }
+
   /** Every message in emit order, as plain data. */
   snapshot(): { nextSeq: number; messages: (StoredMessage & { seq: number })[] } {
     const messages: (StoredMessage & { seq: number })[] = [];

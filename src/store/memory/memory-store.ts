@@ -147,6 +147,37 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async listRuns(filter) {
       return engine.listRuns(filter);
     },
+
+    async pageMessages(req) {
+      return engine.pageMessages(req);
+    },
+    async pageRuns(req) {
+      return engine.pageRuns(req);
+    },
+    async runCounts() {
+      return engine.runCounts();
+    },
+    async throughput(from, bucketMs, now) {
+      return engine.throughput(from, bucketMs, now);
+    },
+    async heartbeat(info, now) {
+      engine.heartbeat(info, now);
+      await commit({ op: "heartbeat", info, now });
+    },
+    async listInstances(since) {
+      return engine.listInstances(since);
+    },
+    async removeInstance(id) {
+      if (engine.removeInstance(id)) await commit({ op: "removeInstance", id });
+    },
+    async recordAudit(entry) {
+      const rec = engine.recordAudit(entry);
+      await commit({ op: "audit", entry });
+      return rec;
+    },
+    async pageAudit(req) {
+      return engine.pageAudit(req);
+    },
   };
 }
 

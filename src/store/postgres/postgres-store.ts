@@ -4,6 +4,7 @@ import { storeErrors } from "../index.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
+import * as consoleQueries from "./postgres-console.ts";
 import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
@@ -191,5 +192,15 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     getRun: (runId) => runs.getRun(ctx, runId),
     getJournal: (runId) => runs.getJournal(ctx, runId),
     listRuns: (filter) => runs.listRuns(ctx, filter),
+
+    pageMessages: (req) => consoleQueries.pageMessages(ctx, req),
+    pageRuns: (req) => consoleQueries.pageRuns(ctx, req),
+    runCounts: () => consoleQueries.runCounts(ctx),
+    throughput: (from, bucketMs, now) => consoleQueries.throughput(ctx, from, bucketMs, now),
+    heartbeat: (info, now) => consoleQueries.heartbeat(ctx, info, now),
+    listInstances: (since) => consoleQueries.listInstances(ctx, since),
+    removeInstance: (id) => consoleQueries.removeInstance(ctx, id),
+    recordAudit: (entry) => consoleQueries.recordAudit(ctx, entry),
+    pageAudit: (req) => consoleQueries.pageAudit(ctx, req),
   };
 }

@@ -1,13 +1,14 @@
 import { m0001 } from "./0001-initial.ts";
 import { m0002 } from "./0002-key-guard-batch.ts";
+import { m0008 } from "./0008-console.ts";
 
 /** One schema change. `sql` receives the quoted schema identifier. */
 export interface Migration {
-  /** Position in the sequence; ids are dense and never reused. */
+  /** Position in the sequence; ids increase (gaps allowed) and are never reused. */
   id: number;
   name: string;
   sql: (schema: string) => string;
 }
 
 /** Every migration, in order. Append only: a shipped migration never changes. */
-export const migrations: readonly Migration[] = [m0001, m0002];
+export const migrations: readonly Migration[] = [m0001, m0002, m0008];
