@@ -91,7 +91,13 @@ export class MemoryEngine {
 
   snapshot(): EngineSnapshot {
     const q = this.queue.snapshot();
-    return { version: 1, nextSeq: q.nextSeq, messages: q.messages, runs: this.journal.snapshot(), console: this.consoleState.snapshot() };
+    return {
+      version: 1,
+      nextSeq: q.nextSeq,
+      messages: q.messages,
+      runs: this.journal.snapshot(),
+      console: this.consoleState.snapshot(),
+    };
   }
 
   // Queue
