@@ -27,9 +27,9 @@ describe("the example app (examples/shop)", () => {
     const app = await shop();
     expect(app.manifest.routes).toEqual(
       [
-        { method: "POST", path: "/ops/send-email", flow: "ops.send-email" },
-        { method: "GET", path: "/ops/email-dlq", flow: "ops.email-dlq.list" },
-        { method: "POST", path: "/orders/create", flow: "orders.create" },
+        { method: "POST", path: "/ops/send-email", flow: "ops.sendEmail" },
+        { method: "GET", path: "/ops/email-dlq", flow: "ops.list" },
+        { method: "POST", path: "/orders", flow: "orders.create" },
         { method: "POST", path: "/trials/start", flow: "trials.start" },
       ].sort((a, b) => a.path.localeCompare(b.path)),
     );
@@ -52,7 +52,7 @@ describe("the example app (examples/shop)", () => {
 
   it("an order is fulfilled by a durable consumer that emits the confirmation mail", async () => {
     const app = await shop();
-    const res = await app.request("/orders/create", post({ userId: "u1", amount: 12 }));
+    const res = await app.request("/orders", post({ userId: "u1", amount: 12 }));
     const { data } = (await res.json()) as { data: { orderId: string } };
     await app.idle();
     expect(app.sent.map((m) => m.payload)).toEqual([

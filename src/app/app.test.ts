@@ -95,7 +95,7 @@ describe("createApp: adopting modules", () => {
     expect(app.manifest).toEqual({
       flows: [
         {
-          name: "ops.email-dlq.list",
+          name: "ops.list",
           durable: false,
           source: "src/flows/ops/email-dlq.ts#list",
           triggers: ["GET /ops/email-dlq"],
@@ -108,7 +108,7 @@ describe("createApp: adopting modules", () => {
           effects: { reads: [], emits: [], sends: ["email.raw"], calls: [] },
         },
       ],
-      routes: [{ method: "GET", path: "/ops/email-dlq", flow: "ops.email-dlq.list" }],
+      routes: [{ method: "GET", path: "/ops/email-dlq", flow: "ops.list" }],
       signals: [
         {
           name: "tasks.email",

@@ -1,13 +1,31 @@
-/**
- * Names and routes that come from the file tree, so `src/flows/trials/start.ts`
- * exporting `start = on(http.post(), flow({...}))` answers `POST /trials/start`
- * as flow `trials.start`. The full rules are in docs/routing.md.
- */
+/** Routes and default flow names from a file's place under src/flows/ (docs/routing.md has the table). */
 
 const EXT = /\.(ts|mts|cts|js|mjs|cjs|tsx|jsx)$/;
 
-/** Path segments of a module under src/flows (or src/), without groups, `index` or extension. */
-export function unitSegments(modulePath: string): string[] {
+/** Leaves that name the action, not a resource: `orders/create.ts` + `http.post()` is `POST /orders`. */
+export const SILENT_LEAVES: ReadonlySet<string> = new Set([
+  "list",
+  "create",
+  "get",
+  "update",
+  "remove",
+  "index",
+  "route",
+]);
+
+/** Files that sit among flows but hold their shapes, signals or generated code: never routes. */
+export const ROUTELESS_FILES: ReadonlySet<string> = new Set(["shapes", "signals", "generated"]);
+
+const isGroup = (seg: string): boolean => /^\(.*\)$/.test(seg);
+
+interface Place {
+  /** Folders below src/flows/ (or src/ for modules elsewhere), groups included. */
+  folders: string[];
+  /** File name without extension. */
+  leaf: string;
+}
+
+function placeOf(modulePath: string): Place {
   const norm = modulePath.replace(/\\/g, "/").replace(/^\.\//, "");
   const rel = norm.startsWith("src/flows/")
     ? norm.slice("src/flows/".length)
@@ -15,41 +33,50 @@ export function unitSegments(modulePath: string): string[] {
       ? norm.slice(4)
       : norm;
   const parts = rel.replace(EXT, "").split("/").filter(Boolean);
-  return parts.filter((p, i) => !/^\(.*\)$/.test(p) && !(p === "index" && i === parts.length - 1));
+  return { folders: parts.slice(0, -1), leaf: parts[parts.length - 1] ?? "" };
 }
 
-/** `[id]` → `:id`, `[...rest]` → `*`. */
+/** False for `_`-prefixed files or folders and for shapes.ts, signals.ts, generated.ts. */
+export function isRouteFile(modulePath: string): boolean {
+  const { folders, leaf } = placeOf(modulePath);
+  return !ROUTELESS_FILES.has(leaf) && ![...folders, leaf].some((seg) => seg.startsWith("_"));
+}
+
+/** `[id]` → `:id`, `[...slug]` → `*`. */
 const routeSegment = (seg: string): string => {
-  const rest = /^\[\.\.\.(\w+)\]$/.exec(seg);
-  if (rest) return "*";
+  if (/^\[\.\.\.\w+\]$/.test(seg)) return "*";
   const param = /^\[(\w+)\]$/.exec(seg);
   return param ? `:${param[1]}` : seg;
 };
 
-/** Flow names use the segments without brackets: `users/[id]/edit.ts` → `users.id.edit`. */
-const nameSegment = (seg: string): string => seg.replace(/^\[(\.\.\.)?(\w+)\]$/, "$2");
+/**
+ * Route of an HTTP binding without an explicit path, or undefined when the
+ * file is never a route (see isRouteFile). `(group)` folders, a first folder
+ * named `main` and the SILENT_LEAVES add no segment.
+ */
+export function fileRoutePath(modulePath: string): string | undefined {
+  if (!isRouteFile(modulePath)) return undefined;
+  const { folders, leaf } = placeOf(modulePath);
+  const dirs = folders.filter((f) => !isGroup(f));
+  if (dirs[0] === "main") dirs.shift();
+  const segs = isGroup(leaf) || SILENT_LEAVES.has(leaf) ? dirs : [...dirs, leaf];
+  return "/" + segs.map(routeSegment).join("/");
+}
 
-const kebab = (s: string): string => s.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
-
-const isPrimaryExport = (exportName: string, segments: string[]): boolean =>
-  exportName === "default" ||
-  (segments.length > 0 && kebab(exportName) === kebab(segments[segments.length - 1]!));
-
-/** Default flow name `<unit>.<export>`; the export adds nothing when it repeats the file name or is `default`. */
-export function defaultFlowName(modulePath: string, exportName: string): string {
-  const segs = unitSegments(modulePath).map(nameSegment);
-  if (isPrimaryExport(exportName, segs)) return segs.join(".") || exportName;
-  return [...segs, exportName].join(".");
+/** The unit: first folder under src/flows/ that is not a group, brackets dropped; undefined at the top. */
+export function unitOf(modulePath: string): string | undefined {
+  const first = placeOf(modulePath).folders.find((f) => !isGroup(f));
+  return first?.replace(/^\[(\.\.\.)?(\w+)\]$/, "$2");
 }
 
 /**
- * Route for an HTTP binding without an explicit path. `shared` is true when the
- * same file binds another flow to the same method: then every export but the
- * primary one (named like the file, or `default`) adds `/<export-in-kebab-case>`.
+ * Default flow name `<unit>.<export>` (`src/flows/ops/email-dlq.ts` exporting
+ * `list` → `ops.list`); a file directly under src/flows/ has no unit, so the
+ * name is the export. A default export takes the file's name instead.
  */
-export function fileRoutePath(modulePath: string, exportName: string, shared: boolean): string {
-  const segs = unitSegments(modulePath);
-  const base = "/" + segs.map(routeSegment).join("/");
-  if (!shared || isPrimaryExport(exportName, segs)) return base;
-  return (base === "/" ? "" : base) + "/" + kebab(exportName);
+export function defaultFlowName(modulePath: string, exportName: string): string {
+  const name =
+    exportName === "default" ? placeOf(modulePath).leaf.replace(/^\[(\.\.\.)?(\w+)\]$/, "$2") : exportName;
+  const unit = unitOf(modulePath);
+  return unit === undefined ? name : `${unit}.${name}`;
 }

@@ -139,8 +139,8 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     if (owner && owner !== f) {
       throw bootError(
         "OKE1075",
-        `Two different flows are named "${name}" (${sources.get(owner) ?? "?"} and ${at?.path ? `${at.path}#${at.exportName}` : "?"}).`,
-        "Give each flow a unique name.",
+        `Two different flows are named "${name}" (${sources.get(owner) ?? "a flow built in code"} and ${at?.path ? `${at.path}#${at.exportName}` : "a flow built in code"}).`,
+        `Name one of them explicitly where it is declared: flow("${name.split(".")[0]!}.<other-name>", { ... }).`,
       );
     }
     const copy = f.name === name ? f : withName(f, name);
@@ -200,41 +200,24 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     }
   }
 
-  // Routes: count bindings per (file, method) so a file with two GETs disambiguates by export.
-  const perFileMethod = new Map<string, number>();
-  for (const { binding, at } of httpBindings) {
-    if (binding.trigger.kind === "http" && binding.trigger.path === undefined && at.path) {
-      const k = `${at.path} ${binding.trigger.method}`;
-      perFileMethod.set(k, (perFileMethod.get(k) ?? 0) + 1);
-    }
-  }
   const routes: Registry["routes"] = [];
-  const routeOwner = new Map<string, string>();
+  const routeOwner = new Map<string, { flow: string; at: string }>();
   for (const { binding, at, flow } of httpBindings) {
     const t = binding.trigger;
     if (t.kind !== "http") continue;
-    let path = t.path;
-    if (path === undefined) {
-      if (!at.path) {
-        throw bootError(
-          "OKE1079",
-          `HTTP flow "${flow.name!}" has no path and no source file to derive one from.`,
-          'Pass a path: http.get("/orders").',
-        );
-      }
-      path = fileRoutePath(at.path, at.exportName, (perFileMethod.get(`${at.path} ${t.method}`) ?? 0) > 1);
-    }
+    const path = t.path ?? routeFromFile(flow.name!, at);
     const key = `${t.method} ${normalizeRouteKey(path)}`;
+    const where = `"${flow.name!}"${at.path ? ` (${at.path}#${at.exportName})` : ""}`;
     const owner = routeOwner.get(key);
-    if (owner !== undefined && owner !== flow.name) {
+    if (owner !== undefined && owner.flow !== flow.name) {
       throw bootError(
         "OKE1074",
-        `Duplicate route ${t.method} ${path}: bound by flows "${owner}" and "${flow.name!}".`,
-        "Give one of them an explicit path or move it to another file.",
+        `Duplicate route ${t.method} ${path}: bound by flows ${owner.at} and ${where}.`,
+        `Give one of them an explicit path (http.${t.method.toLowerCase()}("/…")) or move it to another file.`,
       );
     }
     if (owner === undefined) {
-      routeOwner.set(key, flow.name!);
+      routeOwner.set(key, { flow: flow.name!, at: where });
       routes.push({ method: t.method, path, flow: flow.name!, flowRef: flow, in: flow.in ?? t.in });
     }
   }
@@ -275,6 +258,26 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       .sort((a, b) => a.name.localeCompare(b.name)),
   };
   return { flows, named, signals, subscribers, routes, channels, manifest };
+}
+
+/** The tree's route for a pathless HTTP binding, or a boot error saying why there is none. */
+function routeFromFile(flowName: string, at: Found): string {
+  if (!at.path) {
+    throw bootError(
+      "OKE1079",
+      `HTTP flow "${flowName}" has no path and no source file to derive one from.`,
+      'Pass a path: http.get("/orders").',
+    );
+  }
+  const path = fileRoutePath(at.path);
+  if (path === undefined) {
+    throw bootError(
+      "OKE1079",
+      `HTTP flow "${flowName}" (${at.path}#${at.exportName}) has no path, and its file is never a route (names starting with "_", shapes.ts, signals.ts and generated.ts are not).`,
+      'Pass a path: http.get("/orders"), or move the binding to a route file.',
+    );
+  }
+  return path;
 }
 
 /** `/users/:id` and `/users/:userId` are the same route. */

@@ -10,6 +10,7 @@ const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const BIN = join(REPO, "bin/oke.js");
 const BASIC = fileURLToPath(new URL("./fixtures/basic", import.meta.url));
 const CONFLICT = fileURLToPath(new URL("./fixtures/conflict", import.meta.url));
+const TREE = fileURLToPath(new URL("./fixtures/tree", import.meta.url));
 
 interface Oke {
   child: ChildProcess;
@@ -71,11 +72,11 @@ function oke(args: string[], env: Record<string, string | undefined> = {}): Oke 
 
 const portOf = (line: string): number => Number(/:(\d+) /.exec(line)![1]);
 
-/** A copy of the basic fixture outside the repo, without its tsconfig: `@/`, `okengine` and zod must still resolve. */
-function tempProject(): string {
+/** A copy of a fixture outside the repo, without its tsconfig: `@/`, `okengine` and zod must still resolve. */
+function tempProject(fixture = BASIC): string {
   const dir = mkdtempSync(join(tmpdir(), "oke-cli-"));
   temps.push(dir);
-  cpSync(BASIC, dir, { recursive: true });
+  cpSync(fixture, dir, { recursive: true });
   rmSync(join(dir, "tsconfig.json"));
   symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
   return dir;
@@ -93,7 +94,7 @@ describe("oke routes / manifest", () => {
         "METHOD  PATH        FLOW",
         "POST    /greet      greet",
         "GET     /hello      hello",
-        "GET     /users/:id  users.id.show",
+        "GET     /users/:id  users.show",
       ].join("\n"),
     );
   });
@@ -105,13 +106,86 @@ describe("oke routes / manifest", () => {
     expect(manifest.routes).toEqual([
       { method: "POST", path: "/greet", flow: "greet" },
       { method: "GET", path: "/hello", flow: "hello" },
-      { method: "GET", path: "/users/:id", flow: "users.id.show" },
+      { method: "GET", path: "/users/:id", flow: "users.show" },
     ]);
     expect(manifest.flows.find((f: { name: string }) => f.name === "greet")).toMatchObject({
       source: "src/flows/greet.ts#greet",
       triggers: ["POST /greet"],
     });
     expect(manifest.signals.map((s: { name: string }) => s.name)).toEqual(["greetings.greeted"]);
+  });
+});
+
+describe("oke routes on a project that uses every file-tree rule (fixtures/tree)", () => {
+  it("prints method, path and flow name for each rule", async () => {
+    const p = oke(["routes", TREE]);
+    expect(await p.exit).toBe(0);
+    expect(p.lines.join("\n")).toBe(
+      [
+        "METHOD  PATH            FLOW",
+        "GET     /               main.home", //        main/route.ts
+        "GET     /files/*        files.read", //       files/[...slug].ts
+        "GET     /healthz        health", //           health.ts, explicit path
+        "GET     /notes          notes.recent", //     notes/index.ts
+        "DELETE  /notes/:id      notes.remove", //     notes/[id]/remove.ts
+        "GET     /notes/:id      notes.get", //        notes/[id]/get.ts
+        "PATCH   /notes/:id      notes.update", //     notes/[id]/update.ts
+        "GET     /ops/email-dlq  ops.list", //         ops/email-dlq.ts
+        "GET     /orders         orders.list", //      orders/list.ts
+        "POST    /orders         orders.create", //    orders/create.ts (shapes, signals, _money: no routes)
+        "GET     /preview        drafts.preview", //   _drafts/preview.ts, explicit path
+        "GET     /stats          stats", //            (admin)/stats.ts
+        "POST    /trials/start   trials.start", //     trials/start.ts
+      ].join("\n"),
+    );
+  });
+
+  it("serves those routes", async () => {
+    const p = oke(["start", TREE, "--port", "0"], { NODE_ENV: "test" });
+    const base = `http://127.0.0.1:${portOf(await p.line(/^okengine listening on /))}`;
+    expect(await (await fetch(`${base}/`)).json()).toEqual({ ok: true, data: "home" });
+    const created = await postJson(`${base}/orders`, { userId: "u1", amount: 2 });
+    expect(created.status).toBe(200);
+    expect((await postJson(`${base}/orders`, { userId: "u1", amount: -1 })).status).toBe(422);
+    expect(await (await fetch(`${base}/notes/42`)).json()).toEqual({ ok: true, data: { id: "42" } });
+    expect((await fetch(`${base}/notes/42`, { method: "DELETE" })).status).toBe(204);
+    expect((await fetch(`${base}/orders/shapes`)).status).toBe(404);
+    expect((await fetch(`${base}/health`)).status).toBe(404);
+    p.child.kill("SIGTERM");
+    expect(await p.exit).toBe(0);
+  });
+
+  it("fails naming both files when two files answer one route", async () => {
+    const dir = tempProject(TREE);
+    writeFileSync(
+      join(dir, "src/flows/orders/index.ts"),
+      'import { flow, http, on } from "okengine";\nexport const place = on(http.post(), flow({ do: () => 1 }));\n',
+    );
+    const p = oke(["routes", dir]);
+    expect(await p.exit).toBe(1);
+    const out = p.lines.join("\n");
+    expect(out).toContain(
+      'Duplicate route POST /orders: bound by flows "orders.create" (src/flows/orders/create.ts#create) and "orders.place" (src/flows/orders/index.ts#place).',
+    );
+    expect(out).toContain("code: OKE1074");
+  });
+
+  it("fails naming both files and the fix when two flows end up with one name", async () => {
+    const dir = tempProject(TREE);
+    writeFileSync(
+      join(dir, "src/flows/ops/jobs-dlq.ts"),
+      'import { flow, http, on } from "okengine";\nexport const list = on(http.get(), flow({ do: () => [] }));\n',
+    );
+    const p = oke(["routes", dir]);
+    expect(await p.exit).toBe(1);
+    const out = p.lines.join("\n");
+    expect(out).toContain(
+      'Two different flows are named "ops.list" (src/flows/ops/email-dlq.ts#list and src/flows/ops/jobs-dlq.ts#list).',
+    );
+    expect(out).toContain("code: OKE1075");
+    expect(out).toContain(
+      'fix: Name one of them explicitly where it is declared: flow("ops.<other-name>", { ... }).',
+    );
   });
 });
 

@@ -76,11 +76,11 @@ afterEach(async () => {
 describe("HTTP through createApp", () => {
   it("answers 200 with the envelope and 422 listing the zod issues", async () => {
     app = createApp({ env: "test", modules });
-    const ok = await app.request("/orders/create", jsonInit("POST", { userId: "u1", amount: 5 }));
+    const ok = await app.request("/orders", jsonInit("POST", { userId: "u1", amount: 5 }));
     expect(ok.status).toBe(200);
     expect(await read(ok)).toEqual({ ok: true, data: { userId: "u1", amount: 5 } });
 
-    const bad = await app.request("/orders/create", jsonInit("POST", { userId: 1, amount: -1 }));
+    const bad = await app.request("/orders", jsonInit("POST", { userId: 1, amount: -1 }));
     expect(bad.status).toBe(422);
     const body = await read(bad);
     expect(body.error?.code).toBe("OKE1422");
@@ -128,9 +128,9 @@ describe("HTTP through createApp", () => {
     app = createApp({ env: "test", modules });
     const { port } = await app.start({ port: 0, host: "127.0.0.1" });
     const base = `http://127.0.0.1:${port}`;
-    const res = await fetch(`${base}/orders/create`, jsonInit("POST", { userId: "u2", amount: 1 }));
+    const res = await fetch(`${base}/orders`, jsonInit("POST", { userId: "u2", amount: 1 }));
     expect(await read(res)).toEqual({ ok: true, data: { userId: "u2", amount: 1 } });
-    const wrong = await fetch(`${base}/orders/create`);
+    const wrong = await fetch(`${base}/orders`);
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get("allow")).toBe("POST");
     expect((await fetch(`${base}/_/health`)).status).toBe(200);

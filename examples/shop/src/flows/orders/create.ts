@@ -2,7 +2,7 @@ import { flow, http, on } from "okengine";
 import { z } from "zod";
 import { orderPlaced } from "@/signals/orders";
 
-/** POST /orders/create — answers with the order id; fulfilment runs in the background, in order per user. */
+/** POST /orders (a `create` leaf adds no segment) — answers with the order id; fulfilment runs in the background, in order per user. */
 export const create = on(
   http.post(),
   flow({
