@@ -171,7 +171,7 @@ describe.sequential("real processes on one PostgreSQL", () => {
     // Four processes died, each inside one invocation; the fifth settled the message without running it.
     expect(new Set(rows.filter((r) => r.n === 1).map((r) => r.pid)).size).toBe(4);
     const { rows: msgs } = await admin.query<{ status: string; attempts: number; failures: unknown }>(
-      `SELECT status, attempts, failures FROM "${schema}".messages WHERE payload->>'n' = '1'`,
+      `SELECT status, attempts, failures FROM "${schema}".messages WHERE key = 'poison' AND payload->>'n' = '1'`,
     );
     expect(msgs[0]).toMatchObject({ status: "dead", attempts: 5 });
     expect(msgs[0]!.failures).toEqual([expect.objectContaining({ code: "LEASE_EXPIRED", attempt: 4 })]);
