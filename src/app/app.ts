@@ -9,6 +9,7 @@ import type { DeadLetter, EmitOptions } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
+import { routeInput } from "../http/request-input.ts";
 import { startHttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
@@ -293,17 +294,7 @@ class OkeApp implements App, Runtime {
     const r = this.routeIndex.get(`${route.method} ${route.path}`);
     if (!r)
       throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
-    const body = request.body;
-    const fromUrl = { ...request.query, ...request.params };
-    const input =
-      body === undefined
-        ? Object.keys(fromUrl).length > 0
-          ? fromUrl
-          : undefined
-        : typeof body === "object" && body !== null && !Array.isArray(body)
-          ? { ...fromUrl, ...body }
-          : body;
-    const value = await checkInput(r.flowRef, r.in, input);
+    const value = await checkInput(r.flowRef, r.in, routeInput(request));
     return this.run(r.flowRef, value, null);
   }
 

@@ -1,4 +1,5 @@
 // What a routed request may carry into a flow: the store's limits on its body, path and query, and how the three merge into the flow's input.
+import { OkeError } from "../errors.ts";
 import { checkStorable } from "../signal/storable.ts";
 import type { RouteRequest } from "../app/types.ts";
 
@@ -11,4 +12,77 @@ export function checkRequestInput(request: RouteRequest): void {
   if (request.body !== undefined) checkStorable(request.body, "request body");
   checkStorable(request.params, "path parameter");
   checkStorable(request.query, "query string");
+}
+
+const show = (v: unknown): string => {
+  const s = typeof v === "string" ? JSON.stringify(v) : (JSON.stringify(v) ?? String(v));
+  return s.length > 60 ? `${s.slice(0, 60)}…` : s;
+};
+
+/** A field given twice with different values: the client meant one of them, and guessing is a bug. */
+const conflict = (field: string, a: string, av: unknown, b: string, bv: unknown): OkeError =>
+  new OkeError({
+    code: "OKE1424",
+    status: 422,
+    message: `Field "${field}" is given by the ${a} (${show(av)}) and by the ${b} (${show(bv)}).`,
+    fix: `Send "${field}" once (path parameters win), or send the same value in both places.`,
+    details: [{ path: field, message: `${a} and ${b} disagree` }],
+  });
+
+const urlFieldsWithScalarBody = (): OkeError =>
+  new OkeError({
+    code: "OKE1425",
+    status: 422,
+    message:
+      "The body is not a JSON object, so the path parameters and query fields of this request cannot be merged into it.",
+    fix: "Send an object body, e.g. { items: [...] }, or move the fields into it.",
+  });
+
+// A path parameter "42" and a body/query number 42 are the same field (clients send ids as numbers).
+const same = (param: string, v: unknown): boolean =>
+  v === param || (typeof v === "number" && String(v) === param);
+
+/**
+ * The flow's input from a routed request. Path parameters win: a body or query
+ * field of the same name must carry the same value, else 422 OKE1424 naming it;
+ * a body field and a query field of the same name must agree too. The path
+ * value is the one the flow sees. An object body is merged with the URL's
+ * fields; a non-object body is the input only when the URL carries none
+ * (OKE1425 otherwise, as they would be lost). No body and no URL fields:
+ * undefined.
+ */
+export function routeInput(request: RouteRequest): unknown {
+  const { params, query, body } = request;
+  const paramNames = Object.keys(params);
+  const queryNames = Object.keys(query);
+  if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
+    if (paramNames.length > 0 || queryNames.length > 0) throw urlFieldsWithScalarBody();
+    return body;
+  }
+  const fromBody = body as Record<string, unknown> | undefined;
+  if (fromBody === undefined && paramNames.length === 0 && queryNames.length === 0) return undefined;
+  // Null prototype: a "__proto__" field is data, never the object's prototype.
+  const input: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const k of queryNames) input[k] = query[k];
+  if (fromBody !== undefined) {
+    for (const k of Object.keys(fromBody)) {
+      const v = fromBody[k];
+      if (k in input && JSON.stringify(input[k]) !== JSON.stringify(v) && !same(String(input[k]), v))
+        throw conflict(k, "query string", input[k], "body", v);
+      input[k] = v;
+    }
+  }
+  for (const k of paramNames) {
+    const p = params[k]!;
+    if (k in input && !same(p, input[k]))
+      throw conflict(
+        k,
+        "path",
+        p,
+        fromBody !== undefined && k in fromBody ? "body" : "query string",
+        input[k],
+      );
+    input[k] = p;
+  }
+  return { ...input };
 }
