@@ -54,7 +54,7 @@ describe("postgres migrations", () => {
     const s = `"${schema}"`;
     expect(await migrate(pool(), schema, s)).toEqual(migrations.map((m) => m.id));
     const next = {
-      id: migrations.length + 1,
+      id: migrations.at(-1)!.id + 1,
       name: "test-extra",
       sql: (q: string) => `CREATE TABLE ${q}.extra (x int)`,
     };
@@ -69,7 +69,7 @@ describe("postgres migrations", () => {
     schemas.push(schema);
     const s = `"${schema}"`;
     const broken = {
-      id: migrations.length + 1,
+      id: migrations.at(-1)!.id + 1,
       name: "broken",
       sql: (q: string) => `CREATE TABLE ${q}.half (x int); SELECT 1/0`,
     };
