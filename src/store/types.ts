@@ -9,6 +9,7 @@
  */
 
 import type { ConsoleStore } from "./console-types.ts";
+import type { FanoutStore } from "./fanout-types.ts";
 
 export type MessageStatus = "pending" | "inflight" | "delivered" | "dead";
 
@@ -297,7 +298,7 @@ export interface JournalStore {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 
-export interface Store extends QueueStore, JournalStore, ConsoleStore {
+export interface Store extends QueueStore, JournalStore, ConsoleStore, FanoutStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

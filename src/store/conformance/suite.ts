@@ -5,6 +5,7 @@ import { claimCases } from "./claim-cases.ts";
 import { consoleCases } from "./console-cases.ts";
 import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
+import { fanoutCases } from "./fanout-cases.ts";
 import { fifoCases } from "./fifo-cases.ts";
 import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
@@ -39,5 +40,6 @@ export function describeStoreConformance(
     journalParkCases(factory);
     eventCases(factory);
     consoleCases(factory);
+    fanoutCases(factory);
   });
 }

@@ -8,6 +8,8 @@ import {
   type EngineSnapshot,
 } from "../memory/index.ts";
 import { createStoreListeners } from "../store-listeners.ts";
+import type { FanoutStore } from "../fanout-types.ts";
+import { createMemoryFanout } from "../memory/memory-fanout.ts";
 import type { Store } from "../types.ts";
 import { CommitLog, type CommitLogCounters } from "./commit-log.ts";
 import { fileStoreErrors } from "./file-errors.ts";
@@ -57,7 +59,7 @@ export interface FileStore extends Store {
 
 export const DEFAULT_COMPACT_BYTES = 8 * 1024 * 1024;
 
-type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe">;
+type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe" | keyof FanoutStore>;
 
 interface Session {
   inner: Store;
@@ -164,6 +166,8 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       return out;
     }) as Methods[K];
 
+  // One process holds the file store's lock, so it is the whole fleet: subscriptions and tapes stay in memory.
+  const fanout: FanoutStore = createMemoryFanout();
   const methods: Methods = {
     enqueue: guarded("enqueue"),
     claim: guarded("claim"),
@@ -204,6 +208,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     driver: "file",
     dir,
     ...methods,
+    ...fanout,
     async open() {
       if (closing !== undefined) await closing;
       opening ??= doOpen().catch((e: unknown) => {

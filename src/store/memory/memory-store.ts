@@ -2,6 +2,7 @@ import { storeErrors } from "../index.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
 import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
+import { createMemoryFanout } from "./memory-fanout.ts";
 
 export interface EngineStoreOptions {
   driver: Store["driver"];
@@ -43,6 +44,7 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       await opts.close?.();
     },
     subscribe: listeners.subscribe,
+    ...createMemoryFanout(),
 
     async enqueue(messages, now, options) {
       if (options?.tx !== undefined) throw storeErrors.txUnsupported(driver);

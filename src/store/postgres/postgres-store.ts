@@ -9,6 +9,7 @@ import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
+import { createPostgresFanout } from "./postgres-fanout.ts";
 import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
 import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
@@ -128,6 +129,13 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     onEvents: emit,
   });
 
+  const fanout = createPostgresFanout(ctx, {
+    connectionString: options.connectionString,
+    schema,
+    pollIntervalMs: options.pollIntervalMs ?? 5_000,
+    logger,
+  });
+
   let opening: Promise<void> | undefined;
   let closed = false;
 
@@ -148,10 +156,12 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       closed = true;
       await opening?.catch(() => undefined);
       await wake.close();
+      await fanout.close();
       if (ownsPool) await pool.end();
       pool.off("error", onPoolError);
     },
     subscribe: listeners.subscribe,
+    ...fanout.store,
 
     async enqueue(messages, now, opts) {
       const batch = messages.map((message) => ({ message }));

@@ -1,0 +1,282 @@
+/** Fleet-wide broadcast delivery: subscriber heartbeats, one queued copy per subscribed flow, copy workers, the janitor. */
+import type { Clock } from "../clock/clock.ts";
+import type { JournalSession } from "../durable/session.ts";
+import type { AnyFlow } from "../flow/flow.ts";
+import type { Logger } from "../log/logger.ts";
+import type { BroadcastSubscription } from "../store/fanout-types.ts";
+import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
+import { prepareEmit } from "./emit.ts";
+import type { BroadcastSignal, OnceSignal, SignalHandle } from "./signal.ts";
+import { WorkerPool, type HandlerOutcome } from "./worker-pool.ts";
+
+/**
+ * The physics, in one place (docs/signals.md "broadcast" repeats them):
+ * - an instance announces the broadcast flows it runs every HEARTBEAT_MS, and
+ *   counts as running them until SUBSCRIBER_TTL_MS after its last heartbeat;
+ * - an emitter makes one copy per (signal, flow) it knows a live subscriber of
+ *   (its own flows, plus the fleet's as last read, at most REFRESH_MS old);
+ * - a copy waits in the queue for an instance with its flow at most
+ *   MAX_WAIT_MS; older copies are dropped as missed, and the copies of a flow
+ *   whose every subscriber lapsed are cleared by the janitor.
+ */
+export const BROADCAST_PHYSICS = {
+  HEARTBEAT_MS: 5_000,
+  SUBSCRIBER_TTL_MS: 15_000,
+  REFRESH_MS: 1_000,
+  MAX_WAIT_MS: 30_000,
+} as const;
+
+const JANITOR_BATCH = 500;
+
+/** The queue that holds one flow's copies of a broadcast signal's events. */
+export const broadcastQueue = (signal: string, flow: string): string => `~broadcast:${signal}:${flow}`;
+
+/** A copy's id is `<event id>/<flow>`: the event id is what the logs name. */
+const eventIdOf = (copyId: string): string => {
+  const i = copyId.indexOf("/");
+  return i === -1 ? copyId : copyId.slice(0, i);
+};
+
+export interface BroadcastRuntimeOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** This instance's holder id. */
+  instanceId: string;
+  signals: ReadonlyMap<string, SignalHandle>;
+  subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
+  concurrency: number;
+  prefetch: number;
+  leaseMs: number;
+  /** Runs one claimed copy through its flow, as a once consumer would (the app's handler). */
+  handler(queue: OnceSignal, flow: AnyFlow): (m: ClaimedMessage) => Promise<HandlerOutcome>;
+}
+
+export interface BroadcastProducer {
+  flow: string;
+  runId: string | null;
+}
+
+export class BroadcastRuntime {
+  private readonly pools: WorkerPool[] = [];
+  /** (signal, flow) pairs this instance runs. */
+  private readonly own: BroadcastSubscription[] = [];
+  /** signal → flows known to have a live subscriber (ours included). */
+  private fleet = new Map<string, Set<string>>();
+  private fleetReadAt = -Infinity;
+  private refreshing: Promise<void> | undefined;
+  private cancelTick: (() => void) | undefined;
+  private tickRunning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: BroadcastRuntimeOptions) {
+    for (const [signal, flows] of o.subscribers) {
+      if (o.signals.get(signal)?.delivery !== "broadcast") continue;
+      for (const f of flows) this.own.push({ signal, flow: f.name! });
+    }
+  }
+
+  /** True when this app binds or may emit broadcast signals (the runtime has work). */
+  get used(): boolean {
+    return [...this.o.signals.values()].some((s) => s.delivery === "broadcast");
+  }
+
+  /** Announces this instance's flows, reads the fleet's, and starts a copy worker per own flow. */
+  async start(): Promise<void> {
+    if (!this.used) return;
+    await this.heartbeat();
+    for (const [signal, flows] of this.o.subscribers) {
+      const s = this.o.signals.get(signal);
+      if (s?.delivery !== "broadcast") continue;
+      for (const flow of flows) {
+        const queue: OnceSignal = {
+          kind: "signal",
+          delivery: "once",
+          name: broadcastQueue(signal, flow.name!),
+          schema: undefined,
+          optional: true,
+          description: `${s.description} → ${flow.name!}`,
+          // Ephemeral: one attempt; a failure is logged here and the copy is done.
+          retries: 0,
+          deadLetter: false,
+        };
+        const pool = new WorkerPool({
+          store: this.o.store,
+          clock: this.o.clock,
+          logger: this.o.logger,
+          signal: queue,
+          worker: this.o.instanceId,
+          concurrency: this.o.concurrency,
+          prefetch: this.o.prefetch,
+          leaseMs: this.o.leaseMs,
+          handle: this.copyHandler(s, flow, this.o.handler(queue, flow)),
+        });
+        this.pools.push(pool);
+        pool.start();
+      }
+    }
+    this.armTick();
+  }
+
+  private copyHandler(
+    signal: BroadcastSignal,
+    flow: AnyFlow,
+    run: (m: ClaimedMessage) => Promise<HandlerOutcome>,
+  ): (m: ClaimedMessage) => Promise<HandlerOutcome> {
+    return async (m) => {
+      const log = { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id) };
+      if (m.attempts > 1) {
+        // An instance took this copy and vanished mid-handler: broadcast does not retry.
+        this.o.logger.warn(log, "broadcast: a handler was cut off (its instance stopped); not run again");
+        return { kind: "ok" };
+      }
+      const age = this.o.clock.now() - m.createdAt;
+      if (age > BROADCAST_PHYSICS.MAX_WAIT_MS) {
+        this.o.logger.warn({ ...log, ageMs: age }, "broadcast: event waited too long for this flow; missed");
+        return { kind: "ok" };
+      }
+      const out = await run(m);
+      if (out.kind === "error") {
+        this.o.logger.error(
+          { ...log, code: out.failure.code, err: out.failure.message },
+          `broadcast handler failed: ${out.failure.message}`,
+        );
+        return { kind: "ok" };
+      }
+      return out;
+    };
+  }
+
+  private armTick(): void {
+    if (this.stopped) return;
+    this.cancelTick = this.o.clock.at(this.o.clock.now() + BROADCAST_PHYSICS.HEARTBEAT_MS, () => {
+      this.tickRunning = this.tick()
+        .catch((err: unknown) => this.o.logger.warn({ err }, "broadcast: heartbeat failed; retrying"))
+        .finally(() => {
+          this.tickRunning = undefined;
+          this.armTick();
+        });
+    });
+  }
+
+  private async tick(): Promise<void> {
+    await this.heartbeat();
+    await this.sweep();
+  }
+
+  private async heartbeat(): Promise<void> {
+    const now = this.o.clock.now();
+    if (this.own.length > 0)
+      await this.o.store.heartbeatSubscriptions({
+        instance: this.o.instanceId,
+        subscriptions: this.own,
+        now,
+        expiresAt: now + BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS,
+      });
+    await this.readFleet(now);
+  }
+
+  private async readFleet(now: number): Promise<void> {
+    const live = await this.o.store.liveSubscriptions(now);
+    const fleet = new Map<string, Set<string>>();
+    for (const { signal, flow } of [...this.own, ...live]) {
+      let set = fleet.get(signal);
+      if (!set) fleet.set(signal, (set = new Set()));
+      set.add(flow);
+    }
+    this.fleet = fleet;
+    this.fleetReadAt = now;
+  }
+
+  /** Copies of flows nobody runs any more would wait forever: claim them and drop them, once per pair. */
+  private async sweep(): Promise<void> {
+    const now = this.o.clock.now();
+    const lapsed = await this.o.store.lapsedSubscriptions(now, 20);
+    for (const pair of lapsed) {
+      let dropped = 0;
+      for (;;) {
+        const batch = await this.o.store.claim({
+          signal: broadcastQueue(pair.signal, pair.flow),
+          worker: this.o.instanceId,
+          max: JANITOR_BATCH,
+          now,
+          leaseMs: this.o.leaseMs,
+        });
+        if (batch.length === 0) break;
+        await this.o.store.settle(
+          batch.map((m) => ({ id: m.id, worker: this.o.instanceId, attempt: m.attempts, status: "delivered" })),
+          now,
+        );
+        dropped += batch.length;
+        if (batch.length < JANITOR_BATCH) break;
+      }
+      if (dropped > 0)
+        this.o.logger.warn(
+          { signal: pair.signal, flow: pair.flow, dropped },
+          "broadcast: no running instance binds this flow any more; its waiting events are missed",
+        );
+      await this.o.store.forgetSubscription(pair, pair.expiredAt);
+    }
+  }
+
+  private flowsOf(signal: string): string[] {
+    const set = new Set(this.o.subscribers.get(signal)?.map((f) => f.name!) ?? []);
+    for (const f of this.fleet.get(signal) ?? []) set.add(f);
+    return [...set];
+  }
+
+  /** The fleet's subscribers as read at most REFRESH_MS ago (one read shared by concurrent emits). */
+  private async fresh(): Promise<void> {
+    if (this.o.clock.now() - this.fleetReadAt < BROADCAST_PHYSICS.REFRESH_MS) return;
+    this.refreshing ??= this.readFleet(this.o.clock.now()).finally(() => (this.refreshing = undefined));
+    await this.refreshing;
+  }
+
+  /**
+   * Emits a broadcast: schema and orphan checks (the fleet's subscribers
+   * count), then one copy per subscribed flow, committed together — in the
+   * run's journal commit when `session` is given, in the caller's transaction
+   * with `tx`.
+   */
+  async emit(
+    target: BroadcastSignal,
+    payload: unknown,
+    options: { key?: string | undefined; tx?: unknown } | undefined,
+    producer: BroadcastProducer,
+    session?: JournalSession,
+  ): Promise<void> {
+    await this.fresh();
+    const now = this.o.clock.now();
+    const flows = this.flowsOf(target.name);
+    const event = await prepareEmit(
+      { subscriberCount: () => flows.length, now },
+      target,
+      payload,
+      options,
+      producer,
+    );
+    const copies: NewMessage[] = flows.map((flow) => ({
+      ...event,
+      id: `${event.id}/${flow}`,
+      signal: broadcastQueue(target.name, flow),
+    }));
+    if (session) return session.emit(event, copies);
+    if (copies.length === 0) return;
+    await this.o.store.enqueue(copies, now, options?.tx === undefined ? undefined : { tx: options.tx });
+  }
+
+  isIdle(): boolean {
+    return this.pools.every((p) => p.isIdle());
+  }
+
+  whenIdle(): Promise<unknown> {
+    return Promise.all(this.pools.map((p) => p.whenIdle()));
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    this.stopped = true;
+    this.cancelTick?.();
+    await this.tickRunning;
+    await Promise.all(this.pools.map((p) => p.stop(timeoutMs)));
+  }
+}

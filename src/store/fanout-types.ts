@@ -1,0 +1,93 @@
+/** Store contract for fan-out: the fleet's broadcast subscriptions and the retained tapes of live signals. */
+import type { Unsubscribe } from "./types.ts";
+
+/** One flow that some running instance binds to a broadcast signal. */
+export interface BroadcastSubscription {
+  signal: string;
+  flow: string;
+}
+
+export interface SubscriptionHeartbeat {
+  /** The app instance (its claim holder id). */
+  instance: string;
+  /** Everything the instance binds now; replaces what it announced before. */
+  subscriptions: BroadcastSubscription[];
+  now: number;
+  /** The instance counts as running these flows until then. */
+  expiresAt: number;
+}
+
+/** A subscription nobody has renewed: its instances stopped announcing it. */
+export interface LapsedSubscription extends BroadcastSubscription {
+  /** Latest `expiresAt` any instance gave it. */
+  expiredAt: number;
+}
+
+export interface TapeRef {
+  signal: string;
+  key: string;
+}
+
+/** An entry to append to a live signal's tape. */
+export interface NewTapeEntry {
+  /** Unique entry id; appending an id already on the tape is a no-op (replayed durable emits). */
+  id: string;
+  signal: string;
+  /** One tape per (signal, key); "" for the signal's unkeyed tape. */
+  key: string;
+  /** Validated, JSON-serialisable. */
+  payload: unknown;
+}
+
+export interface TapeEntry extends NewTapeEntry {
+  /**
+   * Position on its tape: increasing in commit order, never reused (pruning
+   * does not reset it), so "after position p" is an exact resume point.
+   */
+  position: number;
+  createdAt: number;
+}
+
+export interface TapeRead {
+  signal: string;
+  key: string;
+  /** Entries with a position greater than this (0 = from the start). */
+  after: number;
+  /** Entries created before this are expired: never returned, pruned or not. */
+  notBefore: number;
+  /** Read at most this many; never more than the position `upTo` when given. */
+  limit: number;
+  upTo?: number;
+}
+
+/**
+ * The fan-out half of the Store. Broadcast events themselves travel as once
+ * messages (one copy per subscribed flow, see signal/broadcast-runtime.ts), so
+ * they commit with a journal append like any emit; what is new here is the
+ * fleet-wide record of who runs which flow, and the tapes.
+ */
+export interface FanoutStore {
+  /** Upserts `instance`'s subscriptions with their expiry and drops the ones it no longer lists. */
+  heartbeatSubscriptions(req: SubscriptionHeartbeat): Promise<void>;
+  /** Distinct (signal, flow) pairs with at least one instance whose expiry is after `now`. */
+  liveSubscriptions(now: number): Promise<BroadcastSubscription[]>;
+  /** Pairs every instance of which expired at or before `before`, oldest first. */
+  lapsedSubscriptions(before: number, limit: number): Promise<LapsedSubscription[]>;
+  /** Forgets a lapsed pair (every instance row of it that expired at or before `before`). */
+  forgetSubscription(sub: BroadcastSubscription, before: number): Promise<void>;
+
+  /** Appends entries in order; resolves once committed with their positions. */
+  appendTape(entries: NewTapeEntry[], now: number): Promise<TapeEntry[]>;
+  /** Entries after a position in position order. */
+  readTape(req: TapeRead): Promise<TapeEntry[]>;
+  /** The last position ever given on the tape (0 when none). */
+  tapeHead(signal: string, key: string): Promise<number>;
+  /** Deletes up to `limit` entries of `signal` created before `before`; returns how many. */
+  pruneTape(signal: string, before: number, limit: number): Promise<number>;
+  /**
+   * Hears committed appends, from any process sharing the store: the tape, or
+   * "all" when every tape should be re-read (a poll tick, a reconnect, a
+   * notification too big to name its tapes).
+   */
+  subscribeTapes(listener: (tape: TapeRef | "all") => void): Unsubscribe;
+}
