@@ -144,13 +144,16 @@ export class JournalSession {
     return value;
   }
 
-  /** Journals the emit and enqueues the message in one commit; replay skips both. */
-  async emit(message: NewMessage): Promise<void> {
+  /**
+   * Journals the emit and enqueues the message in one commit; replay skips both.
+   * `messages` replaces what is enqueued (a broadcast's per-flow copies of the event).
+   */
+  async emit(message: NewMessage, messages: NewMessage[] = [message]): Promise<void> {
     const { seq, entry } = this.next("emit", message.signal);
     if (entry) return;
     await this.write(
       this.entry(seq, "emit", message.signal, { value: { messageId: message.id, key: message.key } }),
-      [message],
+      messages,
     );
   }
 

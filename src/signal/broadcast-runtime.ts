@@ -204,7 +204,12 @@ export class BroadcastRuntime {
         });
         if (batch.length === 0) break;
         await this.o.store.settle(
-          batch.map((m) => ({ id: m.id, worker: this.o.instanceId, attempt: m.attempts, status: "delivered" })),
+          batch.map((m) => ({
+            id: m.id,
+            worker: this.o.instanceId,
+            attempt: m.attempts,
+            status: "delivered",
+          })),
           now,
         );
         dropped += batch.length;

@@ -119,7 +119,7 @@ export function createMemoryFanout(): FanoutStore {
       let n = 0;
       for (const tape of tapes.values()) {
         if (tape.entries[0]?.signal !== signal) continue;
-        while (n < limit && tape.entries.length > 0 && tape.entries[0]!.createdAt < before) {
+        while (n < limit && tape.entries.length > 0 && tape.entries[0].createdAt < before) {
           tape.ids.delete(tape.entries.shift()!.id);
           n++;
         }
