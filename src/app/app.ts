@@ -10,7 +10,7 @@ import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
 import { routeInput } from "../http/request-input.ts";
-import { startHttpServer } from "../http/server.ts";
+import { startHttpServer, type HttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
@@ -66,7 +66,7 @@ class OkeApp implements App, Runtime {
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
-  private server: { port: number; close(options?: { timeoutMs?: number }): Promise<void> } | undefined;
+  private server: HttpServer | undefined;
   private cancelPrune: (() => void) | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
@@ -370,7 +370,7 @@ class OkeApp implements App, Runtime {
     return this.httpHandler.fetch(toRequest(input, init));
   }
 
-  async start(options: { port?: number; host?: string } = {}): Promise<{ port: number }> {
+  async start(options: { port?: number; host?: string } = {}): Promise<{ port: number; host: string }> {
     // Listen first so /_/ready can answer 503 while the orphan scan runs.
     this.server = await startHttpServer(this, {
       port: options.port ?? this.config.port,
@@ -386,7 +386,7 @@ class OkeApp implements App, Runtime {
       this.server = undefined;
       throw e;
     }
-    return { port: this.server.port };
+    return { port: this.server.port, host: this.server.host };
   }
 
   private schedulePrune(): void {

@@ -31,7 +31,10 @@ export interface OkeSettings {
   http?: {
     /** Port. Default: PORT, else 6530. */
     port?: number;
-    /** Host to bind. Default `0.0.0.0`. */
+    /**
+     * Address to bind. Default: loopback (`127.0.0.1`), reachable from this machine only. In test and
+     * prod the `HOST` variable is read when this is not set: a container sets `HOST=0.0.0.0`.
+     */
     host?: string;
     /** Largest accepted request body in bytes. Default 1 MiB. */
     bodyLimit?: number;
@@ -192,7 +195,7 @@ export function resolveConfig(
     pollIntervalMs: positive("database.pollIntervalMs", database.pollIntervalMs ?? 5_000),
     fileDir: file.dir ?? ".oke",
     port,
-    host: httpS.host ?? "0.0.0.0",
+    host: bindHost(httpS.host, env, vars),
     bodyLimit: positive("http.bodyLimit", httpS.bodyLimit ?? 1024 * 1024),
     leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
     concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
@@ -205,6 +208,13 @@ export function resolveConfig(
       over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000,
     ),
   };
+}
+
+/** Loopback unless told otherwise: `HOST` counts outside dev, where a shell's stray HOST must not open the port to the network. */
+function bindHost(configured: string | undefined, env: Env, vars: NodeJS.ProcessEnv): string {
+  if (configured !== undefined && configured !== "") return configured;
+  if (env !== "dev" && vars.HOST) return vars.HOST;
+  return "127.0.0.1";
 }
 
 function defaultJournal(env: Env, databaseUrl: string | undefined): JournalDriverName {

@@ -49,7 +49,7 @@ program
   .description("run the app in dev mode and restart it when src/ or oke.config.* changes")
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
-  .option("--host <host>", "address to bind (default: config, 0.0.0.0)")
+  .option("--host <host>", "address to bind (default: config, else 127.0.0.1)")
   .action(guard((dir: string, flags: ServeFlags) => runDev(dir, flags)));
 
 program
@@ -57,7 +57,7 @@ program
   .description("run the app (env prod, or test when NODE_ENV=test)")
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
-  .option("--host <host>", "address to bind (default: config, 0.0.0.0)")
+  .option("--host <host>", "address to bind (default: config, HOST, else 127.0.0.1)")
   .action(
     guard((dir: string, flags: ServeFlags) =>
       runApp(dir, { ...flags, env: process.env.NODE_ENV === "test" ? "test" : "prod" }),

@@ -1,5 +1,4 @@
 import { createApp } from "../app/app.ts";
-import { resolveConfig } from "../app/config.ts";
 import type { App, Env } from "../app/types.ts";
 import { describeBootError } from "./boot-error.ts";
 import { loadProject } from "./load-project.ts";
@@ -10,9 +9,10 @@ export interface RunOptions {
   host?: string;
 }
 
-/** What to print for the bound address: a wildcard bind is reachable on loopback. */
-export const displayHost = (host: string): string =>
-  host === "0.0.0.0" || host === "::" || host === "" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+/** The bound address as a URL host (IPv6 in brackets). */
+export const displayHost = (host: string): string => (host.includes(":") ? `[${host}]` : host);
+
+const isLoopback = (host: string): boolean => host === "::1" || host.startsWith("127.");
 
 /** SIGINT/SIGTERM (or the dev supervisor going away) → graceful app.stop(), then exit. A second signal exits at once. */
 function exitOnSignals(app: App): void {
@@ -47,7 +47,9 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
     root: project.root,
   });
   exitOnSignals(app);
-  const { port } = await app.start({ port: options.port, host: options.host });
-  const host = options.host ?? resolveConfig(project.config, options.env).host;
+  const { port, host } = await app.start({ port: options.port, host: options.host });
   console.log(`okengine listening on http://${displayHost(host)}:${port} (${options.env})`);
+  // A loopback-only production bind is right on a host behind a local proxy, and a surprise in a container.
+  if (options.env === "prod" && isLoopback(host))
+    console.log("okengine: loopback only; set HOST=0.0.0.0 to accept connections from other machines");
 }

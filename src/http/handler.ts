@@ -34,7 +34,10 @@ export interface HttpApp {
 export interface HttpHandlerOptions {
   /** Largest accepted request body in bytes. */
   bodyLimit: number;
-  /** Put the message and stack of unexpected errors in 500 responses (dev only). */
+  /**
+   * Put the message and stack of unexpected errors in 500 responses (dev only).
+   * Over a socket they go to loopback clients only; in-process requests are local.
+   */
   exposeErrors: boolean;
   /** True once the server shuts down: answers then carry `Connection: close` (set by startHttpServer). */
   isClosing?: () => boolean;
@@ -55,6 +58,12 @@ const HEALTH = "/_/health";
 const READY = "/_/ready";
 const HEALTH_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"alive"}}' });
 const READY_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"ready"}}' });
+
+/** 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6: the only peers dev shows error internals to. */
+const isLoopbackPeer = (req: IncomingMessage): boolean => {
+  const a = req.socket.remoteAddress ?? "";
+  return a === "::1" || a.startsWith("127.") || a.startsWith("::ffff:127.");
+};
 
 // Paths end up in error messages and logs; a client can make them arbitrarily long.
 const shortPath = (path: string): string => (path.length > 200 ? `${path.slice(0, 200)}…` : path);
@@ -99,13 +108,13 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   const resultReply = (r: InvokeResult): Reply =>
     r.kind === "parked" || r.value === undefined ? NO_CONTENT : okReply(r.value);
 
-  const failure = (method: string, path: string, e: unknown): Reply => {
+  const failure = (method: string, path: string, e: unknown, local: boolean): Reply => {
     if (e instanceof BodyInterrupted) {
       // The client is gone; nobody reads this reply.
       app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
       return { ...errorReply(400, httpErrors.bodyInterrupted()), close: true };
     }
-    const { reply, error } = replyForError(e, exposeErrors);
+    const { reply, error } = replyForError(e, exposeErrors && local);
     return fail(method, path, reply.status, error, e);
   };
 
@@ -117,6 +126,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     path: string,
     route: HttpRoute,
     request: RouteRequest,
+    local: boolean,
     done: Done,
   ): void => {
     let pending: Promise<InvokeResult>;
@@ -124,7 +134,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       checkRequestInput(request);
       pending = app.invokeRoute(route, request);
     } catch (e) {
-      return done(failure(method, path, e));
+      return done(failure(method, path, e, local));
     }
     void pending.then(
       (result) => {
@@ -132,11 +142,11 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
         try {
           reply = resultReply(result);
         } catch (e) {
-          reply = failure(method, path, e); // e.g. a BigInt in the result
+          reply = failure(method, path, e, local); // e.g. a BigInt in the result
         }
         done(reply);
       },
-      (e: unknown) => done(failure(method, path, e)),
+      (e: unknown) => done(failure(method, path, e, local)),
     );
   };
 
@@ -149,6 +159,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     match: Extract<RouteMatch, { kind: "route" }>,
     headers: HeaderRecord,
     source: BodySource,
+    local: boolean,
     done: Done,
   ): void => {
     if (source.contentType !== undefined && !isJsonType(source.contentType)) {
@@ -158,14 +169,21 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     if (source.length !== undefined && source.length > bodyLimit) return done(tooLarge(method, path));
     source.read(bodyLimit, (raw) => {
       if (raw === TOO_LARGE) return done(tooLarge(method, path));
-      if (raw instanceof BodyInterrupted) return done(failure(method, path, raw));
+      if (raw instanceof BodyInterrupted) return done(failure(method, path, raw, local));
       let body: unknown;
       try {
         body = parseJsonBody(raw);
       } catch (e) {
-        return done(failure(method, path, e));
+        return done(failure(method, path, e, local));
       }
-      invoke(method, path, match.route, { params: match.params, query: match.query, body, headers }, done);
+      invoke(
+        method,
+        path,
+        match.route,
+        { params: match.params, query: match.query, body, headers },
+        local,
+        done,
+      );
     });
   };
 
@@ -179,6 +197,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     url: string,
     headers: HeaderRecord,
     body: () => BodySource,
+    local: boolean,
     done: Done,
   ): void => {
     const q = url.indexOf("?");
@@ -196,13 +215,14 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     }
     if (BODY_METHODS.has(method)) {
       const source = body();
-      if (source.present) return withBody(method, path, match, headers, source, done);
+      if (source.present) return withBody(method, path, match, headers, source, local, done);
     }
     invoke(
       method,
       path,
       match.route,
       { params: match.params, query: match.query, body: undefined, headers },
+      local,
       done,
     );
   };
@@ -227,7 +247,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     );
     try {
       if (res.headersSent) res.destroy();
-      else writeNode(res, { ...replyForError(e, exposeErrors).reply, close: true });
+      else writeNode(res, { ...replyForError(e, exposeErrors && isLoopbackPeer(req)).reply, close: true });
     } catch {
       res.destroy();
     }
@@ -242,6 +262,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
           req.url ?? "/",
           req.headers,
           () => nodeBody(req),
+          exposeErrors && isLoopbackPeer(req),
           (reply) => {
             try {
               writeNode(res, reply);
@@ -262,7 +283,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
         headers[key] = value;
       });
       const reply = await new Promise<Reply>((resolve) =>
-        dispatch(request.method, url.pathname + url.search, headers, () => webBody(request), resolve),
+        dispatch(request.method, url.pathname + url.search, headers, () => webBody(request), true, resolve),
       );
       const out = new Headers();
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);

@@ -12,6 +12,8 @@ export interface HttpServerOptions {
 export interface HttpServer {
   /** The bound port (useful with `port: 0`). */
   port: number;
+  /** The bound address as the socket reports it (`127.0.0.1`, `::`, `0.0.0.0` …). */
+  host: string;
   /**
    * Stops accepting, lets in-flight requests finish, then closes the idle
    * keep-alive sockets. After `timeoutMs` (default: no deadline) the remaining
@@ -41,7 +43,7 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
     });
   });
   server.on("error", (e) => app.logger.error({ err: e }, "http server error"));
-  const port = (server.address() as AddressInfo).port;
+  const { port, address: host } = server.address() as AddressInfo;
 
   let closed: Promise<void> | undefined;
   const close = (opts?: { timeoutMs?: number }): Promise<void> => {
@@ -67,5 +69,5 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
     return closed;
   };
 
-  return { port, close };
+  return { port, host, close };
 }
