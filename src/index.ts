@@ -39,6 +39,7 @@ export type { Manifest, ManifestChannel, ManifestFlow, ManifestSignal } from "./
 export { createTimeTravel } from "./clock/time-travel.ts";
 export type { TimeTravel } from "./clock/time-travel.ts";
 export type { Clock } from "./clock/clock.ts";
+export type { Duration } from "./clock/duration.ts";
 export { OkeError, JournalLeaseBusy, ClockResourceNotFoundError } from "./errors.ts";
 export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
 export type { FailureReason, JournalEntry, RunRecord, RunStatus, SignalStats } from "./store/types.ts";

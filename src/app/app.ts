@@ -23,6 +23,8 @@ import { checkInput, executeFlow } from "./execute.ts";
 import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
 import { createOperatorApi } from "./operator.ts";
+import { checkCreateAppOptions } from "./types.ts";
+import { warnUnconsumedSignals } from "./declaration-checks.ts";
 import type { Runtime } from "./runtime.ts";
 import type {
   App,
@@ -77,6 +79,7 @@ class OkeApp implements App, Runtime {
   private readonly routeIndex: Map<string, Registry["routes"][number]>;
 
   constructor(options: CreateAppOptions) {
+    checkCreateAppOptions(options);
     this.env = resolveEnv(options.env);
     this.config = resolveConfig(options.config, this.env);
     this.registry = buildRegistry(options.modules);
@@ -85,6 +88,7 @@ class OkeApp implements App, Runtime {
     this.logger =
       options.logger ??
       createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
+    warnUnconsumedSignals(this.registry, this.logger);
     this.clock = options.clock ?? systemClock;
     this.ownsStore = options.store === undefined;
     this.root = options.root ?? process.cwd();

@@ -1,5 +1,6 @@
 import { OkeError } from "../errors.ts";
 import type { SendDriverName } from "../channel/channel.ts";
+import { unknownKey, type KeysOf } from "../options.ts";
 import type { Env } from "./types.ts";
 
 export type JournalDriverName = "memory" | "file" | "postgres";
@@ -75,8 +76,65 @@ export interface OkeConfig extends OkeSettings {
   env?: Partial<Record<Env, OkeSettings>>;
 }
 
-/** Identity helper that type-checks an okengine config. */
-export const defineConfig = (config: OkeConfig): OkeConfig => config;
+type Section = {
+  [K in keyof OkeSettings]-?: NonNullable<OkeSettings[K]> extends object ? K : never;
+}[keyof OkeSettings];
+
+/**
+ * Every setting a config may hold; anything else is refused by name at boot.
+ * A new setting goes into OkeSettings above AND here (the type check insists).
+ */
+export const CONFIG_SECTIONS = {
+  drivers: { journal: true, send: true },
+  database: { url: true, schema: true, poolSize: true, notify: true, pollIntervalMs: true },
+  file: { dir: true },
+  http: { port: true, host: true, bodyLimit: true },
+  signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
+  durable: { leaseMs: true },
+} as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
+/** Top-level settings that are plain values, not sections. */
+const CONFIG_VALUES = { shutdownTimeoutMs: true } as const satisfies KeysOf<Omit<OkeSettings, Section>>;
+const ENVS = { dev: true, test: true, prod: true } as const satisfies KeysOf<Record<Env, unknown>>;
+
+const unknownSetting = (path: string, expected: readonly string[]): OkeError =>
+  new OkeError({
+    code: "OKE1095",
+    message: `oke config: unknown setting "${path}"`,
+    fix: `Check its spelling; the settings here are ${expected.join(", ")} (docs/drivers.md and docs/signals.md list them all).`,
+  });
+
+function checkSettings(settings: unknown, prefix: string, allowEnv: boolean): void {
+  const top = { ...CONFIG_SECTIONS, ...CONFIG_VALUES, ...(allowEnv ? { env: true } : {}) };
+  const bad = unknownKey(settings, top);
+  if (bad !== undefined)
+    throw unknownSetting(
+      prefix + bad,
+      Object.keys(top).map((k) => prefix + k),
+    );
+  const s = settings as Record<string, unknown>;
+  for (const [section, keys] of Object.entries(CONFIG_SECTIONS)) {
+    const badKey = unknownKey(s[section], keys);
+    if (badKey !== undefined)
+      throw unknownSetting(
+        `${prefix}${section}.${badKey}`,
+        Object.keys(keys).map((k) => `${prefix}${section}.${k}`),
+      );
+  }
+  if (allowEnv && s.env !== undefined) {
+    const badEnv = unknownKey(s.env, ENVS);
+    if (badEnv !== undefined) throw unknownSetting(`env.${badEnv}`, ["env.dev", "env.test", "env.prod"]);
+    for (const [env, over] of Object.entries(s.env as object)) checkSettings(over, `env.${env}.`, false);
+  }
+}
+
+/** Refuses settings okengine does not have (OKE1095), so a typo is not silently ignored. */
+export const checkConfig = (config: unknown): void => checkSettings(config ?? {}, "", true);
+
+/** Type-checks an okengine config and refuses unknown settings by name (OKE1095). */
+export const defineConfig = (config: OkeConfig): OkeConfig => {
+  checkConfig(config);
+  return config;
+};
 
 export interface ResolvedConfig {
   env: Env;
@@ -116,6 +174,7 @@ export function resolveConfig(
   env: Env,
   vars: NodeJS.ProcessEnv = process.env,
 ): ResolvedConfig {
+  checkConfig(config);
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
   const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(

@@ -4,6 +4,7 @@ import type { DeclaredEffects } from "../flow/effects.ts";
 import { isFlow, withName, type AnyFlow } from "../flow/flow.ts";
 import { isBinding, type Binding } from "../flow/on.ts";
 import { isSignal, type Delivery, type SignalHandle } from "../signal/signal.ts";
+import { checkEffectSignals } from "./declaration-checks.ts";
 import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
 import type { HttpRoute, ModuleInput } from "./types.ts";
 
@@ -257,6 +258,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       .map((c) => ({ name: c.name, ...(c.driver ? { driver: c.driver } : {}), description: c.description }))
       .sort((a, b) => a.name.localeCompare(b.name)),
   };
+  checkEffectSignals({ flows, signals, subscribers });
   return { flows, named, signals, subscribers, routes, channels, manifest };
 }
 

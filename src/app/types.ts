@@ -7,6 +7,7 @@ import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
 import type { OkeConfig } from "./config.ts";
 import type { Manifest } from "./manifest.ts";
+import { refuseUnknownKeys, type KeysOf } from "../options.ts";
 
 export type Env = "dev" | "test" | "prod";
 
@@ -33,6 +34,23 @@ export interface CreateAppOptions {
   /** Project root for the file driver's `.oke/` directory. Default: process.cwd(). */
   root?: string;
 }
+
+/** createApp refuses any other key by name. Add a new option here and to the interface above. */
+export const CREATE_APP_KEYS = {
+  modules: true,
+  config: true,
+  env: true,
+  clock: true,
+  store: true,
+  logger: true,
+  root: true,
+} as const satisfies KeysOf<CreateAppOptions>;
+
+/** `createApp({ now })` and other unknown keys throw, naming the key. */
+export const checkCreateAppOptions = (options: unknown): void =>
+  refuseUnknownKeys("createApp()", options, CREATE_APP_KEYS, {
+    now: "time comes from a clock: { clock: createTimeTravel(start) }",
+  });
 
 /** What an HTTP request becomes once routed. */
 export interface RouteRequest {

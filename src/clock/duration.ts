@@ -1,6 +1,12 @@
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 
+/** A wait as a string: an integer and a unit, `"200ms"`, `"30s"`, `"2m"`, `"8h"`, `"7d"`. */
+export type Duration = `${number}${keyof typeof UNIT_MS}`;
+
+/** True for the texts parseDuration understands (anything else means 0 ms). */
+export const isDuration = (text: unknown): boolean => typeof text === "string" && DURATION.test(text);
+
 /**
  * Parses `integer + ms|s|m|h|d` into milliseconds. Anything else is 0 ms (wake
  * at once), as documented: "8 hours", "1w", "1.5h" and "" all parse to 0.

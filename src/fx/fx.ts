@@ -10,6 +10,7 @@ import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
+import { warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
 
 /** One invocation of a flow: who runs, which attempt, and (durable) its journal session. */
@@ -46,7 +47,7 @@ class FxContext implements Fx {
     this.flow = frame.flow.name ?? "(unnamed)";
     this.runId = frame.runId;
     this.attempt = frame.attempt;
-    this.clock = new FxClockImpl(rt, frame.session);
+    this.clock = new FxClockImpl(rt, frame.session, this.flow, frame.flow.durable);
   }
 
   /** A child logger costs more than a no-op handler: built on first use. */
@@ -150,6 +151,8 @@ class FxClockImpl implements FxClock {
   constructor(
     private readonly rt: Runtime,
     private readonly session: JournalSession | undefined,
+    private readonly flow: string,
+    private readonly durable: boolean,
   ) {}
 
   now(): number {
@@ -159,6 +162,7 @@ class FxClockImpl implements FxClock {
   async sleep(label: string, duration?: string): Promise<void> {
     if (typeof label !== "string")
       throw new TypeError("fx.clock.sleep(label, duration): label must be a string");
+    warnAboutSleep(this.rt, this.flow, this.durable, label, duration);
     // One argument is the label; the wait is then 0 ms (the documented pitfall).
     const text = duration ?? "";
     if (!this.session) return;

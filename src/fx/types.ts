@@ -1,4 +1,5 @@
 import type { Channel } from "../channel/channel.ts";
+import type { Duration } from "../clock/duration.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
@@ -36,10 +37,12 @@ export interface FxClock {
   /** Epoch ms from the app's clock (journaled in durable flows). */
   now(): number;
   /**
-   * Durable flows: journal `wakeAt`, park the run and resume after `duration`.
-   * Non-durable: resolves at once. One argument is the label, not the wait.
+   * Durable flows: journal `wakeAt`, park the run and resume after `duration`
+   * (`"200ms"`, `"30s"`, `"2m"`, `"8h"`, `"7d"`). Non-durable: resolves at once.
+   * The label comes first: `sleep("8h")` would be a label with no wait, so the
+   * type requires both; an unknown duration still means 0 ms at run time.
    */
-  sleep(label: string, duration?: string): Promise<void>;
+  sleep(label: string, duration: Duration): Promise<void>;
 }
 
 /** The effect context: every touch of the outside world goes through it. */

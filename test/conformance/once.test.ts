@@ -306,7 +306,7 @@ describe.each(drivers)("signal.once on the $name driver", (driver) => {
         do: async (_, fx) => fx.deadLetters(lonely),
       }),
     );
-    const app = await apps.make([{ peek }]);
+    const app = await apps.make([{ peek, lonely }]);
     const body = (await (await app.request("/peek")).json()) as { error: { message: string } };
     expect(body.error.message).toBe("fx.deadLetters requires a bound signal runtime");
   });

@@ -5,7 +5,7 @@
  */
 import pg from "pg";
 import { pino } from "pino";
-import { createApp, flow, on, signal } from "../../src/index.ts";
+import { createApp, flow, on, signal, type Duration } from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 
@@ -94,7 +94,7 @@ if (scenario === "durable") {
         say({ event: "step-2", id });
         if (process.env.OKE_HANG === "1") await blocker;
       });
-      if (process.env.OKE_SLEEP) await fx.clock.sleep("pause", process.env.OKE_SLEEP);
+      if (process.env.OKE_SLEEP) await fx.clock.sleep("pause", process.env.OKE_SLEEP as Duration);
       await fx.step("step-3", () => say({ event: "step-3", id }));
       say({ event: "completed", id, runId: fx.runId });
     },

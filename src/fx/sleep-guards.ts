@@ -1,0 +1,43 @@
+// Dev warnings for the silent sleep mistakes: an unknown duration (0 ms) and a sleep in a flow that is not durable.
+import { isDuration } from "../clock/duration.ts";
+import type { Runtime } from "../app/runtime.ts";
+
+/** What each app has warned about already: one warning per flow (and per duration text), not per call. */
+const warned = new WeakMap<Runtime, Set<string>>();
+
+const once = (rt: Runtime, key: string): boolean => {
+  let seen = warned.get(rt);
+  if (seen === undefined) warned.set(rt, (seen = new Set()));
+  if (seen.has(key)) return false;
+  seen.add(key);
+  return true;
+};
+
+/**
+ * Outside prod, says so when `fx.clock.sleep` will not wait as the code reads:
+ * a duration that is not `<integer><ms|s|m|h|d>` sleeps 0 ms, and a flow
+ * without `durable: true` does not park at all.
+ */
+export function warnAboutSleep(
+  rt: Runtime,
+  flow: string,
+  durable: boolean,
+  label: string,
+  duration: unknown,
+): void {
+  if (rt.config.env === "prod") return;
+  if (!isDuration(duration) && once(rt, `duration ${flow} ${String(duration)}`)) {
+    rt.logger.warn(
+      { flow, label, duration },
+      duration === undefined
+        ? `flow "${flow}": fx.clock.sleep("${label}") has no duration, so it waits 0 ms (the first argument is the label: fx.clock.sleep("${label}", "8h"))`
+        : `flow "${flow}": fx.clock.sleep("${label}", ${JSON.stringify(duration)}) is not a duration (<integer><ms|s|m|h|d>, e.g. "5s"), so it waits 0 ms`,
+    );
+  }
+  if (!durable && once(rt, `not durable ${flow}`)) {
+    rt.logger.warn(
+      { flow, label },
+      `flow "${flow}" is not durable: fx.clock.sleep("${label}") returns at once and the rest runs now (add durable: true to park the run)`,
+    );
+  }
+}
