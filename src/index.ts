@@ -42,5 +42,12 @@ export type { Clock } from "./clock/clock.ts";
 export type { Duration } from "./clock/duration.ts";
 export { OkeError, JournalLeaseBusy, ClockResourceNotFoundError } from "./errors.ts";
 export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
-export type { FailureReason, JournalEntry, RunRecord, RunStatus, SignalStats } from "./store/types.ts";
+export type {
+  FailureReason,
+  JournalEntry,
+  RunRecord,
+  RunStatus,
+  SignalStats,
+  SleepEntry,
+} from "./store/types.ts";
 export type { Logger } from "./log/logger.ts";

@@ -49,7 +49,7 @@ export function createOperatorApi(
       for (const r of runs) {
         const journal = await rt.store.getJournal(r.id);
         const last = [...journal].reverse().find((e) => e.kind === "sleep");
-        out.push({ runId: r.id, flow: r.flow, wakeAt: r.wakeAt ?? 0, label: last?.name });
+        out.push({ runId: r.id, flow: r.flow, wakeAt: r.wakeAt ?? 0, label: last?.label });
       }
       return out.sort((a, b) => a.wakeAt - b.wakeAt);
     },

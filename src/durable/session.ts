@@ -1,5 +1,13 @@
 import { JournalLeaseBusy, OkeError } from "../errors.ts";
-import type { JournalEntry, JournalKind, NewMessage, Store } from "../store/types.ts";
+import {
+  entryName,
+  type JournalEntry,
+  type JournalKind,
+  type NamedEntry,
+  type NewMessage,
+  type SleepEntry,
+  type Store,
+} from "../store/types.ts";
 
 export interface SessionDeps {
   store: Store;
@@ -59,10 +67,10 @@ export class JournalSession {
     if (this.lost) throw this.lost;
     const seq = this.seq++;
     const entry = this.entries[seq];
-    if (entry && (entry.kind !== kind || entry.name !== name)) {
+    if (entry && (entry.kind !== kind || entryName(entry) !== name)) {
       throw new OkeError({
         code: "OKE1301",
-        message: `journal: run "${this.deps.runId}" recorded ${entry.kind} "${entry.name}" at position ${seq}, but the code now asks for ${kind} "${name}"`,
+        message: `journal: run "${this.deps.runId}" recorded ${entry.kind} "${entryName(entry)}" at position ${seq}, but the code now asks for ${kind} "${name}"`,
         fix: "The flow's code changed under a live run. Keep the order and names of steps, sleeps, emits and ids stable for runs in flight, or let them finish before deploying.",
       });
     }
@@ -103,7 +111,12 @@ export class JournalSession {
     return value;
   }
 
-  private entry(seq: number, kind: JournalKind, name: string, extra: Partial<JournalEntry>): JournalEntry {
+  private entry(
+    seq: number,
+    kind: NamedEntry["kind"],
+    name: string,
+    extra: Pick<NamedEntry, "value" | "error">,
+  ): NamedEntry {
     return { runId: this.deps.runId, seq, kind, name, at: this.deps.now(), ...extra };
   }
 
@@ -166,7 +179,15 @@ export class JournalSession {
     if (entry) return;
     const now = this.deps.now();
     const wakeAt = now + ms;
-    const sleepEntry = this.entry(seq, "sleep", label, { duration, wakeAt });
+    const sleepEntry: SleepEntry = {
+      runId: this.deps.runId,
+      seq,
+      kind: "sleep",
+      label,
+      duration,
+      wakeAt,
+      at: now,
+    };
     if (ms <= 0) {
       await this.write(sleepEntry);
       return;
@@ -181,7 +202,7 @@ export class JournalSession {
 
   /** Runs compensations LIFO; each is journaled as `undo:<name>` so a resumed run does not undo twice. */
   async compensate(undos: Array<{ name: string; run: () => Promise<void> | void }>): Promise<void> {
-    const done = new Set(this.entries.filter((e) => e?.kind === "undo").map((e) => e.name));
+    const done = new Set(this.entries.filter((e) => e?.kind === "undo").map(entryName));
     let seq = this.entries.length;
     for (const u of [...undos].reverse()) {
       const name = `undo:${u.name}`;

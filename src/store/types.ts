@@ -120,23 +120,37 @@ export interface RunRecord {
 
 export type JournalKind = "step" | "sleep" | "emit" | "send" | "id" | "call" | "undo";
 
-/** One journal row, keyed by (runId, seq). `name` is checked on replay. */
-export interface JournalEntry {
+interface JournalEntryBase {
   runId: string;
   /** 0-based position in the run. */
   seq: number;
-  kind: JournalKind;
-  /** Step name, sleep label, signal name, channel name … */
-  name: string;
   /** Journaled value (step result, generated id …); JSON-serialisable. */
   value?: unknown;
   /** Journaled failure of a step. */
   error?: { code: string; message: string };
-  /** Sleep only. */
-  duration?: string;
-  wakeAt?: number;
   at: number;
 }
+
+/** `fx.clock.sleep(label, duration)`: the deadline is journaled, not the duration alone. */
+export interface SleepEntry extends JournalEntryBase {
+  kind: "sleep";
+  /** Checked on replay like a step name. */
+  label: string;
+  duration: string;
+  wakeAt: number;
+}
+
+/** Every other entry: `name` is the step name, signal, channel, callee … and is checked on replay. */
+export interface NamedEntry extends JournalEntryBase {
+  kind: Exclude<JournalKind, "sleep">;
+  name: string;
+}
+
+/** One journal row, keyed by (runId, seq). */
+export type JournalEntry = SleepEntry | NamedEntry;
+
+/** What replay compares at a position: a sleep's label, any other entry's name. */
+export const entryName = (e: JournalEntry): string => (e.kind === "sleep" ? e.label : e.name);
 
 export interface StartRun {
   id: string;
@@ -188,7 +202,7 @@ export interface ParkRequest {
   owner: string;
   now: number;
   /** The sleep entry; its `wakeAt` becomes the run's. */
-  entry: JournalEntry;
+  entry: SleepEntry;
 }
 
 /**

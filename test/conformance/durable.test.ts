@@ -10,7 +10,7 @@ import {
   signal,
   type Duration,
 } from "../../src/index.ts";
-import type { Store } from "../../src/store/types.ts";
+import { entryName, type Store } from "../../src/store/types.ts";
 import { appFactory, gate, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
@@ -59,11 +59,13 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
       leaseOwner: null,
     });
     const { journal } = (await app.operator.run(run!.id))!;
-    expect(journal.map((e) => [e.kind, e.name])).toEqual([
+    expect(journal.map((e) => [e.kind, entryName(e)])).toEqual([
       ["step", "mark-trial"],
       ["sleep", "expiry-window"],
     ]);
-    expect(journal[1]).toMatchObject({ duration: "7d", wakeAt: t0 + 7 * DAY });
+    // The documented shape: { kind: "sleep", label, duration, wakeAt }.
+    expect(journal[1]).toMatchObject({ kind: "sleep", label: "expiry-window", duration: "7d", wakeAt: t0 + 7 * DAY });
+    expect(journal[1]).not.toHaveProperty("name");
     expect(await app.operator.sleepers()).toEqual([
       { runId: run!.id, flow: "trials.start", wakeAt: t0 + 7 * DAY, label: "expiry-window" },
     ]);
@@ -111,7 +113,7 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(after).toBe(true);
     const [run] = await app.operator.runs({ status: "completed" });
     const journal = (await app.operator.run(run!.id))!.journal;
-    expect(journal[0]).toMatchObject({ kind: "sleep", name: "8h", wakeAt: app.clock.now() });
+    expect(journal[0]).toMatchObject({ kind: "sleep", label: "8h", wakeAt: app.clock.now() });
   });
 
   it("emits inside a durable flow are journaled and commit with the entry; replay never re-enqueues", async () => {
@@ -209,7 +211,7 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(log).toEqual(["refund c1", "release r1"]);
     const [run] = await app.operator.runs({ status: "failed" });
     const journal = (await app.operator.run(run!.id))!.journal;
-    expect(journal.map((e) => e.name)).toEqual(["reserve", "charge", "ship", "undo:charge", "undo:reserve"]);
+    expect(journal.map(entryName)).toEqual(["reserve", "charge", "ship", "undo:charge", "undo:reserve"]);
     expect(run!.error).toEqual({ code: "Error", message: "no stock" });
   });
 

@@ -5,6 +5,7 @@ import type {
   ClaimedMessage,
   JournalEntry,
   NewMessage,
+  SleepEntry,
   Settlement,
   Store,
   StoreEvent,
@@ -143,11 +144,11 @@ export const step = (
   at,
 });
 
-export const sleepEntry = (runId: string, seq: number, wakeAt: number, at = T0): JournalEntry => ({
+export const sleepEntry = (runId: string, seq: number, wakeAt: number, at = T0): SleepEntry => ({
   runId,
   seq,
   kind: "sleep",
-  name: `sleep-${seq}`,
+  label: `sleep-${seq}`,
   duration: `${wakeAt - at}ms`,
   wakeAt,
   at,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { JournalEntry } from "../types.ts";
+import { entryName, type JournalEntry } from "../types.ts";
 import {
   claimOf,
   expectBusy,
@@ -42,7 +42,7 @@ export function journalAppendCases(factory: StoreFactory): void {
             runId: "r1",
             seq: 3,
             kind: "sleep",
-            name: "wait",
+            label: "wait",
             duration: "2m",
             wakeAt: T0 + 120_000,
             at: T0 + 4,
@@ -58,7 +58,7 @@ export function journalAppendCases(factory: StoreFactory): void {
         runId: "r1",
         seq: 3,
         kind: "sleep",
-        name: "wait",
+        label: "wait",
         duration: "2m",
         wakeAt: T0 + 120_000,
         at: T0 + 4,
@@ -105,7 +105,7 @@ export function journalAppendCases(factory: StoreFactory): void {
         now: T0 + LEASE,
         entries: [step("r1", 0, "mine")],
       });
-      expect((await store().getJournal("r1")).map((e) => e.name)).toEqual(["mine"]);
+      expect((await store().getJournal("r1")).map(entryName)).toEqual(["mine"]);
     });
 
     it("a holder whose lease expired but was not taken over may still append", async () => {
@@ -144,7 +144,7 @@ export function journalAppendCases(factory: StoreFactory): void {
       await rejectionOf(
         store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 5), step("r1", 5)] }),
       );
-      expect((await store().getJournal("r1")).map((e) => [e.seq, e.name])).toEqual([[0, "first"]]);
+      expect((await store().getJournal("r1")).map((e) => [e.seq, entryName(e)])).toEqual([[0, "first"]]);
       expect(await store().getMessage("m1")).toBeUndefined();
     });
 

@@ -10,6 +10,7 @@ import {
   T0,
   type StoreFactory,
 } from "./harness.ts";
+import { entryName } from "../types.ts";
 
 /** Run leases: start, acquire, renew, release, and the refusals. */
 export function journalLeaseCases(factory: StoreFactory): void {
@@ -67,7 +68,7 @@ export function journalLeaseCases(factory: StoreFactory): void {
         input: { run: "r1" },
         updatedAt: T0 + LEASE,
       });
-      expect(got.entries.map((e) => [e.seq, e.name])).toEqual([
+      expect(got.entries.map((e) => [e.seq, entryName(e)])).toEqual([
         [0, "step-0"],
         [1, "step-1"],
       ]);

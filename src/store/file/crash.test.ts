@@ -128,7 +128,8 @@ describe("file store under SIGKILL", () => {
         for (const [runId, steps] of acked.steps) {
           const journal = new Map((await store.getJournal(runId)).map((e) => [e.seq, e]));
           for (const [seq, emit] of steps) {
-            if (journal.get(seq)?.name !== `step-${seq}`) missing.push(`step ${runId}#${seq}`);
+            const entry = journal.get(seq);
+            if (entry?.kind !== "step" || entry.name !== `step-${seq}`) missing.push(`step ${runId}#${seq}`);
             if ((await store.getMessage(emit)) === undefined) missing.push(`emit ${emit} of ${runId}#${seq}`);
           }
         }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import type { NewMessage, Store } from "../types.ts";
+import { entryName, type NewMessage, type Store } from "../types.ts";
 import { createFileStore, type FileStore, type FileStoreOptions } from "./file-store.ts";
 import { FRAME_HEADER_BYTES } from "./frame.ts";
 import { LOG_FILE, SNAPSHOT_FILE } from "./recovery.ts";
@@ -77,7 +77,7 @@ async function sampleWorkload(store: Store): Promise<void> {
       runId: "r1",
       seq: 1,
       kind: "sleep",
-      name: "nap",
+      label: "nap",
       duration: "1h",
       wakeAt: T0 + 3_600_000,
       at: T0 + 4,
@@ -94,7 +94,7 @@ async function expectSampleState(store: Store): Promise<void> {
     wakeAt: T0 + 3_600_000,
     leaseOwner: null,
   });
-  expect((await store.getJournal("r1")).map((e) => e.name)).toEqual(["a", "nap"]);
+  expect((await store.getJournal("r1")).map(entryName)).toEqual(["a", "nap"]);
   expect(await store.nextWakeAt()).toBe(T0 + 3_600_000);
 }
 

@@ -56,7 +56,15 @@ function script(): EngineOp[] {
         runId: "r1",
         owner: "i1",
         now,
-        entry: { runId: "r1", seq: 1, kind: "sleep", name: "z", wakeAt: now + 50, at: now },
+        entry: {
+          runId: "r1",
+          seq: 1,
+          kind: "sleep",
+          label: "z",
+          duration: "50ms",
+          wakeAt: now + 50,
+          at: now,
+        },
       },
     },
     {

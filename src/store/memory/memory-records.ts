@@ -122,12 +122,25 @@ export function toClaimedMessage(m: MsgRec): ClaimedMessage {
   };
 }
 
+/**
+ * A detached copy. A sleep journaled before sleeps had a `label` (file logs of
+ * older versions) carried it in `name`: it is read as the label.
+ */
 export function cloneEntry(e: JournalEntry, runId: string): JournalEntry {
-  const out: JournalEntry = { runId, seq: e.seq, kind: e.kind, name: e.name, at: e.at };
+  const out: JournalEntry =
+    e.kind === "sleep"
+      ? {
+          runId,
+          seq: e.seq,
+          kind: "sleep",
+          label: e.label ?? (e as unknown as { name: string }).name,
+          duration: e.duration,
+          wakeAt: e.wakeAt,
+          at: e.at,
+        }
+      : { runId, seq: e.seq, kind: e.kind, name: e.name, at: e.at };
   if (e.value !== undefined) out.value = cloneJson(e.value);
   if (e.error !== undefined) out.error = { code: e.error.code, message: e.error.message };
-  if (e.duration !== undefined) out.duration = e.duration;
-  if (e.wakeAt !== undefined) out.wakeAt = e.wakeAt;
   return out;
 }
 

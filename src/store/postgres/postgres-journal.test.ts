@@ -269,7 +269,7 @@ describe("postgres journal across instances", () => {
           runId: id,
           seq: 0,
           kind: "sleep",
-          name: "nap",
+          label: "nap",
           duration: "1s",
           wakeAt: T0 + 1_000 + i,
           at: T0,

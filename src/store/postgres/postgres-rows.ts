@@ -1,13 +1,14 @@
 import pg from "pg";
-import type {
-  ClaimedMessage,
-  FailureReason,
-  JournalEntry,
-  JournalKind,
-  MessageStatus,
-  RunRecord,
-  RunStatus,
-  StoredMessage,
+import {
+  entryName,
+  type ClaimedMessage,
+  type FailureReason,
+  type JournalEntry,
+  type MessageStatus,
+  type NamedEntry,
+  type RunRecord,
+  type RunStatus,
+  type StoredMessage,
 } from "../types.ts";
 
 /**
@@ -126,19 +127,26 @@ export function toRunRecord(r: RunRow): RunRecord {
   return run;
 }
 
+/**
+ * The `name` column holds every entry's replay key: a sleep's label too, so
+ * sleeps journaled before the entry said `label` read back unchanged.
+ */
 export function toJournalEntry(r: EntryRow): JournalEntry {
-  const e: JournalEntry = {
-    runId: r.run_id,
-    seq: r.seq,
-    kind: r.kind as JournalKind,
-    name: r.name,
-    at: r.at,
-  };
+  const e: JournalEntry =
+    r.kind === "sleep"
+      ? {
+          runId: r.run_id,
+          seq: r.seq,
+          kind: "sleep",
+          label: r.name,
+          duration: r.duration ?? "",
+          wakeAt: r.wake_at ?? r.at,
+          at: r.at,
+        }
+      : { runId: r.run_id, seq: r.seq, kind: r.kind as NamedEntry["kind"], name: r.name, at: r.at };
   const value = fromJson(r.value);
   if (value !== undefined) e.value = value;
   if (r.error !== null) e.error = r.error as { code: string; message: string };
-  if (r.duration !== null) e.duration = r.duration;
-  if (r.wake_at !== null) e.wakeAt = r.wake_at;
   return e;
 }
 
@@ -153,12 +161,12 @@ export function entryRecords(runId: string, entries: readonly JournalEntry[]): o
     run_id: runId,
     seq: e.seq,
     kind: e.kind,
-    name: e.name,
+    name: entryName(e),
     // Wrapped so that `undefined` (absent) and `null` stay distinct through the recordset.
     value: e.value === undefined ? null : { v: e.value },
     error: e.error ?? null,
-    duration: e.duration ?? null,
-    wake_at: e.wakeAt ?? null,
+    duration: e.kind === "sleep" ? e.duration : null,
+    wake_at: e.kind === "sleep" ? e.wakeAt : null,
     at: e.at,
   }));
 }

@@ -65,7 +65,7 @@ describe("postgres wake-ups (LISTEN/NOTIFY)", () => {
       runId: "run1",
       owner: "o",
       now: T0,
-      entry: { runId: "run1", seq: 0, kind: "sleep", name: "s", wakeAt: T0 + 5, at: T0 },
+      entry: { runId: "run1", seq: 0, kind: "sleep", label: "s", duration: "5ms", wakeAt: T0 + 5, at: T0 },
     });
     await rec.next((e) => e.kind === "wake");
     rec.stop();
