@@ -14,7 +14,8 @@ import { startHttpServer, type HttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
-import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import { BroadcastRuntime } from "../signal/broadcast-runtime.ts";
+import { isSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import { WorkerPool } from "../signal/worker-pool.ts";
 import type { AcquiredRun, ClaimedMessage, NewMessage, Store } from "../store/types.ts";
 import { resolveConfig, resolveEnv, type ResolvedConfig } from "./config.ts";
@@ -65,6 +66,7 @@ class OkeApp implements App, Runtime {
   /** The pool of each once signal bound in this app (claim at emit). */
   private readonly poolBySignal = new Map<string, WorkerPool>();
   private scheduler: WakeScheduler | undefined;
+  private readonly broadcasts: BroadcastRuntime;
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
@@ -105,6 +107,18 @@ class OkeApp implements App, Runtime {
       leaseMs: this.config.durableLeaseMs,
     };
     this.operator = createOperatorApi(this);
+    this.broadcasts = new BroadcastRuntime({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      instanceId: this.instanceId,
+      signals: this.registry.signals,
+      subscribers: this.registry.subscribers,
+      concurrency: this.config.concurrency,
+      prefetch: this.config.prefetch,
+      leaseMs: this.config.leaseMs,
+      handler: (queue, flow) => onceHandler(this, queue, flow, this.durable),
+    });
   }
 
   /** Sent messages captured by the memory send driver (tests). */
@@ -148,6 +162,7 @@ class OkeApp implements App, Runtime {
       this.poolBySignal.set(signalName, pool);
       pool.start();
     }
+    await this.broadcasts.start();
     this.scheduler?.start();
     this.schedulePrune();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
@@ -302,23 +317,20 @@ class OkeApp implements App, Runtime {
     return this.run(r.flowRef, value, null);
   }
 
-  broadcast(signal: string, payload: unknown, parentRunId: string | null): void {
-    for (const flow of this.registry.subscribers.get(signal) ?? []) {
-      this.track(
-        executeFlow(this, flow, structuredClone(payload), {
-          runId: newId(this.clock.now()),
-          attempt: 1,
-          parentRunId,
-        }),
-      );
-    }
-  }
+  readonly emitFanout: Runtime["emitFanout"] = (target, payload, options, producer, session) =>
+    target.delivery === "broadcast"
+      ? this.broadcasts.emit(target, payload, options, producer, session)
+      : // Live tapes arrive with issue 15's second part; until then a live emit is dropped.
+        Promise.resolve();
 
   async emit<P>(
     target: SignalHandle<P>,
     payload?: P,
     options?: EmitOptions & { tx?: unknown },
   ): Promise<void> {
+    if (this.state === "new") await this.store.open();
+    if (isSignal(target) && target.delivery !== "once")
+      return this.emitFanout(target, payload, options, { flow: "app.emit", runId: null });
     const message = await prepareEmit(
       emitContext(this.registry, this.clock.now()),
       target,
@@ -326,8 +338,6 @@ class OkeApp implements App, Runtime {
       options,
       { flow: "app.emit", runId: null },
     );
-    if (target.delivery !== "once") return this.broadcast(target.name, message.payload, null);
-    if (this.state === "new") await this.store.open();
     if (options?.tx === undefined) return this.enqueue(message);
     await this.store.enqueue([message], this.clock.now(), { tx: options.tx });
   }
@@ -439,12 +449,16 @@ class OkeApp implements App, Runtime {
       for (;;) {
         const settled = Promise.all([
           ...this.pools.map((p) => p.whenIdle()),
+          this.broadcasts.whenIdle(),
           Promise.allSettled([...this.tasks]),
         ]);
         if ((await Promise.race([settled, expired])) === "timeout") break;
         await new Promise((r) => setImmediate(r));
         const busy =
-          this.pools.some((p) => !p.isIdle()) || this.tasks.size > 0 || (this.scheduler?.active ?? 0) > 0;
+          this.pools.some((p) => !p.isIdle()) ||
+          !this.broadcasts.isIdle() ||
+          this.tasks.size > 0 ||
+          (this.scheduler?.active ?? 0) > 0;
         if (!busy) return;
       }
     } finally {
@@ -459,7 +473,11 @@ class OkeApp implements App, Runtime {
     this.state = "stopping";
     this.cancelPrune?.();
     clearInterval(this.keepAlive);
-    await Promise.all([...this.pools.map((p) => p.stop(timeoutMs)), this.scheduler?.stop(timeoutMs)]);
+    await Promise.all([
+      ...this.pools.map((p) => p.stop(timeoutMs)),
+      this.broadcasts.stop(timeoutMs),
+      this.scheduler?.stop(timeoutMs),
+    ]);
     await this.server?.close({ timeoutMs });
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";

@@ -1,4 +1,6 @@
 import type { Clock } from "../clock/clock.ts";
+import type { JournalSession } from "../durable/session.ts";
+import type { BroadcastSignal, LiveSignal } from "../signal/signal.ts";
 import type { AnyFlow } from "../flow/flow.ts";
 import type { SendDrivers } from "../fx/send.ts";
 import type { Logger } from "../log/logger.ts";
@@ -28,6 +30,12 @@ export interface Runtime {
    * straight to this instance's worker pool when claim at emit applies.
    */
   enqueue(message: NewMessage): Promise<void>;
-  /** In-process fan-out for broadcast signals. */
-  broadcast(signal: string, payload: unknown, parentRunId: string | null): void;
+  /** Emits a broadcast (per-flow copies across the fleet) or appends to a live tape; resolves once committed. */
+  emitFanout(
+    target: BroadcastSignal | LiveSignal,
+    payload: unknown,
+    options: { key?: string | undefined; tx?: unknown } | undefined,
+    producer: { flow: string; runId: string | null },
+    session?: JournalSession,
+  ): Promise<void>;
 }

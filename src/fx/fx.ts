@@ -8,7 +8,7 @@ import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
-import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import { isSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
 import { warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
@@ -83,14 +83,18 @@ class FxContext implements Fx {
     options: EmitOptions | undefined,
   ): Promise<void> {
     const { rt } = this;
+    if (isSignal(target) && target.delivery !== "once")
+      return rt.emitFanout(
+        target,
+        payload,
+        options,
+        { flow: this.flow, runId: this.runId },
+        this.frame.session,
+      );
     const message = await prepareEmit(emitContext(rt.registry, rt.clock.now()), target, payload, options, {
       flow: this.flow,
       runId: this.runId,
     });
-    if (target.delivery !== "once") {
-      rt.broadcast(target.name, message.payload, this.runId);
-      return;
-    }
     if (this.frame.session) await this.frame.session.emit(message);
     else await rt.enqueue(message);
   }

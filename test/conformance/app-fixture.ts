@@ -1,9 +1,11 @@
+import { pino } from "pino";
 import { afterEach } from "vitest";
 import { createApp } from "../../src/app/app.ts";
 import type { OkeConfig } from "../../src/app/config.ts";
 import type { App } from "../../src/app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../../src/clock/time-travel.ts";
 import type { SentMessage } from "../../src/fx/send.ts";
+import type { Logger } from "../../src/log/logger.ts";
 import type { Store } from "../../src/store/types.ts";
 import type { DriverFixture } from "./drivers.ts";
 
@@ -27,7 +29,7 @@ export function appFactory(driver: DriverFixture) {
     store,
     async make(
       modules: Array<Record<string, unknown>>,
-      opts: { store?: Store; time?: TimeTravel; config?: OkeConfig; boot?: boolean } = {},
+      opts: { store?: Store; time?: TimeTravel; config?: OkeConfig; boot?: boolean; logger?: Logger } = {},
     ): Promise<TestApp> {
       const appStore = opts.store ?? (await store());
       const time = opts.time ?? createTimeTravel(1_000_000);
@@ -37,6 +39,7 @@ export function appFactory(driver: DriverFixture) {
         clock: time,
         store: appStore,
         config: opts.config,
+        ...(opts.logger ? { logger: opts.logger } : {}),
       });
       cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
       if (opts.boot !== false) await app.boot();
@@ -63,4 +66,14 @@ export async function until(
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setImmediate(r));
   }
+}
+
+/** A logger that keeps every record (JSON objects) for assertions. */
+export function recordingLogger(): { logger: Logger; records: Array<Record<string, unknown>> } {
+  const records: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: "debug" },
+    { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  return { logger, records };
 }

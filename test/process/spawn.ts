@@ -18,8 +18,9 @@ export class Child {
   private waiters: Array<() => void> = [];
   stderr = "";
 
-  constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ["--import", "tsx", CHILD], {
+  /** `script`: another child program than child-app.ts (same JSON-lines protocol). */
+  constructor(env: Record<string, string>, script = CHILD) {
+    this.proc = spawn(process.execPath, ["--import", "tsx", script], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -1,0 +1,145 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { flow, on, signal, OkeError } from "../../src/index.ts";
+import { BROADCAST_PHYSICS, broadcastQueue } from "../../src/signal/broadcast-runtime.ts";
+import { appFactory, recordingLogger, until } from "./app-fixture.ts";
+import { drivers } from "./drivers.ts";
+
+/** Two flows on one broadcast signal, recording which flow ran which event where. */
+function fanout(name: string) {
+  const placed = signal.broadcast(name, { schema: z.object({ id: z.string() }) });
+  const seen: string[] = [];
+  const charge = on(placed, flow(`${name}.charge`, { do: ({ id }) => void seen.push(`charge ${id}`) }));
+  const ship = on(placed, flow(`${name}.ship`, { do: ({ id }) => void seen.push(`ship ${id}`) }));
+  return { placed, seen, charge, ship };
+}
+
+describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
+  const apps = appFactory(driver);
+
+  it("every bound flow runs each event once, across two replicas sharing the store", async () => {
+    const { placed, seen, charge, ship } = fanout("orders.placed");
+    const store = await apps.store();
+    const a = await apps.make([{ placed, charge, ship }], { store });
+    const b = await apps.make([{ placed, charge, ship }], { store, time: a.time });
+    for (let i = 0; i < 5; i++) await (i % 2 === 0 ? a : b).emit(placed, { id: `o${i}` });
+    await until(() => seen.length >= 10, "10 handler runs");
+    await a.idle();
+    await b.idle();
+    const expected = [0, 1, 2, 3, 4].flatMap((i) => [`charge o${i}`, `ship o${i}`]).sort();
+    expect(seen.sort()).toEqual(expected);
+  });
+
+  it("a flow only another instance runs gets the events emitted here", async () => {
+    const placed = signal.broadcast("orders.remote");
+    const seen: string[] = [];
+    const remote = on(
+      placed,
+      flow("orders.remote.audit", { do: (p: { id: string }) => void seen.push(p.id) }),
+    );
+    const store = await apps.store();
+    const b = await apps.make([{ placed, remote }], { store });
+    // A binds nothing: the fleet's subscriber (B) is why its emit is not an orphan.
+    const a = await apps.make([{ placed }], { store, time: b.time });
+    await a.emit(placed, { id: "x1" });
+    await until(() => seen.length === 1, "B's flow ran");
+    await b.idle();
+    expect(seen).toEqual(["x1"]);
+  });
+
+  it("checks the schema at emit (OKE1250) and refuses an orphan emit (OKE1240) unless optional", async () => {
+    const { placed, charge } = fanout("orders.checked");
+    const lonely = signal.broadcast("orders.lonely");
+    const soft = signal.broadcast("orders.soft", { optional: true });
+    const app = await apps.make([{ placed, charge, lonely, soft }]);
+    const bad = await app.emit(placed, { id: 7 } as never).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OkeError);
+    expect((bad as OkeError).code).toBe("OKE1250");
+    const orphan = await app.emit(lonely, {}).catch((e: unknown) => e);
+    expect((orphan as OkeError).code).toBe("OKE1240");
+    await app.emit(soft, {});
+  });
+
+  it("a handler failure is logged with the flow and event id and not retried", async () => {
+    const boom = signal.broadcast("orders.boom");
+    let runs = 0;
+    const f = on(
+      boom,
+      flow("orders.boom.fails", {
+        do: () => {
+          runs++;
+          throw new Error("card declined");
+        },
+      }),
+    );
+    const { logger, records } = recordingLogger();
+    const app = await apps.make([{ boom, f }], { logger });
+    await app.emit(boom, {});
+    await until(
+      () => records.some((r) => r.msg === "broadcast handler failed: card declined"),
+      "failure log",
+    );
+    await app.idle();
+    expect(runs).toBe(1);
+    const rec = records.find((r) => r.msg === "broadcast handler failed: card declined")!;
+    expect(rec).toMatchObject({ flow: "orders.boom.fails", signal: "orders.boom" });
+    expect(typeof rec.eventId).toBe("string");
+    // Ephemeral: the copy is done, never dead-lettered.
+    const stats = await app.store.stats(broadcastQueue("orders.boom", "orders.boom.fails"), app.clock.now());
+    expect(stats).toMatchObject({ pending: 0, inflight: 0, dead: 0, delivered: 1 });
+  });
+
+  it("a durable emitter journals the broadcast with its step: a resumed run does not emit again", async () => {
+    const { placed, seen, charge, ship } = fanout("orders.durable");
+    const emitter = flow("orders.durable.emitter", {
+      durable: true,
+      do: async (_: undefined, fx) => {
+        await fx.emit(placed, { id: "d1" });
+        await fx.clock.sleep("cool-off", "1m");
+        return "done";
+      },
+    });
+    const app = await apps.make([{ placed, charge, ship, emitter }]);
+    await app.invoke(emitter, undefined);
+    await until(() => seen.length === 2, "both flows ran");
+    app.time.advance("2m");
+    await until(async () => (await app.operator.runs({ status: "completed" })).length === 1, "run completed");
+    await app.idle();
+    expect(seen.sort()).toEqual(["charge d1", "ship d1"]);
+  });
+
+  it("an event waits for a restarting subscriber up to MAX_WAIT_MS, and is missed after", async () => {
+    const { placed, seen, charge, ship } = fanout("orders.restart");
+    const store = await apps.store();
+    const emitter = await apps.make([{ placed, charge, ship }], { store, boot: false });
+    // Nobody runs the flows yet, but the emitter's own bindings count: the copies wait in the queue.
+    await emitter.emit(placed, { id: "early" });
+    emitter.time.advance(BROADCAST_PHYSICS.MAX_WAIT_MS - 1_000);
+    await emitter.emit(placed, { id: "fresh" });
+    emitter.time.advance(2_000);
+    await emitter.boot();
+    await until(() => seen.length >= 2, "fresh copies ran");
+    await emitter.idle();
+    expect(seen.sort()).toEqual(["charge fresh", "ship fresh"]);
+  });
+
+  it("copies for a flow whose every subscriber lapsed are cleared; then the emit is an orphan", async () => {
+    const placed = signal.broadcast("orders.gone");
+    const g = on(placed, flow("orders.gone.audit", { do: () => undefined }));
+    const store = await apps.store();
+    const b = await apps.make([{ placed, g }], { store });
+    const a = await apps.make([{ placed }], { store, time: b.time });
+    await b.stop();
+    // B stopped without a word: for SUBSCRIBER_TTL_MS it still counts, and its copies wait.
+    await a.emit(placed, {});
+    const queue = broadcastQueue("orders.gone", "orders.gone.audit");
+    expect((await store.stats(queue, a.clock.now())).pending).toBe(1);
+    a.time.advance(BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS + BROADCAST_PHYSICS.HEARTBEAT_MS);
+    await until(
+      async () => (await store.stats(queue, a.clock.now())).pending === 0,
+      "janitor cleared the copy",
+    );
+    const err = await a.emit(placed, {}).catch((e: unknown) => e);
+    expect((err as OkeError).code).toBe("OKE1240");
+  });
+});

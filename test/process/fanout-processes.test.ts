@@ -1,0 +1,83 @@
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { broadcastQueue } from "../../src/signal/broadcast-runtime.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
+import { Child } from "./spawn.ts";
+
+const CHILD = fileURLToPath(new URL("./fanout-child.ts", import.meta.url));
+const schema = `oke_fanout_${process.pid}`;
+const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
+const children: Child[] = [];
+const spawnChild = (): Child => {
+  const c = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema }, CHILD);
+  children.push(c);
+  return c;
+};
+const portOf = async (c: Child): Promise<number> =>
+  (await c.waitFor((e) => e.event === "ready", "ready")).port as number;
+
+beforeAll(async () => {
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
+  await store.open();
+  await store.close();
+  await admin.query(
+    `CREATE TABLE "${schema}".fanout_runs (id bigserial PRIMARY KEY, flow text NOT NULL, event text NOT NULL, pid int NOT NULL)`,
+  );
+});
+
+afterAll(async () => {
+  for (const c of children) if (c.proc.exitCode === null) await c.kill();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+});
+
+describe.sequential("broadcast across real processes on one PostgreSQL", () => {
+  it("two instances, two flows, emits on both: each flow ran each event exactly once", async () => {
+    const a = spawnChild();
+    const b = spawnChild();
+    const [pa, pb] = await Promise.all([portOf(a), portOf(b)]);
+    const N = 40;
+    const emit = (port: number, ids: string[]) =>
+      fetch(`http://127.0.0.1:${port}/emit`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ids }),
+      }).then((r) => expect(r.status).toBe(204));
+    const ids = Array.from({ length: N }, (_, i) => `e${i}`);
+    await Promise.all([
+      emit(
+        pa,
+        ids.filter((_, i) => i % 2 === 0),
+      ),
+      emit(
+        pb,
+        ids.filter((_, i) => i % 2 === 1),
+      ),
+    ]);
+    const end = Date.now() + 30_000;
+    let rows: Array<{ flow: string; event: string; pid: number }> = [];
+    while (Date.now() < end) {
+      rows = (await admin.query(`SELECT flow, event, pid FROM "${schema}".fanout_runs`)).rows;
+      if (rows.length >= 2 * N) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // No copy left to run (pending or inflight): nothing can run again after this read.
+    const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
+    await store.open();
+    for (const f of ["orders.charge", "orders.ship"]) {
+      const st = await store.stats(broadcastQueue("orders.placed", f), Date.now());
+      expect(st).toMatchObject({ pending: 0, inflight: 0, delivered: N });
+    }
+    await store.close();
+    rows = (await admin.query(`SELECT flow, event, pid FROM "${schema}".fanout_runs`)).rows;
+    const runs = rows.map((r) => `${r.flow} ${r.event}`).sort();
+    const expected = ids.flatMap((id) => [`orders.charge ${id}`, `orders.ship ${id}`]).sort();
+    expect(runs).toEqual(expected);
+    a.proc.kill("SIGTERM");
+    b.proc.kill("SIGTERM");
+    await Promise.all([a.exited, b.exited]);
+  });
+});
