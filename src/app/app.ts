@@ -47,6 +47,8 @@ export function createApp(options: CreateAppOptions): App {
   return new OkeApp(options);
 }
 
+const STORE_UNAVAILABLE: Readiness = Object.freeze({ ready: false, reason: "store_unavailable" });
+
 type State = "new" | "booting" | "orphan_scan" | "ready" | "stopping" | "stopped";
 
 class OkeApp implements App, Runtime {
@@ -127,7 +129,7 @@ class OkeApp implements App, Runtime {
   }
 
   readiness(): Readiness {
-    if (this.state === "ready") return { ready: true };
+    if (this.state === "ready") return this.store.health().ok ? { ready: true } : STORE_UNAVAILABLE;
     if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
     if (this.state === "stopping" || this.state === "stopped") return { ready: false, reason: "stopping" };
     return { ready: false, reason: "booting" };

@@ -8,6 +8,7 @@
  * the app's Clock, so time travel works on every driver, SQL included.
  */
 
+import type { HealthStore } from "./health-types.ts";
 import type { ConsoleStore } from "./console-types.ts";
 import type { FanoutStore } from "./fanout-types.ts";
 
@@ -312,7 +313,7 @@ export interface JournalStore {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 
-export interface Store extends QueueStore, JournalStore, ConsoleStore, FanoutStore {
+export interface Store extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

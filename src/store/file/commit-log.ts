@@ -1,8 +1,11 @@
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileDurable } from "./durable-fs.ts";
+import type { StoreHealth } from "../health-types.ts";
 import { encodeFrame } from "./frame.ts";
 import { LOG_FILE, SNAPSHOT_FILE, snapshotText, writeFreshLog } from "./recovery.ts";
+
+const HEALTHY: StoreHealth = Object.freeze({ ok: true });
 
 interface Deferred {
   promise: Promise<void>;
@@ -74,6 +77,7 @@ export class CommitLog {
   private compactDue = false;
   private snapshotBytes: number;
   private failure: Error | undefined;
+  private failedAt = 0;
   readonly counters: CommitLogCounters;
 
   private constructor(
@@ -127,6 +131,15 @@ export class CommitLog {
     return this.pending?.done.promise ?? this.inflight ?? Promise.resolve();
   }
 
+  /** Unavailable once a write or an fsync failed. */
+  health(): StoreHealth {
+    if (!this.failure) return HEALTHY;
+    const cause = this.failure.cause;
+    const reason =
+      cause instanceof Error ? `${this.failure.message} (${cause.message})` : this.failure.message;
+    return { ok: false, since: this.failedAt, reason };
+  }
+
   /** Flushes, compacts if anything was logged since the last snapshot, and closes the file. */
   async close(compact: boolean): Promise<void> {
     while (this.loop) await this.loop;
@@ -169,6 +182,7 @@ export class CommitLog {
           done.resolve();
         } catch (e) {
           this.failure = this.options.wrapFailure(e);
+          this.failedAt = Date.now();
           done.reject(this.failure);
           // Records queued during the failed flush fail with it (TS cannot see the await refill it).
           (this.pending as Batch | undefined)?.done.reject(this.failure);

@@ -57,9 +57,11 @@ export interface FileStore extends Store {
   diagnostics(): FileStoreDiagnostics;
 }
 
+const HEALTHY = Object.freeze({ ok: true as const });
+
 export const DEFAULT_COMPACT_BYTES = 8 * 1024 * 1024;
 
-type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe" | keyof FanoutStore>;
+type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe" | "health" | keyof FanoutStore>;
 
 interface Session {
   inner: Store;
@@ -235,6 +237,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       await closing;
     },
     subscribe: listeners.subscribe,
+    health: () => session?.log.health() ?? HEALTHY,
     diagnostics() {
       const s = session;
       if (s === undefined) throw fileStoreErrors.closed(dir);

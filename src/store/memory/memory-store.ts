@@ -24,6 +24,8 @@ export interface EngineStoreOptions {
  * subscribers. Ops that changed nothing (an empty claim, a fenced settle) are
  * not persisted, so an idle poll loop writes no log records.
  */
+const HEALTHY = Object.freeze({ ok: true as const });
+
 export function createEngineStore(opts: EngineStoreOptions): Store {
   const { engine, driver } = opts;
   const listeners = createStoreListeners();
@@ -45,6 +47,8 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     },
     subscribe: listeners.subscribe,
     ...createMemoryFanout(),
+    // Memory cannot fail to commit; the file driver reports its disk itself.
+    health: () => HEALTHY,
 
     async enqueue(messages, now, options) {
       if (options?.tx !== undefined) throw storeErrors.txUnsupported(driver);

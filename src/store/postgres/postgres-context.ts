@@ -7,6 +7,8 @@ import { encodeWake, type WakePayload } from "./postgres-wake.ts";
 export interface PgLogger {
   warn(obj: object, msg?: string): void;
   error(obj: object, msg?: string): void;
+  /** Recoveries (the database is reachable again). */
+  info?(obj: object, msg?: string): void;
 }
 
 /** Anything that runs a query: the pool, or a caller's client inside BEGIN. */

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { storeErrors } from "../index.ts";
+import { createHealthMonitor, reportOutages } from "../store-health.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
@@ -10,6 +11,7 @@ import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { createPostgresFanout } from "./postgres-fanout.ts";
+import { isPostgresOutage, probePostgres } from "./postgres-health.ts";
 import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
 import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
@@ -138,8 +140,14 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   let opening: Promise<void> | undefined;
   let closed = false;
+  const monitor = createHealthMonitor({
+    name: "postgres",
+    probe: () => probePostgres(options.connectionString, `okengine-probe:${schema}`),
+    isOutage: isPostgresOutage,
+    logger,
+  });
 
-  return {
+  const store: Store = {
     driver: "postgres",
     open() {
       if (closed) return Promise.reject(postgresStoreErrors.closed(schema));
@@ -154,6 +162,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     async close() {
       if (closed) return;
       closed = true;
+      monitor.stop();
       await opening?.catch(() => undefined);
       await wake.close();
       await fanout.close();
@@ -162,6 +171,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     },
     subscribe: listeners.subscribe,
     ...fanout.store,
+    health: () => monitor.health(),
 
     async enqueue(messages, now, opts) {
       const batch = messages.map((message) => ({ message }));
@@ -212,5 +222,6 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     removeInstance: (id) => consoleQueries.removeInstance(ctx, id),
     recordAudit: (entry) => consoleQueries.recordAudit(ctx, entry),
     pageAudit: (req) => consoleQueries.pageAudit(ctx, req),
-  };
+  }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
+  return reportOutages(store, monitor, ["open", "close", "subscribe", "health"]);
 }

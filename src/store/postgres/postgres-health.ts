@@ -1,0 +1,45 @@
+/** PostgreSQL health: which errors mean the database is unreachable, and the bounded probe that says it is back. */
+import pg from "pg";
+import { OkeError } from "../../errors.ts";
+
+/** How long one probe may take to connect, and then to commit. */
+export const PROBE_TIMEOUT_MS = 2_000;
+
+// SQLSTATE classes of an unavailable server: connection exception, insufficient resources (disk full,
+// out of memory), operator intervention (shutdown, cannot connect now), system error, internal error.
+const OUTAGE_CLASSES = new Set(["08", "53", "57", "58", "XX"]);
+const NODE_NET = /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)$/;
+const PG_CLIENT =
+  /connection terminated|timeout exceeded when trying to connect|not queryable|connection error/i;
+
+/** True for an error that says the database cannot be reached or cannot commit, not that a statement was refused. */
+export function isPostgresOutage(e: unknown): boolean {
+  if (e instanceof OkeError) return e.cause !== undefined && isPostgresOutage(e.cause);
+  if (typeof e !== "object" || e === null) return false;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return OUTAGE_CLASSES.has(code.slice(0, 2));
+  if (typeof code === "string" && NODE_NET.test(code)) return true;
+  return e instanceof Error && PG_CLIENT.test(e.message);
+}
+
+/**
+ * Opens its own connection (so a busy pool cannot make a healthy database look
+ * down) and commits a transaction that takes a transaction id: a commit record
+ * is written to the WAL, so a server that is up but cannot write fails it too.
+ */
+export async function probePostgres(connectionString: string, applicationName: string): Promise<void> {
+  const client = new pg.Client({
+    connectionString,
+    application_name: applicationName,
+    connectionTimeoutMillis: PROBE_TIMEOUT_MS,
+    query_timeout: PROBE_TIMEOUT_MS,
+  });
+  // A connection dropped after the probe must not raise an unhandled 'error'.
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    await client.query("SELECT txid_current()");
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,122 @@
+/** Tracks a store's health from its failing calls and probes, with backoff, until it can commit again. */
+import type { StoreHealth } from "./health-types.ts";
+
+const OK: StoreHealth = Object.freeze({ ok: true });
+
+export interface HealthLogger {
+  warn(obj: object, msg?: string): void;
+  info?(obj: object, msg?: string): void;
+}
+
+export interface HealthMonitorOptions {
+  /** Driver name for log lines. */
+  name: string;
+  /** One bounded check that the store can commit; rejects when it cannot. */
+  probe(): Promise<void>;
+  /** Which errors mean "the store is unavailable" (not a refusal of bad input). */
+  isOutage(e: unknown): boolean;
+  logger?: HealthLogger;
+  /** First probe this long after a failure, doubling to `maxDelayMs`. */
+  minDelayMs?: number;
+  maxDelayMs?: number;
+}
+
+export interface HealthMonitor {
+  health(): StoreHealth;
+  /** A call failed with `e`: if it is an outage, the store is unavailable until a probe succeeds. */
+  failed(e: unknown): void;
+  /** `p`, with an outage it rejects with reported to the monitor. */
+  watch<T>(p: Promise<T>): Promise<T>;
+  /** Stops probing (store closed). */
+  stop(): void;
+}
+
+export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
+  const minDelay = o.minDelayMs ?? 100;
+  const maxDelay = o.maxDelayMs ?? 2_000;
+  let state: StoreHealth = OK;
+  let timer: NodeJS.Timeout | undefined;
+  let probing = false;
+  let stopped = false;
+  let delay = minDelay;
+
+  const schedule = (): void => {
+    if (stopped || timer !== undefined || probing) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      probing = true;
+      o.probe().then(
+        () => {
+          probing = false;
+          if (state.ok || stopped) return;
+          o.logger?.info?.(
+            { driver: o.name, downMs: Date.now() - state.since },
+            `${o.name} store available again after ${Date.now() - state.since} ms`,
+          );
+          state = OK;
+          delay = minDelay;
+        },
+        (e: unknown) => {
+          probing = false;
+          if (!state.ok) state = { ...state, reason: describe(e) };
+          delay = Math.min(delay * 2, maxDelay);
+          schedule();
+        },
+      );
+    }, delay);
+    timer.unref();
+  };
+
+  const failed = (e: unknown): void => {
+    if (stopped || !o.isOutage(e)) return;
+    if (state.ok) {
+      state = { ok: false, since: Date.now(), reason: describe(e) };
+      o.logger?.warn(
+        { driver: o.name, err: e },
+        `${o.name} store unavailable (${state.reason}); probing until it can commit again`,
+      );
+    }
+    schedule();
+  };
+
+  return {
+    health: () => state,
+    failed,
+    watch: (p) =>
+      p.catch((e: unknown) => {
+        failed(e);
+        throw e;
+      }),
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+
+const describe = (e: unknown): string => {
+  const cause = (e as { cause?: unknown } | null)?.cause;
+  const text = e instanceof Error ? e.message : String(e);
+  return cause instanceof Error && cause.message !== text ? `${text}: ${cause.message}` : text;
+};
+
+/**
+ * `methods` with every promise-returning function reporting its failures to
+ * `monitor`; the functions named in `skip` are left as they are.
+ */
+export function reportOutages<T extends object>(
+  methods: T,
+  monitor: HealthMonitor,
+  skip: readonly string[],
+): T {
+  const out = { ...methods } as Record<string, unknown>;
+  for (const [name, fn] of Object.entries(methods)) {
+    if (typeof fn !== "function" || skip.includes(name)) continue;
+    out[name] = (...args: unknown[]): unknown => {
+      const r: unknown = (fn as (...a: unknown[]) => unknown).apply(methods, args);
+      return r instanceof Promise ? monitor.watch(r) : r;
+    };
+  }
+  return out as T;
+}
