@@ -105,7 +105,14 @@ export async function loadProject(dir: string): Promise<LoadedProject> {
   if (!existsSync(root) || !statSync(root).isDirectory())
     throw new CliError(`oke: project directory "${dir}" not found`);
   checkEsmScope(root);
-  registerProjectResolution(root);
+  // Under vitest with okengine/vitest's plugin, vitest resolves `@/` and loads TypeScript itself.
+  if (process.env.OKE_VITEST_PLUGIN !== "1") {
+    if (process.env.VITEST !== undefined && !import.meta.url.endsWith(".ts"))
+      throw new CliError(
+        'oke: createTestApp({ project }) under vitest needs the okengine plugin: in vitest.config.ts, import { okengine } from "okengine/vitest" and add plugins: [okengine()]',
+      );
+    registerProjectResolution(root);
+  }
 
   const configFile = CONFIG_FILES.find((f) => existsSync(join(root, f)));
   let config: OkeConfig | undefined;
