@@ -14,6 +14,13 @@ export interface OkeErrorInit {
   details?: unknown;
   /** The underlying error, if any. */
   cause?: unknown;
+  /**
+   * Whether HTTP clients outside dev see the message, fix and details. Default:
+   * `status < 500`. A 5xx is the server's problem and its text may name paths,
+   * schemas or hosts, so the client gets the code and "Internal error" only;
+   * pass `true` for a 5xx written for clients (e.g. a 503 "retry later").
+   */
+  expose?: boolean;
 }
 
 export class OkeError extends Error {
@@ -22,6 +29,7 @@ export class OkeError extends Error {
   readonly fix: string | undefined;
   readonly status: number;
   readonly details: unknown;
+  readonly expose: boolean;
 
   constructor(init: OkeErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -29,6 +37,7 @@ export class OkeError extends Error {
     this.fix = init.fix;
     this.status = init.status ?? 500;
     this.details = init.details;
+    this.expose = init.expose ?? this.status < 500;
   }
 
   toJSON(): { code: string; message: string; fix?: string; details?: unknown } {

@@ -382,6 +382,7 @@ class OkeApp implements App, Runtime {
     this.httpHandler ??= createHttpHandler(this, {
       bodyLimit: this.config.bodyLimit,
       exposeErrors: this.env === "dev",
+      hideServerErrors: this.env === "prod",
     });
     return this.httpHandler.fetch(toRequest(input, init));
   }
@@ -393,6 +394,7 @@ class OkeApp implements App, Runtime {
       host: options.host ?? this.config.host,
       bodyLimit: this.config.bodyLimit,
       exposeErrors: this.env === "dev",
+      hideServerErrors: this.env === "prod",
     });
     try {
       await this.boot();

@@ -77,14 +77,29 @@ export const httpErrors = {
 } as const;
 
 /**
- * Maps anything a flow threw to a reply. OkeErrors are deliberate and keep their
- * code, message and status; anything else is a bug whose text stays server-side
- * unless `expose` (dev) asks for it.
+ * Maps anything a flow threw to a reply. An OkeError keeps its status and code;
+ * with `hideServerErrors` (prod) its message, fix and details reach the client
+ * only when the error is exposed (`error.expose`: 4xx by default) — else the
+ * body says "Internal error", as a 5xx's text may name paths, schemas or hosts.
+ * Anything else is a bug whose text stays server-side unless `expose`.
  */
-export function replyForError(e: unknown, expose: boolean): { reply: Reply; error: OkeError } {
+export function replyForError(
+  e: unknown,
+  expose: boolean,
+  hideServerErrors = false,
+): { reply: Reply; error: OkeError } {
   if (isOkeError(e)) {
     const status = e.status >= 400 && e.status <= 599 ? e.status : 500;
-    return { reply: errorReply(status, e), error: e };
+    // A status outside 4xx/5xx becomes a 500 and is hidden like one.
+    if (expose || !hideServerErrors || (e.expose && e.status === status))
+      return { reply: errorReply(status, e), error: e };
+    return {
+      reply: {
+        status,
+        body: JSON.stringify({ ok: false, error: { code: e.code, message: "Internal error" } }),
+      },
+      error: e,
+    };
   }
   const details =
     expose && e instanceof Error

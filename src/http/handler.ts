@@ -39,6 +39,12 @@ export interface HttpHandlerOptions {
    * Over a socket they go to loopback clients only; in-process requests are local.
    */
   exposeErrors: boolean;
+  /**
+   * Production: an OkeError with a 5xx status (unless made with `expose: true`)
+   * answers its code and "Internal error" only — its text may name paths,
+   * schemas or hosts. Without it (dev, test) OkeErrors answer their own text.
+   */
+  hideServerErrors?: boolean;
   /** True once the server shuts down: answers then carry `Connection: close` (set by startHttpServer). */
   isClosing?: () => boolean;
 }
@@ -71,6 +77,7 @@ const shortPath = (path: string): string => (path.length > 200 ? `${path.slice(0
 export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): HttpHandler {
   const router = createRouter(app.manifest.routes);
   const { bodyLimit, exposeErrors } = options;
+  const hideServerErrors = options.hideServerErrors ?? false;
 
   const fail = (
     method: string,
@@ -80,11 +87,21 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     cause: unknown,
     extra?: Partial<Reply>,
   ): Reply => {
+    logFailure(method, path, status, error, cause);
+    return { ...errorReply(status, error), ...extra };
+  };
+
+  const logFailure = (
+    method: string,
+    path: string,
+    status: number,
+    error: OkeError,
+    cause: unknown,
+  ): void => {
     const log = { method, path: shortPath(path), status, code: error.code };
     if (status >= 500)
       app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
     else app.logger.warn(log, `http ${status} ${method} ${shortPath(path)}: ${error.message}`);
-    return { ...errorReply(status, error), ...extra };
   };
 
   const system = (method: string, path: string): Reply => {
@@ -114,8 +131,10 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
       return { ...errorReply(400, httpErrors.bodyInterrupted()), close: true };
     }
-    const { reply, error } = replyForError(e, exposeErrors && local);
-    return fail(method, path, reply.status, error, e);
+    // The reply as replyForError built it: it knows what this client may see.
+    const { reply, error } = replyForError(e, exposeErrors && local, hideServerErrors);
+    logFailure(method, path, reply.status, error, e);
+    return reply;
   };
 
   // Callback style on purpose: one promise hop per request instead of a
@@ -247,7 +266,11 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     );
     try {
       if (res.headersSent) res.destroy();
-      else writeNode(res, { ...replyForError(e, exposeErrors && isLoopbackPeer(req)).reply, close: true });
+      else
+        writeNode(res, {
+          ...replyForError(e, exposeErrors && isLoopbackPeer(req), hideServerErrors).reply,
+          close: true,
+        });
     } catch {
       res.destroy();
     }

@@ -7,6 +7,8 @@ export interface HttpServerOptions {
   host?: string;
   bodyLimit: number;
   exposeErrors: boolean;
+  /** See HttpHandlerOptions.hideServerErrors. */
+  hideServerErrors?: boolean;
 }
 
 export interface HttpServer {
@@ -31,6 +33,7 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
   const handler = createHttpHandler(app, {
     bodyLimit: options.bodyLimit,
     exposeErrors: options.exposeErrors,
+    hideServerErrors: options.hideServerErrors ?? false,
     isClosing: () => closing,
   });
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => handler.handle(req, res));
