@@ -66,13 +66,39 @@ export class JournalLeaseBusy extends OkeError {
   }
 }
 
-/** Wake-early target is missing or not sleeping. */
+/**
+ * A Clock resource is missing: a wake-early target that is missing or not
+ * sleeping (`run "{id}" not found`), or a schedule no clock declares
+ * (`cron "{name}" not found`).
+ */
 export class ClockResourceNotFoundError extends OkeError {
   override readonly name = "ClockResourceNotFoundError";
+  /** What is missing: a durable run or a schedule. */
+  readonly resource: "run" | "cron";
+  /** The run id or the clock name that was asked for. */
+  readonly id: string;
+  /** The run id (kept for wake-early callers); for a schedule, its name. */
   readonly runId: string;
-  constructor(runId: string) {
-    super({ code: "ClockResourceNotFoundError", message: `run "${runId}" not found`, status: 404 });
-    this.runId = runId;
+  constructor(id: string, resource: "run" | "cron" = "run") {
+    super({ code: "ClockResourceNotFoundError", message: `${resource} "${id}" not found`, status: 404 });
+    this.resource = resource;
+    this.id = id;
+    this.runId = id;
+  }
+}
+
+/** An operator tried to edit the spec of a clock declared without `overridable: true`. */
+export class ScheduleNotOverridableError extends OkeError {
+  override readonly name = "ScheduleNotOverridableError";
+  readonly clock: string;
+  constructor(clock: string) {
+    super({
+      code: "ScheduleNotOverridableError",
+      message: `clock "${clock}" is not overridable`,
+      fix: `Declare it with clock("${clock}", { overridable: true, … }) to let operators edit it; pausing works on any clock.`,
+      status: 409,
+    });
+    this.clock = clock;
   }
 }
 

@@ -36,11 +36,24 @@ export type {
   WakeEarlyResult,
 } from "./app/types.ts";
 export type { Manifest, ManifestChannel, ManifestFlow, ManifestSignal } from "./app/manifest.ts";
+export { clock, every } from "./clock/schedule.ts";
+export type { ClockInput, ClockOptions, ClockSchedule } from "./clock/schedule.ts";
+export type {
+  ScheduleEdit,
+  ScheduleOperatorApi,
+  ScheduleView,
+  TriggerResult,
+} from "./clock/operator-types.ts";
 export { createTimeTravel } from "./clock/time-travel.ts";
 export type { TimeTravel } from "./clock/time-travel.ts";
 export type { Clock } from "./clock/clock.ts";
 export type { Duration } from "./clock/duration.ts";
-export { OkeError, JournalLeaseBusy, ClockResourceNotFoundError } from "./errors.ts";
+export {
+  OkeError,
+  JournalLeaseBusy,
+  ClockResourceNotFoundError,
+  ScheduleNotOverridableError,
+} from "./errors.ts";
 export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
 export type {
   FailureReason,

@@ -1,6 +1,8 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { systemClock, type Clock } from "../clock/clock.ts";
+import { createScheduleOperator } from "../clock/schedule-operator.ts";
+import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { driveRun, type DurableDeps } from "../durable/runner.ts";
 import { WakeScheduler } from "../durable/wake-scheduler.ts";
 import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
@@ -69,6 +71,7 @@ class OkeApp implements App, Runtime {
   private readonly poolBySignal = new Map<string, WorkerPool>();
   private scheduler: WakeScheduler | undefined;
   private readonly broadcasts: BroadcastRuntime;
+  private readonly schedules: ScheduleRuntime;
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
@@ -108,7 +111,16 @@ class OkeApp implements App, Runtime {
       nextOwner: this.nextOwner,
       leaseMs: this.config.durableLeaseMs,
     };
-    this.operator = createOperatorApi(this);
+    this.schedules = new ScheduleRuntime({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      clocks: [...this.registry.clocks.values()],
+    });
+    this.operator = {
+      ...createOperatorApi(this),
+      schedules: createScheduleOperator(this.store, this.schedules),
+    };
     this.broadcasts = new BroadcastRuntime({
       store: this.store,
       clock: this.clock,
@@ -158,7 +170,7 @@ class OkeApp implements App, Runtime {
         concurrency: this.config.concurrency,
         prefetch: this.config.prefetch,
         leaseMs: this.config.leaseMs,
-        handle: onceHandler(this, s, flows[0]!, this.durable),
+        handle: this.schedules.handlerFor(signalName, onceHandler(this, s, flows[0]!, this.durable)),
       });
       this.pools.push(pool);
       this.poolBySignal.set(signalName, pool);
@@ -166,6 +178,7 @@ class OkeApp implements App, Runtime {
     }
     await this.broadcasts.start();
     this.scheduler?.start();
+    await this.schedules.start();
     this.schedulePrune();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     this.keepAlive = setInterval(() => undefined, 1 << 30);
@@ -411,7 +424,10 @@ class OkeApp implements App, Runtime {
     const every = Math.min(this.config.retentionMs, 3_600_000);
     const arm = (): void => {
       this.cancelPrune = this.clock.at(this.clock.now() + every, () => {
-        this.track(this.store.pruneDelivered(this.clock.now() - this.config.retentionMs).finally(arm));
+        const before = this.clock.now() - this.config.retentionMs;
+        this.track(
+          Promise.all([this.store.pruneDelivered(before), this.store.pruneFires(before)]).finally(arm),
+        );
       });
     };
     arm();
@@ -454,6 +470,7 @@ class OkeApp implements App, Runtime {
         const settled = Promise.all([
           ...this.pools.map((p) => p.whenIdle()),
           this.broadcasts.whenIdle(),
+          this.schedules.whenIdle(),
           Promise.allSettled([...this.tasks]),
         ]);
         if ((await Promise.race([settled, expired])) === "timeout") break;
@@ -462,7 +479,8 @@ class OkeApp implements App, Runtime {
           this.pools.some((p) => !p.isIdle()) ||
           !this.broadcasts.isIdle() ||
           this.tasks.size > 0 ||
-          (this.scheduler?.active ?? 0) > 0;
+          (this.scheduler?.active ?? 0) > 0 ||
+          this.schedules.busy;
         if (!busy) return;
       }
     } finally {
@@ -477,6 +495,7 @@ class OkeApp implements App, Runtime {
     this.state = "stopping";
     this.cancelPrune?.();
     clearInterval(this.keepAlive);
+    await this.schedules.stop();
     await Promise.all([
       ...this.pools.map((p) => p.stop(timeoutMs)),
       this.broadcasts.stop(timeoutMs),

@@ -3,7 +3,8 @@ import { OkeError, errors } from "../errors.ts";
 import type { DeclaredEffects } from "../flow/effects.ts";
 import { isFlow, withName, type AnyFlow } from "../flow/flow.ts";
 import { isBinding, type Binding } from "../flow/on.ts";
-import { isSignal, type Delivery, type SignalHandle } from "../signal/signal.ts";
+import { isSignal, signal, type Delivery, type SignalHandle } from "../signal/signal.ts";
+import { adoptClock, clockSignalOptions, type BoundClock } from "../clock/bind-clock.ts";
 import { checkEffectSignals } from "./declaration-checks.ts";
 import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
 import type { HttpRoute, ModuleInput } from "./types.ts";
@@ -55,6 +56,8 @@ export interface Registry {
   subscribers: Map<string, AnyFlow[]>;
   routes: Array<HttpRoute & { flowRef: AnyFlow; in: AnyFlow["in"] }>;
   channels: Map<string, Channel>;
+  /** Clocks bound to flows (each fires on its own once signal `clock:<name>`). */
+  clocks: Map<string, BoundClock>;
   manifest: Manifest;
 }
 
@@ -161,9 +164,16 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
   }
   const subscribers = new Map<string, AnyFlow[]>();
   const httpBindings: Array<{ binding: Binding; at: Found; flow: AnyFlow }> = [];
+  const clocks = new Map<string, BoundClock>();
   for (const { binding, at } of bindings) {
     const t = binding.trigger;
-    if (t.kind === "signal") {
+    if (t.kind === "clock") {
+      const f = nameFlow(binding.flow, at, undefined);
+      const { name, ...options } = clockSignalOptions(adoptClock(clocks, t, f.name!));
+      const s = signal.once(name, options);
+      adoptSignal(s);
+      subscribers.set(s.name, [f]);
+    } else if (t.kind === "signal") {
       adoptSignal(t);
       const f = nameFlow(binding.flow, at, t.name);
       const list = subscribers.get(t.name) ?? [];
@@ -259,7 +269,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       .sort((a, b) => a.name.localeCompare(b.name)),
   };
   checkEffectSignals({ flows, signals, subscribers });
-  return { flows, named, signals, subscribers, routes, channels, manifest };
+  return { flows, named, signals, subscribers, routes, channels, clocks, manifest };
 }
 
 /** The tree's route for a pathless HTTP binding, or a boot error saying why there is none. */

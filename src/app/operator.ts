@@ -5,7 +5,7 @@ import type { OperatorApi, Sleeper, WakeEarlyResult } from "./types.ts";
 /** The operator surface the Console calls: queues, dead letters, runs, sleepers. */
 export function createOperatorApi(
   rt: Runtime & { wakeEarly(runId: string): Promise<WakeEarlyResult> },
-): OperatorApi {
+): Omit<OperatorApi, "schedules"> {
   const onceSignal = (name: string): string => {
     const s = rt.registry.signals.get(name);
     if (!s || s.delivery !== "once") {

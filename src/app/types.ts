@@ -1,4 +1,5 @@
 import type { Clock } from "../clock/clock.ts";
+import type { ScheduleOperatorApi } from "../clock/operator-types.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { HttpMethod } from "../flow/http-trigger.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
@@ -95,6 +96,8 @@ export interface OperatorApi {
   run(runId: string): Promise<{ run: RunRecord; journal: JournalEntry[] } | undefined>;
   sleepers(limit?: number): Promise<Sleeper[]>;
   wakeEarly(runId: string): Promise<WakeEarlyResult>;
+  /** Schedules (clocks): list, pause/resume, edit/reset, trigger. */
+  readonly schedules: ScheduleOperatorApi;
 }
 
 export interface App {

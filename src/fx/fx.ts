@@ -1,6 +1,6 @@
 import type { Runtime } from "../app/runtime.ts";
 import type { Channel } from "../channel/channel.ts";
-import { parseDuration } from "../clock/duration.ts";
+import { parseDuration, type Duration } from "../clock/duration.ts";
 import type { UndoList } from "../durable/runner.ts";
 import type { JournalSession } from "../durable/session.ts";
 import { errors, OkeError } from "../errors.ts";
@@ -161,6 +161,18 @@ class FxClockImpl implements FxClock {
 
   now(): number {
     return this.rt.clock.now();
+  }
+
+  ago(duration: Duration | number): number {
+    return this.rt.clock.now() - parseDuration(duration);
+  }
+
+  fromNow(duration: Duration | number): number {
+    return this.rt.clock.now() + parseDuration(duration);
+  }
+
+  duration(duration: Duration | number): number {
+    return parseDuration(duration);
   }
 
   async sleep(label: string, duration?: string): Promise<void> {

@@ -43,6 +43,12 @@ export interface FxClock {
    * type requires both; an unknown duration still means 0 ms at run time.
    */
   sleep(label: string, duration: Duration): Promise<void>;
+  /** `now() - duration` in epoch ms: `fx.clock.ago("7d")`. Same grammar as sleep. */
+  ago(duration: Duration | number): number;
+  /** `now() + duration` in epoch ms: `fx.clock.fromNow("1h")`. */
+  fromNow(duration: Duration | number): number;
+  /** A duration in ms: `fx.clock.duration("2m")` is 120 000. */
+  duration(duration: Duration | number): number;
 }
 
 /** The effect context: every touch of the outside world goes through it. */

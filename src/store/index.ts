@@ -9,6 +9,7 @@ import type { RunStatus } from "./types.ts";
 export type * from "./types.ts";
 export type * from "./console-types.ts";
 export type * from "./health-types.ts";
+export type * from "./schedule-types.ts";
 
 export const storeErrors = {
   /** Only postgres can join a caller's transaction. */

@@ -7,6 +7,7 @@
  * Time never comes from the driver: every call carries `now` (epoch ms) from
  * the app's Clock, so time travel works on every driver, SQL included.
  */
+import type { ScheduleStore } from "./schedule-types.ts";
 
 import type { HealthStore } from "./health-types.ts";
 import type { ConsoleStore } from "./console-types.ts";
@@ -313,7 +314,8 @@ export interface JournalStore {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 
-export interface Store extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore {
+export interface Store
+  extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore, ScheduleStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

@@ -11,6 +11,7 @@ import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
 import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
+import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
 
 export type { ConformanceOptions, StoreFactory, StoreUnderTest } from "./harness.ts";
@@ -41,5 +42,6 @@ export function describeStoreConformance(
     eventCases(factory);
     consoleCases(factory);
     fanoutCases(factory);
+    scheduleCases(factory);
   });
 }

@@ -204,6 +204,15 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     removeInstance: guarded("removeInstance"),
     recordAudit: guarded("recordAudit"),
     pageAudit: guarded("pageAudit"),
+    reconcileSchedules: guarded("reconcileSchedules"),
+    listSchedules: guarded("listSchedules"),
+    getSchedule: guarded("getSchedule"),
+    setSchedulePaused: guarded("setSchedulePaused"),
+    overrideSchedule: guarded("overrideSchedule"),
+    fire: guarded("fire"),
+    recordScheduleError: guarded("recordScheduleError"),
+    listFires: guarded("listFires"),
+    pruneFires: guarded("pruneFires"),
   };
 
   return {

@@ -29,6 +29,15 @@ import * as consoleViews from "./memory-console.ts";
 import { MemoryConsole, type ConsoleSnapshot } from "./memory-console.ts";
 import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
 import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
+import { MemorySchedules, type SchedulesSnapshot } from "./memory-schedules.ts";
+import type {
+  DeclaredSchedule,
+  FireRequest,
+  ScheduleError,
+  ScheduleFire,
+  ScheduleRecord,
+  ScheduleSpec,
+} from "../schedule-types.ts";
 
 /** The whole engine state as plain JSON data (file driver compaction, tests). */
 export interface EngineSnapshot {
@@ -40,6 +49,8 @@ export interface EngineSnapshot {
   runs: RunSnapshot[];
   /** Heartbeats and audit log (absent in snapshots written before the Console). */
   console?: ConsoleSnapshot;
+  /** Absent in snapshots written before schedules existed. */
+  schedules?: SchedulesSnapshot;
 }
 
 /**
@@ -66,7 +77,13 @@ export type EngineOp =
   | { op: "wakeEarly"; runId: string; now: number }
   | { op: "heartbeat"; info: InstanceInfo; now: number }
   | { op: "removeInstance"; id: string }
-  | { op: "audit"; entry: AuditEntry };
+  | { op: "audit"; entry: AuditEntry }
+  | { op: "reconcileSchedules"; declared: DeclaredSchedule[]; now: number }
+  | { op: "setSchedulePaused"; name: string; paused: boolean; now: number }
+  | { op: "overrideSchedule"; name: string; spec: ScheduleSpec | null; now: number }
+  | { op: "fire"; req: FireRequest }
+  | { op: "recordScheduleError"; name: string; error: ScheduleError | null; now: number }
+  | { op: "pruneFires"; before: number };
 
 /**
  * The memory driver's engine: queue + journal on real data structures, fully
@@ -78,6 +95,7 @@ export class MemoryEngine {
   private readonly queue = new MemoryQueue();
   private readonly journal = new MemoryJournal();
   private readonly consoleState = new MemoryConsole();
+  private readonly schedules = new MemorySchedules();
 
   static restore(snapshot: EngineSnapshot): MemoryEngine {
     if (snapshot.version !== 1)
@@ -86,6 +104,7 @@ export class MemoryEngine {
     engine.queue.load(snapshot);
     engine.journal.load(snapshot.runs);
     engine.consoleState.load(snapshot.console);
+    engine.schedules.load(snapshot.schedules);
     return engine;
   }
 
@@ -97,6 +116,7 @@ export class MemoryEngine {
       messages: q.messages,
       runs: this.journal.snapshot(),
       console: this.consoleState.snapshot(),
+      schedules: this.schedules.snapshot(),
     };
   }
 
@@ -211,6 +231,41 @@ export class MemoryEngine {
   pageAudit(req: { cursor?: string | null; limit: number }): Page<AuditRecord> {
     return this.consoleState.pageAudit(req);
   }
+
+  // Schedules
+
+  reconcileSchedules(declared: readonly DeclaredSchedule[], now: number): ScheduleRecord[] {
+    return this.schedules.reconcile(declared, now);
+  }
+  listSchedules(): ScheduleRecord[] {
+    return this.schedules.list();
+  }
+  getSchedule(name: string): ScheduleRecord | undefined {
+    return this.schedules.get(name);
+  }
+  setSchedulePaused(name: string, paused: boolean, now: number): ScheduleRecord | undefined {
+    return this.schedules.setPaused(name, paused, now);
+  }
+  overrideSchedule(name: string, spec: ScheduleSpec | null, now: number): ScheduleRecord | undefined {
+    return this.schedules.override(name, spec, now);
+  }
+  /** The fired slot and its message commit together: both are checked before either is written. */
+  fire(req: FireRequest): boolean {
+    if (!this.schedules.canFire(req)) return false;
+    this.queue.checkEnqueue([req.message]);
+    this.schedules.recordFire(req);
+    this.queue.enqueue([req.message], req.now);
+    return true;
+  }
+  recordScheduleError(name: string, error: ScheduleError | null, now: number): boolean {
+    return this.schedules.recordError(name, error, now);
+  }
+  listFires(name: string, limit?: number): ScheduleFire[] {
+    return this.schedules.listFires(name, limit);
+  }
+  pruneFires(before: number): number {
+    return this.schedules.prune(before);
+  }
 }
 
 /** Applies one logged op (file driver recovery). Returns what the method returned. */
@@ -252,5 +307,17 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.removeInstance(op.id);
     case "audit":
       return engine.recordAudit(op.entry);
+    case "reconcileSchedules":
+      return engine.reconcileSchedules(op.declared, op.now);
+    case "setSchedulePaused":
+      return engine.setSchedulePaused(op.name, op.paused, op.now);
+    case "overrideSchedule":
+      return engine.overrideSchedule(op.name, op.spec, op.now);
+    case "fire":
+      return engine.fire(op.req);
+    case "recordScheduleError":
+      return engine.recordScheduleError(op.name, op.error, op.now);
+    case "pruneFires":
+      return engine.pruneFires(op.before);
   }
 }

@@ -184,6 +184,45 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async pageAudit(req) {
       return engine.pageAudit(req);
     },
+
+    async reconcileSchedules(declared, now) {
+      const out = engine.reconcileSchedules(declared, now);
+      await commit({ op: "reconcileSchedules", declared: [...declared], now }, wake);
+      return out;
+    },
+    async listSchedules() {
+      return engine.listSchedules();
+    },
+    async getSchedule(name) {
+      return engine.getSchedule(name);
+    },
+    async setSchedulePaused(name, paused, now) {
+      const out = engine.setSchedulePaused(name, paused, now);
+      if (out !== undefined) await commit({ op: "setSchedulePaused", name, paused, now }, wake);
+      return out;
+    },
+    async overrideSchedule(name, spec, now) {
+      const out = engine.overrideSchedule(name, spec, now);
+      if (out !== undefined) await commit({ op: "overrideSchedule", name, spec, now }, wake);
+      return out;
+    },
+    async fire(req) {
+      const fired = engine.fire(req);
+      if (fired) await commit({ op: "fire", req }, enqueued([req.message]));
+      return fired;
+    },
+    async recordScheduleError(name, error, now) {
+      if (engine.recordScheduleError(name, error, now))
+        await commit({ op: "recordScheduleError", name, error, now });
+    },
+    async listFires(name, limit) {
+      return engine.listFires(name, limit);
+    },
+    async pruneFires(before) {
+      const n = engine.pruneFires(before);
+      if (n > 0) await commit({ op: "pruneFires", before });
+      return n;
+    },
   };
 }
 

@@ -17,6 +17,7 @@ import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
 import * as admin from "./postgres-queue-admin.ts";
 import * as runs from "./postgres-runs.ts";
+import * as schedules from "./postgres-schedules.ts";
 import { settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
 
@@ -222,6 +223,15 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     removeInstance: (id) => consoleQueries.removeInstance(ctx, id),
     recordAudit: (entry) => consoleQueries.recordAudit(ctx, entry),
     pageAudit: (req) => consoleQueries.pageAudit(ctx, req),
+    reconcileSchedules: (declared, now) => schedules.reconcileSchedules(ctx, declared, now),
+    listSchedules: () => schedules.listSchedules(ctx),
+    getSchedule: (name) => schedules.getSchedule(ctx, name),
+    setSchedulePaused: (name, paused, now) => schedules.setSchedulePaused(ctx, name, paused, now),
+    overrideSchedule: (name, spec, now) => schedules.overrideSchedule(ctx, name, spec, now),
+    fire: (req) => schedules.fire(ctx, req),
+    recordScheduleError: (name, error, now) => schedules.recordScheduleError(ctx, name, error, now),
+    listFires: (name, limit) => schedules.listFires(ctx, name, limit),
+    pruneFires: (before) => schedules.pruneFires(ctx, before),
   }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
   return reportOutages(store, monitor, ["open", "close", "subscribe", "health"]);
 }

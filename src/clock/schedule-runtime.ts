@@ -1,0 +1,291 @@
+/**
+ * The schedule runtime: reconciles declared clocks at boot, keeps ONE timer on
+ * the nearest due slot of all of them, and fires due slots through
+ * `store.fire` (one fire per slot for the whole fleet, catch-up "one").
+ */
+import type { Logger } from "../log/logger.ts";
+import type { ScheduleRecord } from "../store/schedule-types.ts";
+import { effectiveSpec } from "../store/schedule-types.ts";
+import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
+import type { Clock } from "./clock.ts";
+import { dstNotes } from "./dst.ts";
+import { clockSignalName, type ClockInput, type ClockSchedule } from "./schedule.ts";
+import { compileSpec, type CompiledSpec } from "./schedule-spec.ts";
+
+/** A clock bound to a flow in this app. */
+export interface BoundClock {
+  name: string;
+  schedule: ClockSchedule<unknown>;
+  flow: string;
+}
+
+export interface ScheduleRuntimeOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  clocks: readonly BoundClock[];
+  /** Fleet time: ms to add to `clock.now()` so every instance agrees on "now" (see fleet-time.ts). */
+  offset?: () => number;
+}
+
+/** After a failed store call, or a fire refused without the state changing, try again this much later. */
+const RETRY_MS = 1_000;
+
+interface Live {
+  record: ScheduleRecord;
+  compiled: CompiledSpec;
+}
+
+/** Slots at or before this instant are not due for the record: its last fire or its anchor. */
+export const baseOf = (r: ScheduleRecord): number => Math.max(r.anchorAt, r.lastSlot ?? -Infinity);
+
+/** The id of a slot's message: also the run id of a durable clock flow. */
+export const slotMessageId = (name: string, slot: number): string => `${clockSignalName(name)}:${slot}`;
+
+export function clockMessage(bound: BoundClock, id: string, input: ClockInput): NewMessage {
+  return {
+    id,
+    signal: clockSignalName(bound.name),
+    key: bound.schedule.overlap ? null : bound.name,
+    payload: input,
+    parentRunId: null,
+  };
+}
+
+export class ScheduleRuntime {
+  private readonly bound: Map<string, BoundClock>;
+  private readonly live = new Map<string, Live>();
+  private readonly compiled = new Map<string, CompiledSpec>();
+  private running = false;
+  private cancelTimer: (() => void) | undefined;
+  private timerAt = Infinity;
+  private unsubscribe: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private again = false;
+  /** Slots a tick tried and the store refused, so an unchanged state is not retried in a busy loop. */
+  private refused = new Set<string>();
+
+  constructor(private readonly o: ScheduleRuntimeOptions) {
+    this.bound = new Map(o.clocks.map((c) => [c.name, c]));
+  }
+
+  /** Now on the fleet's clock. */
+  now(): number {
+    return this.o.clock.now() + (this.o.offset?.() ?? 0);
+  }
+
+  /** The bound clock of this app by name, if any. */
+  get(name: string): BoundClock | undefined {
+    return this.bound.get(name);
+  }
+
+  compile(record: ScheduleRecord): CompiledSpec {
+    const spec = effectiveSpec(record);
+    const key = JSON.stringify(spec);
+    let c = this.compiled.get(key);
+    if (c === undefined) this.compiled.set(key, (c = compileSpec(spec)));
+    return c;
+  }
+
+  /** Reconciles the declared clocks with the store, warns about DST-sensitive ones, arms the timer. */
+  async start(): Promise<void> {
+    if (this.running) return;
+    const declared = [...this.bound.values()].map((b) => ({
+      name: b.name,
+      spec: b.schedule.spec,
+      overridable: b.schedule.overridable,
+      flow: b.flow,
+      description: b.schedule.description ?? null,
+    }));
+    const records = await this.o.store.reconcileSchedules(declared, this.now());
+    for (const r of records) {
+      if (r.orphaned && r.lastSlot !== null && !this.bound.has(r.name))
+        this.o.logger.info({ clock: r.name }, `clock "${r.name}" is no longer declared: marked orphaned`);
+      if (!this.bound.has(r.name)) continue;
+      for (const note of dstNotes(effectiveSpec(r), this.now()))
+        this.o.logger.warn(
+          { clock: r.name, timezone: effectiveSpec(r).timezone },
+          `clock "${r.name}": ${note}`,
+        );
+    }
+    this.running = true;
+    // Another instance's pause, edit or reconcile arrives as a wake: re-read and re-arm.
+    this.unsubscribe = this.o.store.subscribe((e) => {
+      if (e.kind === "wake") this.kick(false);
+    });
+    this.load(records);
+    this.kick(true);
+  }
+
+  private load(records: readonly ScheduleRecord[]): void {
+    this.live.clear();
+    for (const r of records) {
+      if (!this.bound.has(r.name)) continue;
+      this.live.set(r.name, { record: r, compiled: this.compile(r) });
+    }
+  }
+
+  /** Runs the loop once more (re-reading the store first unless `fresh`); coalesces. */
+  private kick(fresh: boolean): void {
+    if (!this.running) return;
+    if (this.loop !== undefined) {
+      this.again = true;
+      return;
+    }
+    this.loop = this.run(fresh).finally(() => {
+      this.loop = undefined;
+      if (this.again && this.running) {
+        this.again = false;
+        this.kick(false);
+      }
+    });
+  }
+
+  private async run(fresh: boolean): Promise<void> {
+    try {
+      if (!fresh) this.load(await this.o.store.listSchedules());
+      for (let round = 0; this.running && round < 100; round++) {
+        const fired = await this.fireDue();
+        if (fired === "none") break;
+        // Someone fired (us or another instance): re-read so bases move on.
+        this.load(await this.o.store.listSchedules());
+        if (fired === "refused") break;
+      }
+      this.arm();
+    } catch (e) {
+      this.o.logger.error({ err: e }, "clock: schedule check failed; retrying");
+      this.armAt(this.o.clock.now() + RETRY_MS);
+    }
+  }
+
+  /** Fires every due slot once. */
+  private async fireDue(): Promise<"none" | "fired" | "refused"> {
+    const now = this.now();
+    const attempts: Promise<boolean>[] = [];
+    const keys: string[] = [];
+    for (const [name, l] of this.live) {
+      const r = l.record;
+      if (r.paused || r.orphaned) continue;
+      const due = l.compiled.latestDue(baseOf(r), now);
+      if (due === null) continue;
+      const key = `${name}@${due.slot}@${r.version}`;
+      if (this.refused.has(key)) continue;
+      keys.push(key);
+      const bound = this.bound.get(name)!;
+      const input: ClockInput = {
+        clock: name,
+        scheduledAt: due.slot,
+        firedAt: now,
+        missedRuns: due.count - 1,
+      };
+      attempts.push(
+        this.o.store.fire({
+          name,
+          slot: due.slot,
+          version: r.version,
+          missedRuns: due.count - 1,
+          now,
+          message: clockMessage(bound, slotMessageId(name, due.slot), input),
+        }),
+      );
+    }
+    if (attempts.length === 0) return "none";
+    const results = await Promise.all(attempts);
+    this.refused = new Set(keys.filter((_, i) => !results[i]));
+    return results.some((x) => x) ? "fired" : "refused";
+  }
+
+  /** One timer on the nearest next slot of every active schedule. */
+  private arm(): void {
+    const now = this.now();
+    let at = Infinity;
+    for (const l of this.live.values()) {
+      const r = l.record;
+      if (r.paused || r.orphaned) continue;
+      const due = l.compiled.latestDue(baseOf(r), now);
+      const key = due === null ? "" : `${r.name}@${due.slot}@${r.version}`;
+      const next =
+        due !== null && !this.refused.has(key)
+          ? now
+          : due !== null
+            ? now + RETRY_MS
+            : l.compiled.next(Math.max(baseOf(r), now));
+      if (next !== null && next < at) at = next;
+    }
+    if (at === Infinity) {
+      this.cancelTimer?.();
+      this.cancelTimer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    // Local clock time of the fleet instant.
+    this.armAt(at - (this.o.offset?.() ?? 0));
+  }
+
+  private armAt(at: number): void {
+    if (!this.running) return;
+    if (this.cancelTimer !== undefined && at === this.timerAt) return;
+    this.cancelTimer?.();
+    this.timerAt = at;
+    this.cancelTimer = this.o.clock.at(at, () => {
+      this.cancelTimer = undefined;
+      this.timerAt = Infinity;
+      this.kick(true);
+    });
+  }
+
+  /**
+   * Wraps the handler of a clock's fires: a failed attempt is recorded as the
+   * schedule's last error, a later success clears it.
+   */
+  wrapHandler<O extends { kind: string; failure?: { code: string; message: string } }>(
+    name: string,
+    handle: (m: ClaimedMessage) => Promise<O>,
+  ): (m: ClaimedMessage) => Promise<O> {
+    return async (m) => {
+      const out = await handle(m);
+      const slot = (m.payload as Partial<ClockInput> | undefined)?.scheduledAt ?? 0;
+      try {
+        if (out.kind === "error" && out.failure)
+          await this.o.store.recordScheduleError(
+            name,
+            { slot, code: out.failure.code, message: out.failure.message, at: this.now() },
+            this.now(),
+          );
+        else if (out.kind === "ok" && this.live.get(name)?.record.lastError)
+          await this.o.store.recordScheduleError(name, null, this.now());
+      } catch (e) {
+        this.o.logger.warn({ err: e, clock: name }, "clock: could not record the fire's outcome");
+      }
+      return out;
+    };
+  }
+
+  /** The handler of a once signal's pool: clock signals get `wrapHandler`, others stay as they are. */
+  handlerFor<O extends { kind: string; failure?: { code: string; message: string } }>(
+    signal: string,
+    handle: (m: ClaimedMessage) => Promise<O>,
+  ): (m: ClaimedMessage) => Promise<O> {
+    const b = [...this.bound.values()].find((c) => clockSignalName(c.name) === signal);
+    return b === undefined ? handle : this.wrapHandler(b.name, handle);
+  }
+
+  /** A schedule check (and its fires) is in progress. */
+  get busy(): boolean {
+    return this.loop !== undefined;
+  }
+
+  /** Resolves when the check in progress (if any) ends. */
+  whenIdle(): Promise<void> {
+    return this.loop ?? Promise.resolve();
+  }
+
+  /** Stops the timer and waits for a check in progress. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.unsubscribe?.();
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
+    await this.loop;
+  }
+}

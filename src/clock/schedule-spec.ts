@@ -1,0 +1,97 @@
+/** A schedule's spec (cron XOR every, in a timezone) turned into slot arithmetic: next slot, latest due slot. */
+import { Cron } from "croner";
+import type { ScheduleSpec } from "../store/schedule-types.ts";
+import { parseDuration } from "./duration.ts";
+
+export type { ScheduleSpec } from "../store/schedule-types.ts";
+
+/** Slot maths of one spec. Slots are epoch ms; a slot "after t" is strictly greater than t. */
+export interface CompiledSpec {
+  readonly spec: ScheduleSpec;
+  /** The first slot strictly after `t`, or null when the spec never fires again. */
+  next(t: number): number | null;
+  /**
+   * The latest slot in `(after, now]` and how many slots that interval holds
+   * (`count - 1` were missed). Null when none is due.
+   */
+  latestDue(after: number, now: number): { slot: number; count: number } | null;
+}
+
+/** Counting missed cron slots stops here; `missedRuns` then reads "at least this many". */
+export const MAX_COUNTED_SLOTS = 100_000;
+
+const NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"]);
+
+/** Why a spec is not valid, or undefined when it is. */
+export function specProblem(spec: ScheduleSpec): string | undefined {
+  if ((spec.cron === null) === (spec.every === null)) return "needs exactly one of cron or every";
+  if (!isTimeZone(spec.timezone)) return `timezone "${spec.timezone}" is not an IANA time zone`;
+  if (spec.every !== null) {
+    if (parseDuration(spec.every) <= 0)
+      return `every "${spec.every}" is not a positive duration (integer + ms|s|m|h|d, e.g. "1h")`;
+    return undefined;
+  }
+  const cron = spec.cron!.trim();
+  if (cron.startsWith("@")) {
+    return NICKNAMES.has(cron.toLowerCase())
+      ? undefined
+      : `cron "${cron}" is not a known nickname (@yearly @monthly @weekly @daily @hourly)`;
+  }
+  const fields = cron.split(/\s+/).length;
+  if (fields !== 5) return `cron "${cron}" must have five fields (m h dom mon dow), it has ${fields}`;
+  try {
+    new Cron(cron, { mode: "5-part", timezone: spec.timezone, paused: true });
+  } catch (e) {
+    return `cron "${cron}" does not parse: ${e instanceof Error ? e.message : String(e)}`;
+  }
+  return undefined;
+}
+
+export function isTimeZone(tz: string): boolean {
+  if (typeof tz !== "string" || tz === "") return false;
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Compiles a spec that `specProblem` accepted. Throws TypeError otherwise. */
+export function compileSpec(spec: ScheduleSpec): CompiledSpec {
+  const problem = specProblem(spec);
+  if (problem !== undefined) throw new TypeError(`schedule: ${problem}`);
+  if (spec.every !== null) {
+    const ms = parseDuration(spec.every);
+    const next = (t: number): number => Math.floor(t / ms) * ms + ms;
+    return {
+      spec,
+      next,
+      latestDue(after, now) {
+        const slot = Math.floor(now / ms) * ms;
+        if (slot <= after) return null;
+        return { slot, count: (slot - next(after)) / ms + 1 };
+      },
+    };
+  }
+  const cron = new Cron(spec.cron!.trim(), { mode: "5-part", timezone: spec.timezone, paused: true });
+  const next = (t: number): number | null => cron.nextRun(new Date(t))?.getTime() ?? null;
+  return {
+    spec,
+    next,
+    latestDue(after, now) {
+      let slot: number | null = null;
+      let count = 0;
+      for (let t = next(after); t !== null && t <= now; t = next(t)) {
+        slot = t;
+        if (++count >= MAX_COUNTED_SLOTS) {
+          // A long outage of a frequent cron: the latest slot is what matters, the count saturates.
+          const latest = cron.previousRuns(1, new Date(now + 1))[0]?.getTime();
+          if (latest !== undefined && latest > slot) slot = latest;
+          break;
+        }
+      }
+      return slot === null ? null : { slot, count };
+    },
+  };
+}

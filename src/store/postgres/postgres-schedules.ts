@@ -1,0 +1,272 @@
+/** The schedule half of the postgres driver: reconcile, pause/override, and fire as one statement. */
+import type pg from "pg";
+import { applyOverride, applyPaused, planReconcile } from "../schedule-rules.ts";
+import type {
+  DeclaredSchedule,
+  FireRequest,
+  ScheduleError,
+  ScheduleFire,
+  ScheduleRecord,
+  ScheduleSpec,
+} from "../schedule-types.ts";
+import { enqueuedEvents } from "./postgres-enqueue.ts";
+import { mapConflict } from "./postgres-errors.ts";
+import { type PgContext, q, type Queryable, wakePayload } from "./postgres-context.ts";
+import { jsonParam } from "./postgres-rows.ts";
+
+interface ScheduleRow {
+  name: string;
+  declared: ScheduleSpec;
+  override: ScheduleSpec | null;
+  overridable: boolean;
+  flow: string;
+  description: string | null;
+  paused: boolean;
+  orphaned: boolean;
+  version: number;
+  anchor_at: number;
+  last_slot: number | null;
+  last_fired_at: number | null;
+  last_missed_runs: number;
+  last_error: ScheduleError | null;
+  created_at: number;
+  updated_at: number;
+}
+
+const toRecord = (r: ScheduleRow): ScheduleRecord => ({
+  name: r.name,
+  declared: r.declared,
+  override: r.override,
+  overridable: r.overridable,
+  flow: r.flow,
+  description: r.description,
+  paused: r.paused,
+  orphaned: r.orphaned,
+  version: r.version,
+  anchorAt: r.anchor_at,
+  lastSlot: r.last_slot,
+  lastFiredAt: r.last_fired_at,
+  lastMissedRuns: r.last_missed_runs,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+const COLUMNS =
+  "name, declared, override, overridable, flow, description, paused, orphaned, version, anchor_at, last_slot, last_fired_at, last_missed_runs, last_error, created_at, updated_at";
+
+/** Writes whole records (insert or overwrite): the rules were applied in JS under a lock. */
+async function upsert(db: Queryable, s: string, records: readonly ScheduleRecord[]): Promise<void> {
+  for (const r of records) {
+    await q(
+      db,
+      `INSERT INTO ${s}.schedules (${COLUMNS})
+       VALUES ($1, $2::jsonb, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16)
+       ON CONFLICT (name) DO UPDATE SET declared = EXCLUDED.declared, override = EXCLUDED.override,
+         overridable = EXCLUDED.overridable, flow = EXCLUDED.flow, description = EXCLUDED.description,
+         paused = EXCLUDED.paused, orphaned = EXCLUDED.orphaned, version = EXCLUDED.version,
+         anchor_at = EXCLUDED.anchor_at, last_error = EXCLUDED.last_error, updated_at = EXCLUDED.updated_at`,
+      [
+        r.name,
+        jsonParam(r.declared),
+        r.override === null ? null : jsonParam(r.override),
+        r.overridable,
+        r.flow,
+        r.description,
+        r.paused,
+        r.orphaned,
+        r.version,
+        r.anchorAt,
+        r.lastSlot,
+        r.lastFiredAt,
+        r.lastMissedRuns,
+        r.lastError === null ? null : jsonParam(r.lastError),
+        r.createdAt,
+        r.updatedAt,
+      ],
+    );
+  }
+}
+
+/** Runs `fn` in a transaction on one client; a dropped connection is released as broken. */
+async function inTx<T>(ctx: PgContext, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await ctx.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  c.on("error", onError);
+  try {
+    await c.query("BEGIN");
+    const out = await fn(c);
+    await c.query("COMMIT");
+    return out;
+  } catch (err) {
+    await c.query("ROLLBACK").catch((e: Error) => (broken = e));
+    throw err;
+  } finally {
+    c.off("error", onError);
+    c.release(broken);
+  }
+}
+
+/** Tells every instance to re-read schedules (a pause, an edit, a reconcile). */
+async function announce(ctx: PgContext, db: Queryable): Promise<void> {
+  const payload = wakePayload(ctx, { w: 1 });
+  if (payload !== null) await q(db, "SELECT pg_notify($1, $2)", [ctx.channel, payload]);
+}
+
+export async function reconcileSchedules(
+  ctx: PgContext,
+  declared: readonly DeclaredSchedule[],
+  now: number,
+): Promise<ScheduleRecord[]> {
+  const changed = await inTx(ctx, async (c) => {
+    // Instances booting together take turns, so each plans against the other's result.
+    await q(c, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`okengine:schedules:${ctx.s}`]);
+    const { rows } = await q<ScheduleRow>(c, `SELECT * FROM ${ctx.s}.schedules`, []);
+    const plan = planReconcile(rows.map(toRecord), declared, now);
+    await upsert(c, ctx.s, plan);
+    if (plan.length > 0) await announce(ctx, c);
+    return plan.length;
+  });
+  if (changed > 0) ctx.emit([{ kind: "wake" }]);
+  return listSchedules(ctx);
+}
+
+export async function listSchedules(ctx: PgContext): Promise<ScheduleRecord[]> {
+  const { rows } = await q<ScheduleRow>(ctx.pool, `SELECT * FROM ${ctx.s}.schedules ORDER BY name`, []);
+  return rows.map(toRecord);
+}
+
+export async function getSchedule(ctx: PgContext, name: string): Promise<ScheduleRecord | undefined> {
+  const { rows } = await q<ScheduleRow>(ctx.pool, `SELECT * FROM ${ctx.s}.schedules WHERE name = $1`, [name]);
+  return rows[0] === undefined ? undefined : toRecord(rows[0]);
+}
+
+/** Read-modify-write of one schedule under its row lock. */
+async function update(
+  ctx: PgContext,
+  name: string,
+  change: (r: ScheduleRecord) => ScheduleRecord,
+): Promise<ScheduleRecord | undefined> {
+  const out = await inTx(ctx, async (c) => {
+    const { rows } = await q<ScheduleRow>(c, `SELECT * FROM ${ctx.s}.schedules WHERE name = $1 FOR UPDATE`, [
+      name,
+    ]);
+    if (rows[0] === undefined) return undefined;
+    const before = toRecord(rows[0]);
+    const after = change(before);
+    if (after !== before) {
+      await upsert(c, ctx.s, [after]);
+      await announce(ctx, c);
+    }
+    return after;
+  });
+  if (out !== undefined) ctx.emit([{ kind: "wake" }]);
+  return out;
+}
+
+export const setSchedulePaused = (ctx: PgContext, name: string, paused: boolean, now: number) =>
+  update(ctx, name, (r) => applyPaused(r, paused, now));
+
+export const overrideSchedule = (ctx: PgContext, name: string, spec: ScheduleSpec | null, now: number) =>
+  update(ctx, name, (r) => applyOverride(r, spec, now));
+
+/**
+ * One statement: the schedule row's guarded UPDATE → the (clock, slot) INSERT
+ * → the message INSERT → NOTIFY, each feeding the next, so nothing is written
+ * unless all of it is. A concurrent fire of the same slot blocks on the
+ * schedule row, re-checks `last_slot < slot` once it is released (READ
+ * COMMITTED re-evaluates the WHERE on the new row version) and matches
+ * nothing. Hot when 100 clocks fire each second on 3 instances (bench/clock-lag.ts).
+ */
+export async function fire(ctx: PgContext, req: FireRequest): Promise<boolean> {
+  const m = req.message;
+  const notify = wakePayload(ctx, { e: [m.signal] });
+  try {
+    const { rows } = await q<{ fired: number }>(
+      ctx.pool,
+      `WITH upd AS (
+         UPDATE ${ctx.s}.schedules
+         SET last_slot = $2, last_fired_at = $5, last_missed_runs = $4, updated_at = $5
+         WHERE name = $1 AND version = $3 AND NOT paused AND NOT orphaned AND $2 > anchor_at
+           AND (last_slot IS NULL OR last_slot < $2)
+         RETURNING name
+       ), rec AS (
+         INSERT INTO ${ctx.s}.schedule_fires (clock, slot, fired_at, missed_runs, message_id)
+         SELECT name, $2, $5, $4, $6 FROM upd
+         ON CONFLICT DO NOTHING
+         RETURNING clock
+       ), msg AS (
+         INSERT INTO ${ctx.s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
+         SELECT $6, $7, $8, $9::jsonb, NULL, $5, $5 FROM rec
+         RETURNING id
+       )
+       SELECT (SELECT count(*) FROM msg)::int AS fired,
+              (SELECT pg_notify($10, $11) WHERE $11::text IS NOT NULL AND EXISTS (SELECT 1 FROM msg)) AS n`,
+      [
+        req.name,
+        req.slot,
+        req.version,
+        req.missedRuns,
+        req.now,
+        m.id,
+        m.signal,
+        m.key,
+        jsonParam(m.payload),
+        ctx.channel,
+        notify,
+      ],
+    );
+    const fired = (rows[0]?.fired ?? 0) > 0;
+    if (fired) ctx.emit(enqueuedEvents([m]));
+    return fired;
+  } catch (err) {
+    throw mapConflict(err);
+  }
+}
+
+export async function recordScheduleError(
+  ctx: PgContext,
+  name: string,
+  error: ScheduleError | null,
+  now: number,
+): Promise<void> {
+  await q(
+    ctx.pool,
+    `UPDATE ${ctx.s}.schedules SET last_error = $2::jsonb, updated_at = $3
+     WHERE name = $1 AND ($2::jsonb IS NOT NULL OR last_error IS NOT NULL)`,
+    [name, error === null ? null : jsonParam(error), now],
+  );
+}
+
+export async function listFires(ctx: PgContext, name: string, limit = 100): Promise<ScheduleFire[]> {
+  const { rows } = await q<{
+    clock: string;
+    slot: number;
+    fired_at: number;
+    missed_runs: number;
+    message_id: string;
+  }>(ctx.pool, `SELECT * FROM ${ctx.s}.schedule_fires WHERE clock = $1 ORDER BY slot DESC LIMIT $2`, [
+    name,
+    limit,
+  ]);
+  return rows.map((r) => ({
+    name: r.clock,
+    slot: r.slot,
+    firedAt: r.fired_at,
+    missedRuns: r.missed_runs,
+    messageId: r.message_id,
+  }));
+}
+
+export async function pruneFires(ctx: PgContext, before: number): Promise<number> {
+  const { rowCount } = await q(
+    ctx.pool,
+    `DELETE FROM ${ctx.s}.schedule_fires f USING ${ctx.s}.schedules s
+     WHERE f.clock = s.name AND f.fired_at < $1 AND f.slot IS DISTINCT FROM s.last_slot`,
+    [before],
+  );
+  return rowCount;
+}
