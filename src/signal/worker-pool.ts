@@ -1,6 +1,7 @@
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
-import type { ClaimedMessage, FailureReason, Settlement, Store } from "../store/types.ts";
+import { commitWithRetry } from "../store/commit-retry.ts";
+import type { ClaimedMessage, FailureReason, Settlement, SettleResult, Store } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
 import { budgetSpent, LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
 
@@ -57,6 +58,10 @@ export class WorkerPool {
   private readonly freeing = new Set<string>();
   /** Settle statements in flight (at most SETTLE_PARALLEL). */
   private readonly settling = new Set<Promise<void>>();
+  /** Lease expiry of each message waiting to settle: a retried settle gives up a lease after it ran out. */
+  private readonly leaseUntil = new Map<Settlement, number>();
+  /** Ends settle retries at the shutdown deadline. */
+  private readonly settleAbort = new AbortController();
   private cancelTimer: (() => void) | undefined;
   private timerAt = Infinity;
   private unsubscribe: (() => void) | undefined;
@@ -268,6 +273,7 @@ export class WorkerPool {
       );
     }
     this.pendingSettle.push(settlement);
+    this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
     this.flushSettle();
   }
@@ -291,6 +297,7 @@ export class WorkerPool {
       settlement.failure!.message,
     );
     this.pendingSettle.push(settlement);
+    this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (m.key !== null) this.freeing.add(m.id);
     this.flushSettle();
   }
@@ -315,32 +322,69 @@ export class WorkerPool {
   private settleBatch(batch: Settlement[]): void {
     let frees = false;
     for (const b of batch) frees = this.freeing.delete(b.id) || frees;
-    const done: Promise<void> = this.o.store
-      .settle(batch, this.o.clock.now())
-      .then(
-        (r) => {
-          if (r.applied.length < batch.length) {
-            const applied = new Set(r.applied);
-            const fenced = batch.filter((b) => !applied.has(b.id)).map((b) => b.id);
-            this.o.logger.warn(
-              { signal: this.o.signal.name, fenced },
-              "settle ignored: the lease was reclaimed by another holder",
-            );
-          }
-          // A retry is claimable again right away, and a settled key head frees its successor.
-          if (this.mayHaveMore || frees) this.wake();
-        },
-        (e: unknown) => {
-          // The messages stay inflight and are reclaimed after their lease.
-          this.o.logger.error({ err: e, signal: this.o.signal.name }, "settle failed");
-        },
-      )
+    const done: Promise<void> = this.settleUntilCommitted(batch)
+      .then((sent) => {
+        if (sent === undefined) return;
+        const { settled, result: r } = sent;
+        if (r.applied.length < settled.length) {
+          const applied = new Set(r.applied);
+          const fenced = settled.filter((b) => !applied.has(b.id)).map((b) => b.id);
+          this.o.logger.warn(
+            { signal: this.o.signal.name, fenced },
+            "settle ignored: the lease was reclaimed by another holder",
+          );
+        }
+        // A retry is claimable again right away, and a settled key head frees its successor.
+        if (this.mayHaveMore || frees) this.wake();
+      })
       .finally(() => {
         this.settling.delete(done);
         this.flushSettle();
         this.notifyIdle();
       });
     this.settling.add(done);
+  }
+
+  /**
+   * A failed settle is retried with backoff (the store fences it by holder and
+   * attempt, so a retry never applies twice) until it commits, the pool stops,
+   * or a message's lease ran out a whole lease ago: by then it is another
+   * holder's to run, so it is given up and logged. Dropping it at the first
+   * failure re-ran every handler of the batch after a short database blip.
+   */
+  private async settleUntilCommitted(
+    batch: Settlement[],
+  ): Promise<{ settled: Settlement[]; result: SettleResult } | undefined> {
+    const name = this.o.signal.name;
+    let live = batch;
+    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now()), {
+      signal: this.settleAbort.signal,
+      giveUp: () => {
+        const now = this.o.clock.now();
+        const lost = live.filter((b) => (this.leaseUntil.get(b) ?? 0) + this.o.leaseMs <= now);
+        if (lost.length > 0) {
+          this.o.logger.error(
+            { signal: name, gaveUp: lost.map((b) => ({ id: b.id, status: b.status })) },
+            `settle of ${lost.length} message(s) given up: their lease ran out while the store was unavailable; they run again`,
+          );
+          live = live.filter((b) => !lost.includes(b));
+        }
+        return live.length === 0 ? "every lease ran out" : undefined;
+      },
+      onRetry: (err, attempt, delayMs) =>
+        this.o.logger.warn(
+          { err, signal: name, messages: live.length, attempt, retryInMs: delayMs },
+          "settle failed; retrying",
+        ),
+    });
+    for (const b of batch) this.leaseUntil.delete(b);
+    if (r.ok) return { settled: live, result: r.value };
+    if (live.length > 0)
+      this.o.logger.error(
+        { err: r.error, signal: name, gaveUp: live.map((b) => ({ id: b.id, status: b.status })) },
+        `settle of ${live.length} message(s) given up (${r.reason}): they are reclaimed after their lease and run again`,
+      );
+    return undefined;
   }
 
   /** True when nothing runs, nothing waits to settle, and the last claim found the queue drained. */
@@ -394,10 +438,14 @@ export class WorkerPool {
     })();
     await Promise.race([drained, deadline]);
     clearTimeout(timer);
+    // Settles still retrying against an unavailable store get as long again, then are given up (logged).
+    const abortSettles = setTimeout(() => this.settleAbort.abort(), timeoutMs);
+    abortSettles.unref();
     while (this.settling.size > 0 || this.pendingSettle.length > 0) {
       this.flushSettle();
       await Promise.all([...this.settling]);
     }
+    clearTimeout(abortSettles);
     this.stopped = true;
     const left = this.inflight.size + this.buffer.length;
     if (left > 0)

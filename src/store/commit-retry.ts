@@ -1,0 +1,43 @@
+/** Retries a fenced store write with backoff until it commits or the caller gives up; safe because the store fences stale writers. */
+import { setTimeout as sleep } from "node:timers/promises";
+
+export interface CommitRetryOptions {
+  /** Checked before every retry: a reason to stop, or undefined to go on. */
+  giveUp(): string | undefined;
+  /** Told about each failure that will be retried. */
+  onRetry(err: unknown, attempt: number, delayMs: number): void;
+  /** Aborts the wait between two tries (the caller is stopping). */
+  signal?: AbortSignal;
+  minDelayMs?: number;
+  maxDelayMs?: number;
+}
+
+export type CommitResult<T> = { ok: true; value: T } | { ok: false; error: unknown; reason: string };
+
+/**
+ * Only for writes the store fences (settle by holder and attempt, journal
+ * writes by lease owner): a retry after a failure whose outcome is unknown
+ * either applies once or is refused as stale, never applies twice.
+ */
+export async function commitWithRetry<T>(
+  write: () => Promise<T>,
+  o: CommitRetryOptions,
+): Promise<CommitResult<T>> {
+  let delay = o.minDelayMs ?? 50;
+  const max = o.maxDelayMs ?? 2_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return { ok: true, value: await write() };
+    } catch (error) {
+      const reason = o.signal?.aborted ? "stopping" : o.giveUp();
+      if (reason !== undefined) return { ok: false, error, reason };
+      o.onRetry(error, attempt, delay);
+      try {
+        await sleep(delay, undefined, { signal: o.signal, ref: false });
+      } catch {
+        return { ok: false, error, reason: "stopping" };
+      }
+      delay = Math.min(delay * 2, max);
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/** A database blip while handlers finish: their settles are retried until they commit, so none runs again after its lease. */
+import pg from "pg";
+import { pino } from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import { createApp, flow, on, signal } from "../../src/index.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { gate, until } from "../conformance/app-fixture.ts";
+import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
+import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+
+const schema = `oke_settle_${process.pid}`;
+
+afterAll(async () => {
+  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await c.connect();
+  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await c.end();
+});
+
+/** A pino logger whose lines the test can read. */
+function capturingLogger() {
+  const lines: Array<{ msg: string; [k: string]: unknown }> = [];
+  const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+describe("settles during a PostgreSQL blip", () => {
+  it("handlers that finished while the database was cut off are settled once it is back, never run again", async () => {
+    const target = new URL(TEST_DATABASE_URL);
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const store = createPostgresStore({ connectionString: viaProxy(TEST_DATABASE_URL, proxy), schema });
+    const { logger, lines } = capturingLogger();
+    const jobs = signal.once("blip.jobs");
+    const release = gate();
+    const runs = new Map<number, number>();
+    const w = on(
+      jobs,
+      flow("blip.jobs", {
+        do: async ({ n }: { n: number }) => {
+          runs.set(n, (runs.get(n) ?? 0) + 1);
+          await release.promise;
+        },
+      }),
+    );
+    const N = 40;
+    const app = createApp({
+      modules: [{ w }],
+      env: "test",
+      store,
+      logger,
+      config: { signals: { leaseMs: 3_000, concurrency: 64 } },
+    });
+    try {
+      await app.boot();
+      for (let n = 0; n < N; n++) await app.emit(jobs, { n }, n % 2 ? { key: `k${n % 5}` } : undefined);
+      await until(() => runs.size === 20 + 5, "every unkeyed message and each key's head running", 20_000);
+
+      await proxy.cut();
+      release.open(); // they all finish while the database is unreachable
+      const retried = () => lines.filter((l) => l.msg === "settle failed; retrying").length;
+      await until(() => retried() >= 3, "a settle retried three times", 20_000);
+      await proxy.restore();
+
+      await until(
+        async () => (await app.operator.stats("blip.jobs")).delivered === N,
+        "every message delivered",
+        60_000,
+      );
+      expect(await app.operator.stats("blip.jobs")).toMatchObject({ pending: 0, inflight: 0, dead: 0 });
+      expect(
+        [...runs.values()].filter((c) => c !== 1),
+        "no handler ran twice",
+      ).toEqual([]);
+      expect(runs.size).toBe(N);
+      expect(lines.filter((l) => l.msg.startsWith("settle of"))).toEqual([]);
+      const retries = lines.filter((l) => l.msg === "settle failed; retrying").length;
+      console.log(`settle blip: ${N} messages, ${retries} settle retries logged, 0 re-runs`);
+    } finally {
+      release.open();
+      await app.stop({ timeoutMs: 2_000 });
+      await store.close();
+      await proxy.close();
+    }
+  });
+});
