@@ -206,7 +206,7 @@ class OkeApp implements App, Runtime {
     for (;;) {
       const page = await this.store.listOrphans(this.clock.now(), PAGE);
       scanned += page.length;
-      const running = page.filter((r) => r.status === "running");
+      const running = page.filter((r) => r.status === "running" || r.status === "compensating");
       const fresh = running.filter((r) => !seen.has(r.id));
       for (const run of fresh) {
         seen.add(run.id);

@@ -2,7 +2,8 @@ import type { Clock } from "../clock/clock.ts";
 import { JournalLeaseBusy } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
-import { errorRecord, JournalSession, PARKED, toJsonValue } from "./session.ts";
+import { compensateAndFail } from "./compensation.ts";
+import { JournalSession, PARKED, ReplayEnd, toJsonValue } from "./session.ts";
 
 export type DurableOutcome =
   | { kind: "completed"; runId: string; value: unknown }
@@ -42,7 +43,9 @@ export async function driveRun(
 ): Promise<DurableOutcome> {
   const runId = acquired.run.id;
   const owner = acquired.run.leaseOwner!;
-  const retryable = options.retryable ?? false;
+  // A run that crashed while compensating only replays, then finishes its compensation.
+  const compensating = acquired.run.status === "compensating";
+  const retryable = !compensating && (options.retryable ?? false);
   const session = new JournalSession(
     {
       store: deps.store,
@@ -51,6 +54,7 @@ export async function driveRun(
       leaseMs: deps.leaseMs,
       now: () => deps.clock.now(),
       journalErrors: !retryable,
+      replayOnly: compensating,
     },
     [...acquired.entries],
   );
@@ -58,6 +62,7 @@ export async function driveRun(
   const undos: UndoList = [];
   try {
     const value = await execute(session, undos);
+    if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
     await deps.store.finish({
       runId,
@@ -77,21 +82,8 @@ export async function driveRun(
       await deps.store.releaseRun({ runId, owner, now: deps.clock.now() });
       return { kind: "failed", runId, error, retry: true };
     }
-    try {
-      await session.compensate(undos);
-      await deps.store.finish({
-        runId,
-        owner,
-        now: deps.clock.now(),
-        status: "failed",
-        error: errorRecord(error),
-      });
-    } catch (e) {
-      if (e instanceof JournalLeaseBusy) throw e;
-      deps.logger.error({ runId, err: e }, "durable run: could not record failure");
-      throw e;
-    }
-    return { kind: "failed", runId, error, retry: false };
+    const failed = await compensateAndFail(deps, acquired, owner, session, undos, error);
+    return { kind: "failed", runId, error: failed, retry: false };
   } finally {
     stopHeartbeat();
   }

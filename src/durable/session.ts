@@ -21,6 +21,8 @@ export interface SessionDeps {
    * run the step again.
    */
   journalErrors: boolean;
+  /** A compensating run resumed after a crash: replay only, never past the journal (ReplayEnd). */
+  replayOnly?: boolean;
 }
 
 /** The promise returned to user code at a park never settles: the attempt ends there. */
@@ -67,6 +69,8 @@ export class JournalSession {
     if (this.lost) throw this.lost;
     const seq = this.seq++;
     const entry = this.entries[seq];
+    if (this.deps.replayOnly && (entry === undefined || entry.kind === "undo"))
+      throw new ReplayEnd(this.deps.runId);
     if (entry && (entry.kind !== kind || entryName(entry) !== name)) {
       throw new OkeError({
         code: "OKE1301",
@@ -225,6 +229,18 @@ export function errorRecord(e: unknown): { code: string; message: string } {
     return { code: typeof code === "string" ? code : e.name || "Error", message: e.message };
   }
   return { code: "Error", message: String(e) };
+}
+
+/**
+ * Thrown at the end of the journal when a compensating run is resumed: the
+ * body only replays (re-registering the undos of its journaled steps) and
+ * never does new work past the failure.
+ */
+export class ReplayEnd extends Error {
+  override readonly name = "ReplayEnd";
+  constructor(runId: string) {
+    super(`durable run "${runId}" is compensating: replay stops at the end of its journal`);
+  }
 }
 
 /** A journaled step failure rethrown on replay. */

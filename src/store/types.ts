@@ -9,6 +9,7 @@
  */
 import type { ScheduleStore } from "./schedule-types.ts";
 
+import type { CompensationStore } from "./compensation-types.ts";
 import type { HealthStore } from "./health-types.ts";
 import type { ConsoleStore } from "./console-types.ts";
 import type { FanoutStore } from "./fanout-types.ts";
@@ -100,7 +101,8 @@ export interface SignalStats {
   oldestPendingAgeMs: number | null;
 }
 
-export type RunStatus = "running" | "sleeping" | "completed" | "failed";
+/** `compensating`: the run failed and its `undo`s are running; it ends `failed`. */
+export type RunStatus = "running" | "sleeping" | "compensating" | "completed" | "failed";
 
 export interface RunRecord {
   id: string;
@@ -315,7 +317,7 @@ export interface JournalStore {
 }
 
 export interface Store
-  extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore, ScheduleStore {
+  extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore, ScheduleStore, CompensationStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

@@ -2,6 +2,7 @@ import { describe } from "vitest";
 import { attemptBudgetCases } from "./attempt-budget-cases.ts";
 import { claimAtEmitCases } from "./claim-at-emit-cases.ts";
 import { claimCases } from "./claim-cases.ts";
+import { compensationCases } from "./compensation-cases.ts";
 import { consoleCases } from "./console-cases.ts";
 import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
@@ -39,6 +40,7 @@ export function describeStoreConformance(
     journalLeaseCases(factory);
     journalAppendCases(factory);
     journalParkCases(factory);
+    compensationCases(factory);
     eventCases(factory);
     consoleCases(factory);
     fanoutCases(factory);

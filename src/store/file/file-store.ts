@@ -187,6 +187,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     append: guarded("append"),
     park: guarded("park"),
     finish: guarded("finish"),
+    beginCompensation: guarded("beginCompensation"),
     releaseRun: guarded("releaseRun"),
     claimDueRuns: guarded("claimDueRuns"),
     listOrphans: guarded("listOrphans"),

@@ -25,6 +25,7 @@ import type {
   RunPageRequest,
   Throughput,
 } from "../console-types.ts";
+import type { BeginCompensationRequest } from "../compensation-types.ts";
 import * as consoleViews from "./memory-console.ts";
 import { MemoryConsole, type ConsoleSnapshot } from "./memory-console.ts";
 import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
@@ -72,6 +73,7 @@ export type EngineOp =
   | { op: "append"; req: AppendRequest }
   | { op: "park"; req: ParkRequest }
   | { op: "finish"; req: FinishRequest }
+  | { op: "beginCompensation"; req: BeginCompensationRequest }
   | { op: "releaseRun"; req: ReleaseRequest }
   | { op: "claimDueRuns"; req: { owner: string; now: number; max: number; leaseMs: number } }
   | { op: "wakeEarly"; runId: string; now: number }
@@ -176,6 +178,9 @@ export class MemoryEngine {
   }
   finish(req: FinishRequest): void {
     this.journal.finish(req);
+  }
+  beginCompensation(req: BeginCompensationRequest): void {
+    this.journal.beginCompensation(req);
   }
   releaseRun(req: ReleaseRequest): boolean {
     return this.journal.releaseRun(req);
@@ -295,6 +300,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.park(op.req);
     case "finish":
       return engine.finish(op.req);
+    case "beginCompensation":
+      return engine.beginCompensation(op.req);
     case "releaseRun":
       return engine.releaseRun(op.req);
     case "claimDueRuns":

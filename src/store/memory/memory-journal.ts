@@ -11,6 +11,7 @@ import type {
   RunStatus,
   StartRun,
 } from "../types.ts";
+import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { cloneJson } from "./clone-json.ts";
 import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
@@ -38,6 +39,7 @@ export class MemoryJournal {
   private readonly byStatus: Record<RunStatus, Map<string, RunRec>> = {
     running: new Map(),
     sleeping: new Map(),
+    compensating: new Map(),
     completed: new Map(),
     failed: new Map(),
   };
@@ -134,13 +136,23 @@ export class MemoryJournal {
     this.reheap(r);
   }
 
+  /** running → compensating, fenced like a write; the failure becomes the run's error. */
+  beginCompensation(req: BeginCompensationRequest): void {
+    const r = this.holder(req.runId, req.owner);
+    if (r.status !== "running") throw new JournalLeaseBusy(req.runId);
+    this.setStatus(r, "compensating");
+    r.error = { code: req.error.code, message: req.error.message };
+    r.updatedAt = req.now;
+    this.reheap(r);
+  }
+
   /** Releases the lease if `owner` holds it; a non-holder changes nothing. Returns whether it did. */
   releaseRun(req: ReleaseRequest): boolean {
     const r = this.runs.get(req.runId);
     if (r === undefined || r.leaseOwner !== req.owner) return false;
     r.leaseOwner = null;
     // A retry time makes the run due then, like an expired lease (deadline() reads it).
-    r.leaseExpiresAt = r.status === "running" ? (req.retryAt ?? null) : null;
+    r.leaseExpiresAt = leased(r) ? (req.retryAt ?? null) : null;
     r.updatedAt = req.now;
     this.reheap(r);
     return true;
@@ -157,9 +169,11 @@ export class MemoryJournal {
 
   listOrphans(now: number, limit = Infinity): RunRecord[] {
     const out: RunRecord[] = [];
-    for (const r of this.byStatus.running.values()) {
-      if (out.length >= limit) return out;
-      if (!leaseLive(r, now)) out.push(toRunRecord(r));
+    for (const status of ["running", "compensating"] as const) {
+      for (const r of this.byStatus[status].values()) {
+        if (out.length >= limit) return out;
+        if (!leaseLive(r, now)) out.push(toRunRecord(r));
+      }
     }
     // A sleeping run never holds a lease: whoever scans must schedule it.
     for (const r of this.byStatus.sleeping.values()) {
@@ -267,7 +281,7 @@ export class MemoryJournal {
 
   private holder(runId: string, owner: string): RunRec {
     const r = this.mustGet(runId);
-    if (r.status !== "running" || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
+    if (!leased(r) || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
     return r;
   }
 
@@ -313,11 +327,14 @@ export class MemoryJournal {
   }
 }
 
-/** When the run next needs an owner: wake time if sleeping, lease expiry if running with a lease. */
+/** Running and compensating runs are leased, fenced, and taken over once their lease lapses. */
+const leased = (r: RunRec): boolean => r.status === "running" || r.status === "compensating";
+
+/** When the run next needs an owner: wake time if sleeping, lease expiry if leased. */
 const deadline = (r: RunRec): number =>
   r.status === "sleeping"
     ? (r.wakeAt ?? Infinity)
-    : r.status === "running" && r.leaseExpiresAt !== null
+    : leased(r) && r.leaseExpiresAt !== null
       ? r.leaseExpiresAt
       : Infinity;
 

@@ -124,6 +124,10 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       engine.finish(req);
       await commit({ op: "finish", req });
     },
+    async beginCompensation(req) {
+      engine.beginCompensation(req);
+      await commit({ op: "beginCompensation", req });
+    },
     async releaseRun(req) {
       if (engine.releaseRun(req))
         await commit({ op: "releaseRun", req }, req.retryAt === undefined ? [] : [{ kind: "wake" }]);

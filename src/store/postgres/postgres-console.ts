@@ -21,7 +21,13 @@ import { type PgContext, q } from "./postgres-context.ts";
 import { type MessageRow, type RunRow, toRunRecord, toStoredMessage } from "./postgres-rows.ts";
 
 /** Every run status; a new status must be added here (the record makes the compiler say so). */
-const STATUSES: Record<RunStatus, true> = { running: true, sleeping: true, completed: true, failed: true };
+const STATUSES: Record<RunStatus, true> = {
+  running: true,
+  sleeping: true,
+  compensating: true,
+  completed: true,
+  failed: true,
+};
 
 const cursorPair = (cursor: string | null | undefined): [number, string] | undefined =>
   cursor ? decodeCursor(cursor) : undefined;

@@ -76,7 +76,7 @@ run AS (
       lease_expires_at = CASE WHEN i.lease_ms IS NULL THEN r.lease_expires_at ELSE i.now + i.lease_ms END
   FROM input i
   WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
-    AND r.id = i.run_id AND r.status = 'running' AND r.lease_owner = i.owner
+    AND r.id = i.run_id AND r.status IN ('running', 'compensating') AND r.lease_owner = i.owner
   RETURNING r.id, r.lease_owner
 ),
 entries AS (
@@ -123,7 +123,7 @@ run AS (
       lease_owner = NULL, lease_expires_at = NULL, updated_at = i.now
   FROM input i
   WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
-    AND r.id = i.run_id AND r.status = 'running' AND r.lease_owner = i.owner
+    AND r.id = i.run_id AND r.status IN ('running', 'compensating') AND r.lease_owner = i.owner
   RETURNING r.id, i.owner
 )
 SELECT coalesce(array_agg(id || ' ' || owner), '{}') AS fenced_in FROM run`;

@@ -14,7 +14,8 @@ import { mapConflict } from "./postgres-errors.ts";
  * outbox commits with the journal or not at all.
  */
 
-const fence = `id = $1 AND status = 'running' AND lease_owner = $2`;
+// running or compensating: both are leased runs (see compensation-types.ts).
+const fence = `id = $1 AND status IN ('running', 'compensating') AND lease_owner = $2`;
 const fencedIn = "EXISTS (SELECT 1 FROM run)";
 
 export async function append(ctx: PgContext, req: AppendRequest): Promise<void> {

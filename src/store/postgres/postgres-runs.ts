@@ -18,10 +18,13 @@ export interface LeaseReq {
   leaseMs: number;
 }
 
+/** A take resumes a sleeper as running; a compensating run stays compensating. */
+const keepCompensating = "CASE WHEN status = 'compensating' THEN status ELSE 'running' END";
+
 const takeSql = (s: string): string => `
 UPDATE ${s}.runs
-SET status = 'running', wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
-WHERE id = $1 AND status IN ('running', 'sleeping')
+SET status = ${keepCompensating}, wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
+WHERE id = $1 AND status IN ('running', 'sleeping', 'compensating')
   AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $3 OR lease_owner = $2)
 RETURNING *`;
 
@@ -75,7 +78,7 @@ export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
   const { rowCount } = await q(
     ctx.pool,
     `UPDATE ${ctx.s}.runs SET lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
-     WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+     WHERE id = $1 AND status IN ('running', 'compensating') AND lease_owner = $2`,
     [req.runId, req.owner, req.now, req.leaseMs],
   );
   if (rowCount === 0) throw await refusal(ctx, req.runId, true);
@@ -89,7 +92,7 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
     `WITH r AS (
        UPDATE ${ctx.s}.runs
        SET lease_owner = NULL, updated_at = $3,
-           lease_expires_at = CASE WHEN status = 'running' THEN $4::bigint ELSE NULL END
+           lease_expires_at = CASE WHEN status IN ('running', 'compensating') THEN $4::bigint ELSE NULL END
        WHERE id = $1 AND lease_owner = $2
        RETURNING id)
      SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($5, $6) WHERE $6::text IS NOT NULL) n) AS notified
@@ -116,11 +119,13 @@ export async function claimDueRuns(
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${ctx.s}.runs
        WHERE (status = 'sleeping' AND wake_at <= $2) OR (status = 'running' AND lease_expires_at <= $2)
+          OR (status = 'compensating' AND lease_expires_at <= $2)
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
        FOR UPDATE SKIP LOCKED)
      UPDATE ${ctx.s}.runs r
-     SET status = 'running', wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
+     SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
+         wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
      FROM due WHERE r.id = due.id
      RETURNING r.*, due.due_at`,
     [req.owner, req.now, req.max, req.leaseMs],
@@ -133,12 +138,13 @@ export async function claimDueRuns(
   return rows.map((r) => ({ run: toRunRecord(r), entries: entries.get(r.id) ?? [], created: false }));
 }
 
-/** Running runs whose lease is gone, then every sleeping run (sleepers hold no lease). */
+/** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease). */
 export async function listOrphans(ctx: PgContext, now: number, limit?: number): Promise<RunRecord[]> {
   const { rows } = await q<RunRow>(
     ctx.pool,
     `SELECT * FROM ${ctx.s}.runs
-     WHERE (status = 'running' AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
+     WHERE (status IN ('running', 'compensating')
+            AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
         OR status = 'sleeping'
      ORDER BY status = 'sleeping', created_at, id COLLATE "C"
      LIMIT CASE WHEN $2::bigint IS NULL THEN NULL ELSE GREATEST($2::bigint, 0) END`,
@@ -152,7 +158,8 @@ export async function nextWakeAt(ctx: PgContext): Promise<number | null> {
   const { rows } = await q<{ at: number | null }>(
     ctx.pool,
     `SELECT LEAST((SELECT min(wake_at) FROM ${ctx.s}.runs WHERE status = 'sleeping'),
-                  (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'running')) AS at`,
+                  (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'running'),
+                  (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'compensating')) AS at`,
     [],
   );
   return rows[0]?.at ?? null;

@@ -10,6 +10,7 @@ import type { PgContext, PgLogger } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
+import { beginCompensation } from "./postgres-compensation.ts";
 import { createPostgresFanout } from "./postgres-fanout.ts";
 import { isPostgresOutage, probePostgres } from "./postgres-health.ts";
 import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
@@ -205,6 +206,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     append: (req) => appendGrouped(ctx, req),
     park: (req) => park(ctx, req),
     finish: (req) => finishGrouped(ctx, req),
+    beginCompensation: (req) => beginCompensation(ctx, req),
     releaseRun: (req) => runs.releaseRun(ctx, req),
     claimDueRuns: (req) => runs.claimDueRuns(ctx, req),
     listOrphans: (now, limit) => runs.listOrphans(ctx, now, limit),

@@ -1,0 +1,37 @@
+/** Ending a failed durable run: status `compensating` while its undos run, then `failed`, also after a crash. */
+import { JournalLeaseBusy } from "../errors.ts";
+import type { AcquiredRun } from "../store/types.ts";
+import type { DurableDeps, UndoList } from "./runner.ts";
+import { errorRecord, type JournalSession, StepError } from "./session.ts";
+
+/**
+ * Runs the registered undos (status `compensating` meanwhile, so a crash
+ * leaves a run another instance finishes) and records `failed` with the
+ * original error. A resumed compensating run keeps the error stored when its
+ * compensation began. Returns the error the run failed with.
+ */
+export async function compensateAndFail(
+  deps: DurableDeps,
+  acquired: AcquiredRun,
+  owner: string,
+  session: JournalSession,
+  undos: UndoList,
+  error: unknown,
+): Promise<unknown> {
+  const runId = acquired.run.id;
+  const resumed = acquired.run.status === "compensating";
+  const stored = resumed ? acquired.run.error : undefined;
+  const failure = stored ?? errorRecord(error);
+  const finalError = stored ? new StepError(stored.code, stored.message) : error;
+  try {
+    if (!resumed && undos.length > 0)
+      await deps.store.beginCompensation({ runId, owner, now: deps.clock.now(), error: failure });
+    await session.compensate(undos);
+    await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "failed", error: failure });
+  } catch (e) {
+    if (e instanceof JournalLeaseBusy) throw e;
+    deps.logger.error({ runId, err: e }, "durable run: could not record failure");
+    throw e;
+  }
+  return finalError;
+}
