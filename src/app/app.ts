@@ -408,6 +408,7 @@ class OkeApp implements App, Runtime {
       bodyLimit: this.config.bodyLimit,
       exposeErrors: this.env === "dev",
       hideServerErrors: this.env === "prod",
+      limits: this.config,
     });
     try {
       await this.boot();

@@ -39,6 +39,14 @@ export interface OkeSettings {
     host?: string;
     /** Largest accepted request body in bytes. Default 1 MiB. */
     bodyLimit?: number;
+    /** A client must send its request headers within this many ms of connecting (else 408). Default 10 000. */
+    headersTimeoutMs?: number;
+    /** A client must send its whole request (headers and body) within this many ms (else 408). Default 30 000. */
+    requestTimeoutMs?: number;
+    /** An idle keep-alive connection is closed after this many ms. Default 72 000. */
+    keepAliveTimeoutMs?: number;
+    /** Open connections at most; connections past it are closed as they arrive. Default 1 000. */
+    maxConnections?: number;
   };
   signals?: {
     /** Visibility lease of a once claim in ms. Default 30 000. */
@@ -88,7 +96,15 @@ export const CONFIG_SECTIONS = {
   drivers: { journal: true, send: true },
   database: { url: true, schema: true, poolSize: true, notify: true, pollIntervalMs: true },
   file: { dir: true },
-  http: { port: true, host: true, bodyLimit: true },
+  http: {
+    port: true,
+    host: true,
+    bodyLimit: true,
+    headersTimeoutMs: true,
+    requestTimeoutMs: true,
+    keepAliveTimeoutMs: true,
+    maxConnections: true,
+  },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { leaseMs: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
@@ -149,6 +165,10 @@ export interface ResolvedConfig {
   port: number;
   host: string;
   bodyLimit: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
   leaseMs: number;
   concurrency: number;
   prefetch: number;
@@ -256,6 +276,10 @@ export function resolveConfig(
     port,
     host: bindHost(httpS.host, env, vars),
     bodyLimit: positive("http.bodyLimit", httpS.bodyLimit ?? 1024 * 1024),
+    headersTimeoutMs: positive("http.headersTimeoutMs", httpS.headersTimeoutMs ?? 10_000),
+    requestTimeoutMs: positive("http.requestTimeoutMs", httpS.requestTimeoutMs ?? 30_000),
+    keepAliveTimeoutMs: positive("http.keepAliveTimeoutMs", httpS.keepAliveTimeoutMs ?? 72_000),
+    maxConnections: positive("http.maxConnections", httpS.maxConnections ?? 1_000),
     leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
     concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
     prefetch: nonNegative("signals.prefetch", signals.prefetch ?? signals.concurrency ?? 16),

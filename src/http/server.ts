@@ -1,5 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { applyClientLimits, DEFAULT_LIMITS, serverOptions, type HttpLimits } from "./client-limits.ts";
 import { createHttpHandler, type HttpApp } from "./handler.ts";
 
 export interface HttpServerOptions {
@@ -9,6 +10,8 @@ export interface HttpServerOptions {
   exposeErrors: boolean;
   /** See HttpHandlerOptions.hideServerErrors. */
   hideServerErrors?: boolean;
+  /** Timeouts and the connection cap. Default: DEFAULT_LIMITS. */
+  limits?: HttpLimits;
 }
 
 export interface HttpServer {
@@ -24,10 +27,6 @@ export interface HttpServer {
   close(options?: { timeoutMs?: number }): Promise<void>;
 }
 
-// Longer than the usual load-balancer idle timeout (60 s), so the balancer, not
-// us, closes idle keep-alive connections and never reuses one we just closed.
-const KEEP_ALIVE_MS = 72_000;
-
 export async function startHttpServer(app: HttpApp, options: HttpServerOptions): Promise<HttpServer> {
   let closing = false;
   const handler = createHttpHandler(app, {
@@ -36,7 +35,9 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
     hideServerErrors: options.hideServerErrors ?? false,
     isClosing: () => closing,
   });
-  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => handler.handle(req, res));
+  const limits = options.limits ?? DEFAULT_LIMITS;
+  const server = createServer(serverOptions(limits), (req, res) => handler.handle(req, res));
+  applyClientLimits(server, limits, app.logger);
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
