@@ -116,6 +116,7 @@ class OkeApp implements App, Runtime {
       clock: this.clock,
       logger: this.logger,
       clocks: [...this.registry.clocks.values()],
+      fleetTime: this.clock === systemClock,
     });
     this.operator = {
       ...createOperatorApi(this),

@@ -9,6 +9,7 @@ import { effectiveSpec } from "../store/schedule-types.ts";
 import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
 import type { Clock } from "./clock.ts";
 import { dstNotes } from "./dst.ts";
+import { FleetTime } from "./fleet-time.ts";
 import { clockSignalName, type ClockInput, type ClockSchedule } from "./schedule.ts";
 import { compileSpec, type CompiledSpec } from "./schedule-spec.ts";
 
@@ -24,8 +25,11 @@ export interface ScheduleRuntimeOptions {
   clock: Clock;
   logger: Logger;
   clocks: readonly BoundClock[];
-  /** Fleet time: ms to add to `clock.now()` so every instance agrees on "now" (see fleet-time.ts). */
-  offset?: () => number;
+  /**
+   * Read "now" from the store's clock (fleet time, fleet-time.ts) when the
+   * store has one. For the system clock only: time travel is its own truth.
+   */
+  fleetTime?: boolean;
 }
 
 /** After a failed store call, or a fire refused without the state changing, try again this much later. */
@@ -65,13 +69,20 @@ export class ScheduleRuntime {
   /** Slots a tick tried and the store refused, so an unchanged state is not retried in a busy loop. */
   private refused = new Set<string>();
 
+  private readonly fleet: FleetTime | undefined;
+
   constructor(private readonly o: ScheduleRuntimeOptions) {
     this.bound = new Map(o.clocks.map((c) => [c.name, c]));
+    const storeTime = o.store.storeTime?.bind(o.store);
+    this.fleet =
+      o.fleetTime === true && storeTime !== undefined && o.clocks.length > 0
+        ? new FleetTime(o.clock, storeTime, o.logger)
+        : undefined;
   }
 
   /** Now on the fleet's clock. */
   now(): number {
-    return this.o.clock.now() + (this.o.offset?.() ?? 0);
+    return this.o.clock.now() + (this.fleet?.offset() ?? 0);
   }
 
   /** The bound clock of this app by name, if any. */
@@ -90,6 +101,7 @@ export class ScheduleRuntime {
   /** Reconciles the declared clocks with the store, warns about DST-sensitive ones, arms the timer. */
   async start(): Promise<void> {
     if (this.running) return;
+    await this.fleet?.start();
     const declared = [...this.bound.values()].map((b) => ({
       name: b.name,
       spec: b.schedule.spec,
@@ -219,7 +231,7 @@ export class ScheduleRuntime {
       return;
     }
     // Local clock time of the fleet instant.
-    this.armAt(at - (this.o.offset?.() ?? 0));
+    this.armAt(at - (this.fleet?.offset() ?? 0));
   }
 
   private armAt(at: number): void {
@@ -283,6 +295,7 @@ export class ScheduleRuntime {
   /** Stops the timer and waits for a check in progress. */
   async stop(): Promise<void> {
     this.running = false;
+    this.fleet?.stop();
     this.unsubscribe?.();
     this.cancelTimer?.();
     this.cancelTimer = undefined;

@@ -120,4 +120,10 @@ export interface ScheduleStore {
   listFires(name: string, limit?: number): Promise<ScheduleFire[]>;
   /** Deletes fire records older than `before`, keeping each schedule's latest. Returns how many. */
   pruneFires(before: number): Promise<number>;
+  /**
+   * Optional: the store's own clock (epoch ms), shared by every instance.
+   * Drivers of one process leave it out; postgres reads the server's clock so
+   * schedules agree across hosts whose clocks differ. Never used under time travel.
+   */
+  storeTime?(): Promise<number>;
 }

@@ -5,7 +5,16 @@
  */
 import pg from "pg";
 import { pino } from "pino";
-import { createApp, flow, on, signal, type Duration } from "../../src/index.ts";
+import {
+  clock,
+  createApp,
+  every,
+  flow,
+  on,
+  signal,
+  type ClockInput,
+  type Duration,
+} from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 
@@ -100,6 +109,30 @@ if (scenario === "durable") {
     },
   });
   modules.push({ provision });
+}
+
+// A host whose clock is off: every Date.now() of this process (the system clock) reads shifted.
+if (process.env.OKE_CLOCK_OFFSET_MS) {
+  const real = Date.now.bind(Date);
+  const offset = Number(process.env.OKE_CLOCK_OFFSET_MS);
+  Date.now = () => real() + offset;
+}
+
+if (scenario === "clock") {
+  // Every handler run of a clock fire is recorded: (clock, slot, attempt, pid).
+  const record = async (input: ClockInput, attempt: number): Promise<void> => {
+    await results!.query(
+      `INSERT INTO "${schema}".clock_runs (clock, slot, attempt, pid) VALUES ($1, $2, $3, $4)`,
+      [input.clock, input.scheduledAt, attempt, process.pid],
+    );
+  };
+  modules.push({
+    second: on(every("1s"), flow("ticks.second", { do: (input, fx) => record(input, fx.attempt) })),
+    minute: on(
+      clock("ticks.minute", { cron: "* * * * *" }),
+      flow("ticks.minute", { do: (input, fx) => record(input, fx.attempt) }),
+    ),
+  });
 }
 
 const app = createApp({

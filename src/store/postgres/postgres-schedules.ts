@@ -270,3 +270,13 @@ export async function pruneFires(ctx: PgContext, before: number): Promise<number
   );
   return rowCount;
 }
+
+/** The server's clock: fleet time for schedules (clock/fleet-time.ts). */
+export async function storeTime(ctx: PgContext): Promise<number> {
+  const { rows } = await q<{ t: number }>(
+    ctx.pool,
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t",
+    [],
+  );
+  return rows[0]!.t;
+}

@@ -234,6 +234,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     recordScheduleError: (name, error, now) => schedules.recordScheduleError(ctx, name, error, now),
     listFires: (name, limit) => schedules.listFires(ctx, name, limit),
     pruneFires: (before) => schedules.pruneFires(ctx, before),
+    storeTime: () => schedules.storeTime(ctx),
   }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
   return reportOutages(store, monitor, ["open", "close", "subscribe", "health"]);
 }

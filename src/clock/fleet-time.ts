@@ -1,0 +1,64 @@
+/**
+ * Fleet time for schedules: the offset between this host's clock and the
+ * store's (PostgreSQL's), so instances whose clocks differ agree on which slot
+ * is due and a fast host never fires a slot early. Measured at boot and then
+ * once a minute (one stoppable timer).
+ */
+import type { Logger } from "../log/logger.ts";
+import type { Clock } from "./clock.ts";
+
+/** Re-measure this often: host clocks drift slowly, NTP steps are rare. */
+const RESYNC_MS = 60_000;
+
+export class FleetTime {
+  private offsetMs = 0;
+  private cancel: (() => void) | undefined;
+  private running = false;
+  private warnedAt = 0;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly storeTime: () => Promise<number>,
+    private readonly logger: Logger,
+  ) {}
+
+  /** ms to add to the local clock to read fleet time. */
+  offset(): number {
+    return this.offsetMs;
+  }
+
+  async start(): Promise<void> {
+    this.running = true;
+    await this.measure();
+  }
+
+  private async measure(): Promise<void> {
+    try {
+      const before = this.clock.now();
+      const server = await this.storeTime();
+      const after = this.clock.now();
+      // The server read its clock somewhere inside the round trip: assume the middle.
+      const next = Math.round(server - (before + after) / 2);
+      // Say so once, and again when it moved by more than a second.
+      if (Math.abs(next) > 1_000 && Math.abs(next - this.warnedAt) > 1_000) {
+        this.warnedAt = next;
+        this.logger.warn(
+          { offsetMs: Math.round(next) },
+          `clock: this host's clock is ${Math.round(next)} ms off the database's; schedules use the database's`,
+        );
+      }
+      this.offsetMs = next;
+    } catch (e) {
+      this.logger.warn({ err: e }, "clock: could not read the database's time; keeping the last offset");
+    }
+    if (this.running)
+      this.cancel = this.clock.at(this.clock.now() + RESYNC_MS, () => {
+        void this.measure();
+      });
+  }
+
+  stop(): void {
+    this.running = false;
+    this.cancel?.();
+  }
+}
