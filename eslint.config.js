@@ -15,6 +15,8 @@ export default tseslint.config(
       // Projects with their own tsconfig (paths aliases); type-checked by `npm run typecheck`.
       "examples/**",
       "src/cli/fixtures/**",
+      // The starter `oke init` copies: type-checked and tested as an app of its own (test/package.test.ts).
+      "templates/**",
     ],
   },
   js.configs.recommended,

@@ -128,3 +128,77 @@ describe("oke from the installed package", () => {
     expect(r.output).toMatch(/pass 1/);
   });
 });
+
+describe("the first hour, from the tarball: init, install, test, dev, a request, a stop", () => {
+  let starter = "";
+  afterAll(() => {
+    if (starter) rmSync(join(starter, ".."), { recursive: true, force: true });
+  });
+
+  it("oke init scaffolds the starter and says what to do next", async () => {
+    starter = join(writeTree({}), "my-app");
+    const p = oke(["init", starter]);
+    expect(await p.exit, p.lines.join("\n")).toBe(0);
+    const out = p.lines.join("\n");
+    expect(out).toContain(`Created an okengine app in ${starter}`);
+    expect(out).toMatch(/npm install\n\s+npm run dev/);
+    const files = execFileSync("find", [".", "-type", "f"], { cwd: starter, encoding: "utf8" });
+    for (const f of [
+      "./package.json",
+      "./tsconfig.json",
+      "./oke.config.ts",
+      "./vitest.config.ts",
+      "./.gitignore",
+      "./src/signals/welcome.ts",
+      "./src/channels/email.ts",
+      "./src/flows/main/hello.ts",
+      "./src/flows/workers/welcome.ts",
+      "./src/flows/trials/start.ts",
+      "./src/flows/trials/start.test.ts",
+    ])
+      expect(files).toContain(f);
+    // A second init into the same directory refuses instead of overwriting.
+    const again = oke(["init", starter]);
+    expect(await again.exit).toBe(1);
+    expect(again.lines[0]).toMatch(/is not empty/);
+  });
+
+  it(
+    "installs (okengine from the tarball, the rest from the registry), and npm test passes",
+    async () => {
+      await npmInstall(starter, [tarball]);
+      const t = await runToEnd("npm", ["test"], { cwd: starter, env: userEnv() });
+      expect(t.code, t.output).toBe(0);
+      expect(t.output).toMatch(/Tests\s+4 passed/);
+      const types = await runToEnd("npm", ["run", "typecheck"], { cwd: starter, env: userEnv() });
+      expect(types.code, types.output).toBe(0);
+    },
+    SETUP_MS,
+  );
+
+  it("npm run dev serves the routes; a signup reaches the worker; Ctrl-C stops it", async () => {
+    // Own process group, as a terminal would run it: Ctrl-C (SIGINT) reaches npm and oke at once.
+    const p = run("npm", ["run", "dev", "--", "--port", "0", "--host", "127.0.0.1"], {
+      cwd: starter,
+      env: userEnv(),
+      detached: true,
+    });
+    running.push(p);
+    const base = `http://127.0.0.1:${portOf(await p.line(/listening on http:\/\//))}`;
+    expect(await (await fetch(`${base}/hello`)).json()).toEqual({
+      ok: true,
+      data: { message: "Hello from okengine" },
+    });
+    const res = await fetch(`${base}/signup`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "ada@example.com" }),
+    });
+    expect(res.status).toBe(200);
+    // The console send driver prints what the worker sent.
+    await p.line(/ada@example\.com/);
+    process.kill(-p.child.pid!, "SIGINT");
+    await p.exit;
+    await expect(fetch(`${base}/hello`)).rejects.toThrow();
+  });
+});

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";
 import { runDev } from "./dev.ts";
+import { initProject, nextSteps } from "./init.ts";
 import { formatRoutes, loadManifest } from "./inspect.ts";
 import { runApp } from "./run-app.ts";
 
@@ -62,6 +63,16 @@ program
     guard((dir: string, flags: ServeFlags) =>
       runApp(dir, { ...flags, env: process.env.NODE_ENV === "test" ? "test" : "prod" }),
     ),
+  );
+
+program
+  .command("init")
+  .description("create a starter app (HTTP flow, work queue, durable flow, tests) in dir")
+  .argument("[dir]", "directory to create (must be new or empty)", ".")
+  .action(
+    guard(async (dir: string) => {
+      console.log(nextSteps(initProject(dir, pkg.version).root));
+    }),
   );
 
 program

@@ -58,8 +58,8 @@ export async function runToEnd(
 export function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (/^(VITEST|NODE_ENV$|DATABASE_URL|OKE_|npm_)/.test(k)) continue;
+    if (/^(VITEST|NODE_ENV$|DATABASE_URL|OKE_|npm_|FORCE_COLOR$)/.test(k)) continue;
     env[k] = v;
   }
-  return { ...env, ...extra };
+  return { ...env, NO_COLOR: "1", ...extra };
 }
