@@ -17,7 +17,9 @@ import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import { BroadcastRuntime } from "../signal/broadcast-runtime.ts";
-import { isSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
+import { LiveRuntime, type LiveListener, type LiveOptionsRead } from "../signal/live-runtime.ts";
+import { SseHub } from "../http/sse.ts";
+import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import { WorkerPool } from "../signal/worker-pool.ts";
 import type { AcquiredRun, ClaimedMessage, NewMessage, Store } from "../store/types.ts";
 import { resolveConfig, resolveEnv, type ResolvedConfig } from "./config.ts";
@@ -72,6 +74,8 @@ class OkeApp implements App, Runtime {
   private scheduler: WakeScheduler | undefined;
   private readonly broadcasts: BroadcastRuntime;
   private readonly schedules: ScheduleRuntime;
+  private readonly lives: LiveRuntime;
+  readonly sse: SseHub;
   private readonly durable: DurableDeps;
   private readonly nextOwner: () => string;
   private readonly tasks = new Set<Promise<unknown>>();
@@ -134,6 +138,21 @@ class OkeApp implements App, Runtime {
       leaseMs: this.config.leaseMs,
       handler: (queue, flow) => onceHandler(this, queue, flow, this.durable),
     });
+    this.lives = new LiveRuntime({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      signals: this.registry.signals,
+    });
+    this.sse = new SseHub(
+      this.lives,
+      {
+        maxConnections: this.config.liveMaxConnections,
+        maxBufferBytes: this.config.liveMaxBufferBytes,
+        heartbeatMs: this.config.liveHeartbeatMs,
+      },
+      this.logger,
+    );
   }
 
   /** Sent messages captured by the memory send driver (tests). */
@@ -178,6 +197,7 @@ class OkeApp implements App, Runtime {
       pool.start();
     }
     await this.broadcasts.start();
+    this.lives.start();
     this.scheduler?.start();
     await this.schedules.start();
     this.schedulePrune();
@@ -336,8 +356,11 @@ class OkeApp implements App, Runtime {
   readonly emitFanout: Runtime["emitFanout"] = (target, payload, options, producer, session) =>
     target.delivery === "broadcast"
       ? this.broadcasts.emit(target, payload, options, producer, session)
-      : // Live tapes arrive with issue 15's second part; until then a live emit is dropped.
-        Promise.resolve();
+      : this.lives.emit(target, payload, options, producer, session);
+
+  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
+    return this.lives.live(signal, options, listener);
+  }
 
   async emit<P>(
     target: SignalHandle<P>,
@@ -495,12 +518,15 @@ class OkeApp implements App, Runtime {
     if (this.state === "stopped" || this.state === "stopping") return;
     const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
     this.state = "stopping";
+    // Live streams never finish on their own: end them first, their clients reconnect elsewhere and resume.
+    this.sse.closeAll();
     this.cancelPrune?.();
     clearInterval(this.keepAlive);
     await this.schedules.stop();
     await Promise.all([
       ...this.pools.map((p) => p.stop(timeoutMs)),
       this.broadcasts.stop(timeoutMs),
+      this.lives.stop(),
       this.scheduler?.stop(timeoutMs),
     ]);
     await this.server?.close({ timeoutMs });

@@ -72,6 +72,15 @@ export interface OkeSettings {
     /** How long delivered messages are kept before pruning, in ms. Default 24 h. */
     retentionMs?: number;
   };
+  /** Server-sent event streams of live tapes (fx.live). */
+  live?: {
+    /** Open streams per instance; one more is answered 503 with Retry-After. Default 10 000. */
+    maxConnections?: number;
+    /** Bytes queued for one client before it is disconnected as too slow (it resumes from its last id). Default 1 MiB. */
+    maxBufferBytes?: number;
+    /** Period of the heartbeat comment on idle streams, in ms. Default 15 000. */
+    heartbeatMs?: number;
+  };
   durable?: {
     /** Lease of a running durable run in ms, renewed by a heartbeat. Default 30 000. */
     leaseMs?: number;
@@ -107,6 +116,7 @@ export const CONFIG_SECTIONS = {
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { leaseMs: true },
+  live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
 /** Top-level settings that are plain values, not sections. */
 const CONFIG_VALUES = { shutdownTimeoutMs: true } as const satisfies KeysOf<Omit<OkeSettings, Section>>;
@@ -175,6 +185,9 @@ export interface ResolvedConfig {
   claimAtEmit: boolean;
   retentionMs: number;
   durableLeaseMs: number;
+  liveMaxConnections: number;
+  liveMaxBufferBytes: number;
+  liveHeartbeatMs: number;
   shutdownTimeoutMs: number;
 }
 
@@ -197,7 +210,7 @@ export function resolveConfig(
   checkConfig(config);
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
-  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable">(
+  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable" | "live">(
     k: K,
   ): NonNullable<OkeSettings[K]> => ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
   const drivers = pick("drivers");
@@ -205,6 +218,7 @@ export function resolveConfig(
   const httpS = pick("http");
   const signals = pick("signals");
   const durable = pick("durable");
+  const live = pick("live");
   const file = pick("file");
   const databaseUrl = database.url ?? (vars.DATABASE_URL || undefined);
   const journal =
@@ -286,6 +300,9 @@ export function resolveConfig(
     claimAtEmit: boolean("signals.claimAtEmit", signals.claimAtEmit ?? true),
     retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
+    liveMaxConnections: positive("live.maxConnections", live.maxConnections ?? 10_000),
+    liveMaxBufferBytes: positive("live.maxBufferBytes", live.maxBufferBytes ?? 1024 * 1024),
+    liveHeartbeatMs: positive("live.heartbeatMs", live.heartbeatMs ?? 15_000),
     shutdownTimeoutMs: positive(
       "shutdownTimeoutMs",
       over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000,

@@ -4,7 +4,8 @@ import type { Flow } from "../flow/flow.ts";
 import type { HttpMethod } from "../flow/http-trigger.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
 import type { Logger } from "../log/logger.ts";
-import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
+import type { LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
 import type { OkeConfig } from "./config.ts";
 import type { Manifest } from "./manifest.ts";
@@ -127,6 +128,12 @@ export interface App {
   wakeEarly(runId: string): Promise<WakeEarlyResult>;
   /** Resolves when every once queue is empty and no handler or durable run is executing (tests). */
   idle(options?: { timeoutMs?: number }): Promise<void>;
+  /**
+   * Replays the retained entries of a live signal's tape (of `key`) after the
+   * position `after` (default: all), then streams new ones in order, from any
+   * instance. Returns the unsubscribe.
+   */
+  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
   /** Dead letters of a once signal (operator/test shortcut). */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
 }

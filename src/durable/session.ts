@@ -152,8 +152,8 @@ export class JournalSession {
     return { value: json, replayed: false };
   }
 
-  /** A value produced once and replayed afterwards (fx.call results, sends). */
-  async once<T>(kind: "call" | "send", name: string, make: () => Promise<T> | T): Promise<T> {
+  /** A value produced once and replayed afterwards (fx.call results, sends, live tape entry ids). */
+  async once<T>(kind: "call" | "send" | "emit", name: string, make: () => Promise<T> | T): Promise<T> {
     const { seq, entry } = this.next(kind, name);
     if (entry) return entry.value as T;
     const value = await make();

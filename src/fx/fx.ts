@@ -8,7 +8,8 @@ import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
-import { isSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
+import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
+import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
 import { warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
@@ -128,6 +129,10 @@ class FxContext implements Fx {
     const undo = options?.undo;
     if (undo) this.frame.undos?.push({ name, run: () => undo(value) });
     return value;
+  }
+
+  live<P>(target: LiveSignal<P>, options?: { key?: string }): LiveStream<P> {
+    return liveStream(target, options, this.flow);
   }
 
   async send<P>(target: Channel<P>, payload: P): Promise<void> {

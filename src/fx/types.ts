@@ -2,7 +2,8 @@ import type { Channel } from "../channel/channel.ts";
 import type { Duration } from "../clock/duration.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
-import type { OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { LiveStream } from "../signal/live-runtime.ts";
+import type { LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { FailureReason } from "../store/types.ts";
 
 export interface EmitOptions {
@@ -78,4 +79,9 @@ export interface Fx {
   step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<T>;
   /** Sends a payload through a channel (schema checked). */
   send<P>(target: Channel<P>, payload: P): Promise<void>;
+  /**
+   * The tape of a live signal (of `key`, when given) for the caller of an HTTP
+   * flow: return it and the route answers with a `text/event-stream`.
+   */
+  live<P>(target: LiveSignal<P>, options?: { key?: string }): LiveStream<P>;
 }

@@ -1,3 +1,4 @@
+import type { LiveStream } from "../signal/live-runtime.ts";
 import { isOkeError, OkeError } from "../errors.ts";
 
 /** What the routing core answers; the node and fetch adapters write it out. */
@@ -9,6 +10,8 @@ export interface Reply {
   allow?: string;
   /** Ask the adapter to close the connection (413: the rest of the body is never read). */
   close?: boolean;
+  /** The flow returned fx.live(…): the adapter streams the tape instead (src/http/sse.ts). */
+  live?: LiveStream;
 }
 
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";

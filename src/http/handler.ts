@@ -21,6 +21,8 @@ import {
   type Reply,
 } from "./envelope.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
+import type { SseHub } from "./sse.ts";
+import { isLiveStream } from "../signal/live-runtime.ts";
 import { checkRequestInput } from "./request-input.ts";
 
 /** The part of App the HTTP layer uses (App satisfies it). */
@@ -29,6 +31,8 @@ export interface HttpApp {
   readonly manifest: { readonly routes: readonly HttpRoute[] };
   invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
   readiness(): Readiness;
+  /** Serves the live streams flows return (fx.live); without it they are written as empty 200s. */
+  readonly sse?: SseHub;
 }
 
 export interface HttpHandlerOptions {
@@ -123,7 +127,11 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
 
   /** What a flow's outcome becomes: 204 for undefined or a park, else the envelope. */
   const resultReply = (r: InvokeResult): Reply =>
-    r.kind === "parked" || r.value === undefined ? NO_CONTENT : okReply(r.value);
+    r.kind === "parked" || r.value === undefined
+      ? NO_CONTENT
+      : isLiveStream(r.value)
+        ? { status: 200, body: undefined, live: r.value }
+        : okReply(r.value);
 
   const failure = (method: string, path: string, e: unknown, local: boolean): Reply => {
     if (e instanceof BodyInterrupted) {
@@ -288,7 +296,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
           exposeErrors && isLoopbackPeer(req),
           (reply) => {
             try {
-              writeNode(res, reply);
+              if (reply.live && app.sse) app.sse.serve(req, res, reply.live);
+              else writeNode(res, reply);
             } catch (e) {
               fatal(req, res, e);
             }
@@ -308,6 +317,17 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       const reply = await new Promise<Reply>((resolve) =>
         dispatch(request.method, url.pathname + url.search, headers, () => webBody(request), true, resolve),
       );
+      if (reply.live) {
+        // A live tape streams for as long as the client stays; in-process requests have no client to stay.
+        const body = JSON.stringify({
+          ok: false,
+          error: {
+            code: "OKE1473",
+            message: "A live stream (fx.live) is served over HTTP only: app.start()",
+          },
+        });
+        return new Response(body, { status: 501, headers: { "content-type": JSON_CONTENT_TYPE } });
+      }
       const out = new Headers();
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
       if (reply.allow !== undefined) out.set("allow", reply.allow);

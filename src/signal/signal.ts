@@ -1,3 +1,4 @@
+import { isDuration, parseDuration } from "../clock/duration.ts";
 import { isSchema, type Schema } from "../schema.ts";
 
 /** Options shared by every signal helper. */
@@ -20,7 +21,7 @@ export interface OnceOptions<P> extends SignalOptionsBase<P> {
 export type BroadcastOptions<P> = SignalOptionsBase<P>;
 
 export interface LiveOptions<P> extends SignalOptionsBase<P> {
-  /** How long the tape is kept for resuming subscribers, e.g. `"1h"`. */
+  /** How long entries stay on the tape for readers resuming, e.g. `"1h"` (grammar as fx.clock.sleep). Default `"24h"`. */
   retention?: string;
 }
 
@@ -121,6 +122,14 @@ function broadcast<P = unknown>(name: string, options: BroadcastOptions<P> = {})
 
 function live<P = unknown>(name: string, options: LiveOptions<P> = {}): LiveSignal<P> {
   checkCommon("live", name, options);
+  if (
+    options.retention !== undefined &&
+    (!isDuration(options.retention) || parseDuration(options.retention) <= 0)
+  ) {
+    throw new TypeError(
+      `signal.live("${name}"): retention must be a duration like "24h", "30m" or "7d", got ${JSON.stringify(options.retention)}`,
+    );
+  }
   return Object.freeze({
     kind: "signal",
     delivery: "live",

@@ -64,7 +64,12 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
       ["sleep", "expiry-window"],
     ]);
     // The documented shape: { kind: "sleep", label, duration, wakeAt }.
-    expect(journal[1]).toMatchObject({ kind: "sleep", label: "expiry-window", duration: "7d", wakeAt: t0 + 7 * DAY });
+    expect(journal[1]).toMatchObject({
+      kind: "sleep",
+      label: "expiry-window",
+      duration: "7d",
+      wakeAt: t0 + 7 * DAY,
+    });
     expect(journal[1]).not.toHaveProperty("name");
     expect(await app.operator.sleepers()).toEqual([
       { runId: run!.id, flow: "trials.start", wakeAt: t0 + 7 * DAY, label: "expiry-window" },

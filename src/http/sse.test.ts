@@ -1,0 +1,163 @@
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { OkeConfig } from "../app/config.ts";
+import type { App } from "../app/types.ts";
+import { createApp, flow, http, on, signal } from "../index.ts";
+
+// SSE over a real socket: what EventSource sees of a live route.
+
+const orderStatus = signal.live("orders.status", { schema: z.object({ state: z.string() }) });
+const modules = [
+  { orderStatus },
+  {
+    path: "src/flows/orders/[id]/status.ts",
+    exports: {
+      status: on(http.get(), flow({ do: ({ id }: { id: string }, fx) => fx.live(orderStatus, { key: id }) })),
+    },
+  },
+];
+
+const apps: App[] = [];
+afterEach(async () => {
+  while (apps.length > 0) await apps.pop()!.stop({ timeoutMs: 1_000 });
+});
+
+async function start(config: OkeConfig = {}, logger = pino({ level: "silent" })) {
+  const app = createApp({ modules, env: "test", config, logger });
+  apps.push(app);
+  const { port } = await app.start({ port: 0, host: "127.0.0.1" });
+  return { app, port };
+}
+
+/** An SSE client on a raw request: events parsed by eventsource-parser, comments counted. */
+function connect(port: number, path: string, headers: Record<string, string> = {}) {
+  const events: EventSourceMessage[] = [];
+  let comments = 0;
+  let ended = false;
+  let res: IncomingMessage | undefined;
+  const parser = createParser({
+    onEvent: (e) => void events.push(e),
+    onComment: () => void comments++,
+  });
+  const ready = new Promise<IncomingMessage>((resolve, reject) => {
+    const req = httpRequest({ host: "127.0.0.1", port, path, headers }, (r) => {
+      res = r;
+      r.setEncoding("utf8");
+      r.on("data", (chunk: string) => parser.feed(chunk));
+      r.on("end", () => (ended = true));
+      r.on("close", () => (ended = true));
+      r.on("error", () => (ended = true));
+      resolve(r);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+  return {
+    events,
+    ready,
+    get comments() {
+      return comments;
+    },
+    get ended() {
+      return ended;
+    },
+    close: () => res?.destroy(),
+  };
+}
+
+async function until(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const end = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe("live routes over SSE", () => {
+  it("answers text/event-stream: history, then new entries, each with its tape position as id", async () => {
+    const { app, port } = await start({ live: { heartbeatMs: 20 } });
+    await app.emit(orderStatus, { state: "placed" }, { key: "o1" });
+    await app.emit(orderStatus, { state: "elsewhere" }, { key: "o2" });
+    const c = connect(port, "/orders/o1/status");
+    const res = await c.ready;
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toBe("text/event-stream; charset=utf-8");
+    expect(res.headers["cache-control"]).toBe("no-cache");
+    await until(() => c.events.length === 1, "history");
+    await app.emit(orderStatus, { state: "paid" }, { key: "o1" });
+    await until(() => c.events.length === 2, "new entry");
+    expect(c.events.map((e) => JSON.parse(e.data) as unknown)).toEqual([
+      { state: "placed" },
+      { state: "paid" },
+    ]);
+    expect(Number(c.events[1]!.id)).toBeGreaterThan(Number(c.events[0]!.id));
+    await until(() => c.comments > 0, "a heartbeat comment");
+    c.close();
+  });
+
+  it("Last-Event-ID resumes exactly after that entry; a bad one is 400", async () => {
+    const { app, port } = await start();
+    for (const state of ["a", "b", "c"]) await app.emit(orderStatus, { state }, { key: "o1" });
+    const first = connect(port, "/orders/o1/status");
+    await until(() => first.events.length === 3, "all three");
+    first.close();
+    await app.emit(orderStatus, { state: "d" }, { key: "o1" });
+    const again = connect(port, "/orders/o1/status", { "last-event-id": first.events[1]!.id! });
+    await until(() => again.events.length === 2, "resumed");
+    expect(again.events.map((e) => (JSON.parse(e.data) as { state: string }).state)).toEqual(["c", "d"]);
+    again.close();
+    const bad = connect(port, "/orders/o1/status", { "last-event-id": "yesterday" });
+    expect((await bad.ready).statusCode).toBe(400);
+  });
+
+  it("caps open streams per instance: one more is 503 with Retry-After", async () => {
+    const { port } = await start({ live: { maxConnections: 1 } });
+    const a = connect(port, "/orders/o1/status");
+    expect((await a.ready).statusCode).toBe(200);
+    const b = connect(port, "/orders/o1/status");
+    const res = await b.ready;
+    expect(res.statusCode).toBe(503);
+    expect(res.headers["retry-after"]).toBe("5");
+    a.close();
+  });
+
+  it("disconnects a client whose unread buffer passes the bound", async () => {
+    const records: Array<Record<string, unknown>> = [];
+    const logger = pino(
+      { level: "warn" },
+      { write: (l: string) => void records.push(JSON.parse(l) as Record<string, unknown>) },
+    );
+    const { app, port } = await start({ live: { maxBufferBytes: 64 * 1024 } }, logger);
+    const c = connect(port, "/orders/o1/status");
+    const res = await c.ready;
+    res.pause(); // reads nothing more: the kernel buffers fill, then node's
+    const big = "x".repeat(200_000);
+    for (let i = 0; i < 200 && !records.some((r) => String(r.msg).startsWith("live: client too slow")); i++) {
+      await app.emit(orderStatus, { state: big }, { key: "o1" });
+      await new Promise((r) => setImmediate(r));
+    }
+    await until(
+      () => records.some((r) => String(r.msg).startsWith("live: client too slow")),
+      "slow client log",
+    );
+    expect(app.readiness().ready).toBe(true);
+  });
+
+  it("shutdown ends open streams cleanly", async () => {
+    const { app, port } = await start();
+    const c = connect(port, "/orders/o1/status");
+    await c.ready;
+    await app.stop({ timeoutMs: 2_000 });
+    await until(() => c.ended, "stream ended");
+  });
+
+  it("in-process requests refuse a live route with 501", async () => {
+    const app = createApp({ modules, env: "test" });
+    apps.push(app);
+    const res = await app.request("/orders/o1/status");
+    expect(res.status).toBe(501);
+  });
+});

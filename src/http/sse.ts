@@ -1,0 +1,151 @@
+/** Server-sent events for live tapes: one stream per request, resumable by Last-Event-ID, bounded and capped. */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "../log/logger.ts";
+import type { LiveEntry, LiveListener, LiveOptionsRead, LiveStream } from "../signal/live-runtime.ts";
+import type { LiveSignal } from "../signal/signal.ts";
+
+/** Where streams read tapes from (the app's live runtime). */
+export interface LiveSource {
+  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
+}
+
+export interface SseLimits {
+  /** Open streams per instance; one more is answered 503 with Retry-After. */
+  maxConnections: number;
+  /** Bytes queued for one client before it counts as too slow and is disconnected. */
+  maxBufferBytes: number;
+  /** Period of the `: ping` comment that keeps idle connections open through proxies. */
+  heartbeatMs: number;
+}
+
+/** What EventSource waits before reconnecting (ms), sent as the stream's `retry:` field. */
+const RETRY_MS = 1_000;
+
+interface OpenStream {
+  res: ServerResponse;
+  close(): void;
+}
+
+/** The last position the client saw: the Last-Event-ID header (EventSource reconnects), else `?after=`. */
+export function resumePosition(req: IncomingMessage): number | undefined | "bad" {
+  const header = req.headers["last-event-id"];
+  const q = (req.url ?? "").indexOf("?");
+  const fromQuery = q === -1 ? null : new URLSearchParams((req.url ?? "").slice(q + 1)).get("after");
+  const text = typeof header === "string" && header !== "" ? header : fromQuery;
+  if (text === null || text === undefined || text === "") return undefined;
+  return /^\d{1,16}$/.test(text) ? Number(text) : "bad";
+}
+
+const frame = (e: LiveEntry): string =>
+  `id: ${e.position}\ndata: ${JSON.stringify(e.payload === undefined ? null : e.payload)}\n\n`;
+
+/**
+ * The open SSE streams of one app instance. `serve` takes over a response:
+ * replays the tape after the client's last id, then follows it; `closeAll`
+ * ends every stream at shutdown (clients reconnect elsewhere and resume).
+ */
+export class SseHub {
+  private readonly open = new Set<OpenStream>();
+  private closing = false;
+
+  constructor(
+    private readonly source: LiveSource,
+    private readonly limits: SseLimits,
+    private readonly logger: Logger,
+  ) {}
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  serve(req: IncomingMessage, res: ServerResponse, stream: LiveStream): void {
+    const after = resumePosition(req);
+    const refuse = (
+      status: number,
+      code: string,
+      message: string,
+      extra: Record<string, string> = {},
+    ): void => {
+      const body = JSON.stringify({ ok: false, error: { code, message } });
+      res.writeHead(status, {
+        "content-type": "application/json; charset=utf-8",
+        "content-length": Buffer.byteLength(body),
+        ...extra,
+      });
+      res.end(body);
+    };
+    if (after === "bad")
+      return refuse(
+        400,
+        "OKE1470",
+        "Last-Event-ID must be a tape position (the id of an event this stream sent)",
+      );
+    if (this.closing) return refuse(503, "OKE1471", "The server is shutting down", { "retry-after": "1" });
+    if (this.open.size >= this.limits.maxConnections) {
+      this.logger.warn(
+        { open: this.open.size, signal: stream.signal.name },
+        "live: stream refused, connection cap reached",
+      );
+      return refuse(
+        503,
+        "OKE1472",
+        `Too many live streams on this instance (${this.limits.maxConnections})`,
+        {
+          "retry-after": "5",
+        },
+      );
+    }
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      // nginx buffers responses unless told not to.
+      "x-accel-buffering": "no",
+    });
+    res.write(`retry: ${RETRY_MS}\n\n`);
+    // Small writes, sent as they come: no Nagle delay between an emit and the client.
+    req.socket.setNoDelay(true);
+    let done = false;
+    const entry: OpenStream = {
+      res,
+      close: () => {
+        if (done) return;
+        done = true;
+        this.open.delete(entry);
+        clearInterval(heartbeat);
+        unsubscribe();
+        if (!res.writableEnded) res.end();
+      },
+    };
+    this.open.add(entry);
+    const tooSlow = (): boolean => {
+      if (res.writableLength <= this.limits.maxBufferBytes) return false;
+      this.logger.warn(
+        { signal: stream.signal.name, key: stream.key, buffered: res.writableLength },
+        "live: client too slow, disconnected (it resumes from its last id)",
+      );
+      entry.close();
+      res.destroy();
+      return true;
+    };
+    const unsubscribe = this.source.live(
+      stream.signal,
+      { ...(stream.key === undefined ? {} : { key: stream.key }), ...(after === undefined ? {} : { after }) },
+      (e) => {
+        if (done || tooSlow()) return;
+        res.write(frame(e));
+      },
+    );
+    const heartbeat = setInterval(() => {
+      if (!done && !tooSlow()) res.write(": ping\n\n");
+    }, this.limits.heartbeatMs);
+    heartbeat.unref();
+    res.on("close", () => entry.close());
+  }
+
+  /** Ends every open stream (shutdown) and refuses new ones. */
+  closeAll(): void {
+    this.closing = true;
+    for (const s of [...this.open]) s.close();
+  }
+}

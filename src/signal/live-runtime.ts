@@ -1,0 +1,323 @@
+/** Live tapes: appends at emit, replay-then-follow readers (app.live, SSE), retention pruning. */
+import type { Clock } from "../clock/clock.ts";
+import { parseDuration } from "../clock/duration.ts";
+import type { JournalSession } from "../durable/session.ts";
+import type { Logger } from "../log/logger.ts";
+import type { TapeEntry } from "../store/fanout-types.ts";
+import type { Store } from "../store/types.ts";
+import { prepareEmit } from "./emit.ts";
+import type { LiveSignal, SignalHandle } from "./signal.ts";
+
+/** Retention of a live signal declared without one. */
+export const DEFAULT_LIVE_RETENTION = "24h";
+/** Entries read per query, while replaying and while following. */
+const PAGE = 500;
+const PRUNE_BATCH = 1_000;
+/** Pruning runs this often at most (and at least once per retention). */
+const PRUNE_EVERY_MS = 10 * 60_000;
+
+/** One entry as a reader sees it. `position` is its place on the tape: resume with `after: position`. */
+export interface LiveEntry<P = unknown> {
+  position: number;
+  key: string | null;
+  payload: P;
+  at: number;
+}
+
+export interface LiveOptionsRead {
+  /** The tape of this key (omit for the signal's unkeyed tape). */
+  key?: string;
+  /** Replay entries after this position (default 0: every retained entry), then follow. */
+  after?: number;
+}
+
+export type LiveListener<P> = (entry: LiveEntry<P>) => void;
+
+export const retentionMs = (s: LiveSignal): number => parseDuration(s.retention ?? DEFAULT_LIVE_RETENTION);
+
+interface Reader {
+  cursor: number;
+  live: boolean;
+  closed: boolean;
+  listener: LiveListener<unknown>;
+}
+
+/**
+ * The readers of one tape in this process. Every read goes through one chain,
+ * so a reader's catch-up and the shared follow never interleave: a new reader
+ * replays (cursor, head] and then joins the followers, who receive each entry
+ * read once for all of them — 10 000 browsers on one tape cost one query per
+ * append, not 10 000.
+ */
+class TapeFeed {
+  head: number | undefined;
+  readonly readers = new Set<Reader>();
+  private chain: Promise<void> = Promise.resolve();
+  private again = false;
+  private pulling = false;
+
+  constructor(
+    private readonly rt: LiveRuntime,
+    readonly signal: LiveSignal,
+    readonly key: string,
+  ) {}
+
+  private run(task: () => Promise<void>): void {
+    this.chain = this.chain.then(task).catch((err: unknown) => {
+      this.rt.logger.warn(
+        { err, signal: this.signal.name, key: this.key },
+        "live: tape read failed; retrying on the next wake",
+      );
+    });
+  }
+
+  private read(after: number, upTo?: number): Promise<TapeEntry[]> {
+    return this.rt.store.readTape({
+      signal: this.signal.name,
+      key: this.key,
+      after,
+      notBefore: this.rt.clock.now() - retentionMs(this.signal),
+      limit: PAGE,
+      ...(upTo === undefined ? {} : { upTo }),
+    });
+  }
+
+  private deliver(r: Reader, e: TapeEntry): void {
+    if (r.closed || e.position <= r.cursor) return;
+    r.cursor = e.position;
+    try {
+      r.listener({
+        position: e.position,
+        key: e.key === "" ? null : e.key,
+        payload: e.payload,
+        at: e.createdAt,
+      });
+    } catch (err) {
+      this.rt.logger.error({ err, signal: this.signal.name, key: this.key }, "live: a listener threw");
+    }
+  }
+
+  add(r: Reader): void {
+    this.readers.add(r);
+    this.wake();
+  }
+
+  /** Something was appended (or a reader joined): catch new readers up, then read after the head for all. */
+  wake(): void {
+    if (this.pulling) {
+      this.again = true;
+      return;
+    }
+    this.pulling = true;
+    this.run(async () => {
+      try {
+        do {
+          this.again = false;
+          await this.sync();
+        } while (this.again);
+      } finally {
+        this.pulling = false;
+      }
+    });
+  }
+
+  private async sync(): Promise<void> {
+    if (this.head === undefined) {
+      await this.rt.store.open();
+      this.head = await this.rt.store.tapeHead(this.signal.name, this.key);
+    }
+    const head = this.head;
+    // A new reader replays (cursor, head]; what was appended since is everyone's next read.
+    for (const r of this.readers) {
+      if (r.live) continue;
+      for (;;) {
+        if (r.closed) break;
+        const page = await this.read(r.cursor, head);
+        for (const e of page) this.deliver(r, e);
+        if (page.length < PAGE) break;
+      }
+      r.cursor = Math.max(r.cursor, head);
+      r.live = true;
+    }
+    for (;;) {
+      const page = await this.read(this.head);
+      for (const e of page) {
+        this.head = Math.max(this.head, e.position);
+        for (const r of this.readers) if (r.live) this.deliver(r, e);
+      }
+      if (page.length < PAGE) break;
+    }
+  }
+}
+
+export interface LiveRuntimeOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  signals: ReadonlyMap<string, SignalHandle>;
+}
+
+export class LiveRuntime {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  private readonly feeds = new Map<string, TapeFeed>();
+  private unsubscribeStore: (() => void) | undefined;
+  private cancelPrune: (() => void) | undefined;
+  private pruning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: LiveRuntimeOptions) {
+    this.store = o.store;
+    this.clock = o.clock;
+    this.logger = o.logger;
+  }
+
+  private get liveSignals(): LiveSignal[] {
+    return [...this.o.signals.values()].filter((s): s is LiveSignal => s.delivery === "live");
+  }
+
+  /** Starts retention pruning (the app calls it at boot). */
+  start(): void {
+    const signals = this.liveSignals;
+    if (signals.length === 0) return;
+    const every = Math.min(PRUNE_EVERY_MS, ...signals.map(retentionMs));
+    const arm = (): void => {
+      if (this.stopped) return;
+      this.cancelPrune = this.clock.at(this.clock.now() + every, () => {
+        this.pruning = this.prune()
+          .then(() => undefined)
+          .catch((err: unknown) => this.logger.warn({ err }, "live: pruning failed; retrying later"))
+          .finally(arm);
+      });
+    };
+    arm();
+  }
+
+  /** Deletes expired entries of every live signal, in batches. Readers never see them either way. */
+  async prune(): Promise<number> {
+    let total = 0;
+    for (const s of this.liveSignals) {
+      const before = this.clock.now() - retentionMs(s);
+      for (;;) {
+        const n = await this.store.pruneTape(s.name, before, PRUNE_BATCH);
+        total += n;
+        if (n < PRUNE_BATCH || this.stopped) break;
+      }
+    }
+    return total;
+  }
+
+  /**
+   * Appends one entry to the tape of (signal, key). Inside a durable flow the
+   * entry id is journaled first and the append repeated on replay (a no-op
+   * for an id already on the tape), so a crash never loses nor doubles it.
+   */
+  async emit(
+    target: LiveSignal,
+    payload: unknown,
+    options: { key?: string | undefined } | undefined,
+    producer: { flow: string; runId: string | null },
+    session?: JournalSession,
+  ): Promise<void> {
+    const message = await prepareEmit(
+      // A tape is its own subscriber: entries wait for readers for the retention.
+      { subscriberCount: () => 1, now: this.clock.now() },
+      target,
+      payload,
+      options,
+      producer,
+    );
+    const id = session
+      ? (await session.once("emit", target.name, () => ({ messageId: message.id, key: message.key })))
+          .messageId
+      : message.id;
+    await this.store.appendTape(
+      [{ id, signal: target.name, key: message.key ?? "", payload: message.payload }],
+      this.clock.now(),
+    );
+  }
+
+  /** Replays the tape after a position, then follows it. Returns the unsubscribe. */
+  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
+    if (
+      typeof signal !== "object" ||
+      signal === null ||
+      signal.kind !== "signal" ||
+      signal.delivery !== "live"
+    )
+      throw new TypeError(
+        "app.live(signal, options, listener): the first argument must be a signal.live handle",
+      );
+    const key = options.key ?? "";
+    if (typeof key !== "string") throw new TypeError("app.live: key must be a string");
+    const after = options.after ?? 0;
+    if (!Number.isSafeInteger(after) || after < 0)
+      throw new TypeError(
+        `app.live: after must be a tape position (a non-negative integer), got ${String(after)}`,
+      );
+    if (typeof listener !== "function") throw new TypeError("app.live: listener must be a function");
+    this.unsubscribeStore ??= this.store.subscribeTapes((t) => {
+      if (t === "all") for (const f of this.feeds.values()) f.wake();
+      else this.feeds.get(JSON.stringify([t.signal, t.key]))?.wake();
+    });
+    const name = JSON.stringify([signal.name, key]);
+    let feed = this.feeds.get(name);
+    if (!feed) this.feeds.set(name, (feed = new TapeFeed(this, signal, key)));
+    const reader: Reader = {
+      cursor: after,
+      live: false,
+      closed: false,
+      listener: listener as LiveListener<unknown>,
+    };
+    feed.add(reader);
+    const f = feed;
+    return () => {
+      reader.closed = true;
+      f.readers.delete(reader);
+      if (f.readers.size === 0 && this.feeds.get(name) === f) this.feeds.delete(name);
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.cancelPrune?.();
+    await this.pruning;
+    this.unsubscribeStore?.();
+    this.unsubscribeStore = undefined;
+    this.feeds.clear();
+  }
+}
+
+/**
+ * What `fx.live(signal, { key })` returns: an HTTP flow that returns it answers
+ * its request with the tape as a `text/event-stream` (src/http/sse.ts).
+ */
+export class LiveStream<P = unknown> {
+  /** Phantom: the payload type, for inference only. */
+  declare readonly __payload?: P;
+  constructor(
+    readonly signal: LiveSignal<P>,
+    readonly key: string | undefined,
+  ) {}
+}
+
+export const isLiveStream = (v: unknown): v is LiveStream => v instanceof LiveStream;
+
+/** Checks fx.live's arguments and makes the stream handle. */
+export function liveStream<P>(
+  signal: LiveSignal<P>,
+  options: { key?: string } | undefined,
+  flowName: string,
+): LiveStream<P> {
+  if (typeof signal !== "object" || signal === null || signal.kind !== "signal" || signal.delivery !== "live")
+    throw new TypeError(
+      `fx.live(signal, options): the first argument must be a signal.live handle (flow "${flowName}")`,
+    );
+  const key = options?.key;
+  if (key !== undefined && (typeof key !== "string" || key === ""))
+    throw new TypeError(
+      `fx.live("${signal.name}"): key must be a non-empty string, got ${JSON.stringify(key)}`,
+    );
+  return new LiveStream(signal, key);
+}
