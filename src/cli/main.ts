@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";
+import { runDoctor, type DoctorFlags } from "./doctor.ts";
 import { runDev } from "./dev.ts";
 import { initProject, nextSteps } from "./init.ts";
 import { formatRoutes, loadManifest } from "./inspect.ts";
@@ -94,6 +95,14 @@ program
       console.log(JSON.stringify(await loadManifest(dir), null, 2));
     }),
   );
+
+program
+  .command("doctor")
+  .description("check the file store's journal.log for damage; --salvage keeps every valid record")
+  .argument("[dir]", "project directory", ".")
+  .option("--salvage", "keep every valid record and move the damaged bytes to a side file")
+  .option("--store <path>", "the file store directory, relative to [dir] (default: .oke)")
+  .action(guard((dir: string, flags: DoctorFlags) => runDoctor(dir, flags)));
 
 // The child process of `oke dev`; not for direct use.
 program

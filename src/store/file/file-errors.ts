@@ -32,4 +32,13 @@ export const fileStoreErrors = {
       details: { dir },
       cause,
     }),
+  damaged: (dir: string, file: string, offset: number, nextValid: number, size: number, reason: string) =>
+    new OkeError({
+      code: "OKE1324",
+      message:
+        `File store "${dir}": ${file} is damaged at byte ${offset} of ${size} (${reason === "torn" ? "bad frame length" : reason === "json" ? "unreadable record" : "checksum mismatch"}), ` +
+        `and valid records follow from byte ${nextValid}; the file was left untouched.`,
+      fix: `Run \`oke doctor --salvage ${dir}\` to keep every valid record and move the damaged bytes to a side file, or restore "${dir}" from a backup.`,
+      details: { dir, file, offset, nextValid, size },
+    }),
 } as const;

@@ -72,3 +72,23 @@ export function decodeFrames(buf: Buffer, start = 0, limit = Infinity): DecodedF
   }
   return { records, end: at, stop: "end" };
 }
+
+/** True when a complete frame with a valid checksum starts at `at` (its payload may still not parse). */
+export function validFrameAt(buf: Buffer, at: number): boolean {
+  if (buf.length - at < FRAME_HEADER_BYTES) return false;
+  const length = buf.readUInt32LE(at);
+  if (length === 0 || length > MAX_FRAME_BYTES || buf.length - at - FRAME_HEADER_BYTES < length) return false;
+  const payload = buf.subarray(at + FRAME_HEADER_BYTES, at + FRAME_HEADER_BYTES + length);
+  return crc32(payload, crc32(buf.subarray(at, at + 4))) === buf.readUInt32LE(at + 4);
+}
+
+/**
+ * Offset of the first valid frame after `from`, or -1. Tells mid-log damage
+ * (valid records follow) from a torn tail (nothing valid follows). Linear in
+ * practice: payloads are JSON text, so a length read from inside one is at
+ * least 0x20202020, beyond MAX_FRAME_BYTES, and rejected without a checksum.
+ */
+export function nextValidFrame(buf: Buffer, from: number): number {
+  for (let at = from + 1; at + FRAME_HEADER_BYTES < buf.length; at++) if (validFrameAt(buf, at)) return at;
+  return -1;
+}

@@ -2,7 +2,7 @@ import { open, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { ensureDir, errnoCode, writeFileDurable } from "./durable-fs.ts";
 import { fileStoreErrors } from "./file-errors.ts";
-import { decodeFrames, encodeFrame, type StopReason } from "./frame.ts";
+import { decodeFrames, encodeFrame, nextValidFrame, type StopReason } from "./frame.ts";
 
 export const SNAPSHOT_FILE = "journal.json";
 export const LOG_FILE = "journal.log";
@@ -85,7 +85,8 @@ export const writeFreshLog = (dir: string, generation: number): Promise<void> =>
 
 /**
  * Reads `<dir>` back to a state and the operations to replay. Must run under
- * the directory lock. Cuts the log at the first torn or damaged frame.
+ * the directory lock. Cuts a torn last frame off the log; refuses (OKE1324)
+ * damage that valid records follow.
  */
 export async function recover(dir: string): Promise<Recovered> {
   await ensureDir(dir);
@@ -125,6 +126,10 @@ export async function recover(dir: string): Promise<Recovered> {
 
   const body = decodeFrames(log, head.end);
   if (body.stop === "end") return { ...base, records: body.records, logBytes: log.length };
+  // Only an incomplete last frame is a torn write. Damage with valid records after it is not
+  // cut: that would throw acknowledged writes away. The file is left exactly as it is.
+  const after = nextValidFrame(log, body.end);
+  if (after !== -1) throw fileStoreErrors.damaged(dir, logPath, body.end, after, log.length, body.stop);
   const handle = await open(logPath, "r+");
   try {
     await handle.truncate(body.end);

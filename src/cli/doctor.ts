@@ -1,0 +1,43 @@
+/** `oke doctor`: checks the file store's log for damage; `--salvage` keeps every valid record and moves the damage aside. */
+import { resolve } from "node:path";
+import { inspectFileLog, salvageFileLog, type DamagedRange } from "../store/file/salvage.ts";
+
+export interface DoctorFlags {
+  salvage?: boolean;
+  /** The store directory; default `<dir>/.oke`. */
+  store?: string;
+}
+
+const describe = (d: DamagedRange, size: number): string =>
+  `  bytes ${d.offset}–${d.offset + d.bytes - 1} (${d.bytes} bytes)${d.offset + d.bytes === size ? ", up to the end of the file" : ""}`;
+
+/** Prints what it found; exit code 1 when damage is found and left in place. */
+export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> {
+  const storeDir = resolve(dir, flags.store ?? ".oke");
+  if (!flags.salvage) {
+    const r = await inspectFileLog(storeDir);
+    if (r.damaged.length === 0) {
+      console.log(`oke doctor: ${r.log} is intact (${r.records} records, ${r.size} bytes)`);
+      return;
+    }
+    console.log(
+      `oke doctor: ${r.log} is damaged; ${r.records} valid records, ${r.damaged.length} damaged range(s):`,
+    );
+    for (const d of r.damaged) console.log(describe(d, r.size));
+    console.log(
+      `Run \`oke doctor --salvage${flags.store ? ` --store ${flags.store}` : ""} ${dir}\` to keep the valid records.`,
+    );
+    process.exitCode = 1;
+    return;
+  }
+  const r = await salvageFileLog(storeDir);
+  if (r.sideFile === undefined) {
+    console.log(`oke doctor: ${r.log} is intact (${r.records} records); nothing to salvage`);
+    return;
+  }
+  const bytes = r.damaged.reduce((n, d) => n + d.bytes, 0);
+  console.log(`oke doctor --salvage: kept ${r.records} valid records of ${r.log}`);
+  console.log(`dropped ${bytes} damaged bytes in ${r.damaged.length} range(s), moved to ${r.sideFile}:`);
+  for (const d of r.damaged) console.log(describe(d, r.size));
+  console.log("Operations in the dropped bytes are lost; check the messages and runs they touched.");
+}
