@@ -8,6 +8,7 @@ export type { Binding, Trigger } from "./flow/on.ts";
 export { http } from "./flow/http-trigger.ts";
 export type { HttpMethod, HttpTrigger, HttpTriggerOptions } from "./flow/http-trigger.ts";
 export type { Effects } from "./flow/effects.ts";
+export { signalReadRef } from "./flow/effects.ts";
 export { signal } from "./signal/signal.ts";
 export type {
   BroadcastOptions,

@@ -1,13 +1,13 @@
 import { isChannel, type Channel } from "../channel/channel.ts";
 import { OkeError, errors } from "../errors.ts";
-import type { DeclaredEffects } from "../flow/effects.ts";
+import { NO_EFFECTS, signalReadRef, type DeclaredEffects } from "../flow/effects.ts";
 import { isFlow, withName, type AnyFlow } from "../flow/flow.ts";
 import { isBinding, type Binding } from "../flow/on.ts";
 import { isSignal, signal, type Delivery, type SignalHandle } from "../signal/signal.ts";
 import { adoptClock, clockSignalOptions, type BoundClock } from "../clock/bind-clock.ts";
 import { checkEffectSignals } from "./declaration-checks.ts";
 import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
-import type { HttpRoute, ModuleInput } from "./types.ts";
+import type { HttpRoute, ModuleInput, SourceEffects } from "./types.ts";
 
 export interface ManifestFlow {
   name: string;
@@ -65,6 +65,8 @@ interface Found {
   path: string | undefined;
   exportName: string;
   value: unknown;
+  /** What the export's source emits and reads (`oke` reads it from the file). */
+  recorded?: SourceEffects;
 }
 
 const normalizeModules = (modules: ReadonlyArray<ModuleInput | Record<string, unknown>>): ModuleInput[] =>
@@ -72,7 +74,7 @@ const normalizeModules = (modules: ReadonlyArray<ModuleInput | Record<string, un
     typeof m.exports === "object" &&
     m.exports !== null &&
     (m.path === undefined || typeof m.path === "string") &&
-    Object.keys(m).every((k) => k === "path" || k === "exports")
+    Object.keys(m).every((k) => k === "path" || k === "exports" || k === "sourceEffects")
       ? (m as ModuleInput)
       : { exports: m as Record<string, unknown> },
   );
@@ -89,7 +91,7 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
   const found: Found[] = [];
   for (const mod of normalizeModules(input)) {
     for (const [exportName, value] of Object.entries(mod.exports))
-      found.push({ path: mod.path, exportName, value });
+      found.push({ path: mod.path, exportName, value, recorded: mod.sourceEffects?.[exportName] });
   }
 
   const flows = new Map<string, AnyFlow>();
@@ -147,7 +149,19 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
         `Name one of them explicitly where it is declared: flow("${name.split(".")[0]!}.<other-name>", { ... }).`,
       );
     }
-    const copy = f.name === name ? f : withName(f, name);
+    // Without hand-written effects the flow gets what its source does (and those signals are the app's).
+    const recorded = f.effects === NO_EFFECTS ? at?.recorded : undefined;
+    for (const s of [...(recorded?.emits ?? []), ...(recorded?.reads ?? [])]) adoptSignal(s);
+    const copy =
+      recorded !== undefined
+        ? withName(f, name, {
+            ...NO_EFFECTS,
+            emits: recorded.emits.map((s) => s.name).sort(),
+            reads: recorded.reads.map(signalReadRef).sort(),
+          })
+        : f.name === name
+          ? f
+          : withName(f, name);
     flows.set(name, copy);
     named.set(f, copy);
     named.set(copy, copy);

@@ -18,6 +18,17 @@ export interface ModuleInput {
   /** e.g. "src/flows/trials/start.ts". Omit for modules built in code; their bindings then need explicit names/paths. */
   path?: string;
   exports: Record<string, unknown>;
+  /**
+   * What each export's source does, read by `oke` from the file (src/cli/source-effects.ts):
+   * the Manifest records it for flows without hand-written `effects`.
+   */
+  sourceEffects?: Record<string, SourceEffects>;
+}
+
+/** Signals an export's code emits (`fx.emit(handle, …)`) and whose dead letters it reads. */
+export interface SourceEffects {
+  emits: readonly SignalHandle[];
+  reads: readonly SignalHandle[];
 }
 
 export interface CreateAppOptions {

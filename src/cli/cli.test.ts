@@ -11,6 +11,7 @@ const BIN = join(REPO, "bin/oke.js");
 const BASIC = fileURLToPath(new URL("./fixtures/basic", import.meta.url));
 const CONFLICT = fileURLToPath(new URL("./fixtures/conflict", import.meta.url));
 const TREE = fileURLToPath(new URL("./fixtures/tree", import.meta.url));
+const EFFECTS = fileURLToPath(new URL("./fixtures/effects", import.meta.url));
 
 interface Oke {
   child: ChildProcess;
@@ -186,6 +187,49 @@ describe("oke routes on a project that uses every file-tree rule (fixtures/tree)
     expect(out).toContain(
       'fix: Name one of them explicitly where it is declared: flow("ops.<other-name>", { ... }).',
     );
+  });
+});
+
+describe("effects recorded from the source (fixtures/effects)", () => {
+  it("oke manifest shows the signals each flow emits and whose dead letters it reads; hand-written effects win", async () => {
+    const p = oke(["manifest", EFFECTS]);
+    expect(await p.exit).toBe(0);
+    const manifest = JSON.parse(p.lines.join("\n")) as {
+      flows: Array<{ name: string; effects: { reads: string[]; emits: string[] } }>;
+      signals: Array<{ name: string }>;
+    };
+    const effects = Object.fromEntries(
+      manifest.flows.map((f) => [f.name, { reads: f.effects.reads, emits: f.effects.emits }]),
+    );
+    expect(effects).toEqual({
+      // aliased named import
+      "orders.create": { reads: [], emits: ["orders.placed"] },
+      // a namespace import, and a relative import used in a top-level helper
+      "orders.fulfill": { reads: [], emits: ["orders.audited", "tasks.email"] },
+      "ops.list": { reads: ["signal:tasks.email"], emits: [] },
+      // hand-written: only what it declares, although its code reads tasks.email
+      "ops.jobs": { reads: ["signal:jobs.run"], emits: [] },
+      "workers.email": { reads: [], emits: [] },
+    });
+  });
+
+  it("a recorded read is allowed at run time; a hand-written effects is still enforced (OKE1001)", async () => {
+    const p = oke(["start", EFFECTS, "--port", "0"], { NODE_ENV: "test" });
+    const base = `http://127.0.0.1:${portOf(await p.line(/^okengine listening on /))}`;
+    expect((await postJson(`${base}/orders`, {})).status).toBe(200);
+    // orders.fulfill emits the mail, whose worker always fails: one dead letter.
+    for (const deadline = Date.now() + 20_000; ;) {
+      const res = await fetch(`${base}/ops/email-dlq`);
+      expect(res.status).toBe(200);
+      if (((await res.json()) as { data: number }).data === 1) break;
+      if (Date.now() > deadline) throw new Error("no dead letter");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const denied = await fetch(`${base}/ops/jobs-dlq`);
+    expect(denied.status).toBe(500);
+    expect(((await denied.json()) as { error: { code: string } }).error.code).toBe("OKE1001");
+    p.child.kill("SIGTERM");
+    expect(await p.exit).toBe(0);
   });
 });
 

@@ -5,6 +5,7 @@ import { pathToFileURL } from "node:url";
 import type { OkeConfig } from "../app/config.ts";
 import type { ModuleInput } from "../app/types.ts";
 import type { ResolveHookData } from "./resolve-hook.ts";
+import { recordSourceEffects } from "./source-effects.ts";
 import { readPathAliases } from "./tsconfig-paths.ts";
 
 /** A boot error the CLI prints as is (no stack). */
@@ -125,9 +126,15 @@ export async function loadProject(dir: string): Promise<LoadedProject> {
   }
 
   const modules: ModuleInput[] = [];
+  const aliases = readPathAliases(root);
   for (const folder of PROJECT_FOLDERS) {
-    for (const file of listModules(root, folder))
-      modules.push({ path: file, exports: await importFile(root, file) });
+    for (const file of listModules(root, folder)) {
+      const exports = await importFile(root, file);
+      // Flows get the signals their code emits and reads recorded in the Manifest.
+      const sourceEffects =
+        folder === "flows" ? await recordSourceEffects(root, join(root, file), exports, aliases) : {};
+      modules.push({ path: file, exports, sourceEffects });
+    }
   }
   return { root, config, configFile, modules };
 }

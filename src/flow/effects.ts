@@ -17,6 +17,18 @@ export interface DeclaredEffects {
   calls: readonly string[];
 }
 
+/** The effects of a flow that declares none: the app may fill them in from its source. */
+export const NO_EFFECTS: DeclaredEffects = Object.freeze({
+  reads: Object.freeze([]),
+  emits: Object.freeze([]),
+  sends: Object.freeze([]),
+  calls: Object.freeze([]),
+});
+
+/** `"signal:<name>"`, the resource `fx.deadLetters(signal)` reads: `effects: { reads: [signalReadRef(emailTask)] }`. */
+export const signalReadRef = (signal: { readonly name: string }): `signal:${string}` =>
+  `signal:${signal.name}`;
+
 export function normalizeEffects(where: string, effects: Effects | undefined): DeclaredEffects {
   const out: Record<keyof DeclaredEffects, readonly string[]> = {
     reads: [],
@@ -24,7 +36,7 @@ export function normalizeEffects(where: string, effects: Effects | undefined): D
     sends: [],
     calls: [],
   };
-  if (effects === undefined) return out;
+  if (effects === undefined) return NO_EFFECTS;
   if (typeof effects !== "object" || effects === null)
     throw new TypeError(`${where}: effects must be an object`);
   for (const [k, v] of Object.entries(effects)) {

@@ -72,5 +72,6 @@ export function flow<I, O>(a: string | FlowOptions<I, O>, b?: FlowOptions<I, O>)
 export const isFlow = (v: unknown): v is Flow =>
   typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "flow";
 
-/** A copy of `f` carrying the name the app gave it. */
-export const withName = <I, O>(f: Flow<I, O>, name: string): Flow<I, O> => Object.freeze({ ...f, name });
+/** A copy of `f` carrying the name the app gave it (and the effects it read from the source, if any). */
+export const withName = <I, O>(f: Flow<I, O>, name: string, effects = f.effects): Flow<I, O> =>
+  Object.freeze({ ...f, name, effects });
