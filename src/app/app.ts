@@ -30,6 +30,7 @@ import { openStore } from "./open-store.ts";
 import { createOperatorApi } from "./operator.ts";
 import { checkCreateAppOptions } from "./types.ts";
 import { warnUnconsumedSignals } from "./declaration-checks.ts";
+import { logServes, logStopped } from "./lifecycle-log.ts";
 import type { Runtime } from "./runtime.ts";
 import type {
   App,
@@ -176,6 +177,7 @@ class OkeApp implements App, Runtime {
     this.state = "booting";
     await this.store.open();
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
+    logServes(this.logger, this.manifest);
     this.state = "orphan_scan";
     await this.orphanScan();
     for (const [signalName, flows] of this.registry.subscribers) {
@@ -532,5 +534,9 @@ class OkeApp implements App, Runtime {
     await this.server?.close({ timeoutMs });
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
+    logStopped(this.logger, {
+      handlers: this.pools.reduce((n, p) => n + p.active, 0),
+      leaseMs: this.config.leaseMs,
+    });
   }
 }

@@ -3,6 +3,7 @@ import { JournalLeaseBusy } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
+import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { JournalSession, PARKED, ReplayEnd, toJsonValue } from "./session.ts";
 
 export type DurableOutcome =
@@ -40,6 +41,18 @@ export async function driveRun(
   acquired: AcquiredRun,
   execute: (session: JournalSession, undos: UndoList) => Promise<unknown>,
   options: { retryable?: boolean } = {},
+): Promise<DurableOutcome> {
+  logRunBegins(deps.logger, acquired);
+  const outcome = await driveAttempt(deps, acquired, execute, options);
+  logRunOutcome(deps.logger, acquired, outcome);
+  return outcome;
+}
+
+async function driveAttempt(
+  deps: DurableDeps,
+  acquired: AcquiredRun,
+  execute: (session: JournalSession, undos: UndoList) => Promise<unknown>,
+  options: { retryable?: boolean },
 ): Promise<DurableOutcome> {
   const runId = acquired.run.id;
   const owner = acquired.run.leaseOwner!;

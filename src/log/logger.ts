@@ -12,12 +12,23 @@ export type LogFormat = "pretty" | "json" | "silent";
  * unless OKE_LOG_LEVEL asks for it.
  */
 export function createLogger(options: { format: LogFormat; level?: string; name?: string }): Logger {
-  if (options.format === "silent") return pino({ level: "silent" });
-  const level = options.level ?? process.env.OKE_LOG_LEVEL ?? "info";
-  if (options.format === "pretty") {
+  const wanted = options.level ?? process.env.OKE_LOG_LEVEL;
+  // Tests stay quiet, unless OKE_LOG_LEVEL asks (then readable lines, as in dev).
+  if (options.format === "silent" && wanted === undefined) return pino({ level: "silent" });
+  const level = wanted ?? "info";
+  if (options.format === "pretty" || options.format === "silent") {
     return pino({
       level,
       name: options.name,
+      // pino-pretty prints a top-level `name` as the logger's name ("INFO (ada): …"). A field of
+      // that name (a payload's, a user's) is shown as a field instead: `name : "ada"`.
+      formatters: {
+        log: (o) => {
+          if (!("name" in o)) return o;
+          const { name, ...rest } = o;
+          return { ...rest, "name ": name };
+        },
+      },
       transport: {
         target: "pino-pretty",
         options: { colorize: process.stdout.isTTY, ignore: "pid,hostname", translateTime: "HH:MM:ss.l" },

@@ -1,0 +1,98 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { createApp, createTimeTravel, flow, http, on, signal } from "../index.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+
+function captured(level: string) {
+  const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
+  const logger = pino({ level }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  return { logger, msgs: () => lines.map((l) => l.msg) };
+}
+
+const task = signal.once("tasks.mail");
+const worker = on(task, flow("workers.mail", { do: () => undefined }));
+const trial = on(
+  http.post("/trials/start"),
+  flow("trials.start", {
+    durable: true,
+    do: async (_: unknown, fx) => {
+      await fx.clock.sleep("window", "1h");
+    },
+  }),
+);
+
+describe("lifecycle logs", () => {
+  it("boot says what the app serves; stop says it stopped and what it left", async () => {
+    const { logger, msgs } = captured("info");
+    const app = createApp({
+      env: "test",
+      modules: [{ task, worker, trial }],
+      store: createMemoryStore(),
+      logger,
+    });
+    await app.boot();
+    const serves = msgs().find((m) => m.startsWith("okengine serves"));
+    expect(serves).toBe(
+      [
+        "okengine serves 1 route(s), 1 worker(s), 1 durable flow(s)",
+        "  routes:",
+        "    POST /trials/start → trials.start",
+        "  workers:",
+        "    tasks.mail (once) → workers.mail",
+        "  durable flows:",
+        "    trials.start",
+      ].join("\n"),
+    );
+    expect(msgs()).toContain("okengine: queues and runs in memory (lost on exit)");
+    await app.stop();
+    expect(msgs().at(-1)).toBe("okengine stopped: nothing left running");
+  });
+
+  it("durable runs log start, park, wake and finish at debug level", async () => {
+    const { logger, msgs } = captured("debug");
+    const time = createTimeTravel(0);
+    const app = createApp({
+      env: "test",
+      modules: [{ trial }],
+      store: createMemoryStore(),
+      logger,
+      clock: time,
+    });
+    await app.boot();
+    await app.request("/trials/start", { method: "POST" });
+    const [run] = await app.operator.runs({ status: "sleeping" });
+    time.advance("1h");
+    await app.idle();
+    const runLines = msgs().filter((m) => m.startsWith("durable run"));
+    expect(runLines).toEqual([
+      `durable run ${run!.id} (trials.start): started`,
+      `durable run ${run!.id} (trials.start): parked until 1970-01-01T01:00:00.000Z`,
+      `durable run ${run!.id} (trials.start): woke from sleep "window", resuming after 1 journaled entries`,
+      `durable run ${run!.id} (trials.start): finished, completed`,
+    ]);
+    await app.stop();
+  });
+
+  it("the pretty logger shows a field called name as a field, not as the logger's name", () => {
+    const dir = mkdtempSync(join(tmpdir(), "oke-log-"));
+    const file = join(dir, "log.ts");
+    const logger = fileURLToPath(new URL("../log/logger.ts", import.meta.url));
+    writeFileSync(
+      file,
+      `import { createLogger } from ${JSON.stringify(logger)};\ncreateLogger({ format: "pretty" }).info({ name: "ada" }, "signed up");\n`,
+    );
+    const out = execFileSync(process.execPath, ["--import", "tsx", file], {
+      env: { ...process.env, NO_COLOR: "1", OKE_LOG_LEVEL: "info" },
+      encoding: "utf8",
+    });
+    rmSync(dir, { recursive: true, force: true });
+    expect(out).toContain("INFO: signed up");
+    expect(out).toContain('name : "ada"');
+    expect(out).not.toContain("(ada)");
+  });
+});

@@ -1,0 +1,36 @@
+// What boot and shutdown tell the operator: what the app serves, and what a stop left behind.
+import type { Logger } from "../log/logger.ts";
+import type { Manifest } from "./manifest.ts";
+
+/**
+ * One info line at boot listing routes, workers (signal → flow) and durable
+ * flows, with the same lists as fields for JSON logs.
+ */
+export function logServes(logger: Logger, manifest: Manifest): void {
+  const routes = manifest.routes.map((r) => `${r.method} ${r.path} → ${r.flow}`);
+  const workers = manifest.signals.flatMap((s) => s.flows.map((f) => `${s.name} (${s.delivery}) → ${f}`));
+  const durable = manifest.flows.filter((f) => f.durable).map((f) => f.name);
+  const section = (title: string, items: string[]): string[] =>
+    items.length === 0 ? [] : [`  ${title}:`, ...items.map((i) => `    ${i}`)];
+  const lines = [
+    ...section("routes", routes),
+    ...section("workers", workers),
+    ...section("durable flows", durable),
+  ];
+  logger.info(
+    { routes: routes.length, workers: workers.length, durableFlows: durable },
+    lines.length === 0
+      ? "okengine: the app declares no routes, workers or durable flows"
+      : `okengine serves ${routes.length} route(s), ${workers.length} worker(s), ${durable.length} durable flow(s)\n${lines.join("\n")}`,
+  );
+}
+
+/** The last line of a stop: what it left for other instances (or the next boot) to reclaim. */
+export function logStopped(logger: Logger, left: { handlers: number; leaseMs: number }): void {
+  logger.info(
+    { leftForReclaim: left.handlers },
+    left.handlers === 0
+      ? "okengine stopped: nothing left running"
+      : `okengine stopped: ${left.handlers} message handler(s) were still running; their messages are claimed again once their ${left.leaseMs} ms lease runs out`,
+  );
+}
