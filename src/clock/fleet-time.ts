@@ -9,6 +9,7 @@ import type { Clock } from "./clock.ts";
 
 /** Re-measure this often: host clocks drift slowly, NTP steps are rare. */
 const RESYNC_MS = 60_000;
+const SAMPLES = 5;
 
 export class FleetTime {
   private offsetMs = 0;
@@ -34,11 +35,17 @@ export class FleetTime {
 
   private async measure(): Promise<void> {
     try {
-      const before = this.clock.now();
-      const server = await this.storeTime();
-      const after = this.clock.now();
-      // The server read its clock somewhere inside the round trip: assume the middle.
-      const next = Math.round(server - (before + after) / 2);
+      // The server reads its clock somewhere inside the round trip: take the shortest of a few round
+      // trips (the first may include connecting) and assume the middle of it.
+      let best = { rtt: Infinity, offset: 0 };
+      for (let i = 0; i < SAMPLES; i++) {
+        const before = this.clock.now();
+        const server = await this.storeTime();
+        const after = this.clock.now();
+        if (after - before < best.rtt) best = { rtt: after - before, offset: server - (before + after) / 2 };
+      }
+      // Within the round trip's uncertainty the clocks agree: keep 0 rather than noise.
+      const next = Math.abs(best.offset) <= best.rtt / 2 + 2 ? 0 : Math.round(best.offset);
       // Say so once, and again when it moved by more than a second.
       if (Math.abs(next) > 1_000 && Math.abs(next - this.warnedAt) > 1_000) {
         this.warnedAt = next;

@@ -114,6 +114,13 @@ export interface ScheduleStore {
    * was never fired; otherwise changes nothing and returns false.
    */
   fire(req: FireRequest): Promise<boolean>;
+  /**
+   * `fire` for many schedules at once (at most one request per schedule), in
+   * one commit on postgres; answers per request. A schedule another caller
+   * is firing at this very moment may be skipped (false) instead of waited
+   * for: that caller decides its slot.
+   */
+  fireBatch(reqs: readonly FireRequest[]): Promise<boolean[]>;
   /** Notes a fire's failure (or with null, a later success clearing it). No-op for unknown names. */
   recordScheduleError(name: string, error: ScheduleError | null, now: number): Promise<void>;
   /** Fires of one schedule, newest first. */

@@ -156,6 +156,32 @@ export function scheduleCases(factory: StoreFactory): void {
       expect(idsOf(await claimOf(store(), "w", slot + 10, 10, "clock:a"))).toEqual([`clock:a:${slot}`]);
     });
 
+    it("fireBatch fires many schedules at once, answering per request; concurrent batches fire each slot once", async () => {
+      await store().reconcileSchedules([decl("a"), decl("b"), decl("c")], T0);
+      const [a, b, c] = await store().listSchedules();
+      const slot = T0 + 3_600_000;
+      expect(await store().fire(fireReq(b!, slot))).toBe(true);
+      expect(
+        await store().fireBatch([fireReq(a!, slot), fireReq(b!, slot), fireReq(c!, slot, { missedRuns: 1 })]),
+      ).toEqual([true, false, true]);
+      expect(await store().fireBatch([])).toEqual([]);
+      expect(await one(store(), "c")).toMatchObject({ lastSlot: slot, lastMissedRuns: 1 });
+      const next = slot + 3_600_000;
+      const batches = await Promise.all(
+        [0, 1, 2, 3].map(() => store().fireBatch([a!, b!, c!].map((r) => fireReq(r, next)))),
+      );
+      for (let i = 0; i < 3; i++)
+        expect(batches.filter((x) => x[i]).length, `schedule ${i}`).toBeLessThanOrEqual(1);
+      // A batch that lost every row to a concurrent one may skip; the slots still fire exactly once.
+      const retry = await store().fireBatch([a!, b!, c!].map((r) => fireReq(r, next)));
+      for (let i = 0; i < 3; i++) expect(batches.filter((x) => x[i]).length + (retry[i] ? 1 : 0)).toBe(1);
+      for (const name of ["a", "b", "c"])
+        expect(idsOf(await claimOf(store(), "w", next + 10, 10, `clock:${name}`))).toEqual([
+          `clock:${name}:${slot}`,
+          `clock:${name}:${next}`,
+        ]);
+    });
+
     it("fire refuses an older slot, a stale version, a slot at or before the anchor, a paused or orphaned schedule", async () => {
       await store().reconcileSchedules([decl("a"), decl("b")], T0);
       let a = await one(store(), "a");

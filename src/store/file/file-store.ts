@@ -211,6 +211,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     setSchedulePaused: guarded("setSchedulePaused"),
     overrideSchedule: guarded("overrideSchedule"),
     fire: guarded("fire"),
+    fireBatch: guarded("fireBatch"),
     recordScheduleError: guarded("recordScheduleError"),
     listFires: guarded("listFires"),
     pruneFires: guarded("pruneFires"),

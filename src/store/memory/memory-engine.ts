@@ -84,6 +84,7 @@ export type EngineOp =
   | { op: "setSchedulePaused"; name: string; paused: boolean; now: number }
   | { op: "overrideSchedule"; name: string; spec: ScheduleSpec | null; now: number }
   | { op: "fire"; req: FireRequest }
+  | { op: "fireBatch"; reqs: FireRequest[] }
   | { op: "recordScheduleError"; name: string; error: ScheduleError | null; now: number }
   | { op: "pruneFires"; before: number };
 
@@ -322,6 +323,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.overrideSchedule(op.name, op.spec, op.now);
     case "fire":
       return engine.fire(op.req);
+    case "fireBatch":
+      return op.reqs.map((r) => engine.fire(r));
     case "recordScheduleError":
       return engine.recordScheduleError(op.name, op.error, op.now);
     case "pruneFires":

@@ -215,6 +215,13 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       if (fired) await commit({ op: "fire", req }, enqueued([req.message]));
       return fired;
     },
+    async fireBatch(reqs) {
+      const fired = reqs.map((r) => engine.fire(r));
+      const done = reqs.filter((_, i) => fired[i]);
+      if (done.length > 0)
+        await commit({ op: "fireBatch", reqs: done }, enqueued(done.map((r) => r.message)));
+      return fired;
+    },
     async recordScheduleError(name, error, now) {
       if (engine.recordScheduleError(name, error, now))
         await commit({ op: "recordScheduleError", name, error, now });

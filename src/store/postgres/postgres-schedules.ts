@@ -227,6 +227,76 @@ export async function fire(ctx: PgContext, req: FireRequest): Promise<boolean> {
   }
 }
 
+/**
+ * Many fires in one statement (each instance fires every due schedule each
+ * tick, so 100 one-second clocks cost one statement per instance per second
+ * instead of 100). Rows another instance is firing right now are skipped
+ * (FOR UPDATE SKIP LOCKED): that instance decides the slot, and instances
+ * firing together split the work instead of queueing on each row — and
+ * never deadlock on rows locked in different orders. The NOTIFY names only
+ * the signals whose fire applied. Measured with bench/clock-lag.ts.
+ */
+export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): Promise<boolean[]> {
+  if (reqs.length === 0) return [];
+  if (reqs.length === 1) return [await fire(ctx, reqs[0]!)];
+  const now = reqs[0]!.now;
+  const notify = ctx.notify;
+  const { rows } = await q<{ name: string }>(
+    ctx.pool,
+    `WITH u AS (
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::jsonb[])
+         AS u(name, slot, version, missed, id, signal, key, payload)
+     ), locked AS (
+       SELECT s.name FROM ${ctx.s}.schedules s JOIN u ON u.name = s.name
+       WHERE s.version = u.version AND NOT s.paused AND NOT s.orphaned AND u.slot > s.anchor_at
+         AND (s.last_slot IS NULL OR s.last_slot < u.slot)
+       ORDER BY s.name
+       FOR UPDATE OF s SKIP LOCKED
+     ), upd AS (
+       UPDATE ${ctx.s}.schedules s
+       SET last_slot = u.slot, last_fired_at = $9, last_missed_runs = u.missed, updated_at = $9
+       FROM u JOIN locked l ON l.name = u.name
+       WHERE s.name = u.name
+       RETURNING s.name
+     ), rec AS (
+       INSERT INTO ${ctx.s}.schedule_fires (clock, slot, fired_at, missed_runs, message_id)
+       SELECT u.name, u.slot, $9, u.missed, u.id FROM u JOIN upd ON upd.name = u.name
+       ON CONFLICT DO NOTHING
+       RETURNING clock
+     ), msg AS (
+       INSERT INTO ${ctx.s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
+       SELECT u.id, u.signal, u.key, u.payload, NULL, $9, $9 FROM u JOIN rec ON rec.clock = u.name
+       RETURNING signal
+     ), woke AS (
+       SELECT pg_notify($10, CASE WHEN length(p) > 7000 THEN json_build_object('o', $11::text, 'w', 1)::text ELSE p END)
+       FROM (SELECT json_build_object('o', $11::text, 'e', json_agg(DISTINCT signal))::text AS p FROM msg) x
+       WHERE $12::boolean AND EXISTS (SELECT 1 FROM msg)
+     )
+     SELECT rec.clock AS name FROM rec LEFT JOIN (SELECT count(*) FROM woke) w ON true`,
+    [
+      reqs.map((r) => r.name),
+      reqs.map((r) => r.slot),
+      reqs.map((r) => r.version),
+      reqs.map((r) => r.missedRuns),
+      reqs.map((r) => r.message.id),
+      reqs.map((r) => r.message.signal),
+      reqs.map((r) => r.message.key),
+      reqs.map((r) => jsonParam(r.message.payload)),
+      now,
+      ctx.channel,
+      ctx.origin,
+      notify,
+    ],
+  ).catch((err: unknown) => {
+    throw mapConflict(err);
+  });
+  const fired = new Set(rows.map((r) => r.name));
+  const out = reqs.map((r) => fired.has(r.name));
+  const applied = reqs.filter((r) => fired.has(r.name)).map((r) => r.message);
+  if (applied.length > 0) ctx.emit(enqueuedEvents(applied));
+  return out;
+}
+
 export async function recordScheduleError(
   ctx: PgContext,
   name: string,

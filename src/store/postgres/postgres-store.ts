@@ -231,6 +231,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     setSchedulePaused: (name, paused, now) => schedules.setSchedulePaused(ctx, name, paused, now),
     overrideSchedule: (name, spec, now) => schedules.overrideSchedule(ctx, name, spec, now),
     fire: (req) => schedules.fire(ctx, req),
+    fireBatch: (reqs) => schedules.fireBatch(ctx, reqs),
     recordScheduleError: (name, error, now) => schedules.recordScheduleError(ctx, name, error, now),
     listFires: (name, limit) => schedules.listFires(ctx, name, limit),
     pruneFires: (before) => schedules.pruneFires(ctx, before),

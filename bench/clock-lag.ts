@@ -1,0 +1,81 @@
+/**
+ * Fire lag of schedules: 100 `every("1s")` clocks on 3 app processes sharing
+ * one PostgreSQL schema. Lag = handler start − slot (same host, so the clocks
+ * agree). Counts duplicate first attempts (must be 0) and slots skipped.
+ *
+ *   node --import tsx bench/clock-lag.ts [seconds=30] [clocks=100] [instances=3]
+ *
+ * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test).
+ */
+import { spawn } from "node:child_process";
+import { loadavg } from "node:os";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
+
+const [seconds = 30, clocks = 100, instances = 3] = process.argv.slice(2).map(Number);
+const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const schema = `oke_bench_clock_${process.pid}`;
+const child = fileURLToPath(new URL("./clock-child.ts", import.meta.url));
+
+const admin = new pg.Pool({ connectionString: url, max: 2 });
+await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+const s = createPostgresStore({ connectionString: url, schema });
+await s.open();
+await s.close();
+
+const load0 = loadavg()[0]!;
+const starts: Array<{ clock: number; slot: number; at: number; attempt: number }> = [];
+const procs = Array.from({ length: instances }, () => {
+  const p = spawn(process.execPath, ["--import", "tsx", child], {
+    env: { ...process.env, DATABASE_URL: url, OKE_SCHEMA: schema, CLOCKS: String(clocks) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const ready = new Promise<void>((resolve) => {
+    createInterface({ input: p.stdout }).on("line", (line) => {
+      if (line === "ready") return resolve();
+      const [c, slot, at, attempt] = line.split(" ").map(Number);
+      starts.push({ clock: c!, slot: slot!, at: at!, attempt: attempt! });
+    });
+  });
+  return { p, ready, exited: new Promise((r) => p.on("exit", r)) };
+});
+await Promise.all(procs.map((x) => x.ready));
+const from = Math.ceil(Date.now() / 1000) * 1000 + 2_000;
+await new Promise((r) => setTimeout(r, seconds * 1000 + 3_000));
+const to = from + seconds * 1000;
+for (const x of procs) x.p.kill("SIGTERM");
+await Promise.all(procs.map((x) => x.exited));
+
+const window = starts.filter((x) => x.slot >= from && x.slot < to && x.attempt === 1);
+const perSlot = new Map<string, number>();
+for (const x of window) perSlot.set(`${x.clock}@${x.slot}`, (perSlot.get(`${x.clock}@${x.slot}`) ?? 0) + 1);
+const duplicates = [...perSlot.values()].filter((n) => n > 1).length;
+const expected = clocks * seconds;
+const lags = window.map((x) => x.at - x.slot).sort((a, b) => a - b);
+const pct = (p: number): number =>
+  lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? NaN;
+const { rows } = await admin.query<{ n: string }>(
+  `SELECT count(*)::text AS n FROM "${schema}".schedule_fires WHERE slot >= $1 AND slot < $2`,
+  [from, to],
+);
+await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+await admin.end();
+console.log(
+  JSON.stringify(
+    {
+      clocks,
+      instances,
+      seconds,
+      slotsExpected: expected,
+      slotsFired: Number(rows[0]!.n),
+      slotsRun: perSlot.size,
+      duplicates,
+      lagMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: lags.at(-1) },
+      loadavg1: { before: Number(load0.toFixed(2)), after: Number(loadavg()[0]!.toFixed(2)) },
+    },
+    null,
+    2,
+  ),
+);
