@@ -7,6 +7,7 @@
  * Time never comes from the driver: every call carries `now` (epoch ms) from
  * the app's Clock, so time travel works on every driver, SQL included.
  */
+import type { IdempotencyStore } from "./idempotency-types.ts";
 import type { ScheduleStore } from "./schedule-types.ts";
 
 import type { CompensationStore } from "./compensation-types.ts";
@@ -317,7 +318,15 @@ export interface JournalStore {
 }
 
 export interface Store
-  extends QueueStore, JournalStore, ConsoleStore, FanoutStore, HealthStore, ScheduleStore, CompensationStore {
+  extends
+    QueueStore,
+    JournalStore,
+    ConsoleStore,
+    FanoutStore,
+    HealthStore,
+    ScheduleStore,
+    CompensationStore,
+    IdempotencyStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

@@ -8,6 +8,7 @@ import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
 import { fanoutCases } from "./fanout-cases.ts";
 import { fifoCases } from "./fifo-cases.ts";
+import { idempotencyCases } from "./idempotency-cases.ts";
 import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
 import { journalLeaseCases } from "./journal-lease-cases.ts";
@@ -45,5 +46,6 @@ export function describeStoreConformance(
     consoleCases(factory);
     fanoutCases(factory);
     scheduleCases(factory);
+    idempotencyCases(factory);
   });
 }

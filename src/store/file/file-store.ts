@@ -215,6 +215,12 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     recordScheduleError: guarded("recordScheduleError"),
     listFires: guarded("listFires"),
     pruneFires: guarded("pruneFires"),
+    claimIdempotencyKey: guarded("claimIdempotencyKey"),
+    renewIdempotencyKey: guarded("renewIdempotencyKey"),
+    completeIdempotencyKey: guarded("completeIdempotencyKey"),
+    releaseIdempotencyKey: guarded("releaseIdempotencyKey"),
+    getIdempotencyKey: guarded("getIdempotencyKey"),
+    pruneIdempotencyKeys: guarded("pruneIdempotencyKeys"),
   };
 
   return {

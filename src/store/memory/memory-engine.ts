@@ -31,6 +31,13 @@ import { MemoryConsole, type ConsoleSnapshot } from "./memory-console.ts";
 import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
 import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
 import { MemorySchedules, type SchedulesSnapshot } from "./memory-schedules.ts";
+import { MemoryIdempotency } from "./memory-idempotency.ts";
+import type {
+  ClaimIdempotencyRequest,
+  IdempotencyClaim,
+  IdempotencyRecord,
+  StoredResponse,
+} from "../idempotency-types.ts";
 import type {
   DeclaredSchedule,
   FireRequest,
@@ -52,6 +59,8 @@ export interface EngineSnapshot {
   console?: ConsoleSnapshot;
   /** Absent in snapshots written before schedules existed. */
   schedules?: SchedulesSnapshot;
+  /** Absent in snapshots written before Idempotency-Key support. */
+  idempotency?: IdempotencyRecord[];
 }
 
 /**
@@ -86,7 +95,15 @@ export type EngineOp =
   | { op: "fire"; req: FireRequest }
   | { op: "fireBatch"; reqs: FireRequest[] }
   | { op: "recordScheduleError"; name: string; error: ScheduleError | null; now: number }
-  | { op: "pruneFires"; before: number };
+  | { op: "pruneFires"; before: number }
+  | { op: "claimIdempotency"; req: ClaimIdempotencyRequest }
+  | { op: "renewIdempotency"; req: { key: string; fingerprint: string; now: number; lockMs: number } }
+  | {
+      op: "completeIdempotency";
+      req: { key: string; fingerprint: string; response: StoredResponse; now: number };
+    }
+  | { op: "releaseIdempotency"; req: { key: string; fingerprint: string } }
+  | { op: "pruneIdempotency"; before: number };
 
 /**
  * The memory driver's engine: queue + journal on real data structures, fully
@@ -99,6 +116,7 @@ export class MemoryEngine {
   private readonly journal = new MemoryJournal();
   private readonly consoleState = new MemoryConsole();
   private readonly schedules = new MemorySchedules();
+  private readonly idempotency = new MemoryIdempotency();
 
   static restore(snapshot: EngineSnapshot): MemoryEngine {
     if (snapshot.version !== 1)
@@ -108,6 +126,7 @@ export class MemoryEngine {
     engine.journal.load(snapshot.runs);
     engine.consoleState.load(snapshot.console);
     engine.schedules.load(snapshot.schedules);
+    engine.idempotency.load(snapshot.idempotency);
     return engine;
   }
 
@@ -120,6 +139,7 @@ export class MemoryEngine {
       runs: this.journal.snapshot(),
       console: this.consoleState.snapshot(),
       schedules: this.schedules.snapshot(),
+      idempotency: this.idempotency.snapshot(),
     };
   }
 
@@ -272,6 +292,32 @@ export class MemoryEngine {
   pruneFires(before: number): number {
     return this.schedules.prune(before);
   }
+
+  // Idempotency keys
+
+  claimIdempotency(req: ClaimIdempotencyRequest): { claim: IdempotencyClaim; changed: boolean } {
+    return this.idempotency.claim(req);
+  }
+  renewIdempotency(req: { key: string; fingerprint: string; now: number; lockMs: number }): boolean {
+    return this.idempotency.renew(req);
+  }
+  completeIdempotency(req: {
+    key: string;
+    fingerprint: string;
+    response: StoredResponse;
+    now: number;
+  }): boolean {
+    return this.idempotency.complete(req);
+  }
+  releaseIdempotency(req: { key: string; fingerprint: string }): boolean {
+    return this.idempotency.release(req);
+  }
+  getIdempotency(key: string): IdempotencyRecord | undefined {
+    return this.idempotency.get(key);
+  }
+  pruneIdempotency(before: number): number {
+    return this.idempotency.prune(before);
+  }
 }
 
 /** Applies one logged op (file driver recovery). Returns what the method returned. */
@@ -329,5 +375,15 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.recordScheduleError(op.name, op.error, op.now);
     case "pruneFires":
       return engine.pruneFires(op.before);
+    case "claimIdempotency":
+      return engine.claimIdempotency(op.req);
+    case "renewIdempotency":
+      return engine.renewIdempotency(op.req);
+    case "completeIdempotency":
+      return engine.completeIdempotency(op.req);
+    case "releaseIdempotency":
+      return engine.releaseIdempotency(op.req);
+    case "pruneIdempotency":
+      return engine.pruneIdempotency(op.before);
   }
 }

@@ -234,6 +234,31 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       if (n > 0) await commit({ op: "pruneFires", before });
       return n;
     },
+
+    async claimIdempotencyKey(req) {
+      const { claim, changed } = engine.claimIdempotency(req);
+      if (changed) await commit({ op: "claimIdempotency", req });
+      return claim;
+    },
+    async renewIdempotencyKey(req) {
+      const ok = engine.renewIdempotency(req);
+      if (ok) await commit({ op: "renewIdempotency", req });
+      return ok;
+    },
+    async completeIdempotencyKey(req) {
+      if (engine.completeIdempotency(req)) await commit({ op: "completeIdempotency", req });
+    },
+    async releaseIdempotencyKey(req) {
+      if (engine.releaseIdempotency(req)) await commit({ op: "releaseIdempotency", req });
+    },
+    async getIdempotencyKey(key) {
+      return engine.getIdempotency(key);
+    },
+    async pruneIdempotencyKeys(before) {
+      const n = engine.pruneIdempotency(before);
+      if (n > 0) await commit({ op: "pruneIdempotency", before });
+      return n;
+    },
   };
 }
 

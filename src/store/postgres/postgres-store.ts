@@ -19,6 +19,7 @@ import { migrate } from "./postgres-migrate.ts";
 import * as admin from "./postgres-queue-admin.ts";
 import * as runs from "./postgres-runs.ts";
 import * as schedules from "./postgres-schedules.ts";
+import * as idempotency from "./postgres-idempotency.ts";
 import { settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
 
@@ -236,6 +237,12 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     listFires: (name, limit) => schedules.listFires(ctx, name, limit),
     pruneFires: (before) => schedules.pruneFires(ctx, before),
     storeTime: () => schedules.storeTime(ctx),
+    claimIdempotencyKey: (req) => idempotency.claimIdempotencyKey(ctx, req),
+    renewIdempotencyKey: (req) => idempotency.renewIdempotencyKey(ctx, req),
+    completeIdempotencyKey: (req) => idempotency.completeIdempotencyKey(ctx, req),
+    releaseIdempotencyKey: (req) => idempotency.releaseIdempotencyKey(ctx, req),
+    getIdempotencyKey: (key) => idempotency.getIdempotencyKey(ctx, key),
+    pruneIdempotencyKeys: (before) => idempotency.pruneIdempotencyKeys(ctx, before),
   }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
   return reportOutages(store, monitor, ["open", "close", "subscribe", "health"]);
 }

@@ -1,5 +1,6 @@
 import { m0001 } from "./0001-initial.ts";
 import { m0002 } from "./0002-key-guard-batch.ts";
+import { m0004 } from "./0004-idempotency.ts";
 import { m0005 } from "./0005-compensating.ts";
 import { m0006 } from "./0006-schedules.ts";
 import { m0007 } from "./0007-fanout.ts";
@@ -14,4 +15,4 @@ export interface Migration {
 }
 
 /** Every migration, in order. Append only: a shipped migration never changes. */
-export const migrations: readonly Migration[] = [m0001, m0002, m0005, m0006, m0007, m0008];
+export const migrations: readonly Migration[] = [m0001, m0002, m0004, m0005, m0006, m0007, m0008];
