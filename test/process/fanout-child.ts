@@ -1,6 +1,6 @@
 /**
  * A real app process for the fan-out tests: two flows on a broadcast signal
- * (each run recorded in a table), and HTTP routes to emit. Prints JSON lines
+ * (each run recorded in a table), a live order-status route, and HTTP routes to emit. Prints JSON lines
  * like child-app.ts: `ready` (with its port), `stopped`.
  */
 import pg from "pg";
@@ -18,6 +18,7 @@ const store = createPostgresStore({ connectionString: url, schema, pollIntervalM
 const results = new pg.Pool({ connectionString: url, max: 4 });
 
 const placed = signal.broadcast("orders.placed");
+const orderStatus = signal.live("orders.status");
 const record = (flowName: string) =>
   flow(flowName, {
     do: async ({ id }: { id: string }) => {
@@ -34,6 +35,18 @@ const modules: Record<string, unknown>[] = [
     placed,
     charge: on(placed, record("orders.charge")),
     ship: on(placed, record("orders.ship")),
+    orderStatus,
+    status: on(
+      http.get("/orders/:id/status"),
+      flow("orders.status.feed", { do: ({ id }: { id: string }, fx) => fx.live(orderStatus, { key: id }) }),
+    ),
+    setStatus: on(
+      http.post("/orders/:id/status"),
+      flow("orders.status.set", {
+        do: async ({ id, state }: { id: string; state: string }, fx) =>
+          fx.emit(orderStatus, { state }, { key: id }),
+      }),
+    ),
     emit: on(
       http.post("/emit"),
       flow("emit", {
