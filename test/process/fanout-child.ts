@@ -66,7 +66,7 @@ const app = createApp({
   config: { database: { url } },
 });
 
-const { port } = await app.start({ port: 0, host: "127.0.0.1" });
+const { port } = await app.start({ port: Number(process.env.OKE_PORT ?? 0), host: "127.0.0.1" });
 say({ event: "ready", port });
 
 const shutdown = (): void => {
