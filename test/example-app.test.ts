@@ -79,4 +79,24 @@ describe("the example app (examples/shop)", () => {
     ]);
     await app.stop();
   });
+
+  it("the morning dead-letter report fires at 07:00 Paris time, once per day", async () => {
+    const app = await shop(Date.UTC(2026, 5, 1, 4, 0));
+    expect(await app.operator.schedules.get("ops.dlqReport")).toMatchObject({
+      cron: "0 7 * * *",
+      timezone: "Europe/Paris",
+      nextFireAt: Date.UTC(2026, 5, 1, 5, 0),
+    });
+    app.time.advance("1h");
+    await app.idle();
+    app.time.advance("1h");
+    await app.idle();
+    expect(await app.operator.schedules.get("ops.dlqReport")).toMatchObject({
+      lastScheduledAt: Date.UTC(2026, 5, 1, 5, 0),
+      nextFireAt: Date.UTC(2026, 5, 2, 5, 0),
+      missedRuns: 0,
+      lastError: null,
+    });
+    await app.stop();
+  });
 });
