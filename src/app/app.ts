@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { systemClock, type Clock } from "../clock/clock.ts";
+import { FleetClock } from "../clock/fleet-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { driveRun, type DurableDeps } from "../durable/runner.ts";
@@ -63,6 +64,7 @@ class OkeApp implements App, Runtime {
   readonly manifest: Manifest;
   readonly logger: Logger;
   readonly clock: Clock;
+  private readonly fleetClock: FleetClock | undefined;
   readonly store: Store;
   readonly send: SendDrivers;
   readonly instanceId: string;
@@ -101,10 +103,16 @@ class OkeApp implements App, Runtime {
       options.logger ??
       createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
     warnUnconsumedSignals(this.registry, this.logger);
-    this.clock = options.clock ?? systemClock;
     this.ownsStore = options.store === undefined;
     this.root = options.root ?? process.cwd();
     this.store = options.store ?? openStore(this.config, this.root, this.logger);
+    // On PostgreSQL the whole fleet reads the database's clock; a caller's clock (time travel) wins.
+    const storeTime = this.store.storeTime?.bind(this.store);
+    this.fleetClock =
+      options.clock === undefined && storeTime !== undefined
+        ? new FleetClock(systemClock, storeTime, this.logger)
+        : undefined;
+    this.clock = options.clock ?? this.fleetClock ?? systemClock;
     this.send = new SendDrivers(this.config.send, this.logger);
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
     let acquisitions = 0;
@@ -121,7 +129,8 @@ class OkeApp implements App, Runtime {
       clock: this.clock,
       logger: this.logger,
       clocks: [...this.registry.clocks.values()],
-      fleetTime: this.clock === systemClock,
+      // The app clock already is fleet time on PostgreSQL.
+      fleetTime: false,
     });
     this.operator = {
       ...createOperatorApi(this),
@@ -176,6 +185,7 @@ class OkeApp implements App, Runtime {
   private async doBoot(): Promise<void> {
     this.state = "booting";
     await this.store.open();
+    await this.fleetClock?.start();
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     logServes(this.logger, this.manifest);
     this.state = "orphan_scan";
@@ -532,6 +542,7 @@ class OkeApp implements App, Runtime {
       this.scheduler?.stop(timeoutMs),
     ]);
     await this.server?.close({ timeoutMs });
+    this.fleetClock?.stop();
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
     logStopped(this.logger, {

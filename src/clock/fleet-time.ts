@@ -51,7 +51,7 @@ export class FleetTime {
         this.warnedAt = next;
         this.logger.warn(
           { offsetMs: Math.round(next) },
-          `clock: this host's clock is ${Math.round(next)} ms off the database's; schedules use the database's`,
+          `clock: this host's clock is ${Math.round(next)} ms off the database's; leases, wake-ups and schedules use the database's (fix the host's NTP)`,
         );
       }
       this.offsetMs = next;

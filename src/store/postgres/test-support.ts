@@ -4,7 +4,7 @@ import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store
 import type { Store } from "../types.ts";
 
 /** Test database; each test file (or case) works in a schema of its own. */
-export const PG_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+export const PG_URL = process.env.DATABASE_URL_TEST ?? "postgres://postgres@127.0.0.1:5432/test";
 
 /** A schema name no other file or run uses. */
 export const freshSchema = (tag: string): string => `oke_t_${tag}_${randomBytes(4).toString("hex")}`;
