@@ -130,7 +130,7 @@ describe("error bodies in production", () => {
     const res = await body(await a.request("/persist"));
     expect(res.error.code).toBe("OKE1321");
     expect(res.error.message).toBe(
-      `File store "${dir}" could not persist a write; it refuses further calls.`,
+      `File store "${dir}" could not persist a write; it refuses calls until its disk accepts writes again.`,
     );
   });
 });

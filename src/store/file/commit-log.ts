@@ -78,6 +78,8 @@ export class CommitLog {
   private snapshotBytes: number;
   private failure: Error | undefined;
   private failedAt = 0;
+  /** Set when a batch failed to write: the log's last durable byte, where a recovery cuts it back. */
+  private durableBytes: number | undefined;
   readonly counters: CommitLogCounters;
 
   private constructor(
@@ -140,6 +142,28 @@ export class CommitLog {
     return { ok: false, since: this.failedAt, reason };
   }
 
+  /**
+   * After a failure: closes the file and cuts a batch that was partly written
+   * (never acknowledged) back to the last durable byte, so the records after it
+   * can never be read back as if they had committed.
+   */
+  async abandon(): Promise<void> {
+    while (this.loop) await this.loop;
+    const handle = this.handle;
+    this.handle = undefined;
+    await handle?.close().catch(() => undefined);
+    if (this.durableBytes === undefined) return;
+    const file = await open(join(this.options.dir, LOG_FILE), "r+");
+    try {
+      if ((await file.stat()).size > this.durableBytes) {
+        await file.truncate(this.durableBytes);
+        await file.sync();
+      }
+    } finally {
+      await file.close();
+    }
+  }
+
   /** Flushes, compacts if anything was logged since the last snapshot, and closes the file. */
   async close(compact: boolean): Promise<void> {
     while (this.loop) await this.loop;
@@ -181,6 +205,7 @@ export class CommitLog {
           else if (batch) await this.write(batch);
           done.resolve();
         } catch (e) {
+          if (snapshot === undefined) this.durableBytes = this.counters.logBytes;
           this.failure = this.options.wrapFailure(e);
           this.failedAt = Date.now();
           done.reject(this.failure);

@@ -1,5 +1,5 @@
-import { mkdir, open, rename } from "node:fs/promises";
-import { dirname } from "node:path";
+import { mkdir, open, rename, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
 
 /** The `code` of a Node system error (ENOENT …), if it has one. */
 export const errnoCode = (e: unknown): string | undefined =>
@@ -46,4 +46,20 @@ export async function writeFileDurable(path: string, data: string | Uint8Array):
 export async function ensureDir(dir: string): Promise<void> {
   const created = await mkdir(dir, { recursive: true });
   if (created !== undefined) await fsyncDir(dirname(created));
+}
+
+/** Rejects unless `dir` accepts a small durable write right now (a full disk has room again). */
+export async function probeWritable(dir: string): Promise<void> {
+  const path = join(dir, "write-probe.tmp");
+  try {
+    const handle = await open(path, "w");
+    try {
+      await handle.writeFile(Buffer.alloc(4096));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } finally {
+    await unlink(path).catch(() => undefined);
+  }
 }

@@ -12,8 +12,8 @@ export const fileStoreErrors = {
   failed: (dir: string, cause: unknown) =>
     new OkeError({
       code: "OKE1321",
-      message: `File store "${dir}" could not persist a write; it refuses further calls.`,
-      fix: "Check disk space and permissions, then restart the process: recovery replays every acknowledged write.",
+      message: `File store "${dir}" could not persist a write; it refuses calls until its disk accepts writes again.`,
+      fix: "Free disk space or fix permissions: the store probes and resumes by itself, with every acknowledged write kept.",
       details: { dir },
       cause,
     }),

@@ -7,6 +7,7 @@ import {
   type EngineOp,
   type EngineSnapshot,
 } from "../memory/index.ts";
+import { createHealthMonitor } from "../store-health.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { FanoutStore } from "../fanout-types.ts";
 import { createMemoryFanout } from "../memory/memory-fanout.ts";
@@ -14,6 +15,7 @@ import type { Store } from "../types.ts";
 import { CommitLog, type CommitLogCounters } from "./commit-log.ts";
 import { fileStoreErrors } from "./file-errors.ts";
 import { acquireLock, type HeldLock } from "./file-lock.ts";
+import { probeWritable } from "./durable-fs.ts";
 import { recover } from "./recovery.ts";
 
 export interface FileStoreOptions {
@@ -57,8 +59,6 @@ export interface FileStore extends Store {
   diagnostics(): FileStoreDiagnostics;
 }
 
-const HEALTHY = Object.freeze({ ok: true as const });
-
 export const DEFAULT_COMPACT_BYTES = 8 * 1024 * 1024;
 
 type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe" | "health" | keyof FanoutStore>;
@@ -99,58 +99,94 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     return inner;
   };
 
+  /** Rebuilds the state from disk (snapshot + log) into a fresh session holding `lock`. */
+  const openSession = async (lock: HeldLock): Promise<Session> => {
+    const rec = await recover(dir);
+    let engine = rec.state === undefined ? new MemoryEngine() : restore(dir, rec.state);
+    rec.records.forEach((record, i) => {
+      try {
+        if (typeof (record as { op?: unknown } | null)?.op !== "string") throw new Error("not an engine op");
+        applyOp(engine, record as EngineOp);
+      } catch (e) {
+        throw fileStoreErrors.corrupt(dir, `record ${i + 1} of journal.log does not replay`, e);
+      }
+    });
+    if (rec.dropped) {
+      logger?.warn(
+        { dir, ...rec.dropped },
+        `file store: cut ${rec.dropped.bytes} bytes of ${rec.dropped.reason} log tail`,
+      );
+    }
+    const s: Partial<Session> & Pick<Session, "lock"> = {
+      lock,
+      replayed: rec.records.length,
+      droppedBytes: rec.dropped?.bytes ?? 0,
+    };
+    s.log = await CommitLog.open({
+      dir,
+      generation: rec.generation,
+      bytes: rec.logBytes,
+      compactBytes,
+      compactRatio: options.compactRatio ?? 1,
+      snapshotBytes: rec.snapshotBytes,
+      wrapFailure: (cause) => {
+        const err = fileStoreErrors.failed(dir, cause);
+        monitor.failed(err);
+        return err;
+      },
+      snapshotJson: () => {
+        const json = JSON.stringify(engine.snapshot());
+        // Continue on the state recovery would rebuild from this snapshot, not on the
+        // live one: restore may order ties (retries, equal deadlines) differently, and
+        // the records logged after it must replay exactly as they ran.
+        engine = restore(dir, JSON.parse(json));
+        if (s.inner) s.inner = bind(s as Session, engine);
+        return json;
+      },
+    });
+    s.inner = bind(s as Session, engine);
+    return s as Session;
+  };
+
   const doOpen = async (): Promise<void> => {
     const lock = await acquireLock(dir, (pid) =>
       logger?.warn({ dir, pid }, `file store: took over the lock of process ${pid ?? "?"}, which is gone`),
     );
     try {
-      const rec = await recover(dir);
-      let engine = rec.state === undefined ? new MemoryEngine() : restore(dir, rec.state);
-      rec.records.forEach((record, i) => {
-        try {
-          if (typeof (record as { op?: unknown } | null)?.op !== "string")
-            throw new Error("not an engine op");
-          applyOp(engine, record as EngineOp);
-        } catch (e) {
-          throw fileStoreErrors.corrupt(dir, `record ${i + 1} of journal.log does not replay`, e);
-        }
-      });
-      if (rec.dropped) {
-        logger?.warn(
-          { dir, ...rec.dropped },
-          `file store: cut ${rec.dropped.bytes} bytes of ${rec.dropped.reason} log tail`,
-        );
-      }
-      const s: Partial<Session> & Pick<Session, "lock"> = {
-        lock,
-        replayed: rec.records.length,
-        droppedBytes: rec.dropped?.bytes ?? 0,
-      };
-      s.log = await CommitLog.open({
-        dir,
-        generation: rec.generation,
-        bytes: rec.logBytes,
-        compactBytes,
-        compactRatio: options.compactRatio ?? 1,
-        snapshotBytes: rec.snapshotBytes,
-        wrapFailure: (cause) => fileStoreErrors.failed(dir, cause),
-        snapshotJson: () => {
-          const json = JSON.stringify(engine.snapshot());
-          // Continue on the state recovery would rebuild from this snapshot, not on the
-          // live one: restore may order ties (retries, equal deadlines) differently, and
-          // the records logged after it must replay exactly as they ran.
-          engine = restore(dir, JSON.parse(json));
-          if (s.inner) s.inner = bind(s as Session, engine);
-          return json;
-        },
-      });
-      s.inner = bind(s as Session, engine);
-      session = s as Session;
+      session = await openSession(lock);
     } catch (e) {
       await lock.release();
       throw e;
     }
   };
+
+  /**
+   * After a failed write (a full disk, an I/O error) the session refuses every
+   * call. Once a probe write succeeds, the log is cut back to its last durable
+   * byte and the state rebuilt from disk, dropping exactly the operations whose
+   * callers were told they failed, and the store serves again by itself.
+   */
+  const recoverSession = async (): Promise<void> => {
+    const failed = session;
+    if (failed === undefined || closing !== undefined || failed.log.health().ok) return;
+    await probeWritable(dir);
+    await failed.log.abandon();
+    const fresh = await openSession(failed.lock);
+    if (session !== failed || closing !== undefined) {
+      await fresh.log.close(false);
+      return;
+    }
+    session = fresh;
+    // Work the failed calls left undone is claimable again.
+    listeners.emit({ kind: "wake" });
+  };
+
+  const monitor = createHealthMonitor({
+    name: "file",
+    probe: recoverSession,
+    isOutage: () => true,
+    logger,
+  });
 
   const current = (): Session => {
     if (session === undefined || closing !== undefined) throw fileStoreErrors.closed(dir);
@@ -254,7 +290,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       await closing;
     },
     subscribe: listeners.subscribe,
-    health: () => session?.log.health() ?? HEALTHY,
+    health: () => monitor.health(),
     diagnostics() {
       const s = session;
       if (s === undefined) throw fileStoreErrors.closed(dir);
