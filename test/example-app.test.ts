@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../src/testing.ts";
 import config from "../examples/shop/oke.config.ts";
+import { orderStatus } from "../examples/shop/src/signals/orders.ts";
 
 // The example's files with their project paths, as `oke` would load them. (vitest resolves
 // `@/` and `okengine` through the aliases in vitest.config.ts.)
@@ -30,9 +31,24 @@ describe("the example app (examples/shop)", () => {
         { method: "POST", path: "/ops/send-email", flow: "ops.sendEmail" },
         { method: "GET", path: "/ops/email-dlq", flow: "ops.list" },
         { method: "POST", path: "/orders", flow: "orders.create" },
+        { method: "GET", path: "/orders/:id/status", flow: "orders.status" },
         { method: "POST", path: "/trials/start", flow: "trials.start" },
       ].sort((a, b) => a.path.localeCompare(b.path)),
     );
+    await app.stop();
+  });
+
+  it("an order's status feed tells placed, charged, shipped in order", async () => {
+    const app = await shop();
+    const res = await app.request("/orders", post({ userId: "u1", amount: 12 }));
+    const { data } = (await res.json()) as { data: { orderId: string } };
+    await app.idle();
+    const states: string[] = [];
+    const stop = app.live(orderStatus, { key: data.orderId }, (e) => void states.push(e.payload.state));
+    const end = Date.now() + 10_000;
+    while (states.length < 3 && Date.now() < end) await new Promise((r) => setImmediate(r));
+    stop();
+    expect(states).toEqual(["placed", "charged", "shipped"]);
     await app.stop();
   });
 

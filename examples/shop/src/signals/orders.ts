@@ -8,3 +8,9 @@ export const orderPlaced = signal.once("orders.placed", {
 export const trialStarted = signal.once("trials.started", {
   schema: z.object({ trialId: z.string(), email: z.string().email() }),
 });
+
+/** Each order's status feed: one tape per order id, kept a day, watched by browsers over SSE. */
+export const orderStatus = signal.live("orders.status", {
+  schema: z.object({ state: z.enum(["placed", "charged", "shipped"]), at: z.number() }),
+  retention: "24h",
+});
