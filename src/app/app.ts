@@ -17,6 +17,7 @@ import { startHttpServer, type HttpServer } from "../http/server.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
+import { emitOnce } from "../signal/emit-once.ts";
 import { BroadcastRuntime } from "../signal/broadcast-runtime.ts";
 import { LiveRuntime, type LiveListener, type LiveOptionsRead } from "../signal/live-runtime.ts";
 import { SseHub } from "../http/sse.ts";
@@ -357,12 +358,16 @@ class OkeApp implements App, Runtime {
     return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
   }
 
-  async invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult> {
+  async invokeRoute(
+    route: HttpRoute,
+    request: RouteRequest,
+    options?: { runId?: string },
+  ): Promise<InvokeResult> {
     const r = this.routeIndex.get(`${route.method} ${route.path}`);
     if (!r)
       throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
     const value = await checkInput(r.flowRef, r.in, routeInput(request));
-    return this.run(r.flowRef, value, null);
+    return this.run(r.flowRef, value, null, options?.runId);
   }
 
   readonly emitFanout: Runtime["emitFanout"] = (target, payload, options, producer, session) =>
@@ -377,9 +382,10 @@ class OkeApp implements App, Runtime {
   async emit<P>(
     target: SignalHandle<P>,
     payload?: P,
-    options?: EmitOptions & { tx?: unknown },
+    options?: EmitOptions & { tx?: unknown; id?: string },
   ): Promise<void> {
     if (this.state === "new") await this.store.open();
+    if (options?.id !== undefined) return emitOnce(this, target, payload, { ...options, id: options.id });
     if (isSignal(target) && target.delivery !== "once")
       return this.emitFanout(target, payload, options, { flow: "app.emit", runId: null });
     const message = await prepareEmit(

@@ -47,6 +47,8 @@ export interface OkeSettings {
     keepAliveTimeoutMs?: number;
     /** Open connections at most; connections past it are closed as they arrive. Default 1 000. */
     maxConnections?: number;
+    /** How long an Idempotency-Key and its response are kept, from the first request, in ms. Default 24 h. */
+    idempotencyWindowMs?: number;
   };
   signals?: {
     /** Visibility lease of a once claim in ms. Default 30 000. */
@@ -113,6 +115,7 @@ export const CONFIG_SECTIONS = {
     requestTimeoutMs: true,
     keepAliveTimeoutMs: true,
     maxConnections: true,
+    idempotencyWindowMs: true,
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { leaseMs: true },
@@ -179,6 +182,7 @@ export interface ResolvedConfig {
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnections: number;
+  idempotencyWindowMs: number;
   leaseMs: number;
   concurrency: number;
   prefetch: number;
@@ -294,6 +298,7 @@ export function resolveConfig(
     requestTimeoutMs: positive("http.requestTimeoutMs", httpS.requestTimeoutMs ?? 30_000),
     keepAliveTimeoutMs: positive("http.keepAliveTimeoutMs", httpS.keepAliveTimeoutMs ?? 72_000),
     maxConnections: positive("http.maxConnections", httpS.maxConnections ?? 1_000),
+    idempotencyWindowMs: positive("http.idempotencyWindowMs", httpS.idempotencyWindowMs ?? 24 * 3_600_000),
     leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
     concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
     prefetch: nonNegative("signals.prefetch", signals.prefetch ?? signals.concurrency ?? 16),

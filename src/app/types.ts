@@ -127,11 +127,19 @@ export interface App {
   /** In-process HTTP (no socket), like Hono's app.request(). */
   request(input: string | Request, init?: RequestInit): Promise<Response>;
   /** Emit from scripts and tests; resolves when committed. `tx` = caller's pg client inside BEGIN (postgres only). */
-  emit<P>(target: SignalHandle<P>, payload?: P, options?: EmitOptions & { tx?: unknown }): Promise<void>;
+  /**
+   * `id` (once signals): a caller-chosen message id — a second emit with the same id enqueues nothing and
+   * resolves the same (see docs/signals.md#idempotent-emits).
+   */
+  emit<P>(
+    target: SignalHandle<P>,
+    payload?: P,
+    options?: EmitOptions & { tx?: unknown; id?: string },
+  ): Promise<void>;
   /** Runs a flow in-process as `fx.call` would (checks `in`). */
   invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined>;
   /** Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). */
-  invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
+  invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
   /** Operator API for the Console. */
   readonly operator: OperatorApi;

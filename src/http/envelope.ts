@@ -10,6 +10,8 @@ export interface Reply {
   allow?: string;
   /** Ask the adapter to close the connection (413: the rest of the body is never read). */
   close?: boolean;
+  /** An Idempotency-Key retry answered from the stored response (`Idempotent-Replayed: true`). */
+  replayed?: boolean;
   /** The flow returned fx.live(…): the adapter streams the tape instead (src/http/sse.ts). */
   live?: LiveStream;
 }

@@ -24,13 +24,25 @@ import { createRouter, type RouteMatch } from "./router.ts";
 import type { SseHub } from "./sse.ts";
 import { isLiveStream } from "../signal/live-runtime.ts";
 import { checkRequestInput } from "./request-input.ts";
+import {
+  createIdempotency,
+  DEFAULT_IDEMPOTENCY_WINDOW_MS,
+  fingerprintOf,
+  IDEMPOTENT_METHODS,
+  idempotencyKeyOf,
+  type IdempotencyDeps,
+} from "./idempotency.ts";
 
 /** The part of App the HTTP layer uses (App satisfies it). */
 export interface HttpApp {
   readonly logger: Logger;
   readonly manifest: { readonly routes: readonly HttpRoute[] };
-  invokeRoute(route: HttpRoute, request: RouteRequest): Promise<InvokeResult>;
+  invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
+  /** Where Idempotency-Key records live; without it (or a clock) the header is ignored. */
+  readonly store?: IdempotencyDeps["store"];
+  readonly clock?: { now(): number };
+  readonly config?: { readonly idempotencyWindowMs?: number };
   /** Serves the live streams flows return (fx.live); without it they are written as empty 200s. */
   readonly sse?: SseHub;
 }
@@ -148,6 +160,17 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   // Callback style on purpose: one promise hop per request instead of a
   // then/catch chain per layer (each hop is a microtask on the hot path).
   // `done` must not throw; the adapters catch their own errors.
+  const idempotency =
+    app.store !== undefined && app.clock !== undefined
+      ? createIdempotency({
+          store: app.store,
+          now: () => app.clock!.now(),
+          windowMs: app.config?.idempotencyWindowMs ?? DEFAULT_IDEMPOTENCY_WINDOW_MS,
+          logger: app.logger,
+        })
+      : undefined;
+
+  /** Routes a request with an Idempotency-Key through the key's record; others straight to the flow. */
   const invoke = (
     method: string,
     path: string,
@@ -156,10 +179,42 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     local: boolean,
     done: Done,
   ): void => {
+    let key: string | undefined;
+    try {
+      key =
+        IDEMPOTENT_METHODS.has(method) && idempotency !== undefined
+          ? idempotencyKeyOf(request.headers)
+          : undefined;
+      if (key !== undefined) checkRequestInput(request);
+    } catch (e) {
+      return done(failure(method, path, e, local));
+    }
+    if (key === undefined || idempotency === undefined)
+      return invokeFlow(method, path, route, request, local, done);
+    const fingerprint = fingerprintOf(method, `${path}?${JSON.stringify(request.query)}`, request.body);
+    idempotency.handle(
+      key,
+      fingerprint,
+      (runId, finished) => invokeFlow(method, path, route, request, local, finished, runId),
+      done,
+      (e) => failure(method, path, e, local),
+    );
+  };
+
+  const invokeFlow = (
+    method: string,
+    path: string,
+    route: HttpRoute,
+    request: RouteRequest,
+    local: boolean,
+    done: Done,
+    runId?: string,
+  ): void => {
     let pending: Promise<InvokeResult>;
     try {
       checkRequestInput(request);
-      pending = app.invokeRoute(route, request);
+      pending =
+        runId === undefined ? app.invokeRoute(route, request) : app.invokeRoute(route, request, { runId });
     } catch (e) {
       return done(failure(method, path, e, local));
     }
@@ -261,6 +316,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       headers["content-length"] = Buffer.byteLength(reply.body);
     }
     if (reply.allow !== undefined) headers.allow = reply.allow;
+    if (reply.replayed) headers["idempotent-replayed"] = "true";
     // During a graceful shutdown every answer also ends its connection.
     if (reply.close || options.isClosing?.()) headers.connection = "close";
     res.writeHead(reply.status, headers);
@@ -331,6 +387,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       const out = new Headers();
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
       if (reply.allow !== undefined) out.set("allow", reply.allow);
+      if (reply.replayed) out.set("idempotent-replayed", "true");
       return new Response(request.method === "HEAD" ? null : (reply.body ?? null), {
         status: reply.status,
         headers: out,

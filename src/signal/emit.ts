@@ -27,7 +27,7 @@ export async function prepareEmit(
   ctx: EmitContext,
   target: SignalHandle,
   payload: unknown,
-  options: { key?: string | undefined } | undefined,
+  options: { key?: string | undefined; id?: string | undefined } | undefined,
   producer: { flow: string; runId: string | null },
 ): Promise<NewMessage> {
   if (typeof target !== "object" || target === null || target.kind !== "signal") {
@@ -44,6 +44,17 @@ export async function prepareEmit(
   }
   const subject = `"${target.name}"`;
   if (key !== undefined) checkKey(key, subject);
+  const id = options?.id;
+  if (id !== undefined) {
+    // A caller-chosen id (app.emit's idempotent emit) is stored and indexed like a key.
+    if (typeof id !== "string" || id === "")
+      throw new OkeError({
+        code: "OKE1257",
+        status: 422,
+        message: `${subject}: id must be a non-empty string, got ${JSON.stringify(id)}`,
+      });
+    checkKey(id, `${subject} id`);
+  }
   // Before the schema too: a validator recursing into a hostile depth would overflow the stack.
   checkStorable(payload, subject);
   let value = payload;
@@ -70,7 +81,7 @@ export async function prepareEmit(
   }
   if (json !== undefined) checkPayloadSize(json, subject);
   return {
-    id: newId(ctx.now),
+    id: id ?? newId(ctx.now),
     signal: target.name,
     key: key ?? null,
     payload: json === undefined ? null : (JSON.parse(json) as unknown),

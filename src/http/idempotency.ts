@@ -1,0 +1,172 @@
+// Idempotency-Key on POST/PUT/PATCH/DELETE: the first request runs, a retry with the same key and request is answered from the stored response.
+import { createHash } from "node:crypto";
+import { OkeError } from "../errors.ts";
+import { newId } from "../id.ts";
+import type { Logger } from "../log/logger.ts";
+import type { IdempotencyRecord, IdempotencyStore } from "../store/idempotency-types.ts";
+import type { RunRecord } from "../store/types.ts";
+import { errorReply, NO_CONTENT, okReply, type Reply } from "./envelope.ts";
+
+export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** How long a running key is locked; renewed every third of it while its request runs. */
+export const IDEMPOTENCY_LOCK_MS = 30_000;
+/** Default window a key is remembered for (http.idempotencyWindowMs). */
+export const DEFAULT_IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+const MAX_KEY_LENGTH = 255;
+/** Visible ASCII: what a header value can carry unmangled through proxies. */
+const KEY_SHAPE = /^[\x21-\x7e]+$/;
+
+export const idempotencyErrors = {
+  badKey: () =>
+    new OkeError({
+      code: "OKE1443",
+      status: 400,
+      message: `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} visible ASCII characters.`,
+      fix: "Send a UUID (or another unique token) per logical request.",
+    }),
+  mismatch: () =>
+    new OkeError({
+      code: "OKE1441",
+      status: 422,
+      message: "This Idempotency-Key was used for a different request (method, URL or body).",
+      fix: "Use a new key for a new request; a retry must repeat the first request exactly.",
+    }),
+  inProgress: () =>
+    new OkeError({
+      code: "OKE1442",
+      status: 409,
+      message: "A request with this Idempotency-Key is still running.",
+      fix: "Retry after it finished; the retry then gets its response.",
+    }),
+} as const;
+
+export interface IdempotencyDeps {
+  store: IdempotencyStore & { getRun(runId: string): Promise<RunRecord | undefined> };
+  now(): number;
+  windowMs: number;
+  logger: Logger;
+}
+
+type Done = (reply: Reply) => void;
+
+/** Identifies a request: method, URL (path and query) and body. */
+export const fingerprintOf = (method: string, url: string, body: unknown): string =>
+  createHash("sha256")
+    .update(`${method} ${url}\n${body === undefined ? "" : JSON.stringify(body)}`)
+    .digest("base64url");
+
+/** The header's value, validated; undefined when absent. Throws OKE1443. */
+export function idempotencyKeyOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const v = headers["idempotency-key"];
+  if (v === undefined) return undefined;
+  if (typeof v !== "string" || v.length > MAX_KEY_LENGTH || !KEY_SHAPE.test(v))
+    throw idempotencyErrors.badKey();
+  return v;
+}
+
+const replay = (r: IdempotencyRecord): Reply => ({
+  status: r.response!.status,
+  body: r.response!.body ?? undefined,
+  replayed: true,
+});
+
+/** A durable run that went on (or finished) without its request: answer from the run itself. */
+const fromRun = (run: RunRecord | undefined): Reply | undefined => {
+  if (run?.status === "completed") return run.output === undefined ? NO_CONTENT : okReply(run.output);
+  if (run?.status === "sleeping") return NO_CONTENT;
+  return undefined;
+};
+
+export function createIdempotency(deps: IdempotencyDeps) {
+  const { store, logger } = deps;
+  let lastPrune = Number.NEGATIVE_INFINITY;
+  const pruneEvery = Math.min(deps.windowMs, 3_600_000);
+
+  // Pruning rides on requests (no timer to stop): at most once per hour, in the background.
+  const maybePrune = (now: number): void => {
+    if (now - lastPrune < pruneEvery) return;
+    lastPrune = now;
+    void store.pruneIdempotencyKeys(now).then(
+      (n) => n > 0 && logger.debug({ pruned: n }, "idempotency: expired keys pruned"),
+      (e: unknown) =>
+        logger.warn({ err: e }, "idempotency: pruning expired keys failed; retried within the hour"),
+    );
+  };
+
+  /** Ends a keyed request: store its answer (a 5xx frees the key instead, so a retry runs again), then send it. */
+  const finish = (key: string, fingerprint: string, reply: Reply, done: Done): void => {
+    // A live stream has no body to store: like a 5xx, the key is freed.
+    const write =
+      reply.status >= 500 || reply.live !== undefined
+        ? store.releaseIdempotencyKey({ key, fingerprint })
+        : store.completeIdempotencyKey({
+            key,
+            fingerprint,
+            response: { status: reply.status, body: reply.body ?? null },
+            now: deps.now(),
+          });
+    write.then(
+      () => done(reply),
+      (e: unknown) => {
+        // The flow ran; its answer still goes out. A retry within the lock window gets 409, after it runs again.
+        logger.error({ err: e, key }, "idempotency: could not store the response of a keyed request");
+        done(reply);
+      },
+    );
+  };
+
+  return {
+    /**
+     * Runs `run(runId)` for the first request with `key`; answers a retry from
+     * the stored response (status and body, `Idempotent-Replayed: true`), a
+     * different request with 422 OKE1441, one still running with 409 OKE1442.
+     */
+    handle(
+      key: string,
+      fingerprint: string,
+      run: (runId: string, done: Done) => void,
+      done: Done,
+      fail: (e: unknown) => Reply,
+    ): void {
+      const now = deps.now();
+      maybePrune(now);
+      const fresh = newId(now);
+      void store
+        .claimIdempotencyKey({
+          key,
+          fingerprint,
+          runId: fresh,
+          now,
+          lockMs: IDEMPOTENCY_LOCK_MS,
+          windowMs: deps.windowMs,
+        })
+        .then(async (claim) => {
+          if (claim.kind === "existing") {
+            const r = claim.record;
+            if (r.fingerprint !== fingerprint) return done(errorReply(422, idempotencyErrors.mismatch()));
+            if (r.status === "running") return done(errorReply(409, idempotencyErrors.inProgress()));
+            return done(replay(r));
+          }
+          const runId = claim.kind === "claimed" ? fresh : claim.record.runId;
+          if (claim.kind === "takenOver") {
+            // The first request's process died; its durable run may have gone on without it.
+            const answered = fromRun(await store.getRun(runId));
+            if (answered !== undefined) return finish(key, fingerprint, answered, done);
+          }
+          const renew = setInterval(() => {
+            void store
+              .renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: IDEMPOTENCY_LOCK_MS })
+              .catch((e: unknown) => logger.warn({ err: e, key }, "idempotency: lock renewal failed"));
+          }, IDEMPOTENCY_LOCK_MS / 3);
+          renew.unref();
+          run(runId, (reply) => {
+            clearInterval(renew);
+            finish(key, fingerprint, reply, done);
+          });
+        })
+        .catch((e: unknown) => done(fail(e)));
+    },
+  };
+}
+
+export type Idempotency = ReturnType<typeof createIdempotency>;

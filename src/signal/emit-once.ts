@@ -1,0 +1,48 @@
+// app.emit(signal, payload, { id }): an emit with a caller-chosen id enqueues at most one message for that id, so a retried script never doubles work.
+import { isOkeError, OkeError } from "../errors.ts";
+import type { NewMessage, Store } from "../store/types.ts";
+import { emitContext, prepareEmit } from "./emit.ts";
+import type { SignalHandle } from "./signal.ts";
+
+export interface EmitOnceHost {
+  readonly registry: { subscribers: ReadonlyMap<string, readonly unknown[]> };
+  readonly clock: { now(): number };
+  readonly store: Pick<Store, "enqueue">;
+  /** The app's enqueue (claim at emit included). */
+  enqueue(message: NewMessage): Promise<void>;
+}
+
+/**
+ * Emits with `options.id` as the message id. A message with that id already
+ * stored (OKE1261, on every driver) means an earlier emit with the id
+ * committed: nothing is enqueued and the call resolves as that one did. The
+ * id is remembered as long as the message is: until it is delivered and
+ * pruned after `signals.retentionMs`, or discarded from the dead letters.
+ * Inside a caller's transaction (`tx`) the duplicate is thrown instead, since
+ * PostgreSQL has already aborted that transaction.
+ */
+export async function emitOnce<P>(
+  host: EmitOnceHost,
+  target: SignalHandle<P>,
+  payload: P | undefined,
+  options: { id: string; key?: string; tx?: unknown },
+): Promise<void> {
+  if (target.delivery !== "once") {
+    throw new OkeError({
+      code: "OKE1258",
+      status: 500,
+      message: `"${target.name}": emit { id } is for once signals; a ${target.delivery} signal stores no message to deduplicate`,
+    });
+  }
+  const message = await prepareEmit(emitContext(host.registry, host.clock.now()), target, payload, options, {
+    flow: "app.emit",
+    runId: null,
+  });
+  try {
+    if (options.tx === undefined) await host.enqueue(message);
+    else await host.store.enqueue([message], host.clock.now(), { tx: options.tx });
+  } catch (e) {
+    if (options.tx === undefined && isOkeError(e) && e.code === "OKE1261") return;
+    throw e;
+  }
+}
