@@ -6,6 +6,7 @@ import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { driveRun, type DurableDeps } from "../durable/runner.ts";
 import { WakeScheduler } from "../durable/wake-scheduler.ts";
+import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
 import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AnyFlow, Flow } from "../flow/flow.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
@@ -85,6 +86,8 @@ class OkeApp implements App, Runtime {
   private readonly tasks = new Set<Promise<unknown>>();
   private server: HttpServer | undefined;
   private cancelPrune: (() => void) | undefined;
+  private consoleServer: ConsoleServer | undefined;
+  private heartbeat: Heartbeat | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
   /** A store passed in by the caller is theirs to close. */
@@ -214,6 +217,16 @@ class OkeApp implements App, Runtime {
     this.scheduler?.start();
     await this.schedules.start();
     this.schedulePrune();
+    this.heartbeat = startHeartbeat({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      instanceId: this.instanceId,
+      env: this.env,
+      root: this.root,
+      flows: [...this.registry.flows.keys()],
+      signals: [...this.poolBySignal.keys()],
+    });
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
@@ -442,7 +455,9 @@ class OkeApp implements App, Runtime {
     return this.httpHandler.fetch(toRequest(input, init));
   }
 
-  async start(options: { port?: number; host?: string } = {}): Promise<{ port: number; host: string }> {
+  async start(
+    options: { port?: number; host?: string } = {},
+  ): Promise<{ port: number; host: string; console?: { port: number; url: string } }> {
     // Listen first so /_/ready can answer 503 while the orphan scan runs.
     this.server = await startHttpServer(this, {
       port: options.port ?? this.config.port,
@@ -460,7 +475,15 @@ class OkeApp implements App, Runtime {
       this.server = undefined;
       throw e;
     }
-    return { port: this.server.port, host: this.server.host };
+    // The operator Console (src/console/) on its own port; a port it cannot take stops the app again.
+    this.consoleServer = await startConsole(this, this.config).catch(async (e: unknown) => {
+      await this.stop({ timeoutMs: 0 });
+      throw e;
+    });
+    this.heartbeat?.setConsole(this.consoleServer?.url ?? null);
+    const c = this.consoleServer;
+    const bound = { port: this.server.port, host: this.server.host };
+    return c ? { ...bound, console: { port: c.port, url: c.url } } : bound;
   }
 
   private schedulePrune(): void {
@@ -548,6 +571,8 @@ class OkeApp implements App, Runtime {
       this.scheduler?.stop(timeoutMs),
     ]);
     await this.server?.close({ timeoutMs });
+    await this.consoleServer?.close();
+    await this.heartbeat?.stop();
     this.fleetClock?.stop();
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";

@@ -87,6 +87,15 @@ export interface OkeSettings {
     /** Lease of a running durable run in ms, renewed by a heartbeat. Default 30 000. */
     leaseMs?: number;
   };
+  /** The operator Console (docs/console.md), served by `app.start()` on its own port. */
+  console?: {
+    /** Port, or `false` to turn it off. Default: OKE_CONSOLE_PORT, else 6533 (off in test). */
+    port?: number | false;
+    /** Address to bind. Default `127.0.0.1` (loopback only). */
+    host?: string;
+    /** Operator tokens by label (the label is who the audit log names). OKE_CONSOLE_TOKEN adds one labelled "operator". */
+    tokens?: Record<string, string>;
+  };
   /** Graceful shutdown deadline in ms. Default 10 000. */
   shutdownTimeoutMs?: number;
 }
@@ -193,6 +202,8 @@ export interface ResolvedConfig {
   liveMaxBufferBytes: number;
   liveHeartbeatMs: number;
   shutdownTimeoutMs: number;
+  /** Console settings as given (base + env override); src/console/config.ts resolves them. */
+  console: NonNullable<OkeSettings["console"]>;
 }
 
 const JOURNALS: readonly string[] = ["memory", "file", "postgres"];
@@ -214,7 +225,9 @@ export function resolveConfig(
   checkConfig(config);
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
-  const pick = <K extends "drivers" | "database" | "file" | "http" | "signals" | "durable" | "live">(
+  const pick = <
+    K extends "drivers" | "database" | "file" | "http" | "signals" | "durable" | "live" | "console",
+  >(
     k: K,
   ): NonNullable<OkeSettings[K]> => ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
   const drivers = pick("drivers");
@@ -312,6 +325,7 @@ export function resolveConfig(
       "shutdownTimeoutMs",
       over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000,
     ),
+    console: pick("console"),
   };
 }
 

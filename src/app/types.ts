@@ -120,8 +120,11 @@ export interface App {
   readonly store: Store;
   /** Opens the store, runs the orphan scan, starts workers and the wake scheduler. Idempotent. */
   boot(): Promise<void>;
-  /** boot() + listen on `port` (default: PORT or 6530) and `host` (default loopback). Resolves with the bound address. */
-  start(options?: { port?: number; host?: string }): Promise<{ port: number; host: string }>;
+  /** boot() + listen on `port` (default: PORT or 6530) and `host` (default loopback), and the Console on its own port. Resolves with the bound addresses. */
+  start(options?: {
+    port?: number;
+    host?: string;
+  }): Promise<{ port: number; host: string; console?: { port: number; url: string } }>;
   /** Graceful stop: stop claiming, wait for in-flight work up to `timeoutMs` (default 10 000), close. */
   stop(options?: { timeoutMs?: number }): Promise<void>;
   /** In-process HTTP (no socket), like Hono's app.request(). */

@@ -1,0 +1,381 @@
+/** The Console's JSON API: one handler per endpoint over the operator API and the store's Console listings. */
+import { OkeError } from "../errors.ts";
+import type { AuditEntry } from "../store/console-types.ts";
+import type { MessageStatus, RunStatus, StoredMessage } from "../store/types.ts";
+import type { ConsoleHost } from "./host.ts";
+import type { ReplayJobs } from "./replay-jobs.ts";
+import { runDetail, summary } from "./timeline.ts";
+
+export interface ApiRequest {
+  params: Record<string, string | undefined>;
+  query: URLSearchParams;
+  body: unknown;
+  actor: string;
+}
+
+export interface ApiDeps {
+  host: ConsoleHost;
+  jobs: ReplayJobs;
+  /** Records an operator action in the store's audit log (and the log line, without payloads). */
+  audit: (entry: Omit<AuditEntry, "at">) => Promise<void>;
+}
+
+export type ApiHandler = (deps: ApiDeps, req: ApiRequest) => Promise<{ status?: number; body: unknown }>;
+
+const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "inflight", "dead", "delivered"];
+const RUN_STATUSES: Record<RunStatus, true> = {
+  running: true,
+  sleeping: true,
+  completed: true,
+  failed: true,
+};
+/** Ids one replay/discard call may name, and dead letters "all" may take in one call. */
+const MAX_IDS = 10_000;
+const ALL_CAP = 100_000;
+const THROUGHPUT_MINUTES = 10;
+
+export const badRequest = (message: string): OkeError =>
+  new OkeError({ code: "OKE1605", message: `console: ${message}`, status: 400 });
+export const notFound = (message: string): OkeError =>
+  new OkeError({ code: "OKE1606", message: `console: ${message}`, status: 404 });
+
+function limitOf(q: URLSearchParams, dflt = 50, max = 500): number {
+  const v = q.get("limit");
+  if (v === null) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw badRequest(`limit must be an integer from 1 to ${max}, got "${v}"`);
+  return n;
+}
+
+function timeOf(q: URLSearchParams, name: string): number | undefined {
+  const v = q.get(name);
+  if (v === null || v === "") return undefined;
+  const n = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
+  if (!Number.isFinite(n)) throw badRequest(`${name} must be epoch ms or an ISO date, got "${v}"`);
+  return n;
+}
+
+function onceSignal(host: ConsoleHost, name: string | undefined): string {
+  const s = host.manifest.signals.find((x) => x.name === name);
+  if (!s) throw notFound(`no signal named "${name ?? ""}" in this app`);
+  if (s.delivery !== "once") throw badRequest(`signal "${s.name}" is a broadcast signal: it has no queue`);
+  return s.name;
+}
+
+function bodyObject(body: unknown): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw badRequest("the request body must be a JSON object");
+  return body as Record<string, unknown>;
+}
+
+/** `{ ids: [...] }` or `{ all: true }`, exactly one. */
+function targetOf(body: Record<string, unknown>): string[] | "all" {
+  const { ids, all } = body;
+  if (all === true && ids === undefined) return "all";
+  if (all !== undefined && all !== false) throw badRequest('give either "ids" or "all": true, not both');
+  if (!Array.isArray(ids) || ids.length === 0 || !ids.every((x) => typeof x === "string" && x !== ""))
+    throw badRequest('"ids" must be a non-empty array of message ids (or send "all": true)');
+  if (ids.length > MAX_IDS) throw badRequest(`at most ${MAX_IDS} ids per call (send "all": true for more)`);
+  return [...new Set(ids as string[])];
+}
+
+function flagOf(body: Record<string, unknown>, name: string): boolean {
+  const v = body[name];
+  if (v === undefined) return false;
+  if (typeof v !== "boolean") throw badRequest(`"${name}" must be true or false`);
+  return v;
+}
+
+/** Ids of the signal's dead letters, oldest first, up to `cap`. */
+async function deadIds(
+  host: ConsoleHost,
+  signal: string,
+  cap: number,
+): Promise<{ ids: string[]; more: boolean }> {
+  const ids: string[] = [];
+  let cursor: string | null = null;
+  while (ids.length < cap) {
+    const page = await host.store.pageMessages({
+      signal,
+      status: "dead",
+      cursor,
+      limit: Math.min(500, cap - ids.length),
+    });
+    ids.push(...page.items.map((m) => m.id));
+    if (page.next === null) return { ids, more: false };
+    cursor = page.next;
+  }
+  return { ids, more: true };
+}
+
+/** Which of `ids` are dead letters of `signal` right now. */
+async function stillDead(host: ConsoleHost, signal: string, ids: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const id of ids) {
+    const m = await host.store.getMessage(id);
+    if (m?.signal === signal && m.status === "dead") out.push(id);
+  }
+  return out;
+}
+
+const messageView = (m: StoredMessage) => ({
+  id: m.id,
+  signal: m.signal,
+  key: m.key,
+  status: m.status,
+  attempts: m.attempts,
+  failures: m.failures,
+  payload: m.payload,
+  parentRunId: m.parentRunId,
+  createdAt: m.createdAt,
+  updatedAt: m.updatedAt,
+  leaseExpiresAt: m.leaseExpiresAt,
+});
+
+async function signalsView(host: ConsoleHost) {
+  const now = host.clock.now();
+  const from = Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
+  const [stats, tp] = await Promise.all([host.operator.signals(), host.store.throughput(from, 60_000, now)]);
+  const byName = new Map(tp.map((t) => [t.signal, t.delivered]));
+  return host.manifest.signals.map((s) => {
+    const st = stats.find((x) => x.signal === s.name);
+    return {
+      name: s.name,
+      delivery: s.delivery,
+      description: s.description,
+      flows: s.flows,
+      retries: s.retries,
+      ...(st
+        ? {
+            pending: st.pending,
+            inflight: st.inflight,
+            dead: st.dead,
+            delivered: st.delivered,
+            oldestPendingAgeMs: st.oldestPendingAgeMs,
+          }
+        : {}),
+      throughput: {
+        from,
+        bucketMs: 60_000,
+        delivered: byName.get(s.name) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+      },
+    };
+  });
+}
+
+export const handlers: Record<string, ApiHandler> = {
+  "GET /api/overview": async ({ host }) => {
+    const [signals, counts, failedRuns, instances, audit] = await Promise.all([
+      signalsView(host),
+      host.store.runCounts(),
+      host.store.pageRuns({ status: "failed", limit: 10 }),
+      host.store.listInstances(host.clock.now() - 30_000),
+      host.store.pageAudit({ limit: 10 }),
+    ]);
+    const deadLetters: ReturnType<typeof messageView>[] = [];
+    for (const s of signals)
+      if ((s.dead ?? 0) > 0)
+        deadLetters.push(
+          ...(await host.store.pageMessages({ signal: s.name, status: "dead", limit: 5 })).items.map(
+            messageView,
+          ),
+        );
+    deadLetters.sort((a, b) => b.updatedAt - a.updatedAt);
+    return {
+      body: {
+        env: host.env,
+        now: host.clock.now(),
+        signals,
+        flows: host.manifest.flows.map((f) => ({
+          name: f.name,
+          durable: f.durable,
+          triggers: f.triggers,
+          runs: Object.fromEntries(counts.filter((c) => c.flow === f.name).map((c) => [c.status, c.count])),
+        })),
+        recentFailures: {
+          deadLetters: deadLetters.slice(0, 10),
+          runs: failedRuns.items.map((r) => ({ ...summary(r), error: r.error })),
+        },
+        instances: instances.length,
+        audit: audit.items,
+      },
+    };
+  },
+
+  "GET /api/signals": async ({ host }) => ({ body: { signals: await signalsView(host) } }),
+
+  "GET /api/signals/:signal": async ({ host }, { params }) => {
+    const name = params.signal;
+    const s = (await signalsView(host)).find((x) => x.name === name);
+    if (!s) throw notFound(`no signal named "${name ?? ""}" in this app`);
+    return { body: s };
+  },
+
+  "GET /api/signals/:signal/messages": async ({ host }, { params, query }) => {
+    const signal = onceSignal(host, params.signal);
+    const status = (query.get("status") ?? "pending") as MessageStatus;
+    if (!MESSAGE_STATUSES.includes(status))
+      throw badRequest(`status must be one of ${MESSAGE_STATUSES.join(", ")}, got "${String(status)}"`);
+    const page = await host.store.pageMessages({
+      signal,
+      status,
+      cursor: query.get("cursor"),
+      limit: limitOf(query),
+    });
+    return { body: { items: page.items.map(messageView), next: page.next } };
+  },
+
+  "GET /api/signals/:signal/dead": async ({ host }, { params, query }) => {
+    const signal = onceSignal(host, params.signal);
+    const page = await host.store.pageMessages({
+      signal,
+      status: "dead",
+      cursor: query.get("cursor"),
+      limit: limitOf(query),
+    });
+    return { body: { items: page.items.map(messageView), next: page.next } };
+  },
+
+  "GET /api/messages/:id": async ({ host }, { params }) => {
+    const m = await host.store.getMessage(params.id ?? "");
+    if (!m)
+      throw notFound(`no message "${params.id ?? ""}" (never emitted, discarded, or pruned after delivery)`);
+    return { body: messageView(m) };
+  },
+
+  "POST /api/signals/:signal/replay": async ({ host, jobs, audit }, { params, body, actor }) => {
+    const signal = onceSignal(host, params.signal);
+    const b = bodyObject(body);
+    const target = targetOf(b);
+    const dryRun = flagOf(b, "dryRun");
+    const rate = b.rate;
+    if (rate !== undefined && (typeof rate !== "number" || !(rate > 0) || rate > 10_000))
+      throw badRequest('"rate" must be a number of messages per second, above 0 and at most 10 000');
+    const picked =
+      target === "all"
+        ? await deadIds(host, signal, ALL_CAP)
+        : { ids: await stillDead(host, signal, target), more: false };
+    if (dryRun) {
+      await audit({
+        actor,
+        action: "replay",
+        target: `signal:${signal}`,
+        detail: { dryRun, all: target === "all", count: picked.ids.length, rate },
+      });
+      return { body: { dryRun: true, wouldReplay: picked.ids, count: picked.ids.length, more: picked.more } };
+    }
+    if (rate !== undefined) {
+      const job = jobs.start(signal, picked.ids, rate, actor);
+      await audit({
+        actor,
+        action: "replay",
+        target: `signal:${signal}`,
+        detail: { all: target === "all", count: picked.ids.length, rate, job: job.id },
+      });
+      return { status: 202, body: { job } };
+    }
+    const replayed = await host.operator.replay(signal, target);
+    await audit({
+      actor,
+      action: "replay",
+      target: `signal:${signal}`,
+      detail: { all: target === "all", count: replayed.length, ids: replayed.slice(0, 100) },
+    });
+    return { body: { replayed } };
+  },
+
+  "POST /api/signals/:signal/discard": async ({ host, audit }, { params, body, actor }) => {
+    const signal = onceSignal(host, params.signal);
+    const b = bodyObject(body);
+    const target = targetOf(b);
+    if (flagOf(b, "dryRun")) {
+      const picked =
+        target === "all"
+          ? await deadIds(host, signal, ALL_CAP)
+          : { ids: await stillDead(host, signal, target), more: false };
+      await audit({
+        actor,
+        action: "discard",
+        target: `signal:${signal}`,
+        detail: { dryRun: true, all: target === "all", count: picked.ids.length },
+      });
+      return {
+        body: { dryRun: true, wouldDiscard: picked.ids, count: picked.ids.length, more: picked.more },
+      };
+    }
+    const discarded = await host.operator.discard(signal, target);
+    await audit({
+      actor,
+      action: "discard",
+      target: `signal:${signal}`,
+      detail: { all: target === "all", count: discarded.length, ids: discarded.slice(0, 100) },
+    });
+    return { body: { discarded } };
+  },
+
+  "GET /api/replays": async ({ jobs }) => ({ body: { jobs: jobs.list() } }),
+
+  "GET /api/runs": async ({ host }, { query }) => {
+    const status = query.get("status") ?? undefined;
+    if (status !== undefined && !(status in RUN_STATUSES))
+      throw badRequest(`status must be one of ${Object.keys(RUN_STATUSES).join(", ")}, got "${status}"`);
+    const label = query.get("label") ?? undefined;
+    const page = await host.store.pageRuns({
+      status: status as RunStatus | undefined,
+      flow: query.get("flow") ?? undefined,
+      parentRunId: query.get("parent") ?? undefined,
+      since: timeOf(query, "since"),
+      until: timeOf(query, "until"),
+      cursor: query.get("cursor"),
+      limit: limitOf(query),
+    });
+    // Sleep labels come from each sleeping run's journal: one read per sleeping run on the page.
+    const items = [];
+    for (const r of page.items) {
+      let sleepingOn: string | null = null;
+      if (r.status === "sleeping") {
+        const last = [...(await host.store.getJournal(r.id))].reverse().find((e) => e.kind === "sleep");
+        sleepingOn = last ? ((last as { label?: string }).label ?? last.name) : null;
+      }
+      if (label !== undefined && sleepingOn !== label) continue;
+      items.push({ ...summary(r), parentRunId: r.parentRunId, sleepingOn, error: r.error });
+    }
+    return { body: { items, next: page.next } };
+  },
+
+  "GET /api/runs/:id": async ({ host }, { params }) => {
+    const detail = await runDetail(host, params.id ?? "");
+    if (!detail) throw notFound(`no run "${params.id ?? ""}"`);
+    return { body: detail };
+  },
+
+  "POST /api/runs/:id/wake": async ({ host, audit }, { params, actor }) => {
+    const runId = params.id ?? "";
+    const run = await host.store.getRun(runId);
+    if (!run) throw notFound(`no run "${runId}"`);
+    if (run.status !== "sleeping")
+      throw new OkeError({
+        code: "OKE1608",
+        message: `console: run "${runId}" is ${run.status}, not sleeping`,
+        status: 409,
+      });
+    const result = await host.operator.wakeEarly(runId);
+    await audit({
+      actor,
+      action: "wake",
+      target: `run:${runId}`,
+      detail: { outcome: result.outcome, flow: run.flow, wakeAt: run.wakeAt },
+    });
+    return { body: result };
+  },
+
+  "GET /api/instances": async ({ host }) => {
+    const now = host.clock.now();
+    return { body: { now, instances: await host.store.listInstances(now - 30_000), self: host.instanceId } };
+  },
+
+  "GET /api/audit": async ({ host }, { query }) => ({
+    body: await host.store.pageAudit({ cursor: query.get("cursor"), limit: limitOf(query) }),
+  }),
+};

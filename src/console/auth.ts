@@ -1,0 +1,175 @@
+/** Console authentication: operator tokens (constant-time), browser sessions, cross-site checks, failed-login limits. */
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { OkeError } from "../errors.ts";
+import { isLoopback } from "./config.ts";
+
+export const SESSION_COOKIE = "oke_console";
+/** Mutating calls must carry this header: a cross-site form or fetch cannot set it without a CORS preflight we never grant. */
+export const CSRF_HEADER = "x-oke-console";
+const SESSION_MS = 12 * 3_600_000;
+/** Failed logins allowed per client address per window, then 429 until the window ends. */
+const MAX_FAILURES = 10;
+const FAILURE_WINDOW_MS = 60_000;
+
+export const consoleErrors = {
+  unauthenticated: () =>
+    new OkeError({
+      code: "OKE1601",
+      message: "console: this request needs an operator token",
+      fix: "Send `Authorization: Bearer <token>` (OKE_CONSOLE_TOKEN), or sign in on the Console page.",
+      status: 401,
+    }),
+  badToken: () => new OkeError({ code: "OKE1602", message: "console: unknown operator token", status: 401 }),
+  crossSite: (why: string) =>
+    new OkeError({
+      code: "OKE1603",
+      message: `console: refused a cross-site or unmarked request (${why})`,
+      fix: `Mutating calls need the "${CSRF_HEADER}: 1" header and, from a browser, the Console's own origin.`,
+      status: 403,
+    }),
+  tooManyFailures: (retryAfterS: number) =>
+    new OkeError({
+      code: "OKE1604",
+      message: `console: too many failed sign-ins from this address; try again in ${retryAfterS} s`,
+      status: 429,
+      details: { retryAfterS },
+    }),
+  hostNotAllowed: (host: string) =>
+    new OkeError({
+      code: "OKE1607",
+      message: `console: host "${host}" refused (an open Console answers loopback names only)`,
+      status: 403,
+    }),
+} as const;
+
+const digest = (s: string): Buffer => createHash("sha256").update(s).digest();
+
+export interface Actor {
+  label: string;
+}
+
+/** Tokens, sessions and the failure limiter of one Console server. */
+export class ConsoleAuth {
+  private readonly tokens: Array<{ label: string; digest: Buffer }>;
+  private readonly sessions = new Map<string, { label: string; expires: number }>();
+  private readonly failures = new Map<string, { count: number; since: number }>();
+
+  constructor(
+    tokens: Map<string, string>,
+    readonly open: boolean,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.tokens = [...tokens].map(([label, secret]) => ({ label, digest: digest(secret) }));
+  }
+
+  /** The token's label, comparing against every token in constant time (no early exit). */
+  private match(token: string): string | undefined {
+    const d = digest(token);
+    let found: string | undefined;
+    for (const t of this.tokens) if (timingSafeEqual(d, t.digest) && found === undefined) found = t.label;
+    return found;
+  }
+
+  /** Throws 429 while an address is over its failure budget. */
+  private checkLimit(addr: string): void {
+    const f = this.failures.get(addr);
+    if (f === undefined) return;
+    const elapsed = this.now() - f.since;
+    if (elapsed >= FAILURE_WINDOW_MS) this.failures.delete(addr);
+    else if (f.count >= MAX_FAILURES)
+      throw consoleErrors.tooManyFailures(Math.ceil((FAILURE_WINDOW_MS - elapsed) / 1000));
+  }
+
+  private fail(addr: string): void {
+    const f = this.failures.get(addr);
+    if (f === undefined || this.now() - f.since >= FAILURE_WINDOW_MS)
+      this.failures.set(addr, { count: 1, since: this.now() });
+    else f.count++;
+    // Bounded: a flood of addresses cannot grow the map without limit.
+    if (this.failures.size > 10_000) this.failures.delete(this.failures.keys().next().value!);
+  }
+
+  /** Who is calling, or a 401/429. */
+  authenticate(req: IncomingMessage): Actor {
+    if (this.open) {
+      const host = hostName(req);
+      // DNS rebinding: a page on evil.example resolving to 127.0.0.1 would send its own Host.
+      if (!isLoopback(host)) throw consoleErrors.hostNotAllowed(host);
+      return { label: "dev (open)" };
+    }
+    const addr = req.socket.remoteAddress ?? "?";
+    const auth = req.headers.authorization;
+    if (auth !== undefined) {
+      this.checkLimit(addr);
+      const m = /^Bearer\s+(.+)$/i.exec(auth);
+      const label = m ? this.match(m[1]!.trim()) : undefined;
+      if (label === undefined) {
+        this.fail(addr);
+        throw consoleErrors.badToken();
+      }
+      return { label };
+    }
+    const sid = cookie(req, SESSION_COOKIE);
+    const s = sid === undefined ? undefined : this.sessions.get(sid);
+    if (s !== undefined && s.expires > this.now()) return { label: s.label };
+    if (s !== undefined) this.sessions.delete(sid!);
+    throw consoleErrors.unauthenticated();
+  }
+
+  /** Exchanges a token for a session id (the page's cookie). */
+  login(req: IncomingMessage, token: unknown): { sid: string; label: string } {
+    const addr = req.socket.remoteAddress ?? "?";
+    this.checkLimit(addr);
+    const label = typeof token === "string" ? this.match(token) : undefined;
+    if (label === undefined) {
+      this.fail(addr);
+      throw consoleErrors.badToken();
+    }
+    const sid = randomBytes(32).toString("base64url");
+    this.sessions.set(sid, { label, expires: this.now() + SESSION_MS });
+    return { sid, label };
+  }
+
+  logout(req: IncomingMessage): void {
+    const sid = cookie(req, SESSION_COOKIE);
+    if (sid !== undefined) this.sessions.delete(sid);
+  }
+}
+
+/** Cross-site protection for mutating calls: the custom header, and a same-origin Origin/Sec-Fetch-Site when a browser sends them. */
+export function checkSameSite(req: IncomingMessage): void {
+  if (req.headers[CSRF_HEADER] === undefined) throw consoleErrors.crossSite(`no ${CSRF_HEADER} header`);
+  const site = req.headers["sec-fetch-site"];
+  if (site !== undefined && site !== "same-origin" && site !== "none")
+    throw consoleErrors.crossSite(`Sec-Fetch-Site: ${String(site)}`);
+  const origin = req.headers.origin;
+  if (origin !== undefined && origin !== "null") {
+    let originHost: string;
+    try {
+      originHost = new URL(origin).host;
+    } catch {
+      throw consoleErrors.crossSite("malformed Origin");
+    }
+    if (originHost !== req.headers.host) throw consoleErrors.crossSite(`Origin ${origin}`);
+  } else if (origin === "null") throw consoleErrors.crossSite("Origin null");
+}
+
+function hostName(req: IncomingMessage): string {
+  const host = req.headers.host ?? "";
+  if (host.startsWith("[")) return host.slice(1, host.indexOf("]"));
+  const colon = host.lastIndexOf(":");
+  return colon === -1 ? host : host.slice(0, colon);
+}
+
+function cookie(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const eq = part.indexOf("=");
+    if (eq !== -1 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+export const sessionCookie = (sid: string, secure: boolean): string =>
+  `${SESSION_COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_MS / 1000}${secure ? "; Secure" : ""}`;
+export const clearedCookie = `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`;

@@ -1,0 +1,221 @@
+/** The Console's own HTTP server: the JSON API under /api, the prebuilt page at /, authentication in front of both. */
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import FindMyWay from "find-my-way";
+import { OkeError } from "../errors.ts";
+import { handlers, type ApiDeps } from "./api.ts";
+import { checkSameSite, clearedCookie, ConsoleAuth, sessionCookie } from "./auth.ts";
+import type { ConsoleConfig } from "./config.ts";
+import type { ConsoleHost } from "./host.ts";
+import { ReplayJobs } from "./replay-jobs.ts";
+
+const BODY_LIMIT = 64 * 1024;
+
+export interface ConsoleServer {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The page's files, shipped as they are (no build step): src/console/page/. */
+const PAGE_FILES: Record<string, { file: string; type: string }> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/console.js": { file: "console.js", type: "text/javascript; charset=utf-8" },
+  "/console.css": { file: "console.css", type: "text/css; charset=utf-8" },
+};
+
+// Everything comes from this origin; no inline script, no framing.
+const PAGE_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+};
+
+async function pageFile(name: string): Promise<Buffer> {
+  // From src/console/ the page sits beside this file; from dist/console/ it is read from the shipped src/.
+  try {
+    return await readFile(new URL(`./page/${name}`, import.meta.url));
+  } catch {
+    return readFile(new URL(`../../src/console/page/${name}`, import.meta.url));
+  }
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    ...headers,
+  });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, e: OkeError): void {
+  const retry = (e.details as { retryAfterS?: number } | undefined)?.retryAfterS;
+  send(res, e.status, { error: e.toJSON() }, retry === undefined ? {} : { "retry-after": String(retry) });
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > BODY_LIMIT)
+      throw new OkeError({
+        code: "OKE1605",
+        message: `console: request body over ${BODY_LIMIT} bytes`,
+        status: 413,
+      });
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return undefined;
+  const type = req.headers["content-type"] ?? "";
+  if (!/^application\/json\b/i.test(type))
+    throw new OkeError({
+      code: "OKE1605",
+      message: "console: send the body as application/json",
+      status: 415,
+    });
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    throw new OkeError({
+      code: "OKE1605",
+      message: "console: the request body is not valid JSON",
+      status: 400,
+    });
+  }
+}
+
+type Route = { kind: "api"; key: string } | { kind: "login" } | { kind: "logout" } | { kind: "whoami" };
+
+export async function startConsoleServer(
+  host: ConsoleHost,
+  config: ConsoleConfig,
+  open: boolean,
+): Promise<ConsoleServer> {
+  const auth = new ConsoleAuth(config.tokens, open);
+  const jobs = new ReplayJobs(host, (job) => {
+    host.logger.info(
+      { job: job.id, signal: job.signal, replayed: job.replayed, state: job.state },
+      "console: paced replay ended",
+    );
+  });
+  const deps: ApiDeps = {
+    host,
+    jobs,
+    audit: async (entry) => {
+      await host.store.recordAudit({ ...entry, at: host.clock.now() });
+      // Counts and ids only: payloads never reach the log.
+      host.logger.info(
+        { actor: entry.actor, action: entry.action, target: entry.target, count: entry.detail.count },
+        "console: operator action",
+      );
+    },
+  };
+  const router = FindMyWay({ ignoreTrailingSlash: true });
+  const noop = (): void => undefined;
+  for (const key of Object.keys(handlers)) {
+    const [method, path] = key.split(" ") as [FindMyWay.HTTPMethod, string];
+    router.on(method, path, noop, { kind: "api", key } satisfies Route);
+  }
+  router.on("POST", "/api/login", noop, { kind: "login" } satisfies Route);
+  router.on("POST", "/api/logout", noop, { kind: "logout" } satisfies Route);
+  router.on("GET", "/api/whoami", noop, { kind: "whoami" } satisfies Route);
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? "/", "http://console.invalid");
+    const method = req.method ?? "GET";
+    const page = PAGE_FILES[url.pathname];
+    if (page && (method === "GET" || method === "HEAD")) {
+      // The page itself holds no data: it loads, then asks /api (which authenticates) for everything.
+      if (open) auth.authenticate(req); // open mode still refuses foreign Host names
+      res.writeHead(200, { "content-type": page.type, "cache-control": "no-cache", ...PAGE_HEADERS });
+      res.end(method === "HEAD" ? undefined : await pageFile(page.file));
+      return;
+    }
+    const found = router.find(method as FindMyWay.HTTPMethod, url.pathname);
+    if (!found) {
+      throw new OkeError({
+        code: "OKE1606",
+        message: `console: no endpoint ${method} ${url.pathname}`,
+        status: 404,
+      });
+    }
+    const route = found.store as Route;
+    const mutating = method !== "GET" && method !== "HEAD";
+    if (mutating) checkSameSite(req);
+    const body = mutating ? await readJson(req) : undefined;
+    if (route.kind === "login") {
+      const token = (body as { token?: unknown } | undefined)?.token;
+      if (open) return send(res, 200, { label: "dev (open)", open: true });
+      const { sid, label } = auth.login(req, token);
+      const secure = req.headers["x-forwarded-proto"] === "https";
+      return send(res, 200, { label, open: false }, { "set-cookie": sessionCookie(sid, secure) });
+    }
+    if (route.kind === "logout") {
+      auth.logout(req);
+      return send(res, 200, { ok: true }, { "set-cookie": clearedCookie });
+    }
+    const actor = auth.authenticate(req);
+    if (route.kind === "whoami") return send(res, 200, { label: actor.label, open, env: host.env });
+    const out = await handlers[route.key]!(deps, {
+      params: found.params,
+      query: url.searchParams,
+      body,
+      actor: actor.label,
+    });
+    send(res, out.status ?? 200, out.body);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      if (e instanceof OkeError && e.status < 500) return sendError(res, e);
+      const err =
+        e instanceof OkeError
+          ? e
+          : new OkeError({ code: "OKE1600", message: "console: internal error", cause: e });
+      // The error, never the request body.
+      host.logger.error(
+        { err: e, method: req.method, path: req.url?.split("?")[0] },
+        "console: request failed",
+      );
+      if (!res.headersSent) sendError(res, err);
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, config.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  server.on("error", (e) => host.logger.error({ err: e }, "console: server error"));
+  const port = (server.address() as AddressInfo).port;
+  const shownHost = config.host.includes(":") ? `[${config.host}]` : config.host;
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://${shownHost}:${port}`,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        jobs.stopAll();
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        // Operators' open tabs poll; nothing they hold is worth waiting for.
+        setTimeout(() => server.closeAllConnections(), 1_000).unref();
+      });
+      return closed;
+    },
+  };
+}
