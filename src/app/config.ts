@@ -129,6 +129,7 @@ export const CONFIG_SECTIONS = {
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { leaseMs: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
+  console: { port: true, host: true, tokens: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
 /** Top-level settings that are plain values, not sections. */
 const CONFIG_VALUES = { shutdownTimeoutMs: true } as const satisfies KeysOf<Omit<OkeSettings, Section>>;

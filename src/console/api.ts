@@ -1,7 +1,7 @@
 /** The Console's JSON API: one handler per endpoint over the operator API and the store's Console listings. */
 import { OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
-import type { MessageStatus, RunStatus, StoredMessage } from "../store/types.ts";
+import { entryName, type MessageStatus, type RunStatus, type StoredMessage } from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
 import { runDetail, summary } from "./timeline.ts";
@@ -336,7 +336,7 @@ export const handlers: Record<string, ApiHandler> = {
       let sleepingOn: string | null = null;
       if (r.status === "sleeping") {
         const last = [...(await host.store.getJournal(r.id))].reverse().find((e) => e.kind === "sleep");
-        sleepingOn = last ? ((last as { label?: string }).label ?? last.name) : null;
+        sleepingOn = last ? entryName(last) : null;
       }
       if (label !== undefined && sleepingOn !== label) continue;
       items.push({ ...summary(r), parentRunId: r.parentRunId, sleepingOn, error: r.error });

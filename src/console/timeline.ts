@@ -1,5 +1,5 @@
 /** A run's detail for operators: its journal as a timeline, emits linked to messages, calls to child runs, the trace chain. */
-import type { JournalEntry, RunRecord } from "../store/types.ts";
+import { entryName, type JournalEntry, type RunRecord } from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 
 export interface TimelineItem {
@@ -66,9 +66,6 @@ export const summary = (r: RunRecord): RunSummary => ({
   wakeAt: r.wakeAt,
 });
 
-/** The sleep label of an entry (`label` once the conventions rename lands, `name` before). */
-const sleepLabel = (e: JournalEntry): string => (e as { label?: string }).label ?? e.name;
-
 export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDetail | undefined> {
   const found = await host.operator.run(runId);
   if (!found) return undefined;
@@ -85,16 +82,16 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     const item: TimelineItem = {
       seq: e.seq,
       kind: e.kind,
-      name: e.name,
+      name: entryName(e),
       at: e.at,
       tookMs: Math.max(0, e.at - prev),
     };
     prev = e.at;
     if (e.error) item.error = { code: e.error.code, message: e.error.message };
     if (e.kind === "sleep") {
-      item.label = sleepLabel(e);
-      if (e.wakeAt !== undefined) item.wakeAt = e.wakeAt;
-      if (e.duration !== undefined) item.duration = e.duration;
+      item.label = e.label;
+      item.wakeAt = e.wakeAt;
+      item.duration = e.duration;
     } else if (e.kind === "emit") {
       const id = (e.value as { messageId?: unknown } | undefined)?.messageId;
       if (typeof id === "string") {
@@ -124,7 +121,7 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
   return {
     run,
     timeline,
-    sleepingOn: run.status === "sleeping" && lastSleep ? sleepLabel(lastSleep) : null,
+    sleepingOn: run.status === "sleeping" && lastSleep ? entryName(lastSleep) : null,
     ancestors,
     children: children.map(summary),
   };
