@@ -26,6 +26,7 @@ const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "inflight", "dead
 const RUN_STATUSES: Record<RunStatus, true> = {
   running: true,
   sleeping: true,
+  compensating: true,
   completed: true,
   failed: true,
 };
