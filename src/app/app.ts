@@ -513,6 +513,8 @@ class OkeApp implements App, Runtime {
       this.track(this.resume(acquired));
       return { outcome: "resumed", runId };
     } catch (e) {
+      // The wake event raced us and a scheduler already ran it to the end: it woke, just not through us.
+      if (e instanceof OkeError && e.code === "OKE1310") return { outcome: "wake time only", runId };
       if (!(e instanceof JournalLeaseBusy)) throw e;
       // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
       const holder = (await this.store.getRun(runId))?.leaseOwner ?? "";
