@@ -5,6 +5,7 @@ import { FleetClock } from "../clock/fleet-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { driveRun, type DurableDeps } from "../durable/runner.ts";
+import { RunRetention } from "../durable/run-retention.ts";
 import { WakeScheduler } from "../durable/wake-scheduler.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
 import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
@@ -67,6 +68,7 @@ class OkeApp implements App, Runtime {
   readonly logger: Logger;
   readonly clock: Clock;
   private readonly fleetClock: FleetClock | undefined;
+  private readonly retention: RunRetention;
   readonly store: Store;
   readonly send: SendDrivers;
   readonly instanceId: string;
@@ -128,6 +130,12 @@ class OkeApp implements App, Runtime {
       nextOwner: this.nextOwner,
       leaseMs: this.config.durableLeaseMs,
     };
+    this.retention = new RunRetention({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      retentionMs: this.config.durableRetentionMs,
+    });
     this.schedules = new ScheduleRuntime({
       store: this.store,
       clock: this.clock,
@@ -227,6 +235,7 @@ class OkeApp implements App, Runtime {
       flows: [...this.registry.flows.keys()],
       signals: [...this.poolBySignal.keys()],
     });
+    this.retention.start();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
@@ -564,6 +573,7 @@ class OkeApp implements App, Runtime {
     // Live streams never finish on their own: end them first, their clients reconnect elsewhere and resume.
     this.sse.closeAll();
     this.cancelPrune?.();
+    await this.retention.stop();
     clearInterval(this.keepAlive);
     await this.schedules.stop();
     await Promise.all([

@@ -86,6 +86,8 @@ export interface OkeSettings {
   durable?: {
     /** Lease of a running durable run in ms, renewed by a heartbeat. Default 30 000. */
     leaseMs?: number;
+    /** How long completed and failed runs (and their journals) are kept before pruning, in ms. Default 7 days. */
+    retentionMs?: number;
   };
   /** The operator Console (docs/console.md), served by `app.start()` on its own port. */
   console?: {
@@ -127,7 +129,7 @@ export const CONFIG_SECTIONS = {
     idempotencyWindowMs: true,
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
-  durable: { leaseMs: true },
+  durable: { retentionMs: true, leaseMs: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
   console: { port: true, host: true, tokens: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
@@ -199,6 +201,7 @@ export interface ResolvedConfig {
   claimAtEmit: boolean;
   retentionMs: number;
   durableLeaseMs: number;
+  durableRetentionMs: number;
   liveMaxConnections: number;
   liveMaxBufferBytes: number;
   liveHeartbeatMs: number;
@@ -319,6 +322,7 @@ export function resolveConfig(
     claimAtEmit: boolean("signals.claimAtEmit", signals.claimAtEmit ?? true),
     retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
+    durableRetentionMs: positive("durable.retentionMs", durable.retentionMs ?? 7 * 24 * 3_600_000),
     liveMaxConnections: positive("live.maxConnections", live.maxConnections ?? 10_000),
     liveMaxBufferBytes: positive("live.maxBufferBytes", live.maxBufferBytes ?? 1024 * 1024),
     liveHeartbeatMs: positive("live.heartbeatMs", live.heartbeatMs ?? 15_000),

@@ -8,6 +8,7 @@
  * the app's Clock, so time travel works on every driver, SQL included.
  */
 import type { IdempotencyStore } from "./idempotency-types.ts";
+import type { RunRetentionStore } from "./retention-types.ts";
 import type { ScheduleStore } from "./schedule-types.ts";
 
 import type { CompensationStore } from "./compensation-types.ts";
@@ -326,7 +327,8 @@ export interface Store
     HealthStore,
     ScheduleStore,
     CompensationStore,
-    IdempotencyStore {
+    IdempotencyStore,
+    RunRetentionStore {
   readonly driver: "memory" | "file" | "postgres";
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;

@@ -13,6 +13,7 @@ import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
 import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
+import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
 
@@ -47,5 +48,6 @@ export function describeStoreConformance(
     fanoutCases(factory);
     scheduleCases(factory);
     idempotencyCases(factory);
+    retentionCases(factory);
   });
 }

@@ -251,6 +251,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     recordScheduleError: guarded("recordScheduleError"),
     listFires: guarded("listFires"),
     pruneFires: guarded("pruneFires"),
+    pruneRuns: guarded("pruneRuns"),
     claimIdempotencyKey: guarded("claimIdempotencyKey"),
     renewIdempotencyKey: guarded("renewIdempotencyKey"),
     completeIdempotencyKey: guarded("completeIdempotencyKey"),

@@ -96,6 +96,7 @@ export type EngineOp =
   | { op: "fireBatch"; reqs: FireRequest[] }
   | { op: "recordScheduleError"; name: string; error: ScheduleError | null; now: number }
   | { op: "pruneFires"; before: number }
+  | { op: "pruneRuns"; ids: string[] }
   | { op: "claimIdempotency"; req: ClaimIdempotencyRequest }
   | { op: "renewIdempotency"; req: { key: string; fingerprint: string; now: number; lockMs: number } }
   | {
@@ -293,6 +294,14 @@ export class MemoryEngine {
     return this.schedules.prune(before);
   }
 
+  // Retention: the ids are the op, so replaying a log removes exactly the runs the call did.
+  prunableRuns(before: number, limit: number): string[] {
+    return this.journal.prunable(before, limit);
+  }
+  removeRuns(ids: readonly string[]): number {
+    return this.journal.remove(ids);
+  }
+
   // Idempotency keys
 
   claimIdempotency(req: ClaimIdempotencyRequest): { claim: IdempotencyClaim; changed: boolean } {
@@ -375,6 +384,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.recordScheduleError(op.name, op.error, op.now);
     case "pruneFires":
       return engine.pruneFires(op.before);
+    case "pruneRuns":
+      return engine.removeRuns(op.ids);
     case "claimIdempotency":
       return engine.claimIdempotency(op.req);
     case "renewIdempotency":

@@ -230,6 +230,38 @@ export class MemoryJournal {
     );
   }
 
+  /**
+   * Ids of at most `limit` finished runs last updated before `before`, oldest
+   * finish first as far as the status maps keep finish order (a run enters
+   * its terminal map when it finishes).
+   */
+  prunable(before: number, limit: number): string[] {
+    const out: string[] = [];
+    for (const status of ["completed", "failed"] as const)
+      for (const r of this.byStatus[status].values()) {
+        if (out.length >= limit) return out;
+        if (r.updatedAt < before) out.push(r.id);
+      }
+    return out;
+  }
+
+  /** Deletes finished runs and their journals (retention); live ids are skipped. */
+  remove(ids: readonly string[]): number {
+    let n = 0;
+    for (const id of ids) {
+      const r = this.runs.get(id);
+      if (r === undefined || (r.status !== "completed" && r.status !== "failed")) continue;
+      this.runs.delete(id);
+      this.byStatus[r.status].delete(id);
+      const flow = this.byFlow.get(r.flow);
+      flow?.delete(id);
+      if (flow?.size === 0) this.byFlow.delete(r.flow);
+      if (this.wakes.has(r)) this.wakes.remove(r);
+      n++;
+    }
+    return n;
+  }
+
   /** Every run record (Console listings read, never mutate). */
   records(): Iterable<RunRec> {
     return this.runs.values();

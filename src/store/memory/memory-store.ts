@@ -229,6 +229,12 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async listFires(name, limit) {
       return engine.listFires(name, limit);
     },
+    async pruneRuns(before, limit) {
+      const ids = engine.prunableRuns(before, limit);
+      const n = engine.removeRuns(ids);
+      if (n > 0) await commit({ op: "pruneRuns", ids });
+      return n;
+    },
     async pruneFires(before) {
       const n = engine.pruneFires(before);
       if (n > 0) await commit({ op: "pruneFires", before });

@@ -20,6 +20,7 @@ import * as admin from "./postgres-queue-admin.ts";
 import * as runs from "./postgres-runs.ts";
 import * as schedules from "./postgres-schedules.ts";
 import * as idempotency from "./postgres-idempotency.ts";
+import { pruneRuns } from "./postgres-retention.ts";
 import { settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
 
@@ -236,6 +237,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     recordScheduleError: (name, error, now) => schedules.recordScheduleError(ctx, name, error, now),
     listFires: (name, limit) => schedules.listFires(ctx, name, limit),
     pruneFires: (before) => schedules.pruneFires(ctx, before),
+    pruneRuns: (before, limit) => pruneRuns(ctx, before, limit),
     storeTime: () => schedules.storeTime(ctx),
     claimIdempotencyKey: (req) => idempotency.claimIdempotencyKey(ctx, req),
     renewIdempotencyKey: (req) => idempotency.renewIdempotencyKey(ctx, req),
