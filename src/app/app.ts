@@ -143,6 +143,15 @@ class OkeApp implements App, Runtime {
       clocks: [...this.registry.clocks.values()],
       // The app clock already is fleet time on PostgreSQL.
       fleetTime: false,
+      ...(this.config.claimAtEmit
+        ? {
+            claimAtFire: {
+              worker: this.instanceId,
+              leaseMs: this.config.leaseMs,
+              reserve: (signal: string) => this.poolBySignal.get(signal)?.reserve(),
+            },
+          }
+        : {}),
     });
     this.operator = {
       ...createOperatorApi(this),

@@ -30,6 +30,16 @@ export interface ScheduleRuntimeOptions {
    * store has one. For the system clock only: time travel is its own truth.
    */
   fleetTime?: boolean;
+  /**
+   * Claim at fire (stores with `enqueueClaimed`): a slot of the clock's
+   * worker pool, held while the fire is written already claimed, so the
+   * handler starts on the commit with no claim round trip.
+   */
+  claimAtFire?: {
+    worker: string;
+    leaseMs: number;
+    reserve(signal: string): { start(m: ClaimedMessage): void; release(): void } | undefined;
+  };
 }
 
 /** After a failed store call, or a fire refused without the state changing, try again this much later. */
@@ -200,8 +210,38 @@ export class ScheduleRuntime {
       });
     }
     if (reqs.length === 0) return "none";
+    const cf = this.o.store.enqueueClaimed === undefined ? undefined : this.o.claimAtFire;
+    // Keyed fires (overlap: false) wait their turn in the key: only the claim may decide it.
+    const slots = reqs.map((r) => (r.message.key === null ? cf?.reserve(r.message.signal) : undefined));
+    reqs.forEach((r, i) => {
+      // Leases are read on each worker's own clock, as for any claim.
+      if (slots[i] !== undefined)
+        r.claim = { worker: cf!.worker, leaseExpiresAt: this.o.clock.now() + cf!.leaseMs };
+    });
     // One statement for every due schedule (postgres): instances firing together split the work.
-    const results = await this.o.store.fireBatch(reqs);
+    let results: boolean[];
+    try {
+      results = await this.o.store.fireBatch(reqs);
+    } catch (e) {
+      for (const s of slots) s?.release();
+      throw e;
+    }
+    reqs.forEach((r, i) => {
+      const slot = slots[i];
+      if (slot === undefined) return;
+      if (!results[i] || r.claim === undefined) return slot.release();
+      slot.start({
+        id: r.message.id,
+        signal: r.message.signal,
+        key: r.message.key,
+        payload: r.message.payload,
+        parentRunId: null,
+        attempts: 1,
+        createdAt: now,
+        lockedBy: r.claim.worker,
+        leaseExpiresAt: r.claim.leaseExpiresAt,
+      });
+    });
     this.refused = new Set(keys.filter((_, i) => !results[i]));
     return results.some((x) => x) ? "fired" : "refused";
   }

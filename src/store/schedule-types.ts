@@ -73,6 +73,14 @@ export interface FireRequest {
   now: number;
   /** The once message delivering the fire (id derived from the slot). */
   message: NewMessage;
+  /**
+   * Claim at fire: write the message already claimed by this worker (inflight,
+   * attempt 1, `leaseExpiresAt` on the worker's clock, like any claim) and do
+   * not announce it, so the firing instance runs it with no claim round trip.
+   * Honoured by `fireBatch` of drivers with `enqueueClaimed` (postgres); the
+   * others store the message pending as usual.
+   */
+  claim?: { worker: string; leaseExpiresAt: number };
 }
 
 /** One recorded fire: the schedule's history. */

@@ -3,7 +3,16 @@ import { describe, expect, it } from "vitest";
 import { ScheduleNotOverridableError } from "../../errors.ts";
 import type { DeclaredSchedule, FireRequest, ScheduleRecord, ScheduleSpec } from "../schedule-types.ts";
 import type { Store } from "../types.ts";
-import { claimOf, freshStore, idsOf, rejectionOf, T0, type StoreFactory } from "./harness.ts";
+import {
+  claimOf,
+  freshStore,
+  idsOf,
+  recordEvents,
+  rejectionOf,
+  T0,
+  type ConformanceOptions,
+  type StoreFactory,
+} from "./harness.ts";
 
 const hourly: ScheduleSpec = { cron: "0 * * * *", every: null, timezone: "UTC" };
 const minutely: ScheduleSpec = { cron: null, every: "1m", timezone: "UTC" };
@@ -39,7 +48,7 @@ const one = async (store: Store, name: string): Promise<ScheduleRecord> => {
   return r!;
 };
 
-export function scheduleCases(factory: StoreFactory): void {
+export function scheduleCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
   describe("schedules", () => {
     const store = freshStore(factory);
 
@@ -180,6 +189,33 @@ export function scheduleCases(factory: StoreFactory): void {
           `clock:${name}:${slot}`,
           `clock:${name}:${next}`,
         ]);
+    });
+
+    it("fireBatch with a claim writes the fire already claimed (claim at fire) and announces only the others", async () => {
+      await store().reconcileSchedules([decl("a"), decl("b")], T0);
+      const [a, b] = await store().listSchedules();
+      const slot = T0 + 3_600_000;
+      const events = recordEvents(store());
+      const claimed = { worker: "w1", leaseExpiresAt: slot + 30_000 };
+      expect(await store().fireBatch([fireReq(a!, slot, { claim: claimed }), fireReq(b!, slot)])).toEqual([
+        true,
+        true,
+      ]);
+      await events.next((e) => e.kind === "enqueued" && e.signal === "clock:b");
+      events.stop();
+      if (options.claimAtEmit === true) {
+        expect(await store().getMessage(`clock:a:${slot}`)).toMatchObject({
+          status: "inflight",
+          lockedBy: "w1",
+          attempts: 1,
+          leaseExpiresAt: slot + 30_000,
+        });
+        expect(events.events.filter((e) => e.kind === "enqueued" && e.signal === "clock:a")).toEqual([]);
+      } else {
+        // Drivers without claim at emit store it pending, like any fire.
+        expect(await store().getMessage(`clock:a:${slot}`)).toMatchObject({ status: "pending", attempts: 0 });
+      }
+      expect(await store().getMessage(`clock:b:${slot}`)).toMatchObject({ status: "pending" });
     });
 
     it("fire refuses an older slot, a stale version, a slot at or before the anchor, a paused or orphaned schedule", async () => {

@@ -46,7 +46,7 @@ export function describeStoreConformance(
     eventCases(factory);
     consoleCases(factory);
     fanoutCases(factory);
-    scheduleCases(factory);
+    scheduleCases(factory, options);
     idempotencyCases(factory);
     retentionCases(factory);
   });

@@ -238,14 +238,14 @@ export async function fire(ctx: PgContext, req: FireRequest): Promise<boolean> {
  */
 export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): Promise<boolean[]> {
   if (reqs.length === 0) return [];
-  if (reqs.length === 1) return [await fire(ctx, reqs[0]!)];
   const now = reqs[0]!.now;
   const notify = ctx.notify;
   const { rows } = await q<{ name: string }>(
     ctx.pool,
     `WITH u AS (
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::jsonb[])
-         AS u(name, slot, version, missed, id, signal, key, payload)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
+                            $13::text[], $14::bigint[])
+         AS u(name, slot, version, missed, id, signal, key, payload, locked_by, lease_expires_at)
      ), locked AS (
        SELECT s.name FROM ${ctx.s}.schedules s JOIN u ON u.name = s.name
        WHERE s.version = u.version AND NOT s.paused AND NOT s.orphaned AND u.slot > s.anchor_at
@@ -264,13 +264,18 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
        ON CONFLICT DO NOTHING
        RETURNING clock
      ), msg AS (
-       INSERT INTO ${ctx.s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
-       SELECT u.id, u.signal, u.key, u.payload, NULL, $9, $9 FROM u JOIN rec ON rec.clock = u.name
-       RETURNING signal
+       INSERT INTO ${ctx.s}.messages
+         (id, signal, key, payload, parent_run_id, created_at, updated_at, status, locked_by, lease_expires_at, attempts)
+       SELECT u.id, u.signal, u.key, u.payload, NULL, $9, $9,
+         CASE WHEN u.locked_by IS NULL THEN 'pending' ELSE 'inflight' END, u.locked_by, u.lease_expires_at,
+         CASE WHEN u.locked_by IS NULL THEN 0 ELSE 1 END
+       FROM u JOIN rec ON rec.clock = u.name
+       RETURNING signal, locked_by
      ), woke AS (
        SELECT pg_notify($10, CASE WHEN length(p) > 7000 THEN json_build_object('o', $11::text, 'w', 1)::text ELSE p END)
-       FROM (SELECT json_build_object('o', $11::text, 'e', json_agg(DISTINCT signal))::text AS p FROM msg) x
-       WHERE $12::boolean AND EXISTS (SELECT 1 FROM msg)
+       FROM (SELECT json_build_object('o', $11::text, 'e', json_agg(DISTINCT signal))::text AS p
+             FROM msg WHERE locked_by IS NULL) x
+       WHERE $12::boolean AND EXISTS (SELECT 1 FROM msg WHERE locked_by IS NULL)
      )
      SELECT rec.clock AS name FROM rec LEFT JOIN (SELECT count(*) FROM woke) w ON true`,
     [
@@ -286,13 +291,16 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
       ctx.channel,
       ctx.origin,
       notify,
+      reqs.map((r) => r.claim?.worker ?? null),
+      reqs.map((r) => r.claim?.leaseExpiresAt ?? null),
     ],
   ).catch((err: unknown) => {
     throw mapConflict(err);
   });
   const fired = new Set(rows.map((r) => r.name));
   const out = reqs.map((r) => fired.has(r.name));
-  const applied = reqs.filter((r) => fired.has(r.name)).map((r) => r.message);
+  // Fires written claimed are this instance's to run: nobody else is told.
+  const applied = reqs.filter((r) => fired.has(r.name) && r.claim === undefined).map((r) => r.message);
   if (applied.length > 0) ctx.emit(enqueuedEvents(applied));
   return out;
 }
