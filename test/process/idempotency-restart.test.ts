@@ -1,0 +1,67 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fileURLToPath } from "node:url";
+import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { Child } from "./spawn.ts";
+
+// An Idempotency-Key outlives its process: a retry sent to a new process on the same PostgreSQL
+// schema gets the first answer, and the flow ran once.
+
+const SCRIPT = fileURLToPath(new URL("./idempotent-child.ts", import.meta.url));
+const schema = `oke_idem_${process.pid}`;
+const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+
+beforeAll(async () => {
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
+  await store.open(); // migrations, so the child finds the schema
+  await store.close();
+  await admin.query(
+    `CREATE TABLE "${schema}".orders (order_id text PRIMARY KEY, sku text NOT NULL, pid int NOT NULL)`,
+  );
+});
+afterAll(async () => {
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+});
+
+const start = async (): Promise<{ child: Child; url: string }> => {
+  const child = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema }, SCRIPT);
+  const e = await child.waitFor((ev) => ev.event === "listening", "listening");
+  return { child, url: `http://127.0.0.1:${String(e.port)}/orders` };
+};
+const keyed = (key: string, sku: string): RequestInit => ({
+  method: "POST",
+  headers: { "content-type": "application/json", "idempotency-key": key },
+  body: JSON.stringify({ sku }),
+});
+
+describe("Idempotency-Key across a process restart (PostgreSQL)", () => {
+  it("a retry to the next process is answered from the first response; the flow ran once", async () => {
+    const a = await start();
+    const first = await fetch(a.url, keyed("order-key-1", "sku-1"));
+    expect(first.status).toBe(200);
+    const firstBody = await first.text();
+    await a.child.kill("SIGKILL");
+
+    const b = await start();
+    try {
+      const retry = await fetch(b.url, keyed("order-key-1", "sku-1"));
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      expect(await retry.text()).toBe(firstBody);
+      expect((await fetch(b.url, keyed("order-key-1", "sku-2"))).status).toBe(422);
+      // A new key runs in the new process.
+      const next = (await (await fetch(b.url, keyed("order-key-2", "sku-1"))).json()) as {
+        data: { pid: number };
+      };
+      expect(next.data.pid).toBe(b.child.proc.pid);
+      const { rows } = await admin.query<{ c: string }>(`SELECT count(*)::text AS c FROM "${schema}".orders`);
+      expect(rows[0]!.c).toBe("2");
+    } finally {
+      await b.child.kill("SIGKILL");
+    }
+  });
+});
