@@ -1,3 +1,4 @@
+/** OkeError, the error codes and texts the docs fix word for word, and errorRecord. */
 /**
  * One error class for everything okengine reports on purpose. `code` is stable
  * (documented in docs/errors.md); `cause` says what happened, `fix` what to do.
@@ -139,3 +140,13 @@ export const errors = {
       details: issues,
     }),
 } as const;
+
+/** The `{ code, message }` record a failure is journaled and dead-lettered as. */
+export function errorRecord(e: unknown): { code: string; message: string } {
+  if (e instanceof OkeError) return { code: e.code, message: e.message };
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    return { code: typeof code === "string" ? code : e.name || "Error", message: e.message };
+  }
+  return { code: "Error", message: String(e) };
+}

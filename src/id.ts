@@ -1,3 +1,4 @@
+/** Time-ordered unique ids (ms time + counter + random), sortable as strings. */
 import { randomBytes } from "node:crypto";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";

@@ -1,6 +1,4 @@
-/**
- * okengine's whole public vocabulary. Everything else is internal.
- */
+/** okengine's whole public vocabulary. Everything else is internal. */
 export { flow } from "./flow/flow.ts";
 export type { Flow, FlowOptions } from "./flow/flow.ts";
 export { on } from "./flow/on.ts";

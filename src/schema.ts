@@ -1,3 +1,4 @@
+/** Standard Schema helpers: validate with any library (zod, valibot, arktype) and describe its issues. */
 import type { StandardSchemaV1 } from "@standard-schema/spec";
 
 export type { StandardSchemaV1 };

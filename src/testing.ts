@@ -1,11 +1,9 @@
-/**
- * Test helpers: an in-process app on the memory driver with a frozen clock.
- */
+/** Test helpers (okengine/testing): an in-process app on the memory driver with a frozen clock. */
 import { createApp } from "./app/app.ts";
 import type { App, CreateAppOptions } from "./app/types.ts";
 import { createTimeTravel, type TimeTravel } from "./clock/time-travel.ts";
 import type { SentMessage } from "./fx/send.ts";
-import { loadProject } from "./cli/load-project.ts";
+import { loadProject } from "./project/load-project.ts";
 
 export { createTimeTravel } from "./clock/time-travel.ts";
 export type { TimeTravel } from "./clock/time-travel.ts";

@@ -1,3 +1,4 @@
+/** okengine/vitest: a vitest plugin that makes a test see the project the way `oke` does. */
 /**
  * `okengine/vitest`: a Vite/vitest plugin that makes a test see the project the way `oke` does.
  *
@@ -15,7 +16,7 @@
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readPathAliases } from "./cli/tsconfig-paths.ts";
+import { readPathAliases } from "./project/tsconfig-paths.ts";
 
 export interface OkenginePluginOptions {
   /** The project directory (holding src/ and oke.config.ts). Default: the current directory. */

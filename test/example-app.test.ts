@@ -1,3 +1,4 @@
+// The example shop app (examples/shop) end to end, in-process on the memory driver.
 /// <reference types="vite/client" />
 import { describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../src/testing.ts";

@@ -1,3 +1,4 @@
+// createApp end to end: adopting modules, schemas of any Standard Schema library, emits, invoke, durable runs.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import * as v from "valibot";

@@ -1,55 +1,40 @@
+/** The public App: a composition root that wires config, store, the signal and durable runtimes, and HTTP. */
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { systemClock, type Clock } from "../clock/clock.ts";
 import { FleetClock } from "../clock/fleet-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
-import { driveRun, type DurableDeps } from "../durable/runner.ts";
-import { RunRetention } from "../durable/run-retention.ts";
-import { WakeScheduler } from "../durable/wake-scheduler.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
-import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
-import type { AnyFlow, Flow } from "../flow/flow.ts";
+import { DurableRuntime, type WakeEarlyResult } from "../durable/durable-runtime.ts";
+import { RunRetention } from "../durable/run-retention.ts";
+import { OkeError } from "../errors.ts";
+import type { AnyFlow, Flow, InvokeResult } from "../flow/flow.ts";
+import { checkInput, executeFlow } from "../fx/execute.ts";
+import type { FxRuntime } from "../fx/runtime.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
 import { routeInput } from "../http/request-input.ts";
 import { startHttpServer, type HttpServer } from "../http/server.ts";
+import type { HttpRoute, Readiness, RouteRequest } from "../http/types.ts";
 import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import { emitOnce } from "../signal/emit-once.ts";
-import { BroadcastRuntime } from "../signal/broadcast-runtime.ts";
-import { LiveRuntime, type LiveListener, type LiveOptionsRead } from "../signal/live-runtime.ts";
+import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import { SseHub } from "../http/sse.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
-import { WorkerPool } from "../signal/worker-pool.ts";
-import type { AcquiredRun, ClaimedMessage, NewMessage, Store } from "../store/types.ts";
-import { resolveConfig, resolveEnv, type ResolvedConfig } from "./config.ts";
-import { onceHandler } from "./consumer.ts";
-import { checkInput, executeFlow } from "./execute.ts";
+import { SignalRuntime } from "../signal/signal-runtime.ts";
+import type { NewMessage, Store } from "../store/types.ts";
+import { resolveConfig, resolveEnv, type Env, type ResolvedConfig } from "./config.ts";
 import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
 import { createOperatorApi } from "./operator.ts";
-import { checkCreateAppOptions } from "./types.ts";
+import { checkCreateAppOptions, type App, type CreateAppOptions, type OperatorApi } from "./types.ts";
 import { warnUnconsumedSignals } from "./declaration-checks.ts";
 import { logServes, logStopped } from "./lifecycle-log.ts";
-import type { Runtime } from "./runtime.ts";
-import type {
-  App,
-  CreateAppOptions,
-  Env,
-  HttpRoute,
-  InvokeResult,
-  OperatorApi,
-  Readiness,
-  RouteRequest,
-  WakeEarlyResult,
-} from "./types.ts";
-
-/** How long a run of a flow this instance does not have waits before any scheduler retries it. */
-const UNKNOWN_FLOW_RETRY_MS = 5_000;
 
 /** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
 export function createApp(options: CreateAppOptions): App {
@@ -60,7 +45,12 @@ const STORE_UNAVAILABLE: Readiness = Object.freeze({ ready: false, reason: "stor
 
 type State = "new" | "booting" | "orphan_scan" | "ready" | "stopping" | "stopped";
 
-class OkeApp implements App, Runtime {
+/**
+ * Wires one app: config and registry, the store, the signal runtime (worker
+ * pools, claim at emit, broadcast), the durable runtime (runs, resumes, wake
+ * scheduler), the schedule runtime (clocks) and HTTP. It implements FxRuntime, the narrow surface fx calls.
+ */
+class OkeApp implements App, FxRuntime {
   readonly env: Env;
   readonly config: ResolvedConfig;
   readonly registry: Registry;
@@ -75,16 +65,11 @@ class OkeApp implements App, Runtime {
   readonly operator: OperatorApi;
   private state: State = "new";
   private bootPromise: Promise<void> | undefined;
-  private readonly pools: WorkerPool[] = [];
-  /** The pool of each once signal bound in this app (claim at emit). */
-  private readonly poolBySignal = new Map<string, WorkerPool>();
-  private scheduler: WakeScheduler | undefined;
-  private readonly broadcasts: BroadcastRuntime;
+  private readonly signals: SignalRuntime;
+  private readonly durable: DurableRuntime;
   private readonly schedules: ScheduleRuntime;
-  private readonly lives: LiveRuntime;
   readonly sse: SseHub;
-  private readonly durable: DurableDeps;
-  private readonly nextOwner: () => string;
+  /** The retention prune in flight, if any. */
   private readonly tasks = new Set<Promise<unknown>>();
   private server: HttpServer | undefined;
   private cancelPrune: (() => void) | undefined;
@@ -121,15 +106,32 @@ class OkeApp implements App, Runtime {
     this.clock = options.clock ?? this.fleetClock ?? systemClock;
     this.send = new SendDrivers(this.config.send, this.logger);
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
-    let acquisitions = 0;
-    this.nextOwner = () => `${this.instanceId}/${++acquisitions}`;
-    this.durable = {
+    this.durable = new DurableRuntime({
       store: this.store,
       clock: this.clock,
       logger: this.logger,
-      nextOwner: this.nextOwner,
+      instanceId: this.instanceId,
       leaseMs: this.config.durableLeaseMs,
-    };
+      flows: this.registry.flows,
+      execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
+    });
+    this.signals = new SignalRuntime({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      worker: this.instanceId,
+      signals: this.registry.signals,
+      subscribers: this.registry.subscribers,
+      concurrency: this.config.concurrency,
+      prefetch: this.config.prefetch,
+      leaseMs: this.config.leaseMs,
+      claimAtEmit: this.config.claimAtEmit,
+      runner: {
+        execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
+        deliverDurable: (flow, m, retryable) => this.durable.deliver(flow, m, retryable),
+      },
+      wrapHandler: (signal, handle) => this.schedules.handlerFor(signal, handle),
+    });
     this.retention = new RunRetention({
       store: this.store,
       clock: this.clock,
@@ -148,7 +150,7 @@ class OkeApp implements App, Runtime {
             claimAtFire: {
               worker: this.instanceId,
               leaseMs: this.config.leaseMs,
-              reserve: (signal: string) => this.poolBySignal.get(signal)?.reserve(),
+              reserve: (signal: string) => this.signals.reserve(signal),
             },
           }
         : {}),
@@ -157,26 +159,8 @@ class OkeApp implements App, Runtime {
       ...createOperatorApi(this),
       schedules: createScheduleOperator(this.store, this.schedules),
     };
-    this.broadcasts = new BroadcastRuntime({
-      store: this.store,
-      clock: this.clock,
-      logger: this.logger,
-      instanceId: this.instanceId,
-      signals: this.registry.signals,
-      subscribers: this.registry.subscribers,
-      concurrency: this.config.concurrency,
-      prefetch: this.config.prefetch,
-      leaseMs: this.config.leaseMs,
-      handler: (queue, flow) => onceHandler(this, queue, flow, this.durable),
-    });
-    this.lives = new LiveRuntime({
-      store: this.store,
-      clock: this.clock,
-      logger: this.logger,
-      signals: this.registry.signals,
-    });
     this.sse = new SseHub(
-      this.lives,
+      this.signals.lives,
       {
         maxConnections: this.config.liveMaxConnections,
         maxBufferBytes: this.config.liveMaxBufferBytes,
@@ -210,28 +194,9 @@ class OkeApp implements App, Runtime {
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     logServes(this.logger, this.manifest);
     this.state = "orphan_scan";
-    await this.orphanScan();
-    for (const [signalName, flows] of this.registry.subscribers) {
-      const s = this.registry.signals.get(signalName)!;
-      if (s.delivery !== "once") continue;
-      const pool = new WorkerPool({
-        store: this.store,
-        clock: this.clock,
-        logger: this.logger,
-        signal: s,
-        worker: this.instanceId,
-        concurrency: this.config.concurrency,
-        prefetch: this.config.prefetch,
-        leaseMs: this.config.leaseMs,
-        handle: this.schedules.handlerFor(signalName, onceHandler(this, s, flows[0]!, this.durable)),
-      });
-      this.pools.push(pool);
-      this.poolBySignal.set(signalName, pool);
-      pool.start();
-    }
-    await this.broadcasts.start();
-    this.lives.start();
-    this.scheduler?.start();
+    await this.durable.orphanScan();
+    await this.signals.start();
+    this.durable.startScheduler();
     await this.schedules.start();
     this.schedulePrune();
     this.heartbeat = startHeartbeat({
@@ -242,55 +207,12 @@ class OkeApp implements App, Runtime {
       env: this.env,
       root: this.root,
       flows: [...this.registry.flows.keys()],
-      signals: [...this.poolBySignal.keys()],
+      signals: this.signals.onceSignals,
     });
     this.retention.start();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
-  }
-
-  /** Resumes running runs whose lease lapsed (their instance died) and arms the wake timer for sleepers. */
-  private async orphanScan(): Promise<void> {
-    this.scheduler = new WakeScheduler({
-      store: this.store,
-      clock: this.clock,
-      logger: this.logger,
-      nextOwner: this.nextOwner,
-      leaseMs: this.config.durableLeaseMs,
-      resume: (acquired) => this.resume(acquired).then(() => undefined),
-    });
-    // Orphans list running runs first: page until a page holds a sleeper (those the wake timer covers),
-    // so a boot over 100 000 parked runs reads one page, not all of them.
-    const PAGE = 500;
-    let scanned = 0;
-    let resumed = 0;
-    // A run this instance cannot run (unknown flow) is released at once and lists again: page on
-    // only while pages bring runs not seen yet.
-    const seen = new Set<string>();
-    for (;;) {
-      const page = await this.store.listOrphans(this.clock.now(), PAGE);
-      scanned += page.length;
-      const running = page.filter((r) => r.status === "running" || r.status === "compensating");
-      const fresh = running.filter((r) => !seen.has(r.id));
-      for (const run of fresh) {
-        seen.add(run.id);
-        try {
-          const acquired = await this.store.acquireRun({
-            runId: run.id,
-            owner: this.nextOwner(),
-            now: this.clock.now(),
-            leaseMs: this.config.durableLeaseMs,
-          });
-          this.track(this.resume(acquired));
-          resumed++;
-        } catch (e) {
-          if (!(e instanceof JournalLeaseBusy)) throw e;
-        }
-      }
-      if (running.length < PAGE || fresh.length === 0) break;
-    }
-    if (resumed > 0) this.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
   }
 
   private track(p: Promise<unknown>): void {
@@ -310,45 +232,6 @@ class OkeApp implements App, Runtime {
       default:
         return "okengine: queues and runs in memory (lost on exit)";
     }
-  }
-
-  /** Continues a run this instance holds: replay its journal, then run on. */
-  private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
-    const flow = this.registry.flows.get(acquired.run.flow);
-    if (!flow) {
-      // A rolling deploy: this instance runs a version without the flow. Leave the run to one that has
-      // it — due again shortly, so any instance's scheduler takes it then (this one included, which
-      // releases it again: a slow retry, never a busy loop).
-      const retryAt = this.clock.now() + UNKNOWN_FLOW_RETRY_MS;
-      this.logger.warn(
-        { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
-        "durable run: its flow is not in this app; leaving it for another instance",
-      );
-      await this.store.releaseRun({
-        runId: acquired.run.id,
-        owner: acquired.run.leaseOwner!,
-        now: this.clock.now(),
-        retryAt,
-      });
-      return undefined;
-    }
-    const run = acquired.run;
-    const outcome = await driveRun(this.durable, acquired, (session, undos) =>
-      executeFlow(this, flow, run.input, {
-        runId: run.id,
-        attempt: 1,
-        parentRunId: run.parentRunId,
-        session,
-        undos,
-      }),
-    );
-    if (outcome.kind === "failed")
-      this.logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
-    return outcome.kind === "completed"
-      ? { kind: "returned", value: outcome.value }
-      : outcome.kind === "parked"
-        ? { kind: "parked", runId: run.id }
-        : undefined;
   }
 
   /** fx.call: checks `in`; a durable callee is its own run. */
@@ -373,20 +256,7 @@ class OkeApp implements App, Runtime {
         value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }),
       };
     if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
-    const acquired = await this.store.startRun({
-      id: runId,
-      flow: flow.name!,
-      input,
-      parentRunId,
-      owner: this.nextOwner(),
-      now: this.clock.now(),
-      leaseMs: this.config.durableLeaseMs,
-    });
-    const outcome = await driveRun(this.durable, acquired, (session, undos) =>
-      executeFlow(this, flow, input, { runId, attempt: 1, parentRunId, session, undos }),
-    );
-    if (outcome.kind === "failed") throw outcome.error;
-    return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
+    return this.durable.start(flow, input, parentRunId, runId);
   }
 
   async invokeRoute(
@@ -401,13 +271,11 @@ class OkeApp implements App, Runtime {
     return this.run(r.flowRef, value, null, options?.runId);
   }
 
-  readonly emitFanout: Runtime["emitFanout"] = (target, payload, options, producer, session) =>
-    target.delivery === "broadcast"
-      ? this.broadcasts.emit(target, payload, options, producer, session)
-      : this.lives.emit(target, payload, options, producer, session);
+  readonly emitFanout: FxRuntime["emitFanout"] = (target, payload, options, producer, session) =>
+    this.signals.emitFanout(target, payload, options, producer, session);
 
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
-    return this.lives.live(signal, options, listener);
+    return this.signals.lives.live(signal, options, listener);
   }
 
   async emit<P>(
@@ -430,23 +298,8 @@ class OkeApp implements App, Runtime {
     await this.store.enqueue([message], this.clock.now(), { tx: options.tx });
   }
 
-  async enqueue(message: NewMessage): Promise<void> {
-    const slot =
-      this.config.claimAtEmit && message.key === null && this.store.enqueueClaimed !== undefined
-        ? this.poolBySignal.get(message.signal)?.reserve()
-        : undefined;
-    if (slot === undefined) return this.store.enqueue([message], this.clock.now());
-    let claimed: ClaimedMessage[];
-    try {
-      claimed = await this.store.enqueueClaimed!([message], this.clock.now(), {
-        worker: this.instanceId,
-        leaseMs: this.config.leaseMs,
-      });
-    } catch (e) {
-      slot.release();
-      throw e;
-    }
-    slot.start(claimed[0]!);
+  enqueue(message: NewMessage): Promise<void> {
+    return this.signals.enqueue(message);
   }
 
   async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {
@@ -517,27 +370,8 @@ class OkeApp implements App, Runtime {
     arm();
   }
 
-  async wakeEarly(runId: string): Promise<WakeEarlyResult> {
-    const moved = await this.store.wakeEarly(runId, this.clock.now());
-    if (!moved) throw new ClockResourceNotFoundError(runId);
-    if (this.state !== "ready") return { outcome: "wake time only", runId };
-    try {
-      const acquired = await this.store.acquireRun({
-        runId,
-        owner: this.nextOwner(),
-        now: this.clock.now(),
-        leaseMs: this.config.durableLeaseMs,
-      });
-      this.track(this.resume(acquired));
-      return { outcome: "resumed", runId };
-    } catch (e) {
-      // The wake event raced us and a scheduler already ran it to the end: it woke, just not through us.
-      if (e instanceof OkeError && e.code === "OKE1310") return { outcome: "wake time only", runId };
-      if (!(e instanceof JournalLeaseBusy)) throw e;
-      // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
-      const holder = (await this.store.getRun(runId))?.leaseOwner ?? "";
-      return { outcome: holder.startsWith(`${this.instanceId}/`) ? "resumed" : "wake time only", runId };
-    }
+  wakeEarly(runId: string): Promise<WakeEarlyResult> {
+    return this.durable.wakeEarly(runId, this.state === "ready");
   }
 
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {
@@ -554,19 +388,15 @@ class OkeApp implements App, Runtime {
     try {
       for (;;) {
         const settled = Promise.all([
-          ...this.pools.map((p) => p.whenIdle()),
-          this.broadcasts.whenIdle(),
+          this.signals.whenIdle(),
+          this.durable.whenIdle(),
           this.schedules.whenIdle(),
           Promise.allSettled([...this.tasks]),
         ]);
         if ((await Promise.race([settled, expired])) === "timeout") break;
         await new Promise((r) => setImmediate(r));
         const busy =
-          this.pools.some((p) => !p.isIdle()) ||
-          !this.broadcasts.isIdle() ||
-          this.tasks.size > 0 ||
-          (this.scheduler?.active ?? 0) > 0 ||
-          this.schedules.busy;
+          !this.signals.isIdle() || !this.durable.isIdle() || this.tasks.size > 0 || this.schedules.busy;
         if (!busy) return;
       }
     } finally {
@@ -585,21 +415,13 @@ class OkeApp implements App, Runtime {
     await this.retention.stop();
     clearInterval(this.keepAlive);
     await this.schedules.stop();
-    await Promise.all([
-      ...this.pools.map((p) => p.stop(timeoutMs)),
-      this.broadcasts.stop(timeoutMs),
-      this.lives.stop(),
-      this.scheduler?.stop(timeoutMs),
-    ]);
+    await Promise.all([this.signals.stop(timeoutMs), this.durable.stop(timeoutMs)]);
     await this.server?.close({ timeoutMs });
     await this.consoleServer?.close();
     await this.heartbeat?.stop();
     this.fleetClock?.stop();
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
-    logStopped(this.logger, {
-      handlers: this.pools.reduce((n, p) => n + p.active, 0),
-      leaseMs: this.config.leaseMs,
-    });
+    logStopped(this.logger, { handlers: this.signals.active, leaseMs: this.config.leaseMs });
   }
 }

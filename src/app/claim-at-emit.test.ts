@@ -1,3 +1,4 @@
+// Claim at emit through the app on PostgreSQL: which path an emit took, and that nothing is lost either way.
 import { afterEach, describe, expect, it } from "vitest";
 import { gate, until } from "../../test/conformance/app-fixture.ts";
 import {

@@ -1,7 +1,9 @@
+/** defineConfig and the resolved settings: every option, its default, and how env vars and NODE_ENV pick them. */
 import { OkeError } from "../errors.ts";
 import type { SendDriverName } from "../channel/channel.ts";
 import { unknownKey, type KeysOf } from "../options.ts";
-import type { Env } from "./types.ts";
+
+export type Env = "dev" | "test" | "prod";
 
 export type JournalDriverName = "memory" | "file" | "postgres";
 

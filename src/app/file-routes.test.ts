@@ -1,3 +1,4 @@
+// Names and HTTP paths derived from the file tree.
 import { describe, expect, it } from "vitest";
 import { OkeError } from "../errors.ts";
 import { flow } from "../flow/flow.ts";

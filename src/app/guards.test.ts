@@ -1,3 +1,4 @@
+// Unknown options are refused by name: createApp, defineConfig, flow, signal and http helpers.
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import {

@@ -1,3 +1,4 @@
+/** Adopts a project's exports into the Registry (flows, signals, routes) and the Manifest, with the OKE10xx boot checks. */
 import { isChannel, type Channel } from "../channel/channel.ts";
 import { OkeError, errors } from "../errors.ts";
 import { NO_EFFECTS, signalReadRef, type DeclaredEffects } from "../flow/effects.ts";
@@ -7,7 +8,25 @@ import { isSignal, signal, type Delivery, type SignalHandle } from "../signal/si
 import { adoptClock, clockSignalOptions, type BoundClock } from "../clock/bind-clock.ts";
 import { checkEffectSignals } from "./declaration-checks.ts";
 import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
-import type { HttpRoute, ModuleInput, SourceEffects } from "./types.ts";
+import type { HttpRoute } from "../http/types.ts";
+
+/** One loaded source file: its path relative to the project root (for file-tree routes and names) and its exports. */
+export interface ModuleInput {
+  /** e.g. "src/flows/trials/start.ts". Omit for modules built in code; their bindings then need explicit names/paths. */
+  path?: string;
+  exports: Record<string, unknown>;
+  /**
+   * What each export's source does, read by `oke` from the file (src/project/source-effects.ts):
+   * the Manifest records it for flows without hand-written `effects`.
+   */
+  sourceEffects?: Record<string, SourceEffects>;
+}
+
+/** Signals an export's code emits (`fx.emit(handle, …)`) and whose dead letters it reads. */
+export interface SourceEffects {
+  emits: readonly SignalHandle[];
+  reads: readonly SignalHandle[];
+}
 
 export interface ManifestFlow {
   name: string;

@@ -1,3 +1,4 @@
+/** Opens the journal driver the config names (memory, file or postgres). */
 import { resolve } from "node:path";
 import type { Logger } from "../log/logger.ts";
 import { createFileStore } from "../store/file/file-store.ts";

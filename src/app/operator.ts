@@ -1,11 +1,20 @@
+/** The operator surface the Console calls: queues, dead letters, runs, sleepers. */
+import type { Clock } from "../clock/clock.ts";
 import { OkeError } from "../errors.ts";
-import type { Runtime } from "./runtime.ts";
+import type { Store } from "../store/types.ts";
+import type { Registry } from "./manifest.ts";
 import type { OperatorApi, Sleeper, WakeEarlyResult } from "./types.ts";
 
-/** The operator surface the Console calls: queues, dead letters, runs, sleepers. */
-export function createOperatorApi(
-  rt: Runtime & { wakeEarly(runId: string): Promise<WakeEarlyResult> },
-): Omit<OperatorApi, "schedules"> {
+/** What the operator API reads from the app. */
+export interface OperatorDeps {
+  readonly registry: Pick<Registry, "signals">;
+  readonly store: Store;
+  readonly clock: Clock;
+  wakeEarly(runId: string): Promise<WakeEarlyResult>;
+}
+
+/** Builds the operator API over one app's registry and store. */
+export function createOperatorApi(rt: OperatorDeps): Omit<OperatorApi, "schedules"> {
   const onceSignal = (name: string): string => {
     const s = rt.registry.signals.get(name);
     if (!s || s.delivery !== "once") {

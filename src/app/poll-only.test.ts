@@ -1,3 +1,4 @@
+// Poll-only mode (no LISTEN/NOTIFY): worker pools still pick up another process's emits on their poll tick.
 import { afterEach, describe, expect, it } from "vitest";
 import { until } from "../../test/conformance/app-fixture.ts";
 import { createApp, flow, on, signal } from "../index.ts";

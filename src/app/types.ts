@@ -1,35 +1,22 @@
+/** The public App: its options, the operator API, and the methods scripts and tests call. */
 import type { Clock } from "../clock/clock.ts";
 import type { ScheduleOperatorApi } from "../clock/operator-types.ts";
 import type { Flow } from "../flow/flow.ts";
-import type { HttpMethod } from "../flow/http-trigger.ts";
+import type { WakeEarlyResult } from "../durable/durable-runtime.ts";
 import type { DeadLetter, EmitOptions } from "../fx/types.ts";
 import type { Logger } from "../log/logger.ts";
 import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import type { LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
-import type { OkeConfig } from "./config.ts";
-import type { Manifest } from "./manifest.ts";
+import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../http/types.ts";
+import type { Env, OkeConfig } from "./config.ts";
+import type { Manifest, ModuleInput } from "./manifest.ts";
 import { refuseUnknownKeys, type KeysOf } from "../options.ts";
 
-export type Env = "dev" | "test" | "prod";
-
-/** One loaded source file: its path relative to the project root (for file-tree routes and names) and its exports. */
-export interface ModuleInput {
-  /** e.g. "src/flows/trials/start.ts". Omit for modules built in code; their bindings then need explicit names/paths. */
-  path?: string;
-  exports: Record<string, unknown>;
-  /**
-   * What each export's source does, read by `oke` from the file (src/cli/source-effects.ts):
-   * the Manifest records it for flows without hand-written `effects`.
-   */
-  sourceEffects?: Record<string, SourceEffects>;
-}
-
-/** Signals an export's code emits (`fx.emit(handle, …)`) and whose dead letters it reads. */
-export interface SourceEffects {
-  emits: readonly SignalHandle[];
-  reads: readonly SignalHandle[];
-}
+export type { Env } from "./config.ts";
+export type { ModuleInput, SourceEffects } from "./manifest.ts";
+export type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../http/types.ts";
+export type { WakeEarlyResult } from "../durable/durable-runtime.ts";
 
 export interface CreateAppOptions {
   /** Module namespaces (`import * as m`) or `{ path, exports }` records. The app adopts the bindings they export. */
@@ -64,31 +51,6 @@ export const checkCreateAppOptions = (options: unknown): void =>
   refuseUnknownKeys("createApp()", options, CREATE_APP_KEYS, {
     now: "time comes from a clock: { clock: createTimeTravel(start) }",
   });
-
-/** What an HTTP request becomes once routed. */
-export interface RouteRequest {
-  params: Record<string, string>;
-  query: Record<string, string | string[]>;
-  /** Parsed JSON body (undefined when empty). */
-  body: unknown;
-  headers: Record<string, string | string[] | undefined>;
-}
-
-export type InvokeResult = { kind: "returned"; value: unknown } | { kind: "parked"; runId: string };
-
-export interface HttpRoute {
-  method: HttpMethod;
-  /** find-my-way syntax: "/trials/start", "/users/:id". */
-  path: string;
-  flow: string;
-}
-
-export type Readiness = { ready: true } | { ready: false; reason: string };
-
-export interface WakeEarlyResult {
-  outcome: "resumed" | "wake time only";
-  runId: string;
-}
 
 export interface Sleeper {
   runId: string;

@@ -1,3 +1,4 @@
+/** channel(): declares an outbound destination for fx.send (console, memory, webhook). */
 import type { Schema } from "../schema.ts";
 import { isSchema } from "../schema.ts";
 

@@ -1,3 +1,4 @@
+// The bind address of oke start and oke dev as real processes: loopback by default, HOST in containers.
 import { spawn, type ChildProcess } from "node:child_process";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";

@@ -1,3 +1,4 @@
+/** Turns anything that stops a boot into one readable line for the terminal. */
 import { isOkeError } from "../errors.ts";
 
 const withPrefix = (message: string): string => (/^oke[: ]/.test(message) ? message : `oke boot: ${message}`);

@@ -1,3 +1,4 @@
+// The oke binary as a real process: dev, start, routes and manifest on fixture projects.
 import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,8 +1,9 @@
+/** oke dev: runs the app in a child process and restarts it when the project's files change. */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, statSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CliError } from "./load-project.ts";
+import { CliError } from "../project/load-project.ts";
 
 export interface DevOptions {
   port?: number;

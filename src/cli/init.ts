@@ -11,7 +11,7 @@ import {
 } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CliError } from "./load-project.ts";
+import { CliError } from "../project/load-project.ts";
 
 const TEMPLATE = fileURLToPath(new URL("../../templates/starter", import.meta.url));
 /** Files whose text carries `{{name}}` / `{{version}}`. */

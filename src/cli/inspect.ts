@@ -1,9 +1,10 @@
+/** oke routes / oke manifest: the app as declared, without opening its store. */
 import { createApp } from "../app/app.ts";
 import type { HttpRoute } from "../app/types.ts";
 import type { Manifest } from "../app/manifest.ts";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
-import { loadProject } from "./load-project.ts";
+import { loadProject } from "../project/load-project.ts";
 
 /** The app as declared, without opening its store or starting anything (routes, manifest). */
 export async function loadManifest(dir: string): Promise<Manifest> {

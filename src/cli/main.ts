@@ -1,3 +1,4 @@
+/** The oke command line: parses arguments and dispatches to dev, start, routes and manifest. */
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";

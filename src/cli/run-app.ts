@@ -1,7 +1,8 @@
+/** oke start: loads a project, boots its app, listens, and stops it gracefully on SIGINT/SIGTERM. */
 import { createApp } from "../app/app.ts";
 import type { App, Env } from "../app/types.ts";
 import { describeBootError } from "./boot-error.ts";
-import { loadProject } from "./load-project.ts";
+import { loadProject } from "../project/load-project.ts";
 
 export interface RunOptions {
   env: Env;

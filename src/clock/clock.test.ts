@@ -1,3 +1,4 @@
+// The duration grammar and the time-travel clock.
 import { describe, expect, it } from "vitest";
 import { parseDuration } from "./duration.ts";
 import { createTimeTravel } from "./time-travel.ts";

@@ -1,3 +1,4 @@
+/** The Clock interface and the system clock. */
 /**
  * Every timestamp, lease and wake-up in okengine reads time from a Clock, so
  * tests can swap in time travel and never sleep for real.

@@ -1,3 +1,4 @@
+/** The duration grammar ("500ms", "3s", "2m", "1h", "3d") → milliseconds. */
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 

@@ -1,3 +1,4 @@
+/** Fleet time: the offset between this host's clock and the store's, so every instance agrees on due slots. */
 /**
  * Fleet time for schedules: the offset between this host's clock and the
  * store's (PostgreSQL's), so instances whose clocks differ agree on which slot

@@ -1,3 +1,4 @@
+/** The schedule runtime: reconciles declared clocks, keeps one timer on the nearest due slot, fires through the store. */
 /**
  * The schedule runtime: reconciles declared clocks at boot, keeps ONE timer on
  * the nearest due slot of all of them, and fires due slots through

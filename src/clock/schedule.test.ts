@@ -1,3 +1,4 @@
+// Clock declarations, cron and interval specs, and DST transitions.
 import { describe, expect, it } from "vitest";
 import { dstNotes, transitions } from "./dst.ts";
 import { clock, every } from "./schedule.ts";

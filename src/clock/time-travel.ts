@@ -1,3 +1,4 @@
+/** createTimeTravel: a frozen clock for tests whose timers fire only when time is advanced. */
 import type { Clock } from "./clock.ts";
 import { parseDuration } from "./duration.ts";
 

@@ -1,3 +1,4 @@
+/** driveRun: one attempt of a durable run this instance holds — heartbeat, park, finish, compensation. */
 import type { Clock } from "../clock/clock.ts";
 import { JournalLeaseBusy } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";

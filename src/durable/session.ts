@@ -1,4 +1,5 @@
-import { JournalLeaseBusy, OkeError } from "../errors.ts";
+/** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
+import { errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
 import {
   entryName,
   type JournalEntry,
@@ -8,6 +9,8 @@ import {
   type SleepEntry,
   type Store,
 } from "../store/types.ts";
+
+export { errorRecord } from "../errors.ts";
 
 export interface SessionDeps {
   store: Store;
@@ -220,15 +223,6 @@ export class JournalSession {
       await this.write(this.entry(seq++, "undo", name, error ? { error } : {}));
     }
   }
-}
-
-export function errorRecord(e: unknown): { code: string; message: string } {
-  if (e instanceof OkeError) return { code: e.code, message: e.message };
-  if (e instanceof Error) {
-    const code = (e as { code?: unknown }).code;
-    return { code: typeof code === "string" ? code : e.name || "Error", message: e.message };
-  }
-  return { code: "Error", message: String(e) };
 }
 
 /**

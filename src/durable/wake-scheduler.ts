@@ -1,3 +1,4 @@
+/** The wake scheduler: one timer on the earliest journal deadline, then claims due runs and resumes them. */
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";

@@ -1,3 +1,4 @@
+/** flow(): a behaviour with its input/output contracts, durability and declared effects. */
 import type { Fx } from "../fx/types.ts";
 import type { Schema } from "../schema.ts";
 import { isSchema } from "../schema.ts";
@@ -32,6 +33,9 @@ export interface Flow<I = unknown, O = unknown> {
 }
 
 export type AnyFlow = Flow<unknown, unknown>;
+
+/** What running a flow came to: its value, or (durable) the run parked and will resume later. */
+export type InvokeResult = { kind: "returned"; value: unknown } | { kind: "parked"; runId: string };
 
 const FLOW_KEYS = new Set(["in", "out", "durable", "effects", "description", "do"]);
 

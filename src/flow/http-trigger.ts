@@ -1,3 +1,4 @@
+/** http.get/post/…: HTTP triggers a flow can be bound to. */
 import type { Schema } from "../schema.ts";
 import { isSchema } from "../schema.ts";
 

@@ -1,3 +1,4 @@
+/** on(trigger, flow): binds a flow to an HTTP route or a signal. */
 import { isClock, type ClockSchedule } from "../clock/schedule.ts";
 import type { SignalHandle } from "../signal/signal.ts";
 import { isSignal } from "../signal/signal.ts";

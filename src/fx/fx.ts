@@ -1,4 +1,5 @@
-import type { Runtime } from "../app/runtime.ts";
+/** The fx context handed to a flow body: emit, call, step, send, sleep, using, journaled when durable. */
+import type { FxRuntime } from "./runtime.ts";
 import type { Channel } from "../channel/channel.ts";
 import { parseDuration, type Duration } from "../clock/duration.ts";
 import type { UndoList } from "../durable/runner.ts";
@@ -25,7 +26,7 @@ export interface Frame {
   scope: ResourceScope;
 }
 
-export function createFx(rt: Runtime, frame: Frame): Fx {
+export function createFx(rt: FxRuntime, frame: Frame): Fx {
   return new FxContext(rt, frame);
 }
 
@@ -42,7 +43,7 @@ class FxContext implements Fx {
   private logger: Fx["log"] | undefined;
 
   constructor(
-    private readonly rt: Runtime,
+    private readonly rt: FxRuntime,
     private readonly frame: Frame,
   ) {
     this.flow = frame.flow.name ?? "(unnamed)";
@@ -158,7 +159,7 @@ class FxContext implements Fx {
 
 class FxClockImpl implements FxClock {
   constructor(
-    private readonly rt: Runtime,
+    private readonly rt: FxRuntime,
     private readonly session: JournalSession | undefined,
     private readonly flow: string,
     private readonly durable: boolean,

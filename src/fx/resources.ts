@@ -1,3 +1,4 @@
+/** fx.using: resources disposed in reverse order when an attempt ends. */
 import type { Resource } from "./types.ts";
 
 /** Resources registered with fx.using, disposed in reverse order when the attempt ends. */

@@ -1,3 +1,4 @@
+/** Send drivers behind fx.send: console, memory (tests) and webhook. */
 import type { Channel, SendDriverName } from "../channel/channel.ts";
 import { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";

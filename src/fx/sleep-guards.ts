@@ -1,11 +1,11 @@
 // Dev warnings for the silent sleep mistakes: an unknown duration (0 ms) and a sleep in a flow that is not durable.
 import { isDuration } from "../clock/duration.ts";
-import type { Runtime } from "../app/runtime.ts";
+import type { FxRuntime } from "./runtime.ts";
 
 /** What each app has warned about already: one warning per flow (and per duration text), not per call. */
-const warned = new WeakMap<Runtime, Set<string>>();
+const warned = new WeakMap<FxRuntime, Set<string>>();
 
-const once = (rt: Runtime, key: string): boolean => {
+const once = (rt: FxRuntime, key: string): boolean => {
   let seen = warned.get(rt);
   if (seen === undefined) warned.set(rt, (seen = new Set()));
   if (seen.has(key)) return false;
@@ -19,13 +19,13 @@ const once = (rt: Runtime, key: string): boolean => {
  * without `durable: true` does not park at all.
  */
 export function warnAboutSleep(
-  rt: Runtime,
+  rt: FxRuntime,
   flow: string,
   durable: boolean,
   label: string,
   duration: unknown,
 ): void {
-  if (rt.config.env === "prod") return;
+  if (rt.env === "prod") return;
   if (!isDuration(duration) && once(rt, `duration ${flow} ${String(duration)}`)) {
     rt.logger.warn(
       { flow, label, duration },

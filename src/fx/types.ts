@@ -1,3 +1,4 @@
+/** The public types of fx: Fx, FxClock, EmitOptions, StepOptions, DeadLetter, Resource. */
 import type { Channel } from "../channel/channel.ts";
 import type { Duration } from "../clock/duration.ts";
 import type { Flow } from "../flow/flow.ts";

@@ -1,6 +1,7 @@
+// The HTTP layer against the real createApp: what a user's flows see and answer.
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { App } from "../app/types.ts";
+import type { App } from "../index.ts";
 import { createApp, flow, http, on, OkeError } from "../index.ts";
 
 // The HTTP layer against the real createApp: what a user's flows see and answer.

@@ -1,3 +1,4 @@
+// The HTTP bind address: loopback by default, HOST outside dev, error details only to loopback clients.
 import { networkInterfaces } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { resolveConfig as resolveAppConfig, type OkeConfig } from "../app/config.ts";

@@ -1,3 +1,4 @@
+/** Reads a request body with a size limit and parses JSON, for node:http and fetch alike. */
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import { httpErrors } from "./envelope.ts";

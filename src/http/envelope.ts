@@ -1,3 +1,4 @@
+/** The JSON envelope every HTTP answer uses, and how errors map to status codes. */
 import type { LiveStream } from "../signal/live-runtime.ts";
 import { isOkeError, OkeError } from "../errors.ts";
 

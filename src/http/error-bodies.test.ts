@@ -1,3 +1,4 @@
+// Error bodies in production: a 5xx answers its code only, never store directories, schemas or hosts.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

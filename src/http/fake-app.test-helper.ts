@@ -1,5 +1,6 @@
+// A stand-in HttpApp for the HTTP layer's own tests (routes, readiness, recorded logs).
 import { pino } from "pino";
-import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
+import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "./types.ts";
 import { OkeError } from "../errors.ts";
 import type { HttpApp } from "./handler.ts";
 

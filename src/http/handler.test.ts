@@ -1,3 +1,4 @@
+// The HTTP handler through fetch: routing, bodies, errors, readiness.
 import { describe, expect, it } from "vitest";
 import { createHttpHandler } from "./handler.ts";
 import { createFakeApp } from "./fake-app.test-helper.ts";

@@ -1,5 +1,6 @@
+/** The HTTP core: routes a request, reads its body, invokes the flow, writes the envelope (node:http and fetch). */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../app/types.ts";
+import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "./types.ts";
 import type { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import {

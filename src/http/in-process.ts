@@ -1,3 +1,4 @@
+/** app.request(): turns a path or Request into the Request the handler's fetch takes. */
 /**
  * Builds the Request that app.request() hands to the handler's fetch:
  * a bare path gets a local origin, and a string body without a content-type

@@ -1,7 +1,7 @@
 // What a routed request may carry into a flow: the store's limits on its body, path and query, and how the three merge into the flow's input.
 import { OkeError } from "../errors.ts";
 import { checkStorable } from "../signal/storable.ts";
-import type { RouteRequest } from "../app/types.ts";
+import type { RouteRequest } from "./types.ts";
 
 /**
  * Refuses (422, OKE1252/OKE1255/OKE1256) a body, path parameter or query value

@@ -1,3 +1,4 @@
+// Request input limits over HTTP: invalid UTF-8 (400), NUL, lone surrogates and depth (422), in-process and on a socket.
 import { request as httpRequest } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFakeApp } from "./fake-app.test-helper.ts";

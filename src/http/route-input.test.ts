@@ -1,3 +1,4 @@
+// Path parameters, body and query merged into a flow input; contradictions are 422 naming the field.
 import { afterEach, describe, expect, it } from "vitest";
 import type { App } from "../app/types.ts";
 import { createApp, flow, http, on } from "../index.ts";

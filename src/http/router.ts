@@ -1,5 +1,6 @@
+/** find-my-way over the manifest's routes: a match, a 405 with the allowed methods, or none. */
 import FindMyWay from "find-my-way";
-import type { HttpRoute } from "../app/types.ts";
+import type { HttpRoute } from "./types.ts";
 
 export type RouteMatch =
   | {

@@ -1,3 +1,4 @@
+// The node:http server on a real port: keep-alive, 413s, disconnecting clients, graceful close.
 import { request as httpRequest, Agent } from "node:http";
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";

@@ -1,3 +1,4 @@
+/** startHttpServer: node:http around the handler, with timeouts and a graceful close. */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { applyClientLimits, DEFAULT_LIMITS, serverOptions, type HttpLimits } from "./client-limits.ts";

@@ -1,3 +1,4 @@
+// Slow and numerous clients: slow-loris sockets, header/request timeouts and the connection cap.
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_LIMITS, type HttpLimits } from "./client-limits.ts";

@@ -1,3 +1,4 @@
+// Live routes over SSE on a real socket: history then new entries, resume by id, heartbeats, slow clients.
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { pino } from "pino";

@@ -1,3 +1,4 @@
+/** The Logger type (a pino subset) and the pretty / json / silent loggers. */
 import { pino, type Logger as PinoLogger } from "pino";
 
 export type Logger = Pick<

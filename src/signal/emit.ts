@@ -1,3 +1,4 @@
+/** prepareEmit: the checks and the message record of an emit, before anything touches the store. */
 import { errors, OkeError } from "../errors.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";

@@ -1,3 +1,4 @@
+// WorkerPool settle retries: a failed settle is retried with backoff until it commits or the lease is gone.
 import { describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { until } from "../../test/conformance/app-fixture.ts";

@@ -1,3 +1,4 @@
+/** signal.once / signal.broadcast / signal.live: declaring signals and their options. */
 import { isDuration, parseDuration } from "../clock/duration.ts";
 import { isSchema, type Schema } from "../schema.ts";
 

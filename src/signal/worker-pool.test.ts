@@ -1,3 +1,4 @@
+// The worker pool against a real memory store, with every store call counted.
 import { afterEach, describe, expect, it } from "vitest";
 import { until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";

@@ -1,3 +1,4 @@
+/** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import { commitWithRetry } from "../store/commit-retry.ts";

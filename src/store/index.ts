@@ -1,3 +1,4 @@
+/** The Store contract's shared errors, raised the same way by every driver. */
 /**
  * The Store contract and the errors every driver raises the same way. Drivers
  * import their errors from here so the conformance suite can check one code and

@@ -1,3 +1,4 @@
+/** ScheduleStore: the schedule half of the Store contract (schedules, their state, fire). */
 /**
  * The schedule half of the Store contract: schedules with their state, and
  * `fire`, which records a (clock, slot) under a unique key in the same commit

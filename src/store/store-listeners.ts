@@ -1,3 +1,4 @@
+/** The subscriber list every driver shares for store events. */
 import type { StoreEvent, Unsubscribe } from "./types.ts";
 
 /** The subscriber list every driver keeps: `subscribe` for the Store, `emit` for the driver. */

@@ -1,3 +1,4 @@
+/** The Store contract: every type and method a driver implements. */
 /**
  * The Store contract: the queue of once-signal messages and the journal of
  * durable runs live behind one interface, so a run's journal entries and the

@@ -1,3 +1,4 @@
+// Helpers for app-level tests on every driver: an app factory, gates, polls with deadlines.
 import { pino } from "pino";
 import { afterEach } from "vitest";
 import { createApp } from "../../src/app/app.ts";

@@ -1,3 +1,4 @@
+// Broadcast across the fleet on every driver: each bound flow runs each event once, wherever it runs.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { flow, on, signal, OkeError } from "../../src/index.ts";

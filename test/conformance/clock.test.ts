@@ -1,3 +1,4 @@
+// Schedules on every driver: due slots fire under time travel, catch-up, pause, trigger.
 import { describe, expect, it } from "vitest";
 import {
   clock,

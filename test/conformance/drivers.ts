@@ -1,3 +1,4 @@
+// The three drivers as app-level test targets, each on its own schema or directory.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,3 +1,4 @@
+// Durable runs through the app on every driver: park and resume, journaled emits, compensation, fx.call.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {

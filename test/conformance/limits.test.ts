@@ -1,3 +1,4 @@
+// Storable limits on every driver: payloads and keys at the limits pass, past them a 422 and nothing enqueued.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { flow, http, on, signal, OkeError } from "../../src/index.ts";

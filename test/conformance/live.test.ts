@@ -1,3 +1,4 @@
+// Live signals on every driver: tape replay then follow, resume after a position, keys, retention.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createApp, flow, on, signal, OkeError } from "../../src/index.ts";

@@ -1,3 +1,4 @@
+// Once delivery through the app on every driver: retries, dead letters, keys, replay.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { flow, http, on, signal, OkeError } from "../../src/index.ts";

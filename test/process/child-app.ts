@@ -1,3 +1,4 @@
+// A real app process for crash and multi-instance tests, driven by OKE_SCENARIO.
 /**
  * A real app process for crash and multi-instance tests. The scenario comes
  * from OKE_SCENARIO; the store is PostgreSQL (DATABASE_URL + OKE_SCHEMA) or the

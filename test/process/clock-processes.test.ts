@@ -1,3 +1,4 @@
+// Schedules across real processes on postgres: every slot fired once through kills, restarts and a fast clock.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";

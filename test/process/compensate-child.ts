@@ -1,3 +1,4 @@
+// A real app process for the compensation crash test (flow "orders.place" and its undos).
 /**
  * A real app process for the compensation crash test: flow "orders.place"
  * reserves, charges, then fails to ship; its undos refund, then release. With

@@ -1,3 +1,4 @@
+// A real app process for the fan-out tests: two broadcast flows and HTTP routes to emit.
 /**
  * A real app process for the fan-out tests: two flows on a broadcast signal
  * (each run recorded in a table), a live order-status route, and HTTP routes to emit. Prints JSON lines

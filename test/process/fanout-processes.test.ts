@@ -1,3 +1,4 @@
+// Broadcast across real processes on postgres: each flow runs each event exactly once.
 import { fileURLToPath } from "node:url";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import pg from "pg";

@@ -1,3 +1,4 @@
+// Real app processes on postgres: shared delivery, SIGKILLed handlers and runs taken over by another process.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signal } from "../../src/index.ts";

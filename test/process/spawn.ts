@@ -1,3 +1,4 @@
+// Spawns child-app processes for the process tests and reads their reports.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";

@@ -1,3 +1,4 @@
+/** Conformance cases of the optional enqueueClaimed (claim at emit). */
 import { describe, expect, it } from "vitest";
 import {
   claimOf,

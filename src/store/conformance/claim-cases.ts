@@ -1,3 +1,4 @@
+/** Conformance cases of enqueue and claim: stored shape, eligibility, exclusivity, lazy reclaim. */
 import { describe, expect, it } from "vitest";
 import {
   claimOf,

@@ -1,3 +1,4 @@
+/** Conformance cases of the compensating status: begin, undo entries, finish, leases. */
 import { describe, expect, it } from "vitest";
 import { expectBusy, freshStore, LEASE, startRun, step, T0, type StoreFactory } from "./harness.ts";
 

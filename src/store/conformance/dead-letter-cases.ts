@@ -1,3 +1,4 @@
+/** Conformance cases of dead letters, replay, discard, stats and pruning. */
 import { describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
 import { claimOf, freshStore, idsOf, msg, outcome, T0, type StoreFactory } from "./harness.ts";

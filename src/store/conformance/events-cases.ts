@@ -1,3 +1,4 @@
+/** Conformance cases of the store's wake-up events. */
 import { describe, expect, it } from "vitest";
 import {
   claimOf,

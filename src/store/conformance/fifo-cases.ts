@@ -1,3 +1,4 @@
+/** Conformance cases of per-key FIFO order. */
 import { describe, expect, it } from "vitest";
 import type { ClaimedMessage } from "../types.ts";
 import {

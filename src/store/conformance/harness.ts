@@ -1,3 +1,4 @@
+/** The conformance harness: a store factory, driver options, and helpers the cases share. */
 import { afterEach, beforeEach, expect } from "vitest";
 import { JournalLeaseBusy } from "../../errors.ts";
 import type {

@@ -1,3 +1,4 @@
+/** Conformance cases of journal appends: fencing, ordering, duplicates, the outbox. */
 import { describe, expect, it } from "vitest";
 import { entryName, type JournalEntry } from "../types.ts";
 import {

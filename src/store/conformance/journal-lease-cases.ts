@@ -1,3 +1,4 @@
+/** Conformance cases of run leases: start, acquire, renew, release, and refusals. */
 import { describe, expect, it } from "vitest";
 import {
   expectBusy,

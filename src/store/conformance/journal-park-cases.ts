@@ -1,3 +1,4 @@
+/** Conformance cases of parking, due sleepers, wake early, orphans, finish and listing runs. */
 import { describe, expect, it } from "vitest";
 import {
   expectBusy,

@@ -1,3 +1,4 @@
+/** Conformance cases of settle: outcomes, failure history, fencing by (worker, attempt). */
 import { describe, expect, it } from "vitest";
 import { claimOf, freshStore, idsOf, msg, outcome, T0, type StoreFactory } from "./harness.ts";
 

@@ -1,3 +1,4 @@
+/** describeStoreConformance: the whole Store contract as vitest cases, for each driver to run. */
 import { describe } from "vitest";
 import { attemptBudgetCases } from "./attempt-budget-cases.ts";
 import { claimAtEmitCases } from "./claim-at-emit-cases.ts";

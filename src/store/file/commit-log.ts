@@ -1,3 +1,4 @@
+/** The file driver's append-only log: batches records into one write + fsync per commit. */
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileDurable } from "./durable-fs.ts";

@@ -1,3 +1,4 @@
+// Child process the file driver's crash and lock tests kill (not library code).
 /**
  * Child process for the file driver's crash and lock tests (not library code).
  *

@@ -1,3 +1,4 @@
+// The file driver killed mid-write many times over: nothing acknowledged is lost.
 import { spawn } from "node:child_process";
 import { appendFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

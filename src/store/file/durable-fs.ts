@@ -1,3 +1,4 @@
+/** fsync-safe file helpers for the file driver: durable writes, directory sync, errno codes. */
 import { mkdir, open, rename, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 

@@ -1,3 +1,4 @@
+// The Store contract on the file driver, across snapshot and fresh log.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

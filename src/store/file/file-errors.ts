@@ -1,3 +1,4 @@
+/** Errors of the file driver (OKE132x). */
 import { OkeError } from "../../errors.ts";
 
 /** Errors of the file driver (OKE132x). Codes are stable; texts name the directory. */

@@ -1,3 +1,4 @@
+/** The file driver's lock file: one process per .oke directory. */
 import { randomBytes } from "node:crypto";
 import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -1,3 +1,4 @@
+// The file driver beyond the contract: recovery, compaction, locking, counters.
 import { spawn } from "node:child_process";
 import { appendFile, copyFile, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -1,3 +1,4 @@
+/** The file driver: the memory engine, persisted as a snapshot plus an append-only log. */
 import { resolve } from "node:path";
 import type { Logger } from "../../log/logger.ts";
 import {

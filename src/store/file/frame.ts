@@ -1,3 +1,4 @@
+/** Log frames of the file driver: length, crc32 and JSON payload. */
 import * as zlib from "node:zlib";
 
 /**

@@ -1,3 +1,4 @@
+/** The file driver's public surface. */
 export {
   DEFAULT_COMPACT_BYTES,
   createFileStore,

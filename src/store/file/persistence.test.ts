@@ -1,3 +1,4 @@
+// The file driver across restarts: what was committed is what comes back.
 import { spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, truncate, writeFile, appendFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -1,3 +1,4 @@
+/** Boot recovery of the file driver: read the snapshot, replay the log, cut a torn tail. */
 import { open, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { ensureDir, errnoCode, writeFileDurable } from "./durable-fs.ts";

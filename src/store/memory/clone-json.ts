@@ -1,3 +1,4 @@
+/** cloneJson: a fast deep copy of JSON data for the memory driver. */
 /**
  * Deep copy of JSON data. Stored payloads are copied on the way in and on the
  * way out so no caller can mutate stored state. Plain objects and arrays take

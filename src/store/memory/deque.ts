@@ -1,3 +1,4 @@
+/** Deque: a ring-buffer double-ended queue. */
 /**
  * A ring-buffer double-ended queue: O(1) push/shift at both ends. Array#shift
  * is O(n) once an array leaves V8's fast path, which a 200k-message queue does.

@@ -1,2 +1,3 @@
+/** The memory driver's public surface. */
 export { createEngineStore, createMemoryStore, type EngineStoreOptions } from "./memory-store.ts";
 export { MemoryEngine, applyOp, type EngineOp, type EngineSnapshot } from "./memory-engine.ts";

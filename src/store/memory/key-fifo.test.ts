@@ -1,3 +1,4 @@
+// Deque and KeyFifo, the memory driver's per-key structures.
 import { describe, expect, it } from "vitest";
 import { Deque } from "./deque.ts";
 import { KeyFifo } from "./key-fifo.ts";

@@ -1,3 +1,4 @@
+/** Per-key FIFO lanes of the memory driver: pending messages in emit order and the one inflight. */
 import { Deque } from "./deque.ts";
 
 /** What the per-key FIFO needs to know of a message: its emit order. */

@@ -1,3 +1,4 @@
+// The memory engine: snapshots round-trip every structure, ops replay to the same state.
 import { describe, expect, it } from "vitest";
 import { cloneJson } from "./clone-json.ts";
 import { applyOp, MemoryEngine, type EngineOp } from "./memory-engine.ts";

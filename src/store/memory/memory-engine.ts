@@ -1,3 +1,4 @@
+/** MemoryEngine: the synchronous state machine behind the memory and file drivers. */
 import type {
   ReleaseRequest,
   AcquiredRun,

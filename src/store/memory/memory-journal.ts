@@ -1,3 +1,4 @@
+/** The memory engine's journal: runs, leases, entries, sleepers and due runs. */
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
 import type {

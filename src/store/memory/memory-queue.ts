@@ -1,3 +1,4 @@
+/** The memory engine's queue: enqueue, claim, settle, dead letters and pruning. */
 import { storeErrors } from "../index.ts";
 import type {
   ClaimedMessage,

@@ -1,3 +1,4 @@
+/** The records the memory engine keeps for messages and runs. */
 import { cloneJson } from "./clone-json.ts";
 import type { HeapSlot } from "./min-heap.ts";
 import type {

@@ -1,3 +1,4 @@
+// The Store contract on the memory driver, also with the engine restored from JSON after every write.
 import { describe, expect, it } from "vitest";
 import { describeStoreConformance } from "../conformance/suite.ts";
 import { MemoryEngine } from "./memory-engine.ts";

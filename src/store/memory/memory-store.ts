@@ -1,3 +1,4 @@
+/** The memory driver: a MemoryEngine wrapped as an async Store. */
 import { storeErrors } from "../index.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";

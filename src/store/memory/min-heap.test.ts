@@ -1,3 +1,4 @@
+// IndexedMinHeap: pop order, removal and re-keying by position (seeded model test).
 import { describe, expect, it } from "vitest";
 import { IndexedMinHeap } from "./min-heap.ts";
 

@@ -1,3 +1,4 @@
+/** IndexedMinHeap: a binary min-heap whose items know their position. */
 /**
  * A binary min-heap whose items remember their own position (`heapIndex`), so
  * an item can be removed or re-keyed in O(log n) without a search. That keeps

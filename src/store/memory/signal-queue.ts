@@ -1,3 +1,4 @@
+/** The live structures of one signal in the memory engine. */
 import { Deque } from "./deque.ts";
 import { KeyFifo } from "./key-fifo.ts";
 import type { MsgRec } from "./memory-records.ts";

@@ -1,3 +1,4 @@
+// The postgres claim under concurrency: exclusivity, the per-key guard, hot keys, pruning.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClaimedMessage, NewMessage, Store } from "../types.ts";

@@ -1,3 +1,4 @@
+/** The postgres claim: one statement claims up to `max` messages of one signal. */
 import type { ClaimedMessage, ClaimRequest } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";

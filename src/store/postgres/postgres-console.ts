@@ -1,3 +1,4 @@
+/** Console queries on postgres: paged listings, throughput, heartbeats, audit log. */
 /**
  * Console queries: keyset-paged listings, throughput, heartbeats, audit log.
  * Every listing seeks an index and reads at most `limit + 1` rows per branch

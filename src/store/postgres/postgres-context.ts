@@ -1,3 +1,4 @@
+/** What every module of the postgres driver shares: pool, schema, notify channel, logger. */
 import type pg from "pg";
 import type { StoreEvent } from "../types.ts";
 import { pgTypes } from "./postgres-rows.ts";

@@ -1,3 +1,4 @@
+// Group commit of concurrent emits on postgres: order, errors, one statement.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewMessage, Store } from "../types.ts";

@@ -1,3 +1,4 @@
+/** Group commit for emits: concurrent enqueues share one INSERT. */
 import type { PgContext } from "./postgres-context.ts";
 import { enqueue, type Outgoing } from "./postgres-enqueue.ts";
 import { groupCommit } from "./postgres-group-commit.ts";

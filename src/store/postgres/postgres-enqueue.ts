@@ -1,3 +1,4 @@
+/** The multi-row INSERT of an enqueue batch, in emit order. */
 import type { ClaimedMessage, NewMessage, StoreEvent } from "../types.ts";
 import { mapConflict, postgresStoreErrors } from "./postgres-errors.ts";
 import { type PgContext, q, type Queryable, unique, wakePayload } from "./postgres-context.ts";

@@ -1,3 +1,4 @@
+/** Errors of the postgres driver (OKE133x), and the mapping of unique violations. */
 import type pg from "pg";
 import { OkeError } from "../../errors.ts";
 import { storeErrors } from "../index.ts";

@@ -1,3 +1,4 @@
+/** One group-commit lane: callers that arrive while a statement is in flight share the next one. */
 import type { PgContext } from "./postgres-context.ts";
 
 /** What the shared statement decided for one caller: its value, or a follow-up to run alone. */

@@ -1,3 +1,4 @@
+/** Group commit for journal appends, finishes and starts of concurrent runs. */
 import type { AcquiredRun, AppendRequest, FinishRequest, StartRun } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";

@@ -1,3 +1,4 @@
+/** Journal writes on postgres, each one fenced statement. */
 import type { AppendRequest, FinishRequest, ParkRequest } from "../types.ts";
 import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
 import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";

@@ -1,3 +1,4 @@
+// The postgres journal across instances: fencing, leases, group commit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JournalLeaseBusy } from "../../errors.ts";
 import type { Store } from "../types.ts";

@@ -1,3 +1,4 @@
+// Postgres migrations: applied once under concurrent opens, in order, rolled back whole on failure.
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { migrations } from "./migrations/index.ts";

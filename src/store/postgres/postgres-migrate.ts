@@ -1,3 +1,4 @@
+/** Applies pending postgres migrations in one transaction under an advisory lock. */
 import type pg from "pg";
 import { migrations as allMigrations, type Migration } from "./migrations/index.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";

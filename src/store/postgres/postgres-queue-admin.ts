@@ -1,3 +1,4 @@
+/** Operator and inspection queries of the postgres queue. */
 import type { SignalStats, StoredMessage } from "../types.ts";
 import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
 import { type MessageRow, toStoredMessage } from "./postgres-rows.ts";

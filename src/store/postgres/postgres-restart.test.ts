@@ -1,3 +1,4 @@
+// The postgres driver through lost connections and a real restart of a private PostgreSQL: no crash, nothing lost.
 import { execFile } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";

@@ -1,3 +1,4 @@
+/** Postgres row shapes and their mapping to contract types. */
 import pg from "pg";
 import {
   entryName,

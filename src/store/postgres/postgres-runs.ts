@@ -1,3 +1,4 @@
+/** Postgres run leases and journal reads. */
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
 import type { AcquiredRun, JournalEntry, ReleaseRequest, RunRecord, RunStatus, StartRun } from "../types.ts";

@@ -1,3 +1,4 @@
+/** Batched, fenced settle of message outcomes on postgres. */
 import type { SettleResult, Settlement, StoreEvent } from "../types.ts";
 import { type PgContext, q, unique } from "./postgres-context.ts";
 

@@ -1,3 +1,4 @@
+// The Store contract on postgres, every case on a fresh schema.
 import { describeStoreConformance } from "../conformance/suite.ts";
 import type { PostgresStoreOptions } from "./postgres-store.ts";
 import { dropSchema, freshSchema, openStore } from "./test-support.ts";

@@ -1,3 +1,4 @@
+/** The postgres driver: the Store contract over pg, with LISTEN/NOTIFY wake-ups. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { storeErrors } from "../index.ts";

@@ -1,3 +1,4 @@
+// LISTEN/NOTIFY wake-ups on postgres: across instances, inside caller transactions, payload limits.
 import { recordEvents } from "../conformance/harness.ts";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,6 +1,12 @@
+/** Cross-process wake-ups on postgres over LISTEN/NOTIFY. */
 import pg from "pg";
 import type { StoreEvent } from "../types.ts";
-import type { PgLogger } from "./postgres-context.ts";
+
+/** The logger methods the listener uses (PgLogger fits; declared here so this file needs no import of the context). */
+interface PgLogger {
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
 
 /**
  * Cross-process wake-ups. NOTIFY payloads are small JSON objects:

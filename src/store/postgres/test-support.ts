@@ -1,3 +1,4 @@
+/** Test helpers for postgres: a fresh schema per case, from DATABASE_URL_TEST only. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";

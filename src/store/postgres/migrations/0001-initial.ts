@@ -1,3 +1,4 @@
+/** Migration 0001: the queue and journal tables. */
 import type { Migration } from "./index.ts";
 
 /**

@@ -1,3 +1,4 @@
+/** Migration 0002: the per-key guard for a whole batch of keyed heads in one call. */
 import { lit } from "./0001-initial.ts";
 import type { Migration } from "./index.ts";
 

@@ -1,3 +1,4 @@
+/** Migration 0005: the compensating run status. */
 import type { Migration } from "./index.ts";
 
 /**

@@ -1,3 +1,4 @@
+/** Migration 0006: schedules and their fired slots. */
 import type { Migration } from "./index.ts";
 
 /**

@@ -1,3 +1,4 @@
+/** Migration 0007: broadcast subscribers and live tapes (fan-out). */
 import type { Migration } from "./index.ts";
 
 /**

@@ -1,3 +1,4 @@
+/** Migration 0008: the console tables and indexes. */
 import type { Migration } from "./index.ts";
 
 /**

@@ -1,3 +1,4 @@
+/** The list of postgres migrations, in order (append only). */
 import { m0001 } from "./0001-initial.ts";
 import { m0002 } from "./0002-key-guard-batch.ts";
 import { m0004 } from "./0004-idempotency.ts";

@@ -1,11 +1,12 @@
+/** Runs one attempt of a flow body with its fx, and checks its input and output contracts. */
 import { PARKED, type JournalSession } from "../durable/session.ts";
 import type { UndoList } from "../durable/runner.ts";
 import { OkeError } from "../errors.ts";
 import type { AnyFlow } from "../flow/flow.ts";
-import { createFx } from "../fx/fx.ts";
-import { ResourceScope } from "../fx/resources.ts";
+import { createFx } from "./fx.ts";
+import { ResourceScope } from "./resources.ts";
 import { describeIssues, validate } from "../schema.ts";
-import type { Runtime } from "./runtime.ts";
+import type { FxRuntime } from "./runtime.ts";
 
 /** Checks a flow's `in`; 422 with the issues listed when it does not match. */
 export async function checkInput(flow: AnyFlow, schema: AnyFlow["in"], input: unknown): Promise<unknown> {
@@ -47,7 +48,7 @@ export interface ExecuteFrame {
  * Resolves with PARKED when a durable run parked.
  */
 export async function executeFlow(
-  rt: Runtime,
+  rt: FxRuntime,
   flow: AnyFlow,
   input: unknown,
   frame: ExecuteFrame,

@@ -1,3 +1,4 @@
+/** Node resolve hook for a loaded project: the @/ alias, okengine itself, and tsconfig paths. */
 /**
  * Module resolution for a loaded project, run in Node's hooks thread after
  * tsx's own hooks are registered (tsx then turns the mapped file URLs into

@@ -1,24 +1,29 @@
+/** What an fx needs from the app it runs in: the narrow interface the runtimes implement, so fx never imports app/. */
 import type { Clock } from "../clock/clock.ts";
 import type { JournalSession } from "../durable/session.ts";
+import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { BroadcastSignal, LiveSignal } from "../signal/signal.ts";
-import type { AnyFlow } from "../flow/flow.ts";
-import type { SendDrivers } from "../fx/send.ts";
 import type { Logger } from "../log/logger.ts";
 import type { NewMessage, Store } from "../store/types.ts";
-import type { ResolvedConfig } from "./config.ts";
-import type { Registry } from "./manifest.ts";
-import type { InvokeResult } from "./types.ts";
+import type { SendDrivers } from "./send.ts";
+
+/** The parts of an app's registry fx reads. */
+export interface FxRegistry {
+  /** A flow handle → the named flow the app adopted (exports are named at boot). */
+  readonly named: ReadonlyMap<AnyFlow, AnyFlow>;
+  /** Signal name → the flows bound to it. */
+  readonly subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
+}
 
 /** What fx and the runtimes share inside one app. Internal. */
-export interface Runtime {
-  readonly registry: Registry;
+export interface FxRuntime {
+  /** dev and test warn about likely mistakes (sleep-guards.ts); prod stays quiet. */
+  readonly env: "dev" | "test" | "prod";
+  readonly registry: FxRegistry;
   readonly store: Store;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly config: ResolvedConfig;
   readonly send: SendDrivers;
-  /** Holder id for claims and leases: unique per app instance. */
-  readonly instanceId: string;
   /** Runs a flow as fx.call / app.invoke do: checks `in`, durable flows get their own run. */
   call(
     flow: AnyFlow,

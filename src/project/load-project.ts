@@ -1,3 +1,4 @@
+/** Loads a project directory as `oke` does: oke.config.ts, src/signals, src/channels, src/flows, with the @/ alias. */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { register } from "node:module";
 import { dirname, join, relative, resolve, sep } from "node:path";

@@ -1,3 +1,4 @@
+/** Reads the path aliases of a project's tsconfig.json (JSON with comments). */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";

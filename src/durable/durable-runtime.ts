@@ -1,0 +1,281 @@
+/** The lifecycle of durable runs inside one app: start, deliver, resume, orphan scan, wake scheduler, wake early. */
+import type { Clock } from "../clock/clock.ts";
+import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
+import type { Logger } from "../log/logger.ts";
+import type { AcquiredRun, ClaimedMessage, Store } from "../store/types.ts";
+import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
+import type { JournalSession } from "./session.ts";
+import { WakeScheduler } from "./wake-scheduler.ts";
+
+/** How long a run of a flow this instance does not have waits before any scheduler retries it. */
+const UNKNOWN_FLOW_RETRY_MS = 5_000;
+
+/** Orphan scan page size. */
+const ORPHAN_PAGE = 500;
+
+export interface WakeEarlyResult {
+  outcome: "resumed" | "wake time only";
+  runId: string;
+}
+
+/** What one delivery of a message to a durable consumer came to (the worker pool settles it). */
+export type DurableDelivery =
+  { kind: "ok" } | { kind: "error"; failure: { code: string; message: string } } | { kind: "abandon" };
+
+/** The frame one attempt of a durable flow body runs in. */
+export interface DurableFrame {
+  runId: string;
+  attempt: number;
+  parentRunId: string | null;
+  session: JournalSession;
+  undos: UndoList;
+}
+
+export interface DurableRuntimeOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Unique per app instance; lease owners are `<instanceId>/<n>`. */
+  instanceId: string;
+  leaseMs: number;
+  /** The flows this app has, by name (a run of any other flow is left for another instance). */
+  flows: ReadonlyMap<string, AnyFlow>;
+  /** Runs one attempt of a flow body inside its journal session (the app wires it to fx). */
+  execute(flow: AnyFlow, input: unknown, frame: DurableFrame): Promise<unknown>;
+}
+
+/**
+ * Owns every durable run this instance drives. Every path that starts or
+ * continues a run — a start, a consumer's delivery, the boot orphan scan, the
+ * wake scheduler, wake early — goes through here and through one `driveRun`.
+ */
+export class DurableRuntime {
+  private acquisitions = 0;
+  private readonly deps: DurableDeps;
+  private readonly scheduler: WakeScheduler;
+  /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
+  private readonly tasks = new Set<Promise<unknown>>();
+
+  constructor(private readonly o: DurableRuntimeOptions) {
+    this.deps = {
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      nextOwner: () => this.nextOwner(),
+      leaseMs: o.leaseMs,
+    };
+    this.scheduler = new WakeScheduler({
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      nextOwner: () => this.nextOwner(),
+      leaseMs: o.leaseMs,
+      resume: (acquired) => this.resume(acquired).then(() => undefined),
+    });
+  }
+
+  /** A fresh lease-holder token per acquisition, so two code paths of one process never share a lease. */
+  nextOwner(): string {
+    return `${this.o.instanceId}/${++this.acquisitions}`;
+  }
+
+  /** Starts a run of `flow` and drives it until it returns, parks or fails (thrown). */
+  async start(
+    flow: AnyFlow,
+    input: unknown,
+    parentRunId: string | null,
+    runId: string,
+  ): Promise<InvokeResult> {
+    const acquired = await this.o.store.startRun({
+      id: runId,
+      flow: flow.name!,
+      input,
+      parentRunId,
+      owner: this.nextOwner(),
+      now: this.o.clock.now(),
+      leaseMs: this.o.leaseMs,
+    });
+    const outcome = await driveRun(this.deps, acquired, (session, undos) =>
+      this.o.execute(flow, input, { runId, attempt: 1, parentRunId, session, undos }),
+    );
+    if (outcome.kind === "failed") throw outcome.error;
+    return outcome.kind === "parked" ? { kind: "parked", runId } : { kind: "returned", value: outcome.value };
+  }
+
+  /**
+   * One delivery of a once message to a durable consumer. The run id is the
+   * message id, so a redelivery resumes the same run. While the message has
+   * attempts left (`retryable`), a failing step is not journaled.
+   */
+  async deliver(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
+    const { store, clock } = this.o;
+    try {
+      const existing = await store.getRun(m.id);
+      if (existing?.status === "completed") return { kind: "ok" };
+      if (existing?.status === "failed")
+        return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
+      // Parked: the wake scheduler owns it now; the message's job is done.
+      if (existing?.status === "sleeping" && (existing.wakeAt ?? 0) > clock.now()) return { kind: "ok" };
+      const acquired = await store.startRun({
+        id: m.id,
+        flow: flow.name!,
+        input: m.payload,
+        parentRunId: m.parentRunId,
+        owner: this.nextOwner(),
+        now: clock.now(),
+        leaseMs: this.o.leaseMs,
+      });
+      const outcome = await driveRun(
+        this.deps,
+        acquired,
+        (session, undos) =>
+          this.o.execute(flow, acquired.run.input, {
+            runId: m.id,
+            attempt: m.attempts,
+            parentRunId: m.parentRunId,
+            session,
+            undos,
+          }),
+        { retryable },
+      );
+      if (outcome.kind === "failed") return { kind: "error", failure: errorRecord(outcome.error) };
+      return { kind: "ok" };
+    } catch (e) {
+      // Another instance holds the run: leave the message to its lease.
+      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+      return { kind: "error", failure: errorRecord(e) };
+    }
+  }
+
+  /**
+   * Boot: resumes running runs whose lease lapsed (their instance died).
+   * Orphans list running runs first: page until a page holds a sleeper (those
+   * the wake timer covers), so a boot over 100 000 parked runs reads one page.
+   */
+  async orphanScan(): Promise<void> {
+    let scanned = 0;
+    let resumed = 0;
+    // A run this instance cannot run (unknown flow) is released at once and lists again: page on
+    // only while pages bring runs not seen yet.
+    const seen = new Set<string>();
+    for (;;) {
+      const page = await this.o.store.listOrphans(this.o.clock.now(), ORPHAN_PAGE);
+      scanned += page.length;
+      const running = page.filter((r) => r.status === "running" || r.status === "compensating");
+      const fresh = running.filter((r) => !seen.has(r.id));
+      for (const run of fresh) {
+        seen.add(run.id);
+        try {
+          const acquired = await this.o.store.acquireRun({
+            runId: run.id,
+            owner: this.nextOwner(),
+            now: this.o.clock.now(),
+            leaseMs: this.o.leaseMs,
+          });
+          this.track(this.resume(acquired));
+          resumed++;
+        } catch (e) {
+          if (!(e instanceof JournalLeaseBusy)) throw e;
+        }
+      }
+      if (running.length < ORPHAN_PAGE || fresh.length === 0) break;
+    }
+    if (resumed > 0) this.o.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
+  }
+
+  /** Arms the wake timer on the earliest journal deadline. */
+  startScheduler(): void {
+    this.scheduler.start();
+  }
+
+  /**
+   * Moves a sleeper's wake time to now. When `resumeHere`, also takes the run
+   * and resumes it in this instance (else any scheduler picks it up).
+   */
+  async wakeEarly(runId: string, resumeHere: boolean): Promise<WakeEarlyResult> {
+    const { store, clock } = this.o;
+    const moved = await store.wakeEarly(runId, clock.now());
+    if (!moved) throw new ClockResourceNotFoundError(runId);
+    if (!resumeHere) return { outcome: "wake time only", runId };
+    try {
+      const acquired = await store.acquireRun({
+        runId,
+        owner: this.nextOwner(),
+        now: clock.now(),
+        leaseMs: this.o.leaseMs,
+      });
+      this.track(this.resume(acquired));
+      return { outcome: "resumed", runId };
+    } catch (e) {
+      // The wake event raced us and a scheduler already ran it to the end: it woke, just not through us.
+      if (e instanceof OkeError && e.code === "OKE1310") return { outcome: "wake time only", runId };
+      if (!(e instanceof JournalLeaseBusy)) throw e;
+      // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
+      const holder = (await store.getRun(runId))?.leaseOwner ?? "";
+      return { outcome: holder.startsWith(`${this.o.instanceId}/`) ? "resumed" : "wake time only", runId };
+    }
+  }
+
+  /** Continues a run this instance holds: replay its journal, then run on. */
+  private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
+    const { store, clock, logger } = this.o;
+    const flow = this.o.flows.get(acquired.run.flow);
+    if (!flow) {
+      // A rolling deploy: this instance runs a version without the flow. Leave the run to one that has
+      // it — due again shortly, so any instance's scheduler takes it then (this one included, which
+      // releases it again: a slow retry, never a busy loop).
+      const retryAt = clock.now() + UNKNOWN_FLOW_RETRY_MS;
+      logger.warn(
+        { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
+        "durable run: its flow is not in this app; leaving it for another instance",
+      );
+      await store.releaseRun({
+        runId: acquired.run.id,
+        owner: acquired.run.leaseOwner!,
+        now: clock.now(),
+        retryAt,
+      });
+      return undefined;
+    }
+    const run = acquired.run;
+    const outcome = await driveRun(this.deps, acquired, (session, undos) =>
+      this.o.execute(flow, run.input, {
+        runId: run.id,
+        attempt: 1,
+        parentRunId: run.parentRunId,
+        session,
+        undos,
+      }),
+    );
+    if (outcome.kind === "failed")
+      logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
+    return outcome.kind === "completed"
+      ? { kind: "returned", value: outcome.value }
+      : outcome.kind === "parked"
+        ? { kind: "parked", runId: run.id }
+        : undefined;
+  }
+
+  private track(p: Promise<unknown>): void {
+    const t = p
+      .catch((e: unknown) => this.o.logger.error({ err: e }, "background task failed"))
+      .finally(() => this.tasks.delete(t));
+    this.tasks.add(t);
+  }
+
+  /** True when no resume runs. */
+  isIdle(): boolean {
+    return this.tasks.size === 0 && this.scheduler.active === 0;
+  }
+
+  /** Resolves when the resumes running now are done. */
+  async whenIdle(): Promise<void> {
+    await Promise.allSettled([...this.tasks]);
+  }
+
+  /** Stops the wake scheduler and waits for its resumes up to `timeoutMs`. */
+  async stop(timeoutMs: number): Promise<void> {
+    await this.scheduler.stop(timeoutMs);
+  }
+}

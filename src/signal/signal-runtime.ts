@@ -1,0 +1,192 @@
+/** Delivery of signals inside one app: a worker pool per once-bound flow, claim at emit, the broadcast and live runtimes. */
+import type { Clock } from "../clock/clock.ts";
+import type { JournalSession } from "../durable/session.ts";
+import { errorRecord, JournalLeaseBusy } from "../errors.ts";
+import type { AnyFlow } from "../flow/flow.ts";
+import type { Logger } from "../log/logger.ts";
+import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
+import { BroadcastRuntime } from "./broadcast-runtime.ts";
+import { LiveRuntime } from "./live-runtime.ts";
+import type { BroadcastSignal, LiveSignal, OnceSignal, SignalHandle } from "./signal.ts";
+import { WorkerPool, type HandlerOutcome, type SlotReservation } from "./worker-pool.ts";
+
+/** How the signal runtime runs flows; the app wires it to fx and to the durable runtime. */
+export interface SignalFlowRunner {
+  /** One attempt of a flow body that keeps no journal (a plain consumer, a broadcast subscriber). */
+  execute(
+    flow: AnyFlow,
+    input: unknown,
+    frame: { runId: string; attempt: number; parentRunId: string | null },
+  ): Promise<unknown>;
+  /** One delivery of a claimed message to a durable consumer (its run id is the message id). */
+  deliverDurable(flow: AnyFlow, message: ClaimedMessage, retryable: boolean): Promise<HandlerOutcome>;
+}
+
+export interface SignalRuntimeOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Holder id stamped into lockedBy. */
+  worker: string;
+  signals: ReadonlyMap<string, SignalHandle>;
+  /** Signal name → the flows bound to it (a once signal has exactly one). */
+  subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
+  concurrency: number;
+  prefetch: number;
+  leaseMs: number;
+  /** Insert an unkeyed emit already claimed when a local slot is free (Store.enqueueClaimed). */
+  claimAtEmit: boolean;
+  runner: SignalFlowRunner;
+  /** Wraps the handler of one once signal (the schedule runtime records clock fires this way). */
+  wrapHandler?(
+    signal: string,
+    handle: (m: ClaimedMessage) => Promise<HandlerOutcome>,
+  ): (m: ClaimedMessage) => Promise<HandlerOutcome>;
+}
+
+/**
+ * Owns every worker pool of the app, and the broadcast and live runtimes. The rest of the
+ * app talks to it through `enqueue` (a committed once emit, handed to a local
+ * slot when it can be) and `emitFanout` (broadcast and live signals); nothing
+ * else reaches into a pool.
+ */
+export class SignalRuntime {
+  private readonly pools: WorkerPool[] = [];
+  /** The pool of each once signal bound in this app (claim at emit). */
+  private readonly poolBySignal = new Map<string, WorkerPool>();
+  private readonly broadcasts: BroadcastRuntime;
+  /** Live tapes; the app's SSE hub reads them. */
+  readonly lives: LiveRuntime;
+
+  constructor(private readonly o: SignalRuntimeOptions) {
+    this.broadcasts = new BroadcastRuntime({
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      instanceId: o.worker,
+      signals: o.signals,
+      subscribers: o.subscribers,
+      concurrency: o.concurrency,
+      prefetch: o.prefetch,
+      leaseMs: o.leaseMs,
+      handler: (queue, flow) => this.handler(queue, flow),
+    });
+    this.lives = new LiveRuntime({ store: o.store, clock: o.clock, logger: o.logger, signals: o.signals });
+  }
+
+  /** Starts one pool per once-bound flow, then the broadcast runtime. */
+  async start(): Promise<void> {
+    for (const [signalName, flows] of this.o.subscribers) {
+      const s = this.o.signals.get(signalName)!;
+      if (s.delivery !== "once") continue;
+      const pool = new WorkerPool({
+        store: this.o.store,
+        clock: this.o.clock,
+        logger: this.o.logger,
+        signal: s,
+        worker: this.o.worker,
+        concurrency: this.o.concurrency,
+        prefetch: this.o.prefetch,
+        leaseMs: this.o.leaseMs,
+        handle: this.o.wrapHandler?.(signalName, this.handler(s, flows[0]!)) ?? this.handler(s, flows[0]!),
+      });
+      this.pools.push(pool);
+      this.poolBySignal.set(signalName, pool);
+      pool.start();
+    }
+    await this.broadcasts.start();
+    this.lives.start();
+  }
+
+  /**
+   * Runs one claimed message through its flow. A durable consumer's run id is
+   * the message id, so a redelivered message resumes the same run and its
+   * completed steps never run again.
+   */
+  private handler(signal: OnceSignal, flow: AnyFlow): (m: ClaimedMessage) => Promise<HandlerOutcome> {
+    const { runner } = this.o;
+    if (flow.durable) return (m) => runner.deliverDurable(flow, m, m.attempts <= signal.retries);
+    return async (m) => {
+      try {
+        await runner.execute(flow, m.payload, {
+          runId: m.id,
+          attempt: m.attempts,
+          parentRunId: m.parentRunId,
+        });
+        return { kind: "ok" };
+      } catch (e) {
+        // Another instance holds the run: leave the message to its lease.
+        if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+        return { kind: "error", failure: errorRecord(e) };
+      }
+    };
+  }
+
+  /** Names of the once signals this instance runs a pool for. */
+  get onceSignals(): string[] {
+    return [...this.poolBySignal.keys()];
+  }
+
+  /** Holds a free local slot of `signal`'s pool for a message written already claimed (claim at emit or fire). */
+  reserve(signal: string): SlotReservation | undefined {
+    return this.poolBySignal.get(signal)?.reserve();
+  }
+
+  /** Commits one once message, straight into a free local slot when claim at emit applies. */
+  async enqueue(message: NewMessage): Promise<void> {
+    const { store, clock } = this.o;
+    const slot =
+      this.o.claimAtEmit && message.key === null && store.enqueueClaimed !== undefined
+        ? this.poolBySignal.get(message.signal)?.reserve()
+        : undefined;
+    if (slot === undefined) return store.enqueue([message], clock.now());
+    let claimed: ClaimedMessage[];
+    try {
+      claimed = await store.enqueueClaimed!([message], clock.now(), {
+        worker: this.o.worker,
+        leaseMs: this.o.leaseMs,
+      });
+    } catch (e) {
+      slot.release();
+      throw e;
+    }
+    slot.start(claimed[0]!);
+  }
+
+  /** Emits a broadcast (one copy per subscribed flow of the fleet) or appends to a live tape. */
+  emitFanout(
+    target: BroadcastSignal | LiveSignal,
+    payload: unknown,
+    options: { key?: string | undefined; tx?: unknown } | undefined,
+    producer: { flow: string; runId: string | null },
+    session?: JournalSession,
+  ): Promise<void> {
+    return target.delivery === "broadcast"
+      ? this.broadcasts.emit(target, payload, options, producer, session)
+      : this.lives.emit(target, payload, options, producer, session);
+  }
+
+  /** Handlers of once signals running now. */
+  get active(): number {
+    return this.pools.reduce((n, p) => n + p.active, 0);
+  }
+
+  /** True when no pool (once or broadcast) holds work. */
+  isIdle(): boolean {
+    return this.pools.every((p) => p.isIdle()) && this.broadcasts.isIdle();
+  }
+
+  /** Resolves when the pools' work in hand now is done. */
+  async whenIdle(): Promise<void> {
+    await Promise.all([...this.pools.map((p) => p.whenIdle()), this.broadcasts.whenIdle()]);
+  }
+
+  /** Stops claiming and waits for in-flight handlers up to `timeoutMs`. */
+  async stop(timeoutMs: number): Promise<void> {
+    await Promise.all([
+      ...this.pools.map((p) => p.stop(timeoutMs)),
+      this.broadcasts.stop(timeoutMs),
+      this.lives.stop(),
+    ]);
+  }
+}
