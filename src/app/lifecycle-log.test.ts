@@ -1,3 +1,4 @@
+// Lifecycle logs: boot says what the app serves, stop says it stopped and what it left.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,3 +1,4 @@
+/** IdempotencyStore: the idempotency half of the Store contract (one record per Idempotency-Key). */
 /**
  * The idempotency half of the Store contract: one record per Idempotency-Key,
  * so a retried HTTP request is answered from the first one's response instead

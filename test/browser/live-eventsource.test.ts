@@ -1,3 +1,4 @@
+// An EventSource in headless Chromium on a live route: history, new entries, resume after a server restart.
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import pg from "pg";

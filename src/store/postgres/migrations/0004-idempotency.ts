@@ -1,3 +1,4 @@
+/** Migration 0004: idempotency records. */
 import type { Migration } from "./index.ts";
 
 /**
