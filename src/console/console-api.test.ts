@@ -1,3 +1,4 @@
+// The Console API over HTTP: signals, messages, dead letters, replay at a rate, runs, auth.
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";

@@ -1,3 +1,4 @@
+// Idempotency-Key on every driver: a retry gets the first answer, a different request 422, one running 409.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { flow, http, on, signal, OkeError } from "../../src/index.ts";

@@ -1,3 +1,4 @@
+/** Conformance cases of run retention: pruneRuns deletes finished runs and their journals in batches. */
 import { describe, expect, it } from "vitest";
 import { freshStore, sleepingRun, startRun, step, T0, type StoreFactory } from "./harness.ts";
 import type { Store } from "../types.ts";

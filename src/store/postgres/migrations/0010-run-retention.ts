@@ -1,3 +1,4 @@
+/** Migration 0010: the partial index on finished runs for retention. */
 import type { Migration } from "./index.ts";
 
 /**
