@@ -1,3 +1,4 @@
+// An Idempotency-Key survives a SIGKILLed process on postgres: the next process replays the first response.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileURLToPath } from "node:url";

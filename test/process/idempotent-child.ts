@@ -1,3 +1,4 @@
+// A real app process for the idempotency restart test.
 /**
  * A real app process serving one keyed route on PostgreSQL (DATABASE_URL + OKE_SCHEMA): each run of
  * the flow inserts a row, so the test counts runs across processes. Prints {"event":"listening","port"}.
