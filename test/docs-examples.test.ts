@@ -72,6 +72,8 @@ beforeAll(() => {
           okengine: src("index.ts"),
           "okengine/testing": src("testing.ts"),
           "okengine/vitest": src("vitest.ts"),
+          "okengine/store": src("store-api.ts"),
+          "okengine/store/conformance": src("store-conformance.ts"),
         },
       },
       include: ["b*/**/*.ts"],

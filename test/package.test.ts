@@ -71,9 +71,12 @@ describe("the tarball", () => {
     expect(files).toContain("package/dist/index.js");
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/bin/oke.js");
-    expect(
-      files.filter((f) => /\.test\.|fixtures\/|^package\/src\/|test-support|test-helper/.test(f)),
-    ).toEqual([]);
+    // The starter's own tests (templates/starter) are what `oke init` copies; okengine's are not shipped.
+    const own = files.filter((f) => !f.startsWith("package/templates/"));
+    expect(own.filter((f) => /\.test\.|fixtures\/|^package\/src\/|test-support|test-helper/.test(f))).toEqual(
+      [],
+    );
+    expect(files).toContain("package/templates/starter/src/flows/trials/start.test.ts");
   });
 
   it("passes publint and arethetypeswrong (ESM-only profile)", async () => {
@@ -172,6 +175,58 @@ describe("the first hour, from the tarball: init, install, test, dev, a request,
       expect(t.output).toMatch(/Tests\s+4 passed/);
       const types = await runToEnd("npm", ["run", "typecheck"], { cwd: starter, env: userEnv() });
       expect(types.code, types.output).toBe(0);
+    },
+    SETUP_MS,
+  );
+
+  it(
+    "a third-party driver proves itself with okengine/store and okengine/store/conformance",
+    async () => {
+      writeTree(
+        {
+          "drivers/acme.test.ts": [
+            'import { createMemoryStore, type Store } from "okengine/store";',
+            'import { describeStoreConformance } from "okengine/store/conformance";',
+            "",
+            "// A stand-in for a driver of one's own: the memory driver under another name.",
+            "function createAcmeStore(): Store {",
+            "  const inner = createMemoryStore();",
+            '  return new Proxy(inner, { get: (t, k) => (k === "driver" ? "acme" : Reflect.get(t, k)) });',
+            "}",
+            "",
+            'describeStoreConformance("acme", async () => {',
+            "  const store = createAcmeStore();",
+            "  await store.open();",
+            "  return { store, cleanup: () => store.close() };",
+            "});",
+            "",
+          ].join("\n"),
+        },
+        starter,
+      );
+      const r = await runToEnd("npx", ["vitest", "run", "drivers"], { cwd: starter, env: userEnv() });
+      expect(r.code, r.output).toBe(0);
+      expect(r.output).toMatch(/Tests\s+\d+ passed/);
+      const types = await runToEnd(
+        "npx",
+        [
+          "tsc",
+          "--noEmit",
+          "--types",
+          "node",
+          "drivers/acme.test.ts",
+          "--module",
+          "nodenext",
+          "--strict",
+          "--skipLibCheck",
+        ],
+        {
+          cwd: starter,
+          env: userEnv(),
+        },
+      );
+      expect(types.code, types.output).toBe(0);
+      rmSync(join(starter, "drivers"), { recursive: true, force: true });
     },
     SETUP_MS,
   );

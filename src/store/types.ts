@@ -330,7 +330,8 @@ export interface Store
     CompensationStore,
     IdempotencyStore,
     RunRetentionStore {
-  readonly driver: "memory" | "file" | "postgres";
+  /** The built-in drivers names, or a third-party driver s own (okengine/store). */
+  readonly driver: "memory" | "file" | "postgres" | (string & {});
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;
   /** Flushes and releases resources. */
