@@ -1,0 +1,96 @@
+/**
+ * The cost of the Idempotency-Key lookup: the same POST over a real socket with and without a
+ * (fresh, unique) key, on the memory and postgres drivers, in alternating segments so load from
+ * other processes lands on both alike. Target: keyed ≥ 0.9× unkeyed.
+ *
+ *   node --import tsx bench/http-idempotency.ts     # BENCH_SECONDS (6), BENCH_CONNECTIONS (16)
+ */
+import { Agent, request } from "node:http";
+import { loadavg } from "node:os";
+import pg from "pg";
+import { pino } from "pino";
+import { createApp, flow, http, on } from "../src/index.ts";
+import { createMemoryStore } from "../src/store/memory/memory-store.ts";
+import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
+import type { Store } from "../src/store/types.ts";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const PG_URL = process.env.DATABASE_URL_TEST ?? "postgres://postgres@127.0.0.1:5432/test";
+const body = JSON.stringify({ sku: "sku-1", qty: 2 });
+
+function post(port: number, agent: Agent, key: string | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string | number> = {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+    };
+    if (key !== undefined) headers["idempotency-key"] = key;
+    const req = request(
+      { host: "127.0.0.1", port, method: "POST", path: "/orders", agent, headers },
+      (res) => {
+        res.resume();
+        res.on("end", () =>
+          res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Requests per second for `ms` of closed-loop load with CONNECTIONS in flight. */
+async function segment(port: number, agent: Agent, keyed: boolean, ms: number): Promise<number> {
+  let n = 0;
+  let seq = 0;
+  const end = Date.now() + ms;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (Date.now() < end) {
+        await post(port, agent, keyed ? `bench-${process.pid}-${Date.now()}-${seq++}` : undefined);
+        n++;
+      }
+    }),
+  );
+  return n / (ms / 1000);
+}
+
+async function measure(name: string, store: Store): Promise<void> {
+  const create = on(
+    http.post("/orders"),
+    flow("orders.create", { do: (input: { sku: string }, fx) => ({ orderId: fx.id(), sku: input.sku }) }),
+  );
+  const app = createApp({ env: "test", modules: [{ create }], store, logger: pino({ level: "silent" }) });
+  const { port } = await app.start({ port: 0, host: "127.0.0.1" });
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+  await segment(port, agent, true, 500); // warm-up (JIT, pool)
+  const plain: number[] = [];
+  const keyed: number[] = [];
+  const rounds = Math.max(1, Math.round(SECONDS / 1));
+  for (let i = 0; i < rounds; i++) {
+    plain.push(await segment(port, agent, false, 500));
+    keyed.push(await segment(port, agent, true, 500));
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const p = median(plain);
+  const k = median(keyed);
+  console.log(
+    `${name.padEnd(9)} without key ${p.toFixed(0).padStart(6)} req/s   with key ${k.toFixed(0).padStart(6)} req/s   ratio ${(k / p).toFixed(2)}×`,
+  );
+  agent.destroy();
+  await app.stop();
+}
+
+console.log(
+  `POST /orders, ${CONNECTIONS} connections, loadavg ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ")}`,
+);
+await measure("memory", createMemoryStore());
+const schema = `oke_bench_idem_${process.pid}`;
+await measure("postgres", createPostgresStore({ connectionString: PG_URL, schema }));
+const admin = new pg.Client({ connectionString: PG_URL });
+await admin.connect();
+await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+await admin.end();
