@@ -376,6 +376,33 @@ export const handlers: Record<string, ApiHandler> = {
     return { body: { now, instances: await host.store.listInstances(now - 30_000), self: host.instanceId } };
   },
 
+  "GET /api/schedules": async ({ host }) => ({ body: { schedules: await host.operator.schedules.list() } }),
+
+  "POST /api/schedules/:name/:action": async ({ host, audit }, { params, body, actor }) => {
+    const name = params.name ?? "";
+    const action = params.action ?? "";
+    let result: unknown;
+    if (action === "pause") result = await host.operator.schedules.pause(name);
+    else if (action === "resume") result = await host.operator.schedules.resume(name);
+    else if (action === "reset") result = await host.operator.schedules.reset(name);
+    else if (action === "trigger") result = await host.operator.schedules.trigger(name);
+    else if (action === "edit") {
+      const b = bodyObject(body);
+      const edit: { cron?: string; every?: string; timezone?: string } = {};
+      for (const k of ["cron", "every", "timezone"] as const) {
+        const v = b[k];
+        if (v === undefined) continue;
+        if (typeof v !== "string") throw badRequest(`"${k}" must be a string`);
+        edit[k] = v;
+      }
+      result = await host.operator.schedules.edit(name, edit);
+      await audit({ actor, action, target: `schedule:${name}`, detail: { ...edit } });
+      return { body: result };
+    } else throw notFound(`no schedule action "${action}" (pause, resume, edit, reset, trigger)`);
+    await audit({ actor, action, target: `schedule:${name}`, detail: {} });
+    return { body: result };
+  },
+
   "GET /api/audit": async ({ host }, { query }) => ({
     body: await host.store.pageAudit({ cursor: query.get("cursor"), limit: limitOf(query) }),
   }),
