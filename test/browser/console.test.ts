@@ -1,3 +1,4 @@
+// The Console in headless Chromium: sign-in refusal, a dead letter replayed, a sleeping run woken, a trace chain followed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createApp } from "../../src/app/app.ts";
