@@ -1,0 +1,78 @@
+/** A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl on a free port), so the test may restart it. */
+import { execFile } from "node:child_process";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+function findBin(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(":"))
+    if (existsSync(join(dir, name))) return join(dir, name);
+  if (!existsSync("/usr/lib/postgresql")) return undefined;
+  for (const v of readdirSync("/usr/lib/postgresql").sort().reverse()) {
+    const p = `/usr/lib/postgresql/${v}/bin/${name}`;
+    if (existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() =>
+        typeof addr === "object" && addr !== null ? resolve(addr.port) : reject(new Error("no port")),
+      );
+    });
+  });
+
+export interface PrivateCluster {
+  url: string;
+  restart(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+/** Never the shared server: a cluster in a temp dir, as the postgres account when running as root. */
+export async function startPrivateCluster(): Promise<PrivateCluster> {
+  const initdb = findBin("initdb");
+  const pgCtl = findBin("pg_ctl");
+  const isRoot = process.getuid?.() === 0;
+  if (
+    initdb === undefined ||
+    pgCtl === undefined ||
+    (isRoot && (findBin("runuser") === undefined || !/^postgres:/m.test(readFileSync("/etc/passwd", "utf8"))))
+  )
+    throw new Error("a private cluster needs initdb, pg_ctl and (as root) a postgres account");
+  const asPg = (bin: string, args: string[]) =>
+    isRoot ? run("runuser", ["-u", "postgres", "--", bin, ...args]) : run(bin, args);
+  const dir = mkdtempSync(join(tmpdir(), "oke-pgc-"));
+  if (isRoot) chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), 0);
+  const port = await freePort();
+  const ctl = (...args: string[]) =>
+    asPg(pgCtl, [
+      "-D",
+      join(dir, "data"),
+      "-w",
+      "-l",
+      join(dir, "log"),
+      ...args,
+      "-o",
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`,
+    ]);
+  await asPg(initdb, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
+  await ctl("start");
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    restart: async () => {
+      await ctl("-m", "fast", "restart");
+    },
+    destroy: async () => {
+      await ctl("-m", "immediate", "stop").catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
