@@ -112,6 +112,7 @@ class OkeApp implements App, FxRuntime {
       logger: this.logger,
       instanceId: this.instanceId,
       leaseMs: this.config.durableLeaseMs,
+      concurrency: this.config.durableConcurrency,
       flows: this.registry.flows,
       execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
     });

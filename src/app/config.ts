@@ -90,6 +90,8 @@ export interface OkeSettings {
     leaseMs?: number;
     /** How long completed and failed runs (and their journals) are kept before pruning, in ms. Default 7 days. */
     retentionMs?: number;
+    /** Resumes (wake, orphan scan, wake early, redelivery) running at once per instance. Default 32. */
+    concurrency?: number;
   };
   /** The operator Console (docs/console.md), served by `app.start()` on its own port. */
   console?: {
@@ -131,7 +133,7 @@ export const CONFIG_SECTIONS = {
     idempotencyWindowMs: true,
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
-  durable: { retentionMs: true, leaseMs: true },
+  durable: { retentionMs: true, leaseMs: true, concurrency: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
   console: { port: true, host: true, tokens: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
@@ -204,6 +206,7 @@ export interface ResolvedConfig {
   retentionMs: number;
   durableLeaseMs: number;
   durableRetentionMs: number;
+  durableConcurrency: number;
   liveMaxConnections: number;
   liveMaxBufferBytes: number;
   liveHeartbeatMs: number;
@@ -282,6 +285,16 @@ export function resolveConfig(
     }
     return v;
   };
+  // A count of permits: a fraction would hand out fractional permits.
+  const positiveWhole = (name: string, v: number): number => {
+    if (!Number.isInteger(v) || v <= 0) {
+      throw new OkeError({
+        code: "OKE1094",
+        message: `oke boot: ${name} must be a positive whole number, got ${String(v)}`,
+      });
+    }
+    return v;
+  };
   const boolean = (name: string, v: unknown): boolean => {
     if (typeof v !== "boolean") {
       throw new OkeError({
@@ -325,6 +338,7 @@ export function resolveConfig(
     retentionMs: positive("signals.retentionMs", signals.retentionMs ?? 24 * 3_600_000),
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
     durableRetentionMs: positive("durable.retentionMs", durable.retentionMs ?? 7 * 24 * 3_600_000),
+    durableConcurrency: positiveWhole("durable.concurrency", durable.concurrency ?? 32),
     liveMaxConnections: positive("live.maxConnections", live.maxConnections ?? 10_000),
     liveMaxBufferBytes: positive("live.maxBufferBytes", live.maxBufferBytes ?? 1024 * 1024),
     liveHeartbeatMs: positive("live.heartbeatMs", live.heartbeatMs ?? 15_000),

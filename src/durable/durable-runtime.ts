@@ -4,6 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, Store } from "../store/types.ts";
+import { Permits } from "./permits.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
@@ -39,6 +40,8 @@ export interface DurableRuntimeOptions {
   /** Unique per app instance; lease owners are `<instanceId>/<n>`. */
   instanceId: string;
   leaseMs: number;
+  /** Resumes running at once (`durable.concurrency`); new starts are bounded by their callers. */
+  concurrency: number;
   /** The flows this app has, by name (a run of any other flow is left for another instance). */
   flows: ReadonlyMap<string, AnyFlow>;
   /** Runs one attempt of a flow body inside its journal session (the app wires it to fx). */
@@ -54,6 +57,7 @@ export class DurableRuntime {
   private acquisitions = 0;
   private readonly deps: DurableDeps;
   private readonly scheduler: WakeScheduler;
+  private readonly permits: Permits;
   /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
   private readonly tasks = new Set<Promise<unknown>>();
 
@@ -65,13 +69,15 @@ export class DurableRuntime {
       nextOwner: () => this.nextOwner(),
       leaseMs: o.leaseMs,
     };
+    this.permits = new Permits(o.concurrency, () => this.scheduler.poke());
     this.scheduler = new WakeScheduler({
       store: o.store,
       clock: o.clock,
       logger: o.logger,
       nextOwner: () => this.nextOwner(),
       leaseMs: o.leaseMs,
-      resume: (acquired) => this.resume(acquired).then(() => undefined),
+      permits: this.permits,
+      resume: (acquired) => this.resumeHeld(acquired).then(() => undefined),
     });
   }
 
@@ -117,6 +123,24 @@ export class DurableRuntime {
         return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
       // Parked: the wake scheduler owns it now; the message's job is done.
       if (existing?.status === "sleeping" && (existing.wakeAt ?? 0) > clock.now()) return { kind: "ok" };
+      // A redelivery continues a run: it counts against durable.concurrency like every resume.
+      if (existing === undefined) return await this.deliverOnce(flow, m, retryable);
+      await this.permits.take();
+      try {
+        return await this.deliverOnce(flow, m, retryable);
+      } finally {
+        this.permits.release();
+      }
+    } catch (e) {
+      // Another instance holds the run: leave the message to its lease.
+      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+      return { kind: "error", failure: errorRecord(e) };
+    }
+  }
+
+  private async deliverOnce(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
+    const { store, clock } = this.o;
+    {
       const acquired = await store.startRun({
         id: m.id,
         flow: flow.name!,
@@ -141,10 +165,6 @@ export class DurableRuntime {
       );
       if (outcome.kind === "failed") return { kind: "error", failure: errorRecord(outcome.error) };
       return { kind: "ok" };
-    } catch (e) {
-      // Another instance holds the run: leave the message to its lease.
-      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
-      return { kind: "error", failure: errorRecord(e) };
     }
   }
 
@@ -165,6 +185,9 @@ export class DurableRuntime {
       const running = page.filter((r) => r.status === "running" || r.status === "compensating");
       const fresh = running.filter((r) => !seen.has(r.id));
       for (const run of fresh) {
+        // No free permit: leave the rest — their leases lapsed, so they are due for the wake
+        // scheduler, which takes them as permits free (boot does not wait for them).
+        if (this.permits.tryTake(1) === 0) break;
         seen.add(run.id);
         try {
           const acquired = await this.o.store.acquireRun({
@@ -173,13 +196,14 @@ export class DurableRuntime {
             now: this.o.clock.now(),
             leaseMs: this.o.leaseMs,
           });
-          this.track(this.resume(acquired));
+          this.track(this.resumeHeld(acquired));
           resumed++;
         } catch (e) {
+          this.permits.release();
           if (!(e instanceof JournalLeaseBusy)) throw e;
         }
       }
-      if (running.length < ORPHAN_PAGE || fresh.length === 0) break;
+      if (running.length < ORPHAN_PAGE || fresh.length === 0 || this.permits.free === 0) break;
     }
     if (resumed > 0) this.o.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
   }
@@ -198,6 +222,15 @@ export class DurableRuntime {
     const moved = await store.wakeEarly(runId, clock.now());
     if (!moved) throw new ClockResourceNotFoundError(runId);
     if (!resumeHere) return { outcome: "wake time only", runId };
+    while (this.permits.tryTake(1) === 0) {
+      // Our scheduler may have claimed it (the wake event raced us): still resumed here.
+      const holder = (await store.getRun(runId))?.leaseOwner ?? "";
+      if (holder.startsWith(`${this.o.instanceId}/`)) return { outcome: "resumed", runId };
+      // Every permit busy with resumes: the scheduler takes it when one frees.
+      if (!this.scheduler.claiming) return { outcome: "wake time only", runId };
+      // A claim round holds the spare permits only while it claims: wait for it.
+      await this.scheduler.settled();
+    }
     try {
       const acquired = await store.acquireRun({
         runId,
@@ -205,15 +238,25 @@ export class DurableRuntime {
         now: clock.now(),
         leaseMs: this.o.leaseMs,
       });
-      this.track(this.resume(acquired));
+      this.track(this.resumeHeld(acquired));
       return { outcome: "resumed", runId };
     } catch (e) {
+      this.permits.release();
       // The wake event raced us and a scheduler already ran it to the end: it woke, just not through us.
       if (e instanceof OkeError && e.code === "OKE1310") return { outcome: "wake time only", runId };
       if (!(e instanceof JournalLeaseBusy)) throw e;
       // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
       const holder = (await store.getRun(runId))?.leaseOwner ?? "";
       return { outcome: holder.startsWith(`${this.o.instanceId}/`) ? "resumed" : "wake time only", runId };
+    }
+  }
+
+  /** Resumes a run under a permit already taken, and gives the permit back when it ends. */
+  private async resumeHeld(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
+    try {
+      return await this.resume(acquired);
+    } finally {
+      this.permits.release();
     }
   }
 

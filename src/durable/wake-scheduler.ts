@@ -2,6 +2,7 @@
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
+import type { Permits } from "./permits.ts";
 
 export interface WakeSchedulerOptions {
   store: Store;
@@ -12,7 +13,9 @@ export interface WakeSchedulerOptions {
   leaseMs: number;
   /** Claims per round. */
   batch?: number;
-  /** Continue a run this instance just acquired. */
+  /** Resume permits (`durable.concurrency`): a round claims at most the free ones. */
+  permits: Permits;
+  /** Continue a run this instance just acquired; releases its permit when done. */
   resume(acquired: AcquiredRun): Promise<void>;
 }
 
@@ -29,6 +32,7 @@ export class WakeScheduler {
   private again = false;
   private unsubscribe: (() => void) | undefined;
   private readonly resuming = new Set<Promise<void>>();
+  private round: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: WakeSchedulerOptions) {}
 
@@ -52,27 +56,53 @@ export class WakeScheduler {
       this.again = true;
       return;
     }
-    void this.tick();
+    this.round = this.tick();
+  }
+
+  /** True while a claim round runs (it holds the permits it may claim with). */
+  get claiming(): boolean {
+    return this.ticking;
+  }
+
+  /** Resolves when the claim round in flight (if any) is done: its spare permits are back by then. */
+  settled(): Promise<void> {
+    return this.round;
   }
 
   private async tick(): Promise<void> {
     this.ticking = true;
     const batch = this.o.batch ?? 32;
+    // All permits busy: due runs stay unclaimed (no lease held on a run we cannot run yet) and
+    // the next released permit pokes us — arming on a past deadline would spin.
+    let starved = false;
     try {
       do {
         this.again = false;
+        starved = false;
         for (;;) {
-          const due = await this.o.store.claimDueRuns({
-            owner: this.o.nextOwner(),
-            now: this.o.clock.now(),
-            max: batch,
-            leaseMs: this.o.leaseMs,
-          });
+          const max = this.o.permits.tryTake(batch);
+          if (max === 0) {
+            starved = true;
+            break;
+          }
+          let due: AcquiredRun[];
+          try {
+            due = await this.o.store.claimDueRuns({
+              owner: this.o.nextOwner(),
+              now: this.o.clock.now(),
+              max,
+              leaseMs: this.o.leaseMs,
+            });
+          } catch (e) {
+            this.o.permits.giveBack(max);
+            throw e;
+          }
+          if (due.length < max) this.o.permits.giveBack(max - due.length);
           for (const run of due) this.track(run);
-          if (due.length < batch || !this.running) break;
+          if (due.length < max || !this.running) break;
         }
       } while (this.again && this.running);
-      await this.arm();
+      if (!starved) await this.arm();
     } catch (e) {
       this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
       this.armAt(this.o.clock.now() + 1_000);
