@@ -58,6 +58,8 @@ export class DurableRuntime {
   private readonly deps: DurableDeps;
   private readonly scheduler: WakeScheduler;
   private readonly permits: Permits;
+  /** Runs a wake early is working on, and whether a resume of each started here meanwhile. */
+  private readonly wakeWatch = new Map<string, boolean>();
   /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
   private readonly tasks = new Set<Promise<unknown>>();
 
@@ -218,16 +220,26 @@ export class DurableRuntime {
    * and resumes it in this instance (else any scheduler picks it up).
    */
   async wakeEarly(runId: string, resumeHere: boolean): Promise<WakeEarlyResult> {
+    // Set once any resume of this run starts here while we work: the wake event can race us
+    // through our own scheduler, and that run may even finish before we look.
+    this.wakeWatch.set(runId, false);
+    try {
+      const outcome = await this.wakeEarlyWatched(runId, resumeHere);
+      return { outcome: outcome === "resumed" || this.wakeWatch.get(runId) ? "resumed" : outcome, runId };
+    } finally {
+      this.wakeWatch.delete(runId);
+    }
+  }
+
+  private async wakeEarlyWatched(runId: string, resumeHere: boolean): Promise<WakeEarlyResult["outcome"]> {
     const { store, clock } = this.o;
     const moved = await store.wakeEarly(runId, clock.now());
     if (!moved) throw new ClockResourceNotFoundError(runId);
-    if (!resumeHere) return { outcome: "wake time only", runId };
+    if (!resumeHere) return "wake time only";
     while (this.permits.tryTake(1) === 0) {
-      // Our scheduler may have claimed it (the wake event raced us): still resumed here.
-      const holder = (await store.getRun(runId))?.leaseOwner ?? "";
-      if (holder.startsWith(`${this.o.instanceId}/`)) return { outcome: "resumed", runId };
+      if (this.wakeWatch.get(runId)) return "resumed";
       // Every permit busy with resumes: the scheduler takes it when one frees.
-      if (!this.scheduler.claiming) return { outcome: "wake time only", runId };
+      if (!this.scheduler.claiming) return "wake time only";
       // A claim round holds the spare permits only while it claims: wait for it.
       await this.scheduler.settled();
     }
@@ -239,20 +251,19 @@ export class DurableRuntime {
         leaseMs: this.o.leaseMs,
       });
       this.track(this.resumeHeld(acquired));
-      return { outcome: "resumed", runId };
+      return "resumed";
     } catch (e) {
       this.permits.release();
-      // The wake event raced us and a scheduler already ran it to the end: it woke, just not through us.
-      if (e instanceof OkeError && e.code === "OKE1310") return { outcome: "wake time only", runId };
-      if (!(e instanceof JournalLeaseBusy)) throw e;
-      // Our own wake scheduler may have claimed it first (the wake event raced us): still resumed here.
-      const holder = (await store.getRun(runId))?.leaseOwner ?? "";
-      return { outcome: holder.startsWith(`${this.o.instanceId}/`) ? "resumed" : "wake time only", runId };
+      // The wake event raced us and a scheduler (maybe ours: see wakeWatch) took it, or ran it to the end.
+      if (e instanceof JournalLeaseBusy || (e instanceof OkeError && e.code === "OKE1310"))
+        return "wake time only";
+      throw e;
     }
   }
 
   /** Resumes a run under a permit already taken, and gives the permit back when it ends. */
   private async resumeHeld(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
+    if (this.wakeWatch.has(acquired.run.id)) this.wakeWatch.set(acquired.run.id, true);
     try {
       return await this.resume(acquired);
     } finally {
