@@ -239,10 +239,10 @@ class OkeApp implements App, FxRuntime {
   async call(
     flow: AnyFlow,
     input: unknown,
-    parent: { runId: string | null; flow: string | null },
+    parent: { runId: string | null; flow: string | null; childRunId?: string | undefined },
   ): Promise<InvokeResult> {
     const value = await checkInput(flow, flow.in, input);
-    return this.run(flow, value, parent.runId);
+    return this.run(flow, value, parent.runId, parent.childRunId);
   }
 
   private async run(

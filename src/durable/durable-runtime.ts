@@ -95,6 +95,15 @@ export class DurableRuntime {
     parentRunId: string | null,
     runId: string,
   ): Promise<InvokeResult> {
+    // A derived child id (fx.call on replay) may name a run that already exists: take its outcome.
+    const existing = parentRunId === null ? undefined : await this.o.store.getRun(runId);
+    if (existing?.status === "completed") return { kind: "returned", value: existing.output };
+    if (existing?.status === "failed")
+      throw new OkeError({
+        code: existing.error?.code ?? "Error",
+        message: existing.error?.message ?? `run "${runId}" failed`,
+      });
+    if (existing?.status === "sleeping") return { kind: "parked", runId };
     const acquired = await this.o.store.startRun({
       id: runId,
       flow: flow.name!,

@@ -156,10 +156,15 @@ export class JournalSession {
   }
 
   /** A value produced once and replayed afterwards (fx.call results, sends, live tape entry ids). */
-  async once<T>(kind: "call" | "send" | "emit", name: string, make: () => Promise<T> | T): Promise<T> {
+  async once<T>(
+    kind: "call" | "send" | "emit",
+    name: string,
+    make: (seq: number) => Promise<T> | T,
+  ): Promise<T> {
     const { seq, entry } = this.next(kind, name);
     if (entry) return entry.value as T;
-    const value = await make();
+    // `seq` lets make() derive ids from the journal position, the same on every replay.
+    const value = await make(seq);
     await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
     return value;
   }

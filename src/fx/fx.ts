@@ -64,11 +64,15 @@ class FxContext implements Fx {
 
   async call<I, O>(target: Flow<I, O>, input: I): Promise<O> {
     const callee = this.rt.registry.named.get(target) ?? target;
-    const run = async (): Promise<O> => {
-      const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow });
+    const run = async (childRunId?: string): Promise<O> => {
+      const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow, childRunId });
       return (r.kind === "returned" ? r.value : undefined) as O;
     };
-    return this.frame.session ? this.frame.session.once("call", callee.name ?? "(unnamed)", run) : run();
+    // A durable parent names the child by its own run and journal position: a replay after a
+    // crash between starting the child and journaling the call finds that child, not a second.
+    return this.frame.session
+      ? this.frame.session.once("call", callee.name ?? "(unnamed)", (seq) => run(`${this.runId}.${seq}`))
+      : run();
   }
 
   using<T extends Resource>(resource: T): T {

@@ -28,7 +28,7 @@ export interface FxRuntime {
   call(
     flow: AnyFlow,
     input: unknown,
-    parent: { runId: string | null; flow: string | null },
+    parent: { runId: string | null; flow: string | null; childRunId?: string | undefined },
   ): Promise<InvokeResult>;
   /**
    * Commits one emitted once message (outside a durable journal), handing it

@@ -1,0 +1,78 @@
+// fx.call of a durable callee names the child by the parent run and journal position: a replay after a lost call entry finds the same child.
+import { describe, expect, it } from "vitest";
+import { createTimeTravel, flow, http, on } from "../../src/index.ts";
+import type { Store } from "../../src/store/types.ts";
+import { appFactory, until } from "./app-fixture.ts";
+import { drivers } from "./drivers.ts";
+
+const T0 = 1_000_000;
+
+/** The store, except that the first append of a `call` entry throws and every write after it fails (the process "died"). */
+function dyingAtCallEntry(store: Store): Store {
+  let dead = false;
+  const writes = new Set(["append", "park", "finish", "releaseRun", "beginCompensation"]);
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver) as unknown;
+      if (typeof v !== "function") return v;
+      const fn = v as (...a: unknown[]) => unknown;
+      if (key === "append")
+        return async (req: Parameters<Store["append"]>[0]) => {
+          if (dead || req.entries.some((e) => e.kind === "call")) {
+            dead = true;
+            throw new Error("store lost: the call entry was never journaled");
+          }
+          return fn.call(target, req);
+        };
+      if (typeof key === "string" && writes.has(key) && dead)
+        return async () => {
+          throw new Error("store lost");
+        };
+      return fn.bind(target);
+    },
+  });
+}
+
+describe.each(drivers.filter((d) => d.name !== "file"))(
+  "derived child run ids on the $name driver",
+  (driver) => {
+    const apps = appFactory(driver);
+
+    it("a parent resumed after its call entry was lost finds the child it started: one child, its step ran once", async () => {
+      let childSteps = 0;
+      const child = flow("kids.child", {
+        durable: true,
+        do: async (_: unknown, fx) => fx.step("work", () => ++childSteps),
+      });
+      const parent = on(
+        http.post("/p"),
+        flow("kids.parent", {
+          durable: true,
+          do: async (_: unknown, fx) => {
+            const n = await fx.call(child, {});
+            await fx.step("after", () => n);
+          },
+        }),
+      );
+      const store = await apps.store();
+      await store.open();
+      const app1 = await apps.make([{ parent }], {
+        store: dyingAtCallEntry(store),
+        time: createTimeTravel(T0),
+      });
+      expect((await app1.request("/p", { method: "POST" })).status).toBe(500);
+      const [run] = (await store.listRuns({ flow: "kids.parent" })) ?? [];
+      expect(run?.status).toBe("running");
+      // A second instance after the first one's lease lapsed: the boot orphan scan resumes the parent.
+      const app2 = await apps.make([{ parent }], { store, time: createTimeTravel(T0 + 120_000) });
+      await until(
+        async () => (await app2.operator.run(run!.id))?.run.status === "completed",
+        "parent completes",
+      );
+      const children = await store.listRuns({ flow: "kids.child" });
+      expect(children.map((c) => c.id)).toEqual([`${run!.id}.0`]);
+      expect(children[0]!.parentRunId).toBe(run!.id);
+      expect(childSteps).toBe(1);
+    });
+  },
+);
