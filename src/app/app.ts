@@ -360,15 +360,20 @@ class OkeApp implements App, FxRuntime {
 
   private schedulePrune(): void {
     const every = Math.min(this.config.retentionMs, 3_600_000);
-    const arm = (): void => {
-      this.cancelPrune = this.clock.at(this.clock.now() + every, () => {
+    // Armed from when the last prune was due (as RunRetention does), so a clock that jumps during a prune
+    // gets the next one at once rather than a period later.
+    const arm = (from: number): void => {
+      const due = from + every;
+      this.cancelPrune = this.clock.at(due, () => {
         const before = this.clock.now() - this.config.retentionMs;
         this.track(
-          Promise.all([this.store.pruneDelivered(before), this.store.pruneFires(before)]).finally(arm),
+          Promise.all([this.store.pruneDelivered(before), this.store.pruneFires(before)]).finally(() =>
+            arm(Math.max(due, this.clock.now() - every)),
+          ),
         );
       });
     };
-    arm();
+    arm(this.clock.now());
   }
 
   wakeEarly(runId: string): Promise<WakeEarlyResult> {

@@ -27,16 +27,22 @@ export class RunRetention {
 
   start(): void {
     this.running = true;
-    this.arm();
+    this.arm(this.o.clock.now());
   }
 
-  private arm(): void {
+  /**
+   * Arms the next sweep one period after `from`, the time the last one was due — not after the sweep
+   * ended: a clock that jumped while a sweep ran (time travel, a suspended host) gets its sweep at
+   * once instead of a full period later. At most one catch-up sweep, never one per missed period.
+   */
+  private arm(from: number): void {
     if (!this.running) return;
     const every = Math.min(this.o.retentionMs, SWEEP_MS);
-    this.cancel = this.o.clock.at(this.o.clock.now() + every, () => {
+    const due = from + every;
+    this.cancel = this.o.clock.at(due, () => {
       this.sweeping = this.sweep().finally(() => {
         this.sweeping = undefined;
-        this.arm();
+        this.arm(Math.max(due, this.o.clock.now() - every));
       });
     });
   }

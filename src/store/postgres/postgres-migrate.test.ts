@@ -44,7 +44,7 @@ describe("postgres migrations", () => {
     schemas.push(schema);
     const s = `"${schema}"`;
     const results = await Promise.all([1, 2, 3, 4].map(() => migrate(pool(), schema, s)));
-    expect(results.flat().sort()).toEqual(migrations.map((m) => m.id));
+    expect(results.flat().sort((a, b) => a - b)).toEqual(migrations.map((m) => m.id));
     expect(results.filter((r) => r.length > 0)).toHaveLength(1);
     expect(await migrate(pool(), schema, s)).toEqual([]);
   });
