@@ -1,5 +1,4 @@
-/**
- * `okengine/store`: the Store contract for drivers written outside okengine — every type a driver
+/** `okengine/store`: the Store contract for drivers written outside okengine — every type a driver
  * implements, the errors it must raise with the same codes and texts, and the memory driver to
  * compare against or wrap. The conformance suite is `okengine/store/conformance`. See docs/drivers.md.
  */

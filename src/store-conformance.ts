@@ -1,5 +1,4 @@
-/**
- * `okengine/store/conformance`: the cases every built-in driver passes, as vitest suites, so a
+/** `okengine/store/conformance`: the cases every built-in driver passes, as vitest suites, so a
  * third-party driver proves itself the same way. Needs vitest (an optional peer dependency).
  *
  * ```ts

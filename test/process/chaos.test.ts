@@ -1,5 +1,4 @@
-/**
- * Chaos on a private PostgreSQL cluster: random consumers SIGKILLed (seeded) and one PostgreSQL
+/** Chaos on a private PostgreSQL cluster: random consumers SIGKILLed (seeded) and one PostgreSQL
  * restart while messages (half keyed) flow. Default: 4 000 messages and 12 kills (bounded for the
  * suite); OKE_CHAOS_FULL=1: 20 000 messages and 35 kills. OKE_CHAOS_SEED=<n> replays a run.
  */
