@@ -5,10 +5,6 @@ export const orderPlaced = signal.once("orders.placed", {
   schema: z.object({ orderId: z.string(), amount: z.number().positive(), userId: z.string() }),
 });
 
-export const trialStarted = signal.once("trials.started", {
-  schema: z.object({ trialId: z.string(), email: z.string().email() }),
-});
-
 /** Each order's status feed: one tape per order id, kept a day, watched by browsers over SSE. */
 export const orderStatus = signal.live("orders.status", {
   schema: z.object({ state: z.enum(["placed", "charged", "shipped"]), at: z.number() }),
