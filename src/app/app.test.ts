@@ -5,6 +5,7 @@ import * as v from "valibot";
 import { type } from "arktype";
 import { channel, createApp, flow, http, on, signal, OkeError } from "../index.ts";
 import { createTestApp } from "../testing.ts";
+import { resolveConfig } from "./config.ts";
 
 const json = async (res: Response): Promise<unknown> => await res.json();
 
@@ -70,15 +71,10 @@ describe("createApp: adopting modules", () => {
     expect(() =>
       createApp({ env: "test", modules: [], config: { drivers: { journal: "redis" as never } } }),
     ).toThrow('oke boot: unknown journal driver "redis" (expected memory · file · postgres)');
-    const saved = process.env.DATABASE_URL;
-    delete process.env.DATABASE_URL;
-    try {
-      expect(() => createApp({ env: "prod", modules: [] })).toThrow(
-        'oke boot: journal driver "postgres" needs DATABASE_URL',
-      );
-    } finally {
-      if (saved !== undefined) process.env.DATABASE_URL = saved;
-    }
+    // The environment is passed in, so the test never reads or edits a developer's DATABASE_URL.
+    expect(() => resolveConfig(undefined, "prod", {})).toThrow(
+      'oke boot: journal driver "postgres" needs DATABASE_URL',
+    );
   });
 
   it("builds a Manifest with flows, routes, signals, channels and effects", () => {
