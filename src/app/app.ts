@@ -428,6 +428,11 @@ class OkeApp implements App, FxRuntime {
     this.fleetClock?.stop();
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
-    logStopped(this.logger, { handlers: this.signals.active, leaseMs: this.config.leaseMs });
+    logStopped(this.logger, {
+      handlers: this.signals.active,
+      runs: this.durable.running,
+      leaseMs: this.config.leaseMs,
+      durableLeaseMs: this.config.durableLeaseMs,
+    });
   }
 }

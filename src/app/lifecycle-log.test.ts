@@ -54,6 +54,57 @@ describe("lifecycle logs", () => {
     expect(msgs().at(-1)).toBe("okengine stopped: nothing left running");
   });
 
+  it("a stop that cuts off durable runs and message handlers counts both", async () => {
+    const { logger, msgs } = captured("info");
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    let entered = 0;
+    const started: Array<() => void> = [];
+    const enteredTwo = new Promise<void>((r) => started.push(r));
+    const enter = (): void => {
+      if (++entered === 2) started[0]!();
+    };
+    const slowTask = signal.once("tasks.slow");
+    const slowWorker = on(
+      slowTask,
+      flow("workers.slow", {
+        do: async () => {
+          enter();
+          await held;
+        },
+      }),
+    );
+    const slowRun = on(
+      http.post("/slow"),
+      flow("runs.slow", {
+        durable: true,
+        do: async (_: unknown, fx) => {
+          await fx.step("wait", async () => {
+            enter();
+            await held;
+          });
+        },
+      }),
+    );
+    const app = createApp({
+      env: "test",
+      modules: [{ slowTask, slowWorker, slowRun }],
+      store: createMemoryStore(),
+      logger,
+    });
+    await app.boot();
+    await app.emit(slowTask, undefined);
+    const request = app.request("/slow", { method: "POST" });
+    await enteredTwo;
+    await app.stop({ timeoutMs: 1 });
+    expect(msgs().at(-1)).toBe(
+      "okengine stopped: 1 message handler(s) were still running; their messages are claimed again once their 30000 ms lease runs out. " +
+        "1 durable run(s) were still running; they resume from their journal (on another instance, or at the next boot) once their 30000 ms lease runs out",
+    );
+    release();
+    await request.catch(() => undefined);
+  });
+
   it("durable runs log start, park, wake and finish at debug level", async () => {
     const { logger, msgs } = captured("debug");
     const time = createTimeTravel(0);

@@ -25,12 +25,30 @@ export function logServes(logger: Logger, manifest: Manifest): void {
   );
 }
 
-/** The last line of a stop: what it left for other instances (or the next boot) to reclaim. */
-export function logStopped(logger: Logger, left: { handlers: number; leaseMs: number }): void {
+/**
+ * The last line of a stop: what it left for other instances (or the next
+ * boot) to reclaim — once handlers whose messages are claimed again, and
+ * durable runs resumed from their journal, each once its lease runs out.
+ */
+export function logStopped(
+  logger: Logger,
+  left: { handlers: number; runs: number; leaseMs: number; durableLeaseMs: number },
+): void {
+  const { handlers, runs } = left;
+  const said = [
+    ...(handlers === 0
+      ? []
+      : [
+          `${handlers} message handler(s) were still running; their messages are claimed again once their ${left.leaseMs} ms lease runs out`,
+        ]),
+    ...(runs === 0
+      ? []
+      : [
+          `${runs} durable run(s) were still running; they resume from their journal (on another instance, or at the next boot) once their ${left.durableLeaseMs} ms lease runs out`,
+        ]),
+  ];
   logger.info(
-    { leftForReclaim: left.handlers },
-    left.handlers === 0
-      ? "okengine stopped: nothing left running"
-      : `okengine stopped: ${left.handlers} message handler(s) were still running; their messages are claimed again once their ${left.leaseMs} ms lease runs out`,
+    { leftForReclaim: handlers, durableRunsLeft: runs },
+    said.length === 0 ? "okengine stopped: nothing left running" : `okengine stopped: ${said.join(". ")}`,
   );
 }

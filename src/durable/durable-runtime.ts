@@ -62,6 +62,8 @@ export class DurableRuntime {
   private readonly wakeWatch = new Map<string, boolean>();
   /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
   private readonly tasks = new Set<Promise<unknown>>();
+  /** Attempts of durable runs this instance is driving now (every path). */
+  private driving = 0;
 
   constructor(private readonly o: DurableRuntimeOptions) {
     this.deps = {
@@ -81,6 +83,21 @@ export class DurableRuntime {
       permits: this.permits,
       resume: (acquired) => this.resumeHeld(acquired).then(() => undefined),
     });
+  }
+
+  /** Durable runs this instance is driving right now: the stop line reports those a stop left behind. */
+  get running(): number {
+    return this.driving;
+  }
+
+  /** driveRun, counted in `running` while it drives. */
+  private async drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
+    this.driving++;
+    try {
+      return await driveRun(...args);
+    } finally {
+      this.driving--;
+    }
   }
 
   /** A fresh lease-holder token per acquisition, so two code paths of one process never share a lease. */
@@ -113,7 +130,7 @@ export class DurableRuntime {
       now: this.o.clock.now(),
       leaseMs: this.o.leaseMs,
     });
-    const outcome = await driveRun(this.deps, acquired, (session, undos) =>
+    const outcome = await this.drive(this.deps, acquired, (session, undos) =>
       this.o.execute(flow, input, { runId, attempt: 1, parentRunId, session, undos }),
     );
     if (outcome.kind === "failed") throw outcome.error;
@@ -161,7 +178,7 @@ export class DurableRuntime {
         now: clock.now(),
         leaseMs: this.o.leaseMs,
       });
-      const outcome = await driveRun(
+      const outcome = await this.drive(
         this.deps,
         acquired,
         (session, undos) =>
@@ -302,7 +319,7 @@ export class DurableRuntime {
       return undefined;
     }
     const run = acquired.run;
-    const outcome = await driveRun(this.deps, acquired, (session, undos) =>
+    const outcome = await this.drive(this.deps, acquired, (session, undos) =>
       this.o.execute(flow, run.input, {
         runId: run.id,
         attempt: 1,
