@@ -1,44 +1,21 @@
 // Schedules across real processes on postgres: every slot fired once through kills, restarts and a fast clock.
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { describe, expect, it } from "vitest";
+import { useFleet } from "./fleet.ts";
+import type { Child } from "./spawn.ts";
 
 /** Seconds the fleet runs: ~25 s by default, OKE_CLOCK_SOAK=1 for the 2-minute run. */
 const RUN_S = process.env.OKE_CLOCK_SOAK === "1" ? 120 : 25;
 
-const schema = `oke_clock_${process.pid}`;
-const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
-const children: Child[] = [];
-const spawnChild = (env: Record<string, string> = {}): Child => {
-  const c = new Child({
-    DATABASE_URL: TEST_DATABASE_URL,
-    OKE_SCHEMA: schema,
-    OKE_SCENARIO: "clock",
-    OKE_LEASE_MS: "2000",
-    ...env,
-  });
-  children.push(c);
-  return c;
-};
+const fleet = useFleet({
+  schema: `oke_clock_${process.pid}`,
+  env: { OKE_SCENARIO: "clock", OKE_LEASE_MS: "2000" },
+  tables: [
+    `CREATE TABLE $S.clock_runs (clock text NOT NULL, slot bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL)`,
+  ],
+});
+const { schema, children } = fleet;
+const spawnChild = (env: Record<string, string> = {}): Child => fleet.spawn(env);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-beforeAll(async () => {
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
-  await store.close();
-  await admin.query(
-    `CREATE TABLE "${schema}".clock_runs (clock text NOT NULL, slot bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL)`,
-  );
-});
-
-afterAll(async () => {
-  for (const c of children) if (c.proc.exitCode === null) await c.kill();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await admin.end();
-});
 
 interface FireRow {
   clock: string;
@@ -68,7 +45,7 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
       // Every recorded fire ran its flow (a fire the killed process held is redelivered after its lease).
       const deadline = Date.now() + 60_000;
       for (;;) {
-        const { rows } = await admin.query<{ unrun: string }>(
+        const { rows } = await fleet.query<{ unrun: string }>(
           `SELECT count(*)::text AS unrun FROM "${schema}".schedule_fires f
          WHERE NOT EXISTS (SELECT 1 FROM "${schema}".clock_runs r WHERE r.clock = f.clock AND r.slot = f.slot)`,
         );
@@ -79,7 +56,7 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
       await Promise.all(children.filter((c) => c.proc.exitCode === null).map((c) => c.kill("SIGTERM")));
 
       const fires = (
-        await admin.query<FireRow>(
+        await fleet.query<FireRow>(
           `SELECT clock, slot::float8 AS slot, fired_at::float8 AS fired_at, missed_runs FROM "${schema}".schedule_fires ORDER BY clock, slot`,
         )
       ).rows;
@@ -100,7 +77,7 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
 
       // Each fire's flow ran once as a first attempt; a rerun only ever follows a lease lost to a kill.
       const runs = (
-        await admin.query<{ clock: string; slot: number; firsts: number; runs: number }>(
+        await fleet.query<{ clock: string; slot: number; firsts: number; runs: number }>(
           `SELECT clock, slot::float8 AS slot, count(*) FILTER (WHERE attempt = 1)::int AS firsts, count(*)::int AS runs
          FROM "${schema}".clock_runs GROUP BY clock, slot`,
         )
@@ -108,7 +85,7 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
       expect(runs).toHaveLength(fires.length);
       for (const r of runs) expect(r.firsts, `${r.clock} ${r.slot}`).toBe(1);
       const pids = new Set(
-        (await admin.query<{ pid: number }>(`SELECT DISTINCT pid FROM "${schema}".clock_runs`)).rows.map(
+        (await fleet.query<{ pid: number }>(`SELECT DISTINCT pid FROM "${schema}".clock_runs`)).rows.map(
           (r) => r.pid,
         ),
       );

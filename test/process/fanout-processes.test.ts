@@ -1,40 +1,24 @@
 // Broadcast across real processes on postgres: each flow runs each event exactly once.
 import { fileURLToPath } from "node:url";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { broadcastQueue } from "../../src/signal/broadcast-runtime.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { useFleet } from "./fleet.ts";
+import type { Child } from "./spawn.ts";
 
 const CHILD = fileURLToPath(new URL("./fanout-child.ts", import.meta.url));
-const schema = `oke_fanout_${process.pid}`;
-const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
-const children: Child[] = [];
-const spawnChild = (): Child => {
-  const c = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema }, CHILD);
-  children.push(c);
-  return c;
-};
+const fleet = useFleet({
+  schema: `oke_fanout_${process.pid}`,
+  script: CHILD,
+  tables: [
+    `CREATE TABLE $S.fanout_runs (id bigserial PRIMARY KEY, flow text NOT NULL, event text NOT NULL, pid int NOT NULL)`,
+  ],
+});
+const { schema } = fleet;
+const spawnChild = (): Child => fleet.spawn();
 const portOf = async (c: Child): Promise<number> =>
   (await c.waitFor((e) => e.event === "ready", "ready")).port as number;
-
-beforeAll(async () => {
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
-  await store.close();
-  await admin.query(
-    `CREATE TABLE "${schema}".fanout_runs (id bigserial PRIMARY KEY, flow text NOT NULL, event text NOT NULL, pid int NOT NULL)`,
-  );
-});
-
-afterAll(async () => {
-  for (const c of children) if (c.proc.exitCode === null) await c.kill();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await admin.end();
-});
 
 describe.sequential("broadcast across real processes on one PostgreSQL", () => {
   it("two instances, two flows, emits on both: each flow ran each event exactly once", async () => {
@@ -62,19 +46,27 @@ describe.sequential("broadcast across real processes on one PostgreSQL", () => {
     const end = Date.now() + 30_000;
     let rows: Array<{ flow: string; event: string; pid: number }> = [];
     while (Date.now() < end) {
-      rows = (await admin.query(`SELECT flow, event, pid FROM "${schema}".fanout_runs`)).rows;
+      rows = (
+        await fleet.query<{ flow: string; event: string; pid: number }>(
+          `SELECT flow, event, pid FROM "${schema}".fanout_runs`,
+        )
+      ).rows;
       if (rows.length >= 2 * N) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     // No copy left to run (pending or inflight): nothing can run again after this read.
-    const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
+    const store = createPostgresStore({ connectionString: fleet.url(), schema });
     await store.open();
     for (const f of ["orders.charge", "orders.ship"]) {
       const st = await store.stats(broadcastQueue("orders.placed", f), Date.now());
       expect(st).toMatchObject({ pending: 0, inflight: 0, delivered: N });
     }
     await store.close();
-    rows = (await admin.query(`SELECT flow, event, pid FROM "${schema}".fanout_runs`)).rows;
+    rows = (
+      await fleet.query<{ flow: string; event: string; pid: number }>(
+        `SELECT flow, event, pid FROM "${schema}".fanout_runs`,
+      )
+    ).rows;
     const runs = rows.map((r) => `${r.flow} ${r.event}`).sort();
     const expected = ids.flatMap((id) => [`orders.charge ${id}`, `orders.ship ${id}`]).sort();
     expect(runs).toEqual(expected);

@@ -1,55 +1,19 @@
 // Real app processes on postgres: shared delivery, SIGKILLed handlers and runs taken over by another process.
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { signal } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { newId } from "../../src/id.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { useFleet } from "./fleet.ts";
+import type { Child } from "./spawn.ts";
 
-const schema = `oke_proc_${process.pid}`;
-const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
-const children: Child[] = [];
-const spawnChild = (env: Record<string, string>): Child => {
-  const c = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema, ...env });
-  children.push(c);
-  return c;
-};
-
-beforeAll(async () => {
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
-  await store.close();
-  await admin.query(
-    `CREATE TABLE "${schema}".results (id bigserial PRIMARY KEY, n int NOT NULL, k text NOT NULL, pid int NOT NULL)`,
-  );
+const fleet = useFleet({
+  schema: `oke_proc_${process.pid}`,
+  tables: [
+    `CREATE TABLE $S.results (id bigserial PRIMARY KEY, n int NOT NULL, k text NOT NULL, pid int NOT NULL)`,
+  ],
 });
-
-afterAll(async () => {
-  for (const c of children) if (c.proc.exitCode === null) await c.kill();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await admin.end();
-});
-
-/** Enqueue straight through a store: the producers are not the processes under test. */
-async function enqueue(messages: Array<{ payload: unknown; key: string | null }>): Promise<void> {
-  const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
-  for (let i = 0; i < messages.length; i += 1000) {
-    await store.enqueue(
-      messages.slice(i, i + 1000).map((m) => ({
-        id: newId(),
-        signal: "jobs.work",
-        key: m.key,
-        payload: m.payload,
-        parentRunId: null,
-      })),
-      Date.now(),
-    );
-  }
-  await store.close();
-}
+const { schema, children } = fleet;
+const spawnChild = (env: Record<string, string>): Child => fleet.spawn(env);
+const enqueue = (messages: Array<{ payload: unknown; key: string | null }>): Promise<void> =>
+  fleet.enqueue("jobs.work", messages);
 
 describe.sequential("real processes on one PostgreSQL", () => {
   it("three app processes share 10 000 messages: none runs twice and per-key order holds", async () => {
@@ -66,7 +30,7 @@ describe.sequential("real processes on one PostgreSQL", () => {
     await enqueue(messages);
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const { rows } = await admin.query<{ c: string }>(
+      const { rows } = await fleet.query<{ c: string }>(
         `SELECT count(*)::text AS c FROM "${schema}".results`,
       );
       if (Number(rows[0]!.c) >= 10_000) break;
@@ -74,7 +38,7 @@ describe.sequential("real processes on one PostgreSQL", () => {
       await new Promise((r) => setTimeout(r, 250));
     }
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
-    const { rows } = await admin.query<{ n: number; k: string; pid: number }>(
+    const { rows } = await fleet.query<{ n: number; k: string; pid: number }>(
       `SELECT n, k, pid FROM "${schema}".results ORDER BY id`,
     );
     expect(rows).toHaveLength(10_000);
@@ -144,7 +108,7 @@ describe.sequential("real processes on one PostgreSQL", () => {
   });
 
   it("a handler that SIGKILLs its process: retries: 3 means exactly 4 invocations, then dead, and its key moves on", async () => {
-    await admin.query(`TRUNCATE "${schema}".results`);
+    await fleet.query(`TRUNCATE "${schema}".results`);
     await enqueue([
       { payload: { n: 1, k: "poison" }, key: "poison" },
       { payload: { n: 2, k: "poison" }, key: "poison" },
@@ -164,14 +128,14 @@ describe.sequential("real processes on one PostgreSQL", () => {
         );
       if (outcome === "done") survivor = c;
     }
-    const { rows } = await admin.query<{ n: number; pid: number }>(
+    const { rows } = await fleet.query<{ n: number; pid: number }>(
       `SELECT n, pid FROM "${schema}".results ORDER BY id`,
     );
     expect(rows.filter((r) => r.n === 1)).toHaveLength(4);
     expect(rows.filter((r) => r.n === 2)).toHaveLength(1);
     // Four processes died, each inside one invocation; the fifth settled the message without running it.
     expect(new Set(rows.filter((r) => r.n === 1).map((r) => r.pid)).size).toBe(4);
-    const { rows: msgs } = await admin.query<{ status: string; attempts: number; failures: unknown }>(
+    const { rows: msgs } = await fleet.query<{ status: string; attempts: number; failures: unknown }>(
       `SELECT status, attempts, failures FROM "${schema}".messages WHERE key = 'poison' AND payload->>'n' = '1'`,
     );
     expect(msgs[0]).toMatchObject({ status: "dead", attempts: 5 });

@@ -1,4 +1,4 @@
-/** A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl on a free port), so the test may restart it. */
+// A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl on a free port), so the test may stop and restart it.
 import { execFile } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -32,8 +32,23 @@ const freePort = (): Promise<number> =>
 
 export interface PrivateCluster {
   url: string;
+  /** A fast shutdown then a start (connections are cut, committed data stays). */
   restart(): Promise<void>;
+  /** A fast shutdown: the server is down until start(). */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  /** An immediate stop, then the cluster's directory is removed. */
   destroy(): Promise<void>;
+}
+
+/** True when this machine can run a cluster of its own (tests throw rather than skip when it cannot). */
+export function canRunPrivateCluster(): boolean {
+  const isRoot = process.getuid?.() === 0;
+  return (
+    findBin("initdb") !== undefined &&
+    findBin("pg_ctl") !== undefined &&
+    (!isRoot || (findBin("runuser") !== undefined && /^postgres:/m.test(readFileSync("/etc/passwd", "utf8"))))
+  );
 }
 
 /** Never the shared server: a cluster in a temp dir, as the postgres account when running as root. */
@@ -41,11 +56,7 @@ export async function startPrivateCluster(): Promise<PrivateCluster> {
   const initdb = findBin("initdb");
   const pgCtl = findBin("pg_ctl");
   const isRoot = process.getuid?.() === 0;
-  if (
-    initdb === undefined ||
-    pgCtl === undefined ||
-    (isRoot && (findBin("runuser") === undefined || !/^postgres:/m.test(readFileSync("/etc/passwd", "utf8"))))
-  )
+  if (initdb === undefined || pgCtl === undefined || !canRunPrivateCluster())
     throw new Error("a private cluster needs initdb, pg_ctl and (as root) a postgres account");
   const asPg = (bin: string, args: string[]) =>
     isRoot ? run("runuser", ["-u", "postgres", "--", bin, ...args]) : run(bin, args);
@@ -69,6 +80,12 @@ export async function startPrivateCluster(): Promise<PrivateCluster> {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     restart: async () => {
       await ctl("-m", "fast", "restart");
+    },
+    stop: async () => {
+      await ctl("-m", "fast", "stop");
+    },
+    start: async () => {
+      await ctl("start");
     },
     destroy: async () => {
       await ctl("-m", "immediate", "stop").catch(() => undefined);

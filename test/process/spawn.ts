@@ -11,6 +11,11 @@ export interface ChildEvent {
   [k: string]: unknown;
 }
 
+/** The whole environment of a test child: `env` and the PATH to find tools, nothing inherited. */
+export function childEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env };
+}
+
 /** A child app process and the JSON events it printed. */
 export class Child {
   readonly events: ChildEvent[] = [];
@@ -19,10 +24,14 @@ export class Child {
   private waiters: Array<() => void> = [];
   stderr = "";
 
-  /** `script`: another child program than child-app.ts (same JSON-lines protocol). */
+  /**
+   * `script`: another child program than child-app.ts (same JSON-lines protocol). The child gets
+   * exactly `env` plus PATH, never the parent's environment: a DATABASE_URL (or any OKE_ setting) of
+   * the developer's shell can never reach a test process.
+   */
   constructor(env: Record<string, string>, script = CHILD) {
     this.proc = spawn(process.execPath, ["--import", "tsx", script], {
-      env: { ...process.env, ...env },
+      env: childEnv(env),
       stdio: ["ignore", "pipe", "pipe"],
     });
     createInterface({ input: this.proc.stdout! }).on("line", (line) => {

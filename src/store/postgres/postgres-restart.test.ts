@@ -1,10 +1,4 @@
 // The postgres driver through lost connections and a real restart of a private PostgreSQL: no crash, nothing lost.
-import { execFile } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
@@ -16,8 +10,8 @@ import { flow } from "../../flow/flow.ts";
 import { on } from "../../flow/on.ts";
 import { signal } from "../../signal/signal.ts";
 import { createPostgresStore } from "./postgres-store.ts";
+import { startPrivateCluster, type PrivateCluster } from "../../../test/process/private-cluster.ts";
 
-const run = promisify(execFile);
 const T0 = 1_700_000_000_000;
 const msg = (id: string, signal = "sig.r"): NewMessage => ({
   id,
@@ -89,70 +83,17 @@ describe("postgres store survives lost connections (shared server)", () => {
   });
 });
 
-/** A throwaway cluster of our own, so the test can really restart PostgreSQL. */
-function findBin(name: string): string | undefined {
-  for (const dir of (process.env.PATH ?? "").split(":"))
-    if (existsSync(join(dir, name))) return join(dir, name);
-  if (!existsSync("/usr/lib/postgresql")) return undefined;
-  for (const v of readdirSync("/usr/lib/postgresql").sort().reverse()) {
-    const p = `/usr/lib/postgresql/${v}/bin/${name}`;
-    if (existsSync(p)) return p;
-  }
-  return undefined;
-}
-const initdb = findBin("initdb");
-const pgCtl = findBin("pg_ctl");
-const isRoot = process.getuid?.() === 0;
-// As root the cluster runs as the postgres account (initdb refuses root).
-const canRunCluster =
-  initdb !== undefined &&
-  pgCtl !== undefined &&
-  (!isRoot || (findBin("runuser") !== undefined && /^postgres:/m.test(readFileSync("/etc/passwd", "utf8"))));
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() =>
-        typeof addr === "object" && addr !== null ? resolve(addr.port) : reject(new Error("no port")),
-      );
-    });
-  });
-
 describe("postgres store survives a real PostgreSQL restart", () => {
-  let dir: string;
-  let port: number;
+  // A cluster of this file's own: never the shared server.
+  let cluster: PrivateCluster;
   let url: string;
-  // initdb and postgres refuse to run as root: use the postgres account then.
-  const asPg = (bin: string, args: string[]) =>
-    isRoot ? run("runuser", ["-u", "postgres", "--", bin, ...args]) : run(bin, args);
-  const ctl = (...args: string[]) =>
-    asPg(pgCtl!, [
-      "-D",
-      join(dir, "data"),
-      "-w",
-      "-l",
-      join(dir, "log"),
-      ...args,
-      "-o",
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
-    ]);
 
   beforeAll(async () => {
-    // Never skip silently: this machine kind ships PostgreSQL's server binaries and its account.
-    if (!canRunCluster)
-      throw new Error("the restart tests need initdb, pg_ctl and (as root) a postgres account");
-    dir = mkdtempSync(join(tmpdir(), "oke-pg-"));
-    if (isRoot) chownSync(dir, Number((await run("id", ["-u", "postgres"])).stdout.trim()), 0);
-    port = await freePort();
-    url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-    await asPg(initdb, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
-    await ctl("start");
+    cluster = await startPrivateCluster();
+    url = cluster.url;
   }, 60_000);
   afterAll(async () => {
-    await ctl("-m", "immediate", "stop").catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    await cluster?.destroy();
   });
 
   it("restart and a stretch of downtime: no crash, a synthetic wake on reconnect, then queries and LISTEN work", async () => {
@@ -167,7 +108,7 @@ describe("postgres store survives a real PostgreSQL restart", () => {
       ).toHaveLength(1);
 
       let woke = nextEvent(store, (e) => e.kind === "wake");
-      await ctl("-m", "fast", "restart");
+      await cluster.restart();
       await woke;
       expect(
         await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
@@ -175,10 +116,10 @@ describe("postgres store survives a real PostgreSQL restart", () => {
 
       // Down long enough for reconnect attempts to fail, then back.
       woke = nextEvent(store, (e) => e.kind === "wake");
-      await ctl("-m", "fast", "stop");
+      await cluster.stop();
       await expect(store.getMessage("a")).rejects.toThrow();
       await logger.logged("okengine postgres: LISTEN reconnect failed");
-      await ctl("start");
+      await cluster.start();
       await woke;
       expect(
         await store.claim({ signal: "sig.r", worker: "w", max: 5, now: T0, leaseMs: 1000 }),
@@ -217,7 +158,7 @@ describe("postgres store survives a real PostgreSQL restart", () => {
     };
     try {
       for (let n = 0; n < 100; n++) await emit(n);
-      const restarting = ctl("-m", "fast", "restart");
+      const restarting = cluster.restart();
       for (let n = 100; n < 200; n++) await emit(n);
       await restarting;
       for (let n = 200; n < 300; n++) await emit(n);
