@@ -143,10 +143,21 @@ export const errors = {
 
 /** The `{ code, message }` record a failure is journaled and dead-lettered as. */
 export function errorRecord(e: unknown): { code: string; message: string } {
-  if (e instanceof OkeError) return { code: e.code, message: e.message };
+  if (e instanceof OkeError) return { code: storable(e.code), message: storable(e.message) };
   if (e instanceof Error) {
     const code = (e as { code?: unknown }).code;
-    return { code: typeof code === "string" ? code : e.name || "Error", message: e.message };
+    return {
+      code: storable(typeof code === "string" ? code : e.name || "Error"),
+      message: storable(e.message),
+    };
   }
-  return { code: "Error", message: String(e) };
+  return { code: "Error", message: storable(String(e)) };
 }
+
+// eslint-disable-next-line no-control-regex
+const UNSTORABLE = /[\u0000\uD800-\uDFFF]/;
+/** Failure text every driver can store: a NUL or a lone surrogate becomes U+FFFD (PostgreSQL refuses both). */
+const storable = (s: string): string =>
+  UNSTORABLE.test(s)
+    ? (s.replaceAll("\u0000", "\uFFFD") as unknown as { toWellFormed(): string }).toWellFormed()
+    : s;

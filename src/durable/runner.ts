@@ -5,7 +5,8 @@ import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
-import { JournalSession, PARKED, ReplayEnd, toJsonValue } from "./session.ts";
+import { journalJson } from "../signal/storable.ts";
+import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
 export type DurableOutcome =
   | { kind: "completed"; runId: string; value: unknown }
@@ -83,7 +84,7 @@ async function driveAttempt(
       owner,
       now: deps.clock.now(),
       status: "completed",
-      output: toJsonValue(value),
+      output: parseJson(journalJson(value, `the output of run "${runId}" (${acquired.run.flow})`)),
     });
     return { kind: "completed", runId, value };
   } catch (error) {
@@ -155,3 +156,5 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
     cancel?.();
   };
 }
+
+const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));

@@ -1,5 +1,6 @@
 /** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
 import { errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
+import { checkJournalName, journalJson } from "../signal/storable.ts";
 import {
   entryName,
   type JournalEntry,
@@ -137,22 +138,26 @@ export class JournalSession {
         fix: "Give every fx.step in a run a unique name (add the loop index: `charge-${i}`).",
       });
     }
+    checkJournalName(name, `step ${JSON.stringify(name)} of run "${this.deps.runId}"`, "name");
     this.names.add(name);
     const { seq, entry } = this.next("step", name);
     if (entry) {
       if (entry.error) throw restoreError(entry.error);
       return { value: entry.value as T, replayed: true };
     }
-    let value: T;
+    let text: string | undefined;
     try {
-      value = await fn();
+      const value = await fn();
+      // Checked before anything is written: what one driver could not hold, none journals. A value
+      // refused fails the step like a throw (journaled as its error, so replay fails it the same).
+      text = journalJson(value, `step ${JSON.stringify(name)} of run "${this.deps.runId}"`);
     } catch (e) {
       if (this.deps.journalErrors) await this.write(this.entry(seq, "step", name, { error: errorRecord(e) }));
       throw e;
     }
-    const json = toJsonValue(value);
+    const json = text === undefined ? undefined : (JSON.parse(text) as T);
     await this.write(this.entry(seq, "step", name, json === undefined ? {} : { value: json }));
-    return { value: json, replayed: false };
+    return { value: json as T, replayed: false };
   }
 
   /** A value produced once and replayed afterwards (fx.call results, sends, live tape entry ids). */
@@ -165,6 +170,7 @@ export class JournalSession {
     if (entry) return entry.value as T;
     // `seq` lets make() derive ids from the journal position, the same on every replay.
     const value = await make(seq);
+    journalJson(value, `${kind} ${JSON.stringify(name)} of run "${this.deps.runId}"`);
     await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
     return value;
   }
@@ -187,6 +193,8 @@ export class JournalSession {
    * run only gets past it once the scheduler found it due (or woke it early).
    */
   async sleep(label: string, duration: string, ms: number): Promise<void> {
+    checkJournalName(label, `sleep ${JSON.stringify(label)} of run "${this.deps.runId}"`, "label");
+    checkJournalName(duration, `sleep ${JSON.stringify(label)} of run "${this.deps.runId}"`, "duration");
     const { seq, entry } = this.next("sleep", label);
     if (entry) return;
     const now = this.deps.now();
@@ -254,9 +262,3 @@ export class StepError extends Error {
 }
 
 const restoreError = (rec: { code: string; message: string }): Error => new StepError(rec.code, rec.message);
-
-/**
- * What a journaled value looks like once read back (Dates become strings,
- * undefined fields vanish): the first run sees exactly what a replay will.
- */
-export const toJsonValue = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));

@@ -25,6 +25,12 @@ export const storableErrors = {
       message: `${subject}: payload is ${bytes} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} an emit may carry`,
       fix: "Store large content elsewhere and emit a reference to it.",
     }),
+  journalTooLarge: (subject: string, bytes: number) =>
+    new OkeError({
+      code: "OKE1253",
+      message: `${subject}: value is ${bytes} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a journal entry may hold`,
+      fix: "Keep large content elsewhere and return a reference to it from the step.",
+    }),
   keyTooLong: (subject: string, bytes: number) =>
     new OkeError({
       code: "OKE1254",
@@ -113,4 +119,37 @@ export function checkPayloadSize(json: string, subject: string): void {
   if (json.length * 3 <= MAX_PAYLOAD_BYTES) return;
   const bytes = Buffer.byteLength(json, "utf8");
   if (bytes > MAX_PAYLOAD_BYTES) throw storableErrors.tooLarge(subject, bytes);
+}
+
+/**
+ * The JSON text of a value a durable run journals (a step's value, a call's
+ * result, a run's output), after the same checks as an emit payload: depth
+ * (OKE1252), NUL (OKE1255), lone surrogates (OKE1256), size (OKE1253). The
+ * value comes from the app's code, not the client, so these are 500s.
+ */
+export function journalJson(value: unknown, subject: string): string | undefined {
+  try {
+    checkStorable(value, subject);
+  } catch (e) {
+    throw e instanceof OkeError
+      ? new OkeError({ code: e.code, message: e.message, ...(e.fix === undefined ? {} : { fix: e.fix }) })
+      : e;
+  }
+  const json = value === undefined ? undefined : JSON.stringify(value);
+  if (json !== undefined && json.length * 3 > MAX_PAYLOAD_BYTES) {
+    const bytes = Buffer.byteLength(json, "utf8");
+    if (bytes > MAX_PAYLOAD_BYTES) throw storableErrors.journalTooLarge(subject, bytes);
+  }
+  return json;
+}
+
+/** A name the journal stores (a step name, a sleep label): OKE1255 / OKE1256 as a 500. */
+export function checkJournalName(name: string, subject: string, what: string): void {
+  try {
+    checkText(name, subject, what);
+  } catch (e) {
+    throw e instanceof OkeError
+      ? new OkeError({ code: e.code, message: e.message, ...(e.fix === undefined ? {} : { fix: e.fix }) })
+      : e;
+  }
 }
