@@ -10,8 +10,8 @@ import {
 } from "../memory/index.ts";
 import { createHealthMonitor } from "../store-health.ts";
 import { createStoreListeners } from "../store-listeners.ts";
-import type { FanoutStore } from "../fanout-types.ts";
-import { createMemoryFanout } from "../memory/memory-fanout.ts";
+import type { FanoutStore, TapeRef } from "../fanout-types.ts";
+import { createMemorySubscriptions } from "../memory/memory-fanout.ts";
 import type { Store } from "../types.ts";
 import { CommitLog, type CommitLogCounters } from "./commit-log.ts";
 import { fileStoreErrors } from "./file-errors.ts";
@@ -83,6 +83,10 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const compactBytes = options.compactBytes ?? DEFAULT_COMPACT_BYTES;
   const logger = options.logger;
   const listeners = createStoreListeners();
+  const tapeListeners = new Set<(tape: TapeRef | "all") => void>();
+  const tellTapes = (tape: TapeRef | "all"): void => {
+    for (const l of [...tapeListeners]) l(tape);
+  };
   let session: Session | undefined;
   let opening: Promise<void> | undefined;
   let closing: Promise<void> | undefined;
@@ -97,6 +101,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       },
     });
     inner.subscribe(listeners.emit);
+    inner.subscribeTapes(tellTapes);
     return inner;
   };
 
@@ -178,8 +183,9 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       return;
     }
     session = fresh;
-    // Work the failed calls left undone is claimable again.
+    // Work the failed calls left undone is claimable again; tape readers re-read from what is on disk.
     listeners.emit({ kind: "wake" });
+    tellTapes("all");
   };
 
   const monitor = createHealthMonitor({
@@ -194,6 +200,13 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     return session;
   };
 
+  /** Waits until the state a read saw is durable. */
+  const guardedRead = async <T>(s: Session, result: Promise<T>): Promise<T> => {
+    const durable = s.log.barrier();
+    const [out] = await Promise.all([result, durable]);
+    return out;
+  };
+
   /** Runs a Store method, then waits until everything it saw or did is durable. */
   const guarded = <K extends keyof Methods>(name: K): Methods[K] =>
     (async (...args: unknown[]): Promise<unknown> => {
@@ -205,8 +218,27 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       return out;
     }) as Methods[K];
 
-  // One process holds the file store's lock, so it is the whole fleet: subscriptions and tapes stay in memory.
-  const fanout: FanoutStore = createMemoryFanout();
+  // One process holds the file store's lock, so it is the whole fleet: subscriptions stay in memory.
+  // Tapes are engine state, logged and fsync'd like the rest (a reader hears of an entry once it is durable).
+  const fanout: FanoutStore = {
+    ...createMemorySubscriptions(),
+    appendTape: async (entries, now) => current().inner.appendTape(entries, now),
+    readTape: async (req) => {
+      const s = current();
+      return guardedRead(s, s.inner.readTape(req));
+    },
+    tapeHead: async (signal, key) => {
+      const s = current();
+      return guardedRead(s, s.inner.tapeHead(signal, key));
+    },
+    pruneTape: async (signal, before, limit) => current().inner.pruneTape(signal, before, limit),
+    subscribeTapes: (listener) => {
+      tapeListeners.add(listener);
+      return () => {
+        tapeListeners.delete(listener);
+      };
+    },
+  };
   const methods: Methods = {
     enqueue: guarded("enqueue"),
     claim: guarded("claim"),

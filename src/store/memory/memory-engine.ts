@@ -33,6 +33,8 @@ import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-jou
 import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
 import { MemorySchedules, type SchedulesSnapshot } from "./memory-schedules.ts";
 import { MemoryIdempotency } from "./memory-idempotency.ts";
+import { MemoryTapes, type TapeCut, type TapesSnapshot } from "./memory-tapes.ts";
+import type { NewTapeEntry, TapeEntry, TapeRead } from "../fanout-types.ts";
 import type {
   ClaimIdempotencyRequest,
   IdempotencyClaim,
@@ -62,6 +64,8 @@ export interface EngineSnapshot {
   schedules?: SchedulesSnapshot;
   /** Absent in snapshots written before Idempotency-Key support. */
   idempotency?: IdempotencyRecord[];
+  /** Live tapes; absent in snapshots written before the file driver kept them. */
+  tapes?: TapesSnapshot;
 }
 
 /**
@@ -105,7 +109,9 @@ export type EngineOp =
       req: { key: string; fingerprint: string; response: StoredResponse; now: number };
     }
   | { op: "releaseIdempotency"; req: { key: string; fingerprint: string } }
-  | { op: "pruneIdempotency"; before: number };
+  | { op: "pruneIdempotency"; before: number }
+  | { op: "appendTape"; entries: TapeEntry[] }
+  | { op: "pruneTape"; signal: string; cuts: TapeCut[] };
 
 /**
  * The memory driver's engine: queue + journal on real data structures, fully
@@ -119,6 +125,7 @@ export class MemoryEngine {
   private readonly consoleState = new MemoryConsole();
   private readonly schedules = new MemorySchedules();
   private readonly idempotency = new MemoryIdempotency();
+  private readonly tapes = new MemoryTapes();
 
   static restore(snapshot: EngineSnapshot): MemoryEngine {
     if (snapshot.version !== 1)
@@ -129,6 +136,7 @@ export class MemoryEngine {
     engine.consoleState.load(snapshot.console);
     engine.schedules.load(snapshot.schedules);
     engine.idempotency.load(snapshot.idempotency);
+    engine.tapes.load(snapshot.tapes);
     return engine;
   }
 
@@ -142,6 +150,7 @@ export class MemoryEngine {
       console: this.consoleState.snapshot(),
       schedules: this.schedules.snapshot(),
       idempotency: this.idempotency.snapshot(),
+      tapes: this.tapes.snapshot(),
     };
   }
 
@@ -328,6 +337,27 @@ export class MemoryEngine {
   pruneIdempotency(before: number): number {
     return this.idempotency.prune(before);
   }
+
+  // Live tapes: positions are given here and logged with the entries, so replay reproduces them.
+
+  appendTape(entries: readonly NewTapeEntry[], now: number): TapeEntry[] {
+    return this.tapes.append(entries, now);
+  }
+  putTapeEntries(entries: readonly TapeEntry[]): void {
+    this.tapes.put(entries);
+  }
+  readTape(req: TapeRead): TapeEntry[] {
+    return this.tapes.read(req);
+  }
+  tapeHead(signal: string, key: string): number {
+    return this.tapes.head(signal, key);
+  }
+  prunableTape(signal: string, before: number, limit: number): TapeCut[] {
+    return this.tapes.prunable(signal, before, limit).cuts;
+  }
+  cutTape(signal: string, cuts: readonly TapeCut[]): number {
+    return this.tapes.cut(signal, cuts);
+  }
 }
 
 /** Applies one logged op (file driver recovery). Returns what the method returned. */
@@ -397,5 +427,9 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.releaseIdempotency(op.req);
     case "pruneIdempotency":
       return engine.pruneIdempotency(op.before);
+    case "appendTape":
+      return engine.putTapeEntries(op.entries);
+    case "pruneTape":
+      return engine.cutTape(op.signal, op.cuts);
   }
 }

@@ -3,7 +3,8 @@ import { storeErrors } from "../index.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
 import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
-import { createMemoryFanout } from "./memory-fanout.ts";
+import { createMemorySubscriptions } from "./memory-fanout.ts";
+import type { TapeRef } from "../fanout-types.ts";
 
 export interface EngineStoreOptions {
   driver: Store["driver"];
@@ -37,6 +38,21 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
   const enqueued = (messages: readonly NewMessage[]): StoreEvent[] =>
     [...new Set(messages.map((m) => m.signal))].map((signal) => ({ kind: "enqueued", signal }));
   const wake: StoreEvent[] = [{ kind: "wake" }];
+  const tapeListeners = new Set<(tape: TapeRef | "all") => void>();
+  /** Told after the append committed (the file driver: after its fsync). */
+  const tellTapes = (refs: readonly TapeRef[]): void => {
+    for (const ref of refs)
+      for (const l of [...tapeListeners]) {
+        try {
+          l(ref);
+        } catch (err) {
+          // A broken listener must not fail a committed append; surface it instead.
+          queueMicrotask(() => {
+            throw err;
+          });
+        }
+      }
+  };
 
   return {
     driver,
@@ -47,7 +63,33 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       await opts.close?.();
     },
     subscribe: listeners.subscribe,
-    ...createMemoryFanout(),
+    ...createMemorySubscriptions(),
+    async appendTape(entries, now) {
+      const out = engine.appendTape(entries, now);
+      if (out.length === 0) return out;
+      await commit({ op: "appendTape", entries: out });
+      const touched = new Map(out.map((e) => [JSON.stringify([e.signal, e.key]), e]));
+      tellTapes([...touched.values()].map((e) => ({ signal: e.signal, key: e.key })));
+      return out;
+    },
+    async readTape(req) {
+      return engine.readTape(req);
+    },
+    async tapeHead(signal, key) {
+      return engine.tapeHead(signal, key);
+    },
+    async pruneTape(signal, before, limit) {
+      const cuts = engine.prunableTape(signal, before, limit);
+      const n = engine.cutTape(signal, cuts);
+      if (n > 0) await commit({ op: "pruneTape", signal, cuts });
+      return n;
+    },
+    subscribeTapes(listener) {
+      tapeListeners.add(listener);
+      return () => {
+        tapeListeners.delete(listener);
+      };
+    },
     // Memory cannot fail to commit; the file driver reports its disk itself.
     health: () => HEALTHY,
 
