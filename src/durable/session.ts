@@ -1,5 +1,5 @@
 /** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
-import { errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
+import { errorRecord, isOkeError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import { checkJournalName, journalJson } from "../signal/storable.ts";
 import {
   entryName,
@@ -179,13 +179,19 @@ export class JournalSession {
    * Journals the emit and enqueues the message in one commit; replay skips both.
    * `messages` replaces what is enqueued (a broadcast's per-flow copies of the event).
    */
-  async emit(message: NewMessage, messages: NewMessage[] = [message]): Promise<void> {
+  async emit(message: NewMessage, messages: NewMessage[] = [message], chosenId = false): Promise<void> {
     const { seq, entry } = this.next("emit", message.signal);
     if (entry) return;
-    await this.write(
-      this.entry(seq, "emit", message.signal, { value: { messageId: message.id, key: message.key } }),
-      messages,
-    );
+    const journaled = this.entry(seq, "emit", message.signal, {
+      value: { messageId: message.id, key: message.key },
+    });
+    try {
+      await this.write(journaled, messages);
+    } catch (e) {
+      // A caller-chosen id (fx.emit { id }) stored already: the emit is a no-op, journaled alone.
+      if (!(chosenId && isOkeError(e) && e.code === "OKE1261")) throw e;
+      await this.write(journaled);
+    }
   }
 
   /**

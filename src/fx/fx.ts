@@ -9,6 +9,7 @@ import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
+import { checkIdEmit, isDuplicateMessage } from "../signal/emit-once.ts";
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
@@ -89,6 +90,7 @@ class FxContext implements Fx {
     options: EmitOptions | undefined,
   ): Promise<void> {
     const { rt } = this;
+    if (options?.id !== undefined && isSignal(target)) checkIdEmit(target);
     if (isSignal(target) && target.delivery !== "once")
       return rt.emitFanout(
         target,
@@ -101,8 +103,15 @@ class FxContext implements Fx {
       flow: this.flow,
       runId: this.runId,
     });
-    if (this.frame.session) await this.frame.session.emit(message);
-    else await rt.enqueue(message);
+    const chosenId = options?.id !== undefined;
+    if (this.frame.session) await this.frame.session.emit(message, [message], chosenId);
+    else
+      try {
+        await rt.enqueue(message);
+      } catch (e) {
+        // { id }: stored already by an earlier emit — nothing more to enqueue.
+        if (!(chosenId && isDuplicateMessage(e))) throw e;
+      }
   }
 
   async deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {

@@ -10,6 +10,12 @@ import type { FailureReason } from "../store/types.ts";
 export interface EmitOptions {
   /** Per-key FIFO partition for once signals. */
   key?: string;
+  /**
+   * A caller-chosen message id (once signals only): a second emit with an id
+   * already stored enqueues nothing and resolves as the first did. In a
+   * durable flow the emit is journaled as usual, so a replay skips it too.
+   */
+  id?: string;
 }
 
 export interface DeadLetter<P = unknown> {

@@ -12,6 +12,20 @@ export interface EmitOnceHost {
   enqueue(message: NewMessage): Promise<void>;
 }
 
+/** OKE1258: only once signals store a message an id can deduplicate. */
+export function checkIdEmit(target: SignalHandle): void {
+  if (target.delivery !== "once") {
+    throw new OkeError({
+      code: "OKE1258",
+      status: 500,
+      message: `"${target.name}": emit { id } is for once signals; a ${target.delivery} signal stores no message to deduplicate`,
+    });
+  }
+}
+
+/** True for the error a store raises when a message with that id is stored already (every driver). */
+export const isDuplicateMessage = (e: unknown): boolean => isOkeError(e) && e.code === "OKE1261";
+
 /**
  * Emits with `options.id` as the message id. A message with that id already
  * stored (OKE1261, on every driver) means an earlier emit with the id
@@ -27,13 +41,7 @@ export async function emitOnce<P>(
   payload: P | undefined,
   options: { id: string; key?: string; tx?: unknown },
 ): Promise<void> {
-  if (target.delivery !== "once") {
-    throw new OkeError({
-      code: "OKE1258",
-      status: 500,
-      message: `"${target.name}": emit { id } is for once signals; a ${target.delivery} signal stores no message to deduplicate`,
-    });
-  }
+  checkIdEmit(target);
   const message = await prepareEmit(emitContext(host.registry, host.clock.now()), target, payload, options, {
     flow: "app.emit",
     runId: null,
@@ -42,7 +50,7 @@ export async function emitOnce<P>(
     if (options.tx === undefined) await host.enqueue(message);
     else await host.store.enqueue([message], host.clock.now(), { tx: options.tx });
   } catch (e) {
-    if (options.tx === undefined && isOkeError(e) && e.code === "OKE1261") return;
+    if (options.tx === undefined && isDuplicateMessage(e)) return;
     throw e;
   }
 }
