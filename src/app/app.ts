@@ -338,6 +338,7 @@ class OkeApp implements App, FxRuntime {
       exposeErrors: this.env === "dev",
       hideServerErrors: this.env === "prod",
       limits: this.config,
+      streams: this.sse,
     });
     try {
       await this.boot();

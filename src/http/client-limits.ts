@@ -2,6 +2,7 @@
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "../log/logger.ts";
+import type { StreamCount } from "./sse.ts";
 
 export interface HttpLimits {
   /** Request headers must arrive within this many ms of the connection or the previous request. */
@@ -10,7 +11,10 @@ export interface HttpLimits {
   requestTimeoutMs: number;
   /** Idle keep-alive connections close after this many ms. */
   keepAliveTimeoutMs: number;
-  /** Open connections at most; more are closed as they arrive. */
+  /**
+   * Open connections at most, not counting those that hold an SSE stream
+   * (they count against `live.maxConnections`); more are closed as they arrive.
+   */
   maxConnections: number;
 }
 
@@ -61,9 +65,24 @@ const MALFORMED = raw(400, "Bad Request", "OKE1400", "Malformed HTTP request.");
  * Applies the connection cap and answers what Node's parser refuses (a
  * malformed request, headers over 16 KiB, a request past a timeout) with an
  * envelope body, then closes the connection.
+ *
+ * Sockets holding an SSE stream (`streams`) are left out of the cap: Node's
+ * `server.maxConnections` counts every socket, so it is kept at the HTTP cap
+ * plus the streams open now. 10 000 open streams then never lock ordinary
+ * requests out, and a stream that ends gives its socket back to the HTTP
+ * count (it may stay as an idle keep-alive connection). Returns the unwatch.
  */
-export function applyClientLimits(server: Server, limits: HttpLimits, logger: Logger): void {
-  server.maxConnections = limits.maxConnections;
+export function applyClientLimits(
+  server: Server,
+  limits: HttpLimits,
+  logger: Logger,
+  streams?: StreamCount,
+): () => void {
+  const cap = (open: number): void => {
+    server.maxConnections = limits.maxConnections + open;
+  };
+  cap(streams?.size ?? 0);
+  const unwatch = streams?.watch(cap) ?? (() => undefined);
   let lastDropWarning = 0;
   server.on("drop", () => {
     // One line per 10 s at most: a flood must not also flood the log.
@@ -71,7 +90,7 @@ export function applyClientLimits(server: Server, limits: HttpLimits, logger: Lo
     if (now - lastDropWarning < 10_000) return;
     lastDropWarning = now;
     logger.warn(
-      { maxConnections: limits.maxConnections },
+      { maxConnections: limits.maxConnections, liveStreams: streams?.size ?? 0 },
       "http: connection limit reached, closing new connections",
     );
   });
@@ -88,4 +107,5 @@ export function applyClientLimits(server: Server, limits: HttpLimits, logger: Lo
           : MALFORMED;
     socket.end(answer);
   });
+  return unwatch;
 }

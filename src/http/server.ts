@@ -3,6 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { applyClientLimits, DEFAULT_LIMITS, serverOptions, type HttpLimits } from "./client-limits.ts";
 import { createHttpHandler, type HttpApp } from "./handler.ts";
+import type { StreamCount } from "./sse.ts";
 
 export interface HttpServerOptions {
   port: number;
@@ -13,6 +14,8 @@ export interface HttpServerOptions {
   hideServerErrors?: boolean;
   /** Timeouts and the connection cap. Default: DEFAULT_LIMITS. */
   limits?: HttpLimits;
+  /** Open SSE streams: their sockets are not counted against `limits.maxConnections`. */
+  streams?: StreamCount;
 }
 
 export interface HttpServer {
@@ -38,7 +41,7 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
   });
   const limits = options.limits ?? DEFAULT_LIMITS;
   const server = createServer(serverOptions(limits), (req, res) => handler.handle(req, res));
-  applyClientLimits(server, limits, app.logger);
+  const unwatch = applyClientLimits(server, limits, app.logger, options.streams);
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -66,6 +69,7 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
             }, opts.timeoutMs);
       deadline?.unref();
       server.close(() => {
+        unwatch();
         if (deadline) clearTimeout(deadline);
         resolve();
       });

@@ -1,5 +1,6 @@
 // Live routes over SSE on a real socket: history then new entries, resume by id, heartbeats, slow clients.
 import { request as httpRequest, type IncomingMessage } from "node:http";
+import { connect as tcpConnect, type Socket } from "node:net";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -123,6 +124,45 @@ describe("live routes over SSE", () => {
     expect(res.statusCode).toBe(503);
     expect(res.headers["retry-after"]).toBe("5");
     a.close();
+  });
+
+  it("open streams do not count against http.maxConnections: requests are served beside more streams than the HTTP cap", async () => {
+    const { port } = await start({ http: { maxConnections: 2 }, live: { maxConnections: 5 } });
+    const streams = Array.from({ length: 4 }, () => connect(port, "/orders/o1/status"));
+    for (const st of streams) expect((await st.ready).statusCode).toBe(200);
+    // Four sockets hold streams: two ordinary connections still fit under the HTTP cap of 2.
+    const raw = (): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> =>
+      new Promise((resolve, reject) => {
+        const socket = tcpConnect(port, "127.0.0.1");
+        let text = "";
+        socket.setEncoding("utf8");
+        socket.on("data", (d: string) => (text += d));
+        const closed = new Promise<void>((r) => socket.once("close", () => r()));
+        socket.once("error", () => undefined);
+        socket.once("connect", () => resolve({ socket, text: () => text, closed }));
+        socket.once("error", reject);
+      });
+    const health = (c: { socket: Socket; text: () => string }) =>
+      new Promise<string>((resolve) => {
+        c.socket.once("data", () => resolve(c.text()));
+        c.socket.write("GET /_/health HTTP/1.1\r\nhost: x\r\n\r\n");
+      });
+    const held = [await raw(), await raw()];
+    for (const c of held) expect(await health(c)).toMatch(/^HTTP\/1\.1 200 /);
+    // A third ordinary connection is past the HTTP cap: closed unanswered, streams or not.
+    const extra = await raw();
+    extra.socket.write("GET /_/health HTTP/1.1\r\nhost: x\r\n\r\n");
+    await extra.closed;
+    expect(extra.text()).toBe("");
+    // The streams are still there and still the live cap's business.
+    expect(streams.every((st) => !st.ended)).toBe(true);
+    for (const c of held) c.socket.destroy();
+    await Promise.all(held.map((c) => c.closed));
+    for (const st of streams) st.close();
+    await until(async () => {
+      const r = await fetch(`http://127.0.0.1:${port}/_/health`).catch(() => undefined);
+      return r?.status === 200;
+    }, "served again");
   });
 
   it("disconnects a client whose unread buffer passes the bound", async () => {

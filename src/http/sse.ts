@@ -36,6 +36,16 @@ export function resumePosition(req: IncomingMessage): number | undefined | "bad"
   return /^\d{1,16}$/.test(text) ? Number(text) : "bad";
 }
 
+/**
+ * The number of open SSE streams, watched by the HTTP server: a socket that
+ * holds a stream counts against `live.maxConnections`, not `http.maxConnections`.
+ */
+export interface StreamCount {
+  readonly size: number;
+  /** Called with the new count whenever a stream opens or closes; returns the unwatch. */
+  watch(listener: (size: number) => void): () => void;
+}
+
 const frame = (e: LiveEntry): string =>
   `id: ${e.position}\ndata: ${JSON.stringify(e.payload === undefined ? null : e.payload)}\n\n`;
 
@@ -44,8 +54,9 @@ const frame = (e: LiveEntry): string =>
  * replays the tape after the client's last id, then follows it; `closeAll`
  * ends every stream at shutdown (clients reconnect elsewhere and resume).
  */
-export class SseHub {
+export class SseHub implements StreamCount {
   private readonly open = new Set<OpenStream>();
+  private readonly watchers = new Set<(size: number) => void>();
   private closing = false;
 
   constructor(
@@ -56,6 +67,17 @@ export class SseHub {
 
   get size(): number {
     return this.open.size;
+  }
+
+  watch(listener: (size: number) => void): () => void {
+    this.watchers.add(listener);
+    return () => {
+      this.watchers.delete(listener);
+    };
+  }
+
+  private changed(): void {
+    for (const w of this.watchers) w(this.open.size);
   }
 
   serve(req: IncomingMessage, res: ServerResponse, stream: LiveStream): void {
@@ -112,12 +134,14 @@ export class SseHub {
         if (done) return;
         done = true;
         this.open.delete(entry);
+        this.changed();
         clearInterval(heartbeat);
         unsubscribe();
         if (!res.writableEnded) res.end();
       },
     };
     this.open.add(entry);
+    this.changed();
     const tooSlow = (): boolean => {
       if (res.writableLength <= this.limits.maxBufferBytes) return false;
       this.logger.warn(
