@@ -64,8 +64,15 @@ export class DurableRuntime {
   private readonly tasks = new Set<Promise<unknown>>();
   /** Attempts of durable runs this instance is driving now (every path). */
   private driving = 0;
+  /**
+   * The durable flows this instance runs: every claim, orphan scan and wake
+   * timer is filtered to them, so a run of another flow keeps its status and
+   * `wakeAt` until an instance that has its flow takes it.
+   */
+  readonly durableFlows: readonly string[];
 
   constructor(private readonly o: DurableRuntimeOptions) {
+    this.durableFlows = [...o.flows.entries()].filter(([, f]) => f.durable).map(([name]) => name);
     this.deps = {
       store: o.store,
       clock: o.clock,
@@ -81,6 +88,7 @@ export class DurableRuntime {
       nextOwner: () => this.nextOwner(),
       leaseMs: o.leaseMs,
       permits: this.permits,
+      flows: this.durableFlows,
       resume: (acquired) => this.resumeHeld(acquired).then(() => undefined),
     });
   }
@@ -202,13 +210,17 @@ export class DurableRuntime {
    * the wake timer covers), so a boot over 100 000 parked runs reads one page.
    */
   async orphanScan(): Promise<void> {
+    // No durable flow here (an app that only emits or operates on the store): nothing it may take.
+    if (this.durableFlows.length === 0) return;
     let scanned = 0;
     let resumed = 0;
     // A run this instance cannot run (unknown flow) is released at once and lists again: page on
     // only while pages bring runs not seen yet.
     const seen = new Set<string>();
     for (;;) {
-      const page = await this.o.store.listOrphans(this.o.clock.now(), ORPHAN_PAGE);
+      const page = await this.o.store.listOrphans(this.o.clock.now(), ORPHAN_PAGE, {
+        flows: this.durableFlows,
+      });
       scanned += page.length;
       const running = page.filter((r) => r.status === "running" || r.status === "compensating");
       const fresh = running.filter((r) => !seen.has(r.id));
@@ -236,8 +248,9 @@ export class DurableRuntime {
     if (resumed > 0) this.o.logger.info({ scanned, resumed }, "orphan scan: runs resumed");
   }
 
-  /** Arms the wake timer on the earliest journal deadline. */
+  /** Arms the wake timer on the earliest deadline of this instance's flows; none without durable flows. */
   startScheduler(): void {
+    if (this.durableFlows.length === 0) return;
     this.scheduler.start();
   }
 
@@ -262,6 +275,9 @@ export class DurableRuntime {
     const moved = await store.wakeEarly(runId, clock.now());
     if (!moved) throw new ClockResourceNotFoundError(runId);
     if (!resumeHere) return "wake time only";
+    // A run of a flow this app does not have: leave it sleeping (now due) for an instance that has it.
+    const run = await store.getRun(runId);
+    if (run === undefined || !this.durableFlows.includes(run.flow)) return "wake time only";
     while (this.permits.tryTake(1) === 0) {
       if (this.wakeWatch.get(runId)) return "resumed";
       // Every permit busy with resumes: the scheduler takes it when one frees.

@@ -15,6 +15,8 @@ export interface WakeSchedulerOptions {
   batch?: number;
   /** Resume permits (`durable.concurrency`): a round claims at most the free ones. */
   permits: Permits;
+  /** The durable flows this instance runs: claims and the wake timer see runs of these only. */
+  flows: readonly string[];
   /** Continue a run this instance just acquired; releases its permit when done. */
   resume(acquired: AcquiredRun): Promise<void>;
 }
@@ -92,6 +94,7 @@ export class WakeScheduler {
               now: this.o.clock.now(),
               max,
               leaseMs: this.o.leaseMs,
+              flows: this.o.flows,
             });
           } catch (e) {
             this.o.permits.giveBack(max);
@@ -123,7 +126,7 @@ export class WakeScheduler {
   }
 
   private async arm(): Promise<void> {
-    const next = await this.o.store.nextWakeAt();
+    const next = await this.o.store.nextWakeAt({ flows: this.o.flows });
     if (next === null || !this.running) return;
     this.armAt(next);
   }

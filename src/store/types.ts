@@ -204,6 +204,23 @@ export interface FinishRequest {
   error?: { code: string; message: string };
 }
 
+/**
+ * Which runs a claim or a scan may touch: only runs of these flows — the
+ * durable flows the calling instance can run — so an instance never takes a
+ * run it would have to give back, and an app with no durable flows (`[]`)
+ * takes none. Absent: runs of every flow (operator tools, older callers).
+ */
+export interface RunFlowFilter {
+  flows?: readonly string[];
+}
+
+export interface ClaimDueRunsRequest extends RunFlowFilter {
+  owner: string;
+  now: number;
+  max: number;
+  leaseMs: number;
+}
+
 export interface ParkRequest {
   runId: string;
   owner: string;
@@ -303,15 +320,22 @@ export interface JournalStore {
    * `wakeAt <= now` (set `running`), and running runs whose lease expired
    * (`leaseExpiresAt <= now`, not released) — a dead instance's runs, taken
    * over lazily like expired message leases. Each run goes to one claimer.
+   * With `flows`, only runs of those flows: others keep their status and
+   * `wakeAt` until an instance that has their flow claims them.
    */
-  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): Promise<AcquiredRun[]>;
+  claimDueRuns(req: ClaimDueRunsRequest): Promise<AcquiredRun[]>;
   /**
    * `running` / `sleeping` runs with no live lease at `now` (boot orphan scan),
    * running ones first, so a caller after running orphans can page with `limit`.
+   * With `filter.flows`, only runs of those flows.
    */
-  listOrphans(now: number, limit?: number): Promise<RunRecord[]>;
-  /** Earliest deadline: a sleeping run's `wakeAt` or a running run's `leaseExpiresAt`; null if none. */
-  nextWakeAt(): Promise<number | null>;
+  listOrphans(now: number, limit?: number, filter?: RunFlowFilter): Promise<RunRecord[]>;
+  /**
+   * Earliest deadline: a sleeping run's `wakeAt` or a running run's
+   * `leaseExpiresAt`; null if none. With `filter.flows`, among runs of those
+   * flows only (a scheduler arms on deadlines it can claim).
+   */
+  nextWakeAt(filter?: RunFlowFilter): Promise<number | null>;
   /** Moves a sleeping run's `wakeAt` to `now`; false if missing or not sleeping. */
   wakeEarly(runId: string, now: number): Promise<boolean>;
   getRun(runId: string): Promise<RunRecord | undefined>;

@@ -9,6 +9,7 @@ import { deadLetterCases } from "./dead-letter-cases.ts";
 import { eventCases } from "./events-cases.ts";
 import { fanoutCases } from "./fanout-cases.ts";
 import { fifoCases } from "./fifo-cases.ts";
+import { flowFilterCases } from "./flow-filter-cases.ts";
 import { idempotencyCases } from "./idempotency-cases.ts";
 import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
@@ -43,6 +44,7 @@ export function describeStoreConformance(
     journalLeaseCases(factory);
     journalAppendCases(factory);
     journalParkCases(factory);
+    flowFilterCases(factory);
     compensationCases(factory);
     eventCases(factory);
     consoleCases(factory);

@@ -5,10 +5,12 @@ import type {
   AppendRequest,
   ClaimedMessage,
   ClaimRequest,
+  ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
   NewMessage,
   ParkRequest,
+  RunFlowFilter,
   RunRecord,
   RunStatus,
   Settlement,
@@ -89,7 +91,7 @@ export type EngineOp =
   | { op: "finish"; req: FinishRequest }
   | { op: "beginCompensation"; req: BeginCompensationRequest }
   | { op: "releaseRun"; req: ReleaseRequest }
-  | { op: "claimDueRuns"; req: { owner: string; now: number; max: number; leaseMs: number } }
+  | { op: "claimDueRuns"; req: ClaimDueRunsRequest }
   | { op: "wakeEarly"; runId: string; now: number }
   | { op: "heartbeat"; info: InstanceInfo; now: number }
   | { op: "removeInstance"; id: string }
@@ -217,14 +219,14 @@ export class MemoryEngine {
   releaseRun(req: ReleaseRequest): boolean {
     return this.journal.releaseRun(req);
   }
-  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {
+  claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     return this.journal.claimDueRuns(req);
   }
-  listOrphans(now: number, limit?: number): RunRecord[] {
-    return this.journal.listOrphans(now, limit);
+  listOrphans(now: number, limit?: number, filter?: RunFlowFilter): RunRecord[] {
+    return this.journal.listOrphans(now, limit, filter);
   }
-  nextWakeAt(): number | null {
-    return this.journal.nextWakeAt();
+  nextWakeAt(filter?: RunFlowFilter): number | null {
+    return this.journal.nextWakeAt(filter);
   }
   wakeEarly(runId: string, now: number): boolean {
     return this.journal.wakeEarly(runId, now);

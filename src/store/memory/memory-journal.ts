@@ -5,9 +5,11 @@ import type {
   ReleaseRequest,
   AcquiredRun,
   AppendRequest,
+  ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
   ParkRequest,
+  RunFlowFilter,
   RunRecord,
   RunStatus,
   StartRun,
@@ -46,23 +48,48 @@ export class MemoryJournal {
   };
   private readonly byFlow = new Map<string, Map<string, RunRec>>();
   /**
-   * One heap of deadlines: a sleeping run's `wakeAt`, a running run's lease
-   * expiry. Its top is the next time a run may need an owner, so the scheduler
-   * sets one timer; an expired running lease is a dead instance's run, taken
-   * over lazily by the next claim (no sweeper). Ties break by id so a restored
-   * snapshot claims in the same order.
+   * Heaps of deadlines, one per flow: a sleeping run's `wakeAt`, a running
+   * run's lease expiry. A heap's top is the next time a run of that flow may
+   * need an owner, so the scheduler sets one timer; an expired running lease
+   * is a dead instance's run, taken over lazily by the next claim (no
+   * sweeper). Per flow, so a claimer filtered to its flows never walks past
+   * others' due runs. Ties break by id so a restored snapshot claims in the
+   * same order.
    */
-  private readonly wakes = new IndexedMinHeap<RunRec>(
-    (a, b) => deadline(a) < deadline(b) || (deadline(a) === deadline(b) && a.id < b.id),
-  );
+  private readonly wakes = new Map<string, IndexedMinHeap<RunRec>>();
 
-  /** Puts the run in the deadline heap, moves it, or takes it out, after any change. */
+  private heapOf(flow: string): IndexedMinHeap<RunRec> {
+    let heap = this.wakes.get(flow);
+    if (heap === undefined) {
+      heap = new IndexedMinHeap<RunRec>(earlier);
+      this.wakes.set(flow, heap);
+    }
+    return heap;
+  }
+
+  /** Puts the run in its flow's deadline heap, moves it, or takes it out, after any change. */
   private reheap(r: RunRec): void {
-    const inHeap = this.wakes.has(r);
+    const heap = this.heapOf(r.flow);
+    const inHeap = heap.has(r);
     if (Number.isFinite(deadline(r))) {
-      if (inHeap) this.wakes.update(r);
-      else this.wakes.push(r);
-    } else if (inHeap) this.wakes.remove(r);
+      if (inHeap) heap.update(r);
+      else heap.push(r);
+    } else if (inHeap) {
+      heap.remove(r);
+      if (heap.size === 0) this.wakes.delete(r.flow);
+    }
+  }
+
+  /** The run with the earliest deadline among the heaps of `flows` (all flows when absent). */
+  private earliest(flows: readonly string[] | undefined): RunRec | undefined {
+    let best: RunRec | undefined;
+    const consider = (heap: IndexedMinHeap<RunRec> | undefined): void => {
+      const top = heap?.peek();
+      if (top !== undefined && (best === undefined || earlier(top, best))) best = top;
+    };
+    if (flows === undefined) for (const heap of this.wakes.values()) consider(heap);
+    else for (const flow of new Set(flows)) consider(this.wakes.get(flow));
+    return best;
   }
 
   startRun(req: StartRun): AcquiredRun {
@@ -159,33 +186,39 @@ export class MemoryJournal {
     return true;
   }
 
-  claimDueRuns(req: { owner: string; now: number; max: number; leaseMs: number }): AcquiredRun[] {
+  claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     const out: AcquiredRun[] = [];
-    for (let r = this.wakes.peek(); r !== undefined && out.length < req.max; r = this.wakes.peek()) {
+    for (
+      let r = this.earliest(req.flows);
+      r !== undefined && out.length < req.max;
+      r = this.earliest(req.flows)
+    ) {
       if (deadline(r) > req.now) break;
       out.push(this.take(r, req.owner, req.now, req.leaseMs));
     }
     return out;
   }
 
-  listOrphans(now: number, limit = Infinity): RunRecord[] {
+  listOrphans(now: number, limit = Infinity, filter: RunFlowFilter = {}): RunRecord[] {
     const out: RunRecord[] = [];
+    const flows = filter.flows === undefined ? undefined : new Set(filter.flows);
+    const mine = (r: RunRec): boolean => flows === undefined || flows.has(r.flow);
     for (const status of ["running", "compensating"] as const) {
       for (const r of this.byStatus[status].values()) {
         if (out.length >= limit) return out;
-        if (!leaseLive(r, now)) out.push(toRunRecord(r));
+        if (!leaseLive(r, now) && mine(r)) out.push(toRunRecord(r));
       }
     }
     // A sleeping run never holds a lease: whoever scans must schedule it.
     for (const r of this.byStatus.sleeping.values()) {
       if (out.length >= limit) return out;
-      out.push(toRunRecord(r));
+      if (mine(r)) out.push(toRunRecord(r));
     }
     return out;
   }
 
-  nextWakeAt(): number | null {
-    const top = this.wakes.peek();
+  nextWakeAt(filter: RunFlowFilter = {}): number | null {
+    const top = this.earliest(filter.flows);
     return top === undefined ? null : deadline(top);
   }
 
@@ -257,7 +290,8 @@ export class MemoryJournal {
       const flow = this.byFlow.get(r.flow);
       flow?.delete(id);
       if (flow?.size === 0) this.byFlow.delete(r.flow);
-      if (this.wakes.has(r)) this.wakes.remove(r);
+      const heap = this.wakes.get(r.flow);
+      if (heap?.remove(r) === true && heap.size === 0) this.wakes.delete(r.flow);
       n++;
     }
     return n;
@@ -370,6 +404,10 @@ const deadline = (r: RunRec): number =>
     : leased(r) && r.leaseExpiresAt !== null
       ? r.leaseExpiresAt
       : Infinity;
+
+/** Deadline order, ties by id. */
+const earlier = (a: RunRec, b: RunRec): boolean =>
+  deadline(a) < deadline(b) || (deadline(a) === deadline(b) && a.id < b.id);
 
 const leaseLive = (r: RunRec, now: number): boolean =>
   r.leaseOwner !== null && r.leaseExpiresAt !== null && r.leaseExpiresAt > now;

@@ -180,11 +180,11 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       await commit(out.length > 0 ? { op: "claimDueRuns", req } : null);
       return out;
     },
-    async listOrphans(now, limit) {
-      return engine.listOrphans(now, limit);
+    async listOrphans(now, limit, filter) {
+      return engine.listOrphans(now, limit, filter);
     },
-    async nextWakeAt() {
-      return engine.nextWakeAt();
+    async nextWakeAt(filter) {
+      return engine.nextWakeAt(filter);
     },
     async wakeEarly(runId, now) {
       const woke = engine.wakeEarly(runId, now);

@@ -1,7 +1,16 @@
 /** Postgres run leases and journal reads. */
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
-import type { AcquiredRun, JournalEntry, ReleaseRequest, RunRecord, RunStatus, StartRun } from "../types.ts";
+import type {
+  AcquiredRun,
+  ClaimDueRunsRequest,
+  JournalEntry,
+  ReleaseRequest,
+  RunFlowFilter,
+  RunRecord,
+  RunStatus,
+  StartRun,
+} from "../types.ts";
 import { type PgContext, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
 
@@ -108,19 +117,20 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
  * whose wake_at passed, and running runs whose lease expired without being
  * released (a dead instance's). One statement; SKIP LOCKED lets instances
  * claim disjoint batches, and a run acquired meanwhile fails the recheck.
+ * With `flows`, only runs of those flows, probed through the (flow, deadline)
+ * indexes of migration 0011 so others' due runs are never read.
  */
-export async function claimDueRuns(
-  ctx: PgContext,
-  req: { owner: string; now: number; max: number; leaseMs: number },
-): Promise<AcquiredRun[]> {
-  if (req.max <= 0) return [];
+export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Promise<AcquiredRun[]> {
+  if (req.max <= 0 || req.flows?.length === 0) return [];
+  const mine = req.flows === undefined ? "" : "flow = ANY($5::text[]) AND";
   const { rows } = await q<RunRow & { due_at: number }>(
     ctx.pool,
     `WITH due AS (
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${ctx.s}.runs
-       WHERE (status = 'sleeping' AND wake_at <= $2) OR (status = 'running' AND lease_expires_at <= $2)
-          OR (status = 'compensating' AND lease_expires_at <= $2)
+       WHERE (${mine} status = 'sleeping' AND wake_at <= $2)
+          OR (${mine} status = 'running' AND lease_expires_at <= $2)
+          OR (${mine} status = 'compensating' AND lease_expires_at <= $2)
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
        FOR UPDATE SKIP LOCKED)
@@ -129,7 +139,9 @@ export async function claimDueRuns(
          wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
      FROM due WHERE r.id = due.id
      RETURNING r.*, due.due_at`,
-    [req.owner, req.now, req.max, req.leaseMs],
+    req.flows === undefined
+      ? [req.owner, req.now, req.max, req.leaseMs]
+      : [req.owner, req.now, req.max, req.leaseMs, [...req.flows]],
   );
   rows.sort((a, b) => a.due_at - b.due_at || (a.id < b.id ? -1 : 1));
   const entries = await entriesOf(
@@ -139,23 +151,43 @@ export async function claimDueRuns(
   return rows.map((r) => ({ run: toRunRecord(r), entries: entries.get(r.id) ?? [], created: false }));
 }
 
-/** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease). */
-export async function listOrphans(ctx: PgContext, now: number, limit?: number): Promise<RunRecord[]> {
+/** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease); of `flows` if given. */
+export async function listOrphans(
+  ctx: PgContext,
+  now: number,
+  limit?: number,
+  filter: RunFlowFilter = {},
+): Promise<RunRecord[]> {
+  if (filter.flows?.length === 0) return [];
   const { rows } = await q<RunRow>(
     ctx.pool,
     `SELECT * FROM ${ctx.s}.runs
-     WHERE (status IN ('running', 'compensating')
-            AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
-        OR status = 'sleeping'
+     WHERE ((status IN ('running', 'compensating')
+             AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
+            OR status = 'sleeping')
+       AND ($3::text[] IS NULL OR flow = ANY($3::text[]))
      ORDER BY status = 'sleeping', created_at, id COLLATE "C"
      LIMIT CASE WHEN $2::bigint IS NULL THEN NULL ELSE GREATEST($2::bigint, 0) END`,
-    [now, limit ?? null],
+    [now, limit ?? null, filter.flows === undefined ? null : [...filter.flows]],
   );
   return rows.map(toRunRecord);
 }
 
-/** Earliest deadline: a sleeper's wake_at or a running run's lease expiry. */
-export async function nextWakeAt(ctx: PgContext): Promise<number | null> {
+/** Earliest deadline: a sleeper's wake_at or a running run's lease expiry; among `flows` if given (one index probe per flow). */
+export async function nextWakeAt(ctx: PgContext, filter: RunFlowFilter = {}): Promise<number | null> {
+  if (filter.flows?.length === 0) return null;
+  if (filter.flows !== undefined) {
+    const { rows } = await q<{ at: number | null }>(
+      ctx.pool,
+      `SELECT min(LEAST(
+         (SELECT wake_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'sleeping' AND wake_at IS NOT NULL ORDER BY flow, wake_at LIMIT 1),
+         (SELECT lease_expires_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'running' AND lease_expires_at IS NOT NULL ORDER BY flow, lease_expires_at LIMIT 1),
+         (SELECT lease_expires_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'compensating' AND lease_expires_at IS NOT NULL ORDER BY flow, lease_expires_at LIMIT 1))) AS at
+       FROM unnest($1::text[]) AS f(name)`,
+      [[...new Set(filter.flows)]],
+    );
+    return rows[0]?.at ?? null;
+  }
   const { rows } = await q<{ at: number | null }>(
     ctx.pool,
     `SELECT LEAST((SELECT min(wake_at) FROM ${ctx.s}.runs WHERE status = 'sleeping'),
