@@ -1,15 +1,17 @@
 // The published package, as a user gets it: `npm pack`, installed from the tarball with production
 // dependencies only into a temp app, then `oke routes`, `oke start`, `oke dev` and the testing helpers.
 import { execFileSync } from "node:child_process";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { npmInstall, packRepo, REPO, writeTree } from "./package/pack.ts";
+import { CREATE_PACKAGE, npmInstall, packRepo, REPO, writeTree } from "./package/pack.ts";
 import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
 
-// One pack (a build, ~10 s) and one install (seconds with a warm npm cache) for the whole file.
+// One pack (a build, ~10 s) and one install (seconds with a warm npm cache) for the whole file; the
+// create-okengine tarball (two files, no build) is packed alongside.
 const SETUP_MS = 300_000;
 let tarball = "";
+let createTarball = "";
 let app = "";
 const running: Proc[] = [];
 
@@ -46,7 +48,7 @@ const APP_FILES = {
 };
 
 beforeAll(async () => {
-  tarball = await packRepo();
+  [tarball, createTarball] = await Promise.all([packRepo(), packRepo(CREATE_PACKAGE)]);
   app = writeTree(APP_FILES);
   await npmInstall(app, ["--omit=dev", tarball]);
 }, SETUP_MS);
@@ -56,6 +58,7 @@ afterAll(() => {
     if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
   if (app) rmSync(app, { recursive: true, force: true });
   if (tarball) rmSync(join(tarball, ".."), { recursive: true, force: true });
+  if (createTarball) rmSync(join(createTarball, ".."), { recursive: true, force: true });
 });
 
 const oke = (args: string[], env: Record<string, string> = {}): Proc => {
@@ -86,6 +89,19 @@ describe("the tarball", () => {
     });
     expect(r.output).toContain("All good!");
     expect(r.code, r.output).toBe(0);
+  });
+
+  it("create-okengine is tiny and depends on exactly this okengine version", () => {
+    const files = execFileSync("tar", ["tzf", createTarball], { encoding: "utf8" }).trim().split("\n");
+    expect(files.sort()).toEqual(["package/README.md", "package/index.js", "package/package.json"]);
+    const own = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string };
+    const create = JSON.parse(readFileSync(join(CREATE_PACKAGE, "package.json"), "utf8")) as {
+      version: string;
+      dependencies: Record<string, string>;
+    };
+    // Released in lockstep: `npm create okengine@x` writes okengine x's starter.
+    expect(create.version).toBe(own.version);
+    expect(create.dependencies).toEqual({ okengine: own.version });
   });
 
   it("installs with production dependencies only, and oke runs okengine compiled", async () => {
@@ -132,19 +148,59 @@ describe("oke from the installed package", () => {
   });
 });
 
-describe("the first hour, from the tarball: init, install, test, dev, a request, a stop", () => {
+describe("the first hour, from the tarballs: npm create / oke init, install, test, dev, a request, a stop", () => {
   let starter = "";
   afterAll(() => {
     if (starter) rmSync(join(starter, ".."), { recursive: true, force: true });
   });
 
-  it("oke init scaffolds the starter and says what to do next", async () => {
-    starter = join(writeTree({}), "my-app");
-    const p = oke(["init", starter]);
+  const tree = (dir: string): Record<string, string> =>
+    Object.fromEntries(
+      execFileSync("find", [".", "-type", "f"], { cwd: dir, encoding: "utf8" })
+        .trim()
+        .split("\n")
+        .sort()
+        .map((f) => [f, readFileSync(join(dir, f), "utf8")]),
+    );
+
+  it(
+    "npm create okengine (create-okengine's tarball through npm exec) scaffolds the starter",
+    async () => {
+      const parent = writeTree({});
+      starter = join(parent, "my-app");
+      // What `npm create okengine my-app` runs, with both packages from their tarballs.
+      const r = await runToEnd(
+        "npm",
+        [
+          "exec",
+          "--yes",
+          "--prefer-offline",
+          "--loglevel=error",
+          `--package=${createTarball}`,
+          `--package=${tarball}`,
+          "--",
+          "create-okengine",
+          "my-app",
+        ],
+        { cwd: parent, env: userEnv() },
+      );
+      expect(r.code, r.output).toBe(0);
+      expect(r.output).toContain(`Created an okengine app in ${starter}`);
+      expect(r.output).toMatch(/cd my-app\n\s+npm install\n\s+npm run dev/);
+    },
+    SETUP_MS,
+  );
+
+  it("oke init writes the very same files, and says what to do next", async () => {
+    const initDir = join(writeTree({}), "my-app");
+    const p = oke(["init", initDir]);
     expect(await p.exit, p.lines.join("\n")).toBe(0);
     const out = p.lines.join("\n");
-    expect(out).toContain(`Created an okengine app in ${starter}`);
+    expect(out).toContain(`Created an okengine app in ${initDir}`);
     expect(out).toMatch(/npm install\n\s+npm run dev/);
+    // The same directory name, so the same package name: byte for byte what create-okengine wrote.
+    expect(tree(initDir)).toEqual(tree(starter));
+    rmSync(join(initDir, ".."), { recursive: true, force: true });
     const files = execFileSync("find", [".", "-type", "f"], { cwd: starter, encoding: "utf8" });
     for (const f of [
       "./package.json",

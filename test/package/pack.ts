@@ -7,11 +7,14 @@ import { runToEnd, userEnv } from "./proc.ts";
 
 export const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
-/** `npm pack` into a fresh temp dir; returns the tarball's path. */
-export async function packRepo(): Promise<string> {
+/** packages/create-okengine: `npm create okengine`, which runs the `oke init` of the okengine it depends on. */
+export const CREATE_PACKAGE = join(REPO, "packages/create-okengine");
+
+/** `npm pack` of this repository (or of `dir`, e.g. CREATE_PACKAGE) into a fresh temp dir; returns the tarball's path. */
+export async function packRepo(dir = REPO): Promise<string> {
   const dest = mkdtempSync(join(tmpdir(), "oke-pack-"));
   const r = await runToEnd("npm", ["pack", "--pack-destination", dest, "--silent"], {
-    cwd: REPO,
+    cwd: dir,
     env: userEnv(),
   });
   if (r.code !== 0) throw new Error(`npm pack failed:\n${r.output}`);
