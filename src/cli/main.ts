@@ -6,6 +6,7 @@ import { runDoctor, type DoctorFlags } from "./doctor.ts";
 import { runDev } from "./dev.ts";
 import { initProject, nextSteps } from "./init.ts";
 import { formatRoutes, loadManifest } from "./inspect.ts";
+import { addOperatorCommands } from "./operator-commands.ts";
 import { runApp } from "./run-app.ts";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
@@ -104,6 +105,8 @@ program
   .option("--salvage", "keep every valid record and move the damaged bytes to a side file")
   .option("--store <path>", "the file store directory, relative to [dir] (default: .oke)")
   .action(guard((dir: string, flags: DoctorFlags) => runDoctor(dir, flags)));
+
+addOperatorCommands(program);
 
 // The child process of `oke dev`; not for direct use.
 program

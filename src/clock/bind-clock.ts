@@ -22,7 +22,7 @@ export function adoptClock(
     (prev.flow !== flow || JSON.stringify(prev.schedule) !== JSON.stringify(schedule))
   )
     throw new OkeError({
-      code: "OKE1603",
+      code: "OKE1703",
       message:
         prev.flow !== flow
           ? `Clock "${name}" is bound to more than one Flow (${prev.flow}, ${flow}).`

@@ -12,7 +12,7 @@ import { specProblem } from "./schedule-spec.ts";
 
 const badEdit = (name: string, problem: string) =>
   new OkeError({
-    code: "OKE1601",
+    code: "OKE1701",
     message: `clock "${name}": ${problem}`,
     fix: 'Pass { cron: "0 7 * * *" } or { every: "1h" } (not both), and/or { timezone: "Europe/Paris" }.',
     status: 400,
@@ -87,7 +87,7 @@ export function createScheduleOperator(store: Store, runtime: ScheduleRuntime): 
       const bound = runtime.get(name);
       if (bound === undefined || r.orphaned)
         throw new OkeError({
-          code: "OKE1602",
+          code: "OKE1702",
           message: `clock "${name}" is not bound to a flow in this app (orphaned), so it cannot fire`,
           fix: "Declare it again with on(clock, flow(...)), or trigger it from an app that does.",
           status: 409,

@@ -1,7 +1,15 @@
 /** The Console's JSON API: one handler per endpoint over the operator API and the store's Console listings. */
 import { OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
-import { entryName, type MessageStatus, type RunStatus, type StoredMessage } from "../store/types.ts";
+import { clockSignalName } from "../clock/schedule.ts";
+import { broadcastQueue } from "../signal/broadcast-runtime.ts";
+import {
+  entryName,
+  type MessageStatus,
+  type RunStatus,
+  type SignalStats,
+  type StoredMessage,
+} from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
 import { runDetail, summary } from "./timeline.ts";
@@ -34,6 +42,8 @@ const RUN_STATUSES: Record<RunStatus, true> = {
 const MAX_IDS = 10_000;
 const ALL_CAP = 100_000;
 const THROUGHPUT_MINUTES = 10;
+/** Clocks fire on once signals named `clock:<name>`. */
+const CLOCK_PREFIX = clockSignalName("");
 
 export const badRequest = (message: string): OkeError =>
   new OkeError({ code: "OKE1605", message: `console: ${message}`, status: 400 });
@@ -134,35 +144,87 @@ const messageView = (m: StoredMessage) => ({
   leaseExpiresAt: m.leaseExpiresAt,
 });
 
+/** Per-minute deliveries of several queues added up (a broadcast signal's copies). */
+function sumBuckets(rows: ReadonlyArray<readonly number[]>): number[] {
+  const out = new Array<number>(THROUGHPUT_MINUTES).fill(0);
+  for (const r of rows) r.forEach((n, i) => (out[i] = (out[i] ?? 0) + n));
+  return out;
+}
+
+/** One queue's counts as the Console shows them. */
+const countsOf = (st: SignalStats) => ({
+  pending: st.pending,
+  inflight: st.inflight,
+  dead: st.dead,
+  delivered: st.delivered,
+  oldestPendingAgeMs: st.oldestPendingAgeMs,
+});
+
 async function signalsView(host: ConsoleHost) {
   const now = host.clock.now();
   const from = Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
-  const [stats, tp] = await Promise.all([host.operator.signals(), host.store.throughput(from, 60_000, now)]);
+  const hasBroadcast = host.manifest.signals.some((s) => s.delivery === "broadcast");
+  const [stats, tp, fleet] = await Promise.all([
+    host.operator.signals(),
+    host.store.throughput(from, 60_000, now),
+    hasBroadcast ? host.store.liveSubscriptions(now) : Promise.resolve([]),
+  ]);
   const byName = new Map(tp.map((t) => [t.signal, t.delivered]));
-  return host.manifest.signals.map((s) => {
-    const st = stats.find((x) => x.signal === s.name);
-    return {
-      name: s.name,
-      delivery: s.delivery,
-      description: s.description,
-      flows: s.flows,
-      retries: s.retries,
-      ...(st
-        ? {
-            pending: st.pending,
-            inflight: st.inflight,
-            dead: st.dead,
-            delivered: st.delivered,
-            oldestPendingAgeMs: st.oldestPendingAgeMs,
-          }
-        : {}),
-      throughput: {
-        from,
-        bucketMs: 60_000,
-        delivered: byName.get(s.name) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
-      },
-    };
-  });
+  const clockQueues = new Map(
+    host.manifest.signals
+      .filter((s) => s.name.startsWith(CLOCK_PREFIX))
+      .map((s) => [s.name, s.name.slice(CLOCK_PREFIX.length)]),
+  );
+  return Promise.all(
+    host.manifest.signals.map(async (s) => {
+      const base = {
+        name: s.name,
+        delivery: s.delivery,
+        description: s.description,
+        flows: s.flows,
+        retries: s.retries,
+        ...(clockQueues.has(s.name) ? { schedule: clockQueues.get(s.name) } : {}),
+      };
+      if (s.delivery === "broadcast") {
+        // A broadcast signal has no queue of its own: each subscribed flow (here or elsewhere in the
+        // fleet) gets its own queue of copies, `~broadcast:<signal>:<flow>`. They are shown here, under
+        // the signal they copy, never as signals of their own.
+        const flows = [
+          ...new Set([...s.flows, ...fleet.filter((f) => f.signal === s.name).map((f) => f.flow)]),
+        ];
+        const copies = await Promise.all(
+          flows.sort().map(async (flow) => {
+            const queue = broadcastQueue(s.name, flow);
+            return {
+              flow,
+              queue,
+              ...countsOf(await host.store.stats(queue, now)),
+              delivered10m: byName.get(queue) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+            };
+          }),
+        );
+        return {
+          ...base,
+          copies: copies.map(({ delivered10m: _d, ...c }) => c),
+          throughput: {
+            from,
+            bucketMs: 60_000,
+            delivered: sumBuckets(copies.map((c) => c.delivered10m)),
+          },
+        };
+      }
+      const st = stats.find((x) => x.signal === s.name);
+      return {
+        ...base,
+        ...(st ? countsOf(st) : {}),
+        throughput: {
+          from,
+          bucketMs: 60_000,
+          delivered: byName.get(s.name) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+        },
+      };
+    }),
+  );
 }
 
 export const handlers: Record<string, ApiHandler> = {
@@ -176,7 +238,7 @@ export const handlers: Record<string, ApiHandler> = {
     ]);
     const deadLetters: ReturnType<typeof messageView>[] = [];
     for (const s of signals)
-      if ((s.dead ?? 0) > 0)
+      if ("dead" in s && (s.dead ?? 0) > 0)
         deadLetters.push(
           ...(await host.store.pageMessages({ signal: s.name, status: "dead", limit: 5 })).items.map(
             messageView,

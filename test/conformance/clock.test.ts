@@ -145,7 +145,7 @@ for (const driver of drivers) {
         'clock "ticks.minute" is not overridable',
       );
       await expect(ops.edit("reports.hourly", { cron: "0 * * *" })).rejects.toMatchObject({
-        code: "OKE1601",
+        code: "OKE1701",
         status: 400,
       });
       for (const call of [
@@ -214,7 +214,7 @@ for (const driver of drivers) {
       });
       expect(log.filter((x) => x.clock === "reports.hourly")).toHaveLength(1);
       await expect(second.operator.schedules.trigger("reports.hourly")).rejects.toMatchObject({
-        code: "OKE1602",
+        code: "OKE1702",
       });
     });
 

@@ -1,0 +1,111 @@
+// The `oke` operator commands' HTTP client for a running app's Console API: bearer token, CSRF header, readable failures.
+
+export const DEFAULT_CONSOLE_URL = "http://127.0.0.1:6533";
+
+/** Exit codes of the operator commands: 1 the Console answered with an error, 2 it could not be reached or spoke no JSON. */
+export const EXIT_REFUSED = 1;
+export const EXIT_UNREACHABLE = 2;
+
+/** A failed operator command: the text to print and the exit code. */
+export class CommandError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+    this.name = "CommandError";
+  }
+}
+
+export interface ClientOptions {
+  url?: string;
+  token?: string;
+  /** Per request (ms). Default 15 000. */
+  timeoutMs?: number;
+}
+
+export interface ConsoleClient {
+  readonly url: string;
+  get<T>(path: string): Promise<T>;
+  post<T>(path: string, body?: unknown): Promise<T>;
+}
+
+interface ApiErrorBody {
+  error?: { code?: string; message?: string; fix?: string };
+}
+
+function baseUrl(raw: string | undefined): string {
+  const text = raw === undefined || raw === "" ? DEFAULT_CONSOLE_URL : raw;
+  let u: URL;
+  try {
+    u = new URL(/^[a-z]+:\/\//i.test(text) ? text : `http://${text}`);
+  } catch {
+    throw new CommandError(`oke: "${text}" is not a Console URL (e.g. ${DEFAULT_CONSOLE_URL})`, 2);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:")
+    throw new CommandError(`oke: the Console URL must be http:// or https://, got "${text}"`, 2);
+  return u.href.replace(/\/+$/, "");
+}
+
+/** Why a fetch failed, in a word the operator recognises (ECONNREFUSED, ENOTFOUND, timeout…). */
+function causeOf(e: unknown): string {
+  if (e instanceof Error && e.name === "TimeoutError") return "no answer in time";
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
+}
+
+export function createConsoleClient(options: ClientOptions): ConsoleClient {
+  const url = baseUrl(options.url);
+  const token = options.token === "" ? undefined : options.token;
+  const timeoutMs = options.timeoutMs ?? 15_000;
+
+  async function call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (token !== undefined) headers.authorization = `Bearer ${token}`;
+    if (method === "POST") {
+      headers["content-type"] = "application/json";
+      headers["x-oke-console"] = "1";
+    }
+    let res: Response;
+    try {
+      res = await fetch(url + path, {
+        method,
+        headers,
+        body: method === "POST" ? JSON.stringify(body ?? {}) : undefined,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (e) {
+      throw new CommandError(
+        `oke: cannot reach the Console at ${url} (${causeOf(e)}). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.`,
+        EXIT_UNREACHABLE,
+      );
+    }
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      throw new CommandError(
+        `oke: ${url} answered ${res.status} with something that is not the Console's JSON (is --url the Console port, 6533 by default, rather than the app's?)`,
+        EXIT_UNREACHABLE,
+      );
+    }
+    if (res.ok) return parsed as T;
+    const err = (parsed as ApiErrorBody | undefined)?.error;
+    const code = err?.code ?? "";
+    let line = `oke: the Console refused: ${err?.message ?? `HTTP ${res.status}`} (${res.status}${code ? ` ${code}` : ""})`;
+    if (res.status === 401)
+      line +=
+        token === undefined
+          ? "\n  fix: pass --token <token> or set OKE_CONSOLE_TOKEN to an operator token of that app"
+          : "\n  fix: that token is not one of the app's operator tokens (console.tokens / OKE_CONSOLE_TOKEN)";
+    else if (err?.fix) line += `\n  fix: ${err.fix}`;
+    throw new CommandError(line, EXIT_REFUSED);
+  }
+
+  return {
+    url,
+    get: (path) => call("GET", path),
+    post: (path, body) => call("POST", path, body),
+  };
+}

@@ -1,0 +1,371 @@
+// The oke operator commands against a real `oke start` process (file and PostgreSQL drivers) over its Console: status, dead, replay, discard, runs, run, wake, schedules, --json, refusals.
+import { spawn, type ChildProcess } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_DATABASE_URL } from "../../test/conformance/drivers.ts";
+
+const REPO = fileURLToPath(new URL("../../", import.meta.url));
+const BIN = join(REPO, "bin/oke.js");
+const FIXTURE = fileURLToPath(new URL("./fixtures/ops", import.meta.url));
+const TOKEN = "ops-operator-token-0123456789";
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The environment without anything of this machine's that would change what `oke` does. */
+function cleanEnv(): Record<string, string | undefined> {
+  const env = { ...process.env };
+  for (const k of Object.keys(env))
+    if (k.startsWith("OKE_") || k === "DATABASE_URL" || k === "NODE_ENV" || k === "PORT") delete env[k];
+  return env;
+}
+
+/** One `oke` command run to its end. */
+function oke(args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: REPO,
+      env: { ...cleanEnv(), ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function until(check: () => boolean | Promise<boolean>, what: string, limitMs = 20_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A running `oke start` of the ops fixture, copied to a temp dir (its .oke/ and logs land there). */
+class App {
+  readonly lines: string[] = [];
+  proc!: ChildProcess;
+  appUrl = "";
+  consoleUrl = "";
+
+  constructor(
+    readonly dir: string,
+    readonly env: Record<string, string>,
+  ) {}
+
+  async start(): Promise<void> {
+    this.proc = spawn(process.execPath, [BIN, "start", this.dir, "--port", "0"], {
+      cwd: REPO,
+      env: { ...cleanEnv(), ...this.env, OPS_FIXTURE_DIR: this.dir },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    for (const s of [this.proc.stdout!, this.proc.stderr!])
+      createInterface({ input: s }).on("line", (l) => this.lines.push(l));
+    await until(
+      () => this.lines.some((l) => l.startsWith("okengine listening on ")) || this.proc.exitCode !== null,
+      "the app to listen",
+      60_000,
+    );
+    const listening = this.lines.find((l) => l.startsWith("okengine listening on "));
+    if (!listening) throw new Error(`oke start failed:\n${this.lines.join("\n")}`);
+    this.appUrl = /(http:\/\/\S+)/.exec(listening)![1]!;
+    const consoleLine = this.lines.find((l) => l.includes("okengine console on "));
+    if (!consoleLine) throw new Error(`no Console:\n${this.lines.join("\n")}`);
+    this.consoleUrl = /okengine console on (http:\/\/[^\s"]+)/.exec(consoleLine)![1]!;
+  }
+
+  async post(path: string, body: unknown): Promise<number> {
+    const res = await fetch(this.appUrl + path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  }
+
+  /** The Console API straight (to check what the commands did). */
+  async api<T>(path: string): Promise<T> {
+    const res = await fetch(this.consoleUrl + path, { headers: { authorization: `Bearer ${TOKEN}` } });
+    return (await res.json()) as T;
+  }
+
+  read(file: string): string[] {
+    const p = join(this.dir, file);
+    return existsSync(p) ? readFileSync(p, "utf8").split("\n").filter(Boolean) : [];
+  }
+
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    const exited = new Promise((r) => this.proc.once("close", r));
+    this.proc.kill("SIGTERM");
+    const timer = setTimeout(() => this.proc.kill("SIGKILL"), 15_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON output is checked field by field
+type Json = any;
+
+const drivers = [
+  { name: "file", env: (): Record<string, string> => ({ OKE_JOURNAL: "file" }) },
+  {
+    name: "postgres",
+    env: (): Record<string, string> => ({
+      OKE_JOURNAL: "postgres",
+      DATABASE_URL: TEST_DATABASE_URL,
+      OPS_FIXTURE_SCHEMA: `ops_cli_${process.pid}_${Date.now().toString(36)}`,
+    }),
+  },
+];
+
+describe.each(drivers)(
+  "oke operator commands against `oke start` on the $name driver",
+  { timeout: 90_000 },
+  (driver) => {
+    let app: App;
+    let dir: string;
+    let env: Record<string, string>;
+    /** The commands' own connection settings (env, as an operator would export them). */
+    let conn: Record<string, string>;
+    const run = (...args: string[]): Promise<Ran> => oke(args, conn);
+    const json = async (...args: string[]): Promise<Json> => {
+      const r = await run(...args, "--json");
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout);
+    };
+
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), "oke-ops-"));
+      cpSync(FIXTURE, dir, { recursive: true });
+      rmSync(join(dir, "tsconfig.json"));
+      symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
+      env = { ...driver.env(), OKE_CONSOLE_PORT: "0", OKE_CONSOLE_TOKEN: TOKEN };
+      app = new App(dir, env);
+      await app.start();
+      conn = { OKE_CONSOLE_URL: app.consoleUrl, OKE_CONSOLE_TOKEN: TOKEN };
+    }, 90_000);
+
+    afterAll(async () => {
+      await app?.stop();
+      if (env?.OPS_FIXTURE_SCHEMA) {
+        const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+        await c.connect();
+        try {
+          await c.query(`DROP SCHEMA IF EXISTS "${env.OPS_FIXTURE_SCHEMA}" CASCADE`);
+        } finally {
+          await c.end();
+        }
+      }
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }, 30_000);
+
+    it("refuses without a token or with a wrong one (exit 1), and says plainly when the Console cannot be reached (exit 2)", async () => {
+      const none = await oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl });
+      expect(none.code).toBe(1);
+      expect(none.stdout).toBe("");
+      expect(none.stderr).toContain("401 OKE1601");
+      expect(none.stderr).toContain("--token");
+      const wrong = await oke(["status", "--url", app.consoleUrl, "--token", "not-the-operator-token"]);
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toContain("401 OKE1602");
+      // A mutating command without a token changes nothing either.
+      expect((await oke(["replay", "jobs.run", "--all"], { OKE_CONSOLE_URL: app.consoleUrl })).code).toBe(1);
+      // The app's own port is not the Console: nothing listens on port 1.
+      const away = await oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN]);
+      expect(away.code).toBe(2);
+      expect(away.stderr).toContain("cannot reach the Console at http://127.0.0.1:1");
+    });
+
+    it("status shows each signal with its counts, broadcast copies under their signal, and flows with their runs", async () => {
+      expect(await app.post("/emit", { n: 1 })).toBe(200);
+      expect(await app.post("/emit", { n: 2, fail: true })).toBe(200);
+      expect(await app.post("/emit", { n: 3, fail: true })).toBe(200);
+      expect(await app.post("/place", { id: "o1" })).toBe(200);
+      await until(async () => {
+        const o = await json("status");
+        const jobs = o.signals.find((s: Json) => s.name === "jobs.run");
+        const placed = o.signals.find((s: Json) => s.name === "orders.placed");
+        return jobs.dead === 2 && jobs.delivered === 1 && placed.copies.every((c: Json) => c.delivered === 1);
+      }, "two dead letters, one delivery, both broadcast copies delivered");
+      const o = await json("status");
+      expect(o.env).toBe("prod");
+      // Broadcast copies are never signals of their own; they hang under the signal they copy.
+      expect(o.signals.map((s: Json) => s.name).filter((n: string) => n.startsWith("~"))).toEqual([]);
+      expect(o.signals.find((s: Json) => s.name === "orders.placed").copies).toEqual([
+        expect.objectContaining({ flow: "orders.charge", queue: "~broadcast:orders.placed:orders.charge" }),
+        expect.objectContaining({ flow: "orders.ship", queue: "~broadcast:orders.placed:orders.ship" }),
+      ]);
+      const text = await run("status");
+      expect(text.code).toBe(0);
+      const lines = text.stdout.split("\n");
+      expect(lines[0]).toContain(`okengine at ${app.consoleUrl} · env prod · 1 instance alive`);
+      expect(lines.find((l) => l.startsWith("jobs.run "))!.split(/\s+/)).toEqual([
+        "jobs.run",
+        "once",
+        "0",
+        "0",
+        "2",
+        "1",
+        "-",
+        "1",
+      ]);
+      expect(lines.find((l) => l.startsWith("orders.placed "))).toMatch(/^orders\.placed\s+broadcast\s/);
+      expect(lines.some((l) => /^\s+↳ copies for orders\.charge\s+copies\s+0\s+0\s+0\s+1\b/.test(l))).toBe(
+        true,
+      );
+      expect(lines.some((l) => l.includes("~broadcast"))).toBe(false);
+      expect(lines.find((l) => l.startsWith("clock:reports.nightly "))).toMatch(/\sclock\s/);
+      expect(text.stdout).toContain("2 dead letters on jobs.run: oke dead jobs.run");
+    });
+
+    it("dead lists the dead letters with their failure history", async () => {
+      const page = await json("dead", "jobs.run");
+      expect(page.items.map((m: Json) => m.payload)).toEqual([
+        { n: 2, fail: true },
+        { n: 3, fail: true },
+      ]);
+      for (const m of page.items)
+        expect(m.failures).toEqual([
+          expect.objectContaining({ attempt: 1, code: "E_JOB" }),
+          expect.objectContaining({ attempt: 2, code: "E_JOB" }),
+        ]);
+      const text = await run("dead", "jobs.run");
+      expect(text.code).toBe(0);
+      for (const m of page.items) expect(text.stdout).toContain(`${m.id}  attempts 2`);
+      expect(text.stdout).toMatch(/attempt 1 {2}\S+ \S+ {2}E_JOB {2}job 2 broke/);
+      expect(text.stdout).toMatch(/attempt 2 {2}\S+ \S+ {2}E_JOB {2}job 3 broke/);
+      const one = await json("dead", "jobs.run", "--limit", "1");
+      expect(one.items).toHaveLength(1);
+      expect(typeof one.next).toBe("string");
+      const unknown = await run("dead", "no.such.signal");
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain("404 OKE1606");
+    });
+
+    it("replay --dry-run names what would go and changes nothing; replay delivers the message exactly once more, keeping its history", async () => {
+      const [two, three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
+      const dry = await run("replay", "jobs.run", "--all", "--dry-run");
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toContain("dry run: would replay 2 dead letters of jobs.run; nothing changed");
+      expect(dry.stdout).toContain(two);
+      expect((await json("replay", "jobs.run", two, "--dry-run")).wouldReplay).toEqual([two]);
+      expect((await json("status")).signals.find((s: Json) => s.name === "jobs.run").dead).toBe(2);
+      expect(app.read("delivered.log")).toEqual(["1"]);
+
+      const neither = await run("replay", "jobs.run");
+      expect(neither.code).toBe(1);
+      expect(neither.stderr).toContain("or pass --all");
+
+      writeFileSync(join(dir, "fixed"), ""); // the handler succeeds from now on
+      const rep = await run("replay", "jobs.run", two, "m_not_dead");
+      expect(rep.code).toBe(0);
+      expect(rep.stdout).toContain("replayed 1 dead letter of jobs.run");
+      expect(rep.stdout).toContain("skipped): m_not_dead");
+      await until(() => app.read("delivered.log").includes("2"), "job 2 delivered");
+      const msg = await app.api<Json>(`/api/messages/${two}`);
+      expect(msg.status).toBe("delivered");
+      expect(msg.failures).toHaveLength(2); // history kept
+      // Once more, exactly: a second replay finds nothing dead to replay.
+      expect((await json("replay", "jobs.run", two)).replayed).toEqual([]);
+      const s = (await json("status")).signals.find((x: Json) => x.name === "jobs.run");
+      expect(s).toMatchObject({ dead: 1, delivered: 2, pending: 0, inflight: 0 });
+      expect(app.read("delivered.log")).toEqual(["1", "2"]);
+      expect((await json("dead", "jobs.run")).items.map((m: Json) => m.id)).toEqual([three]);
+    });
+
+    it("discard --dry-run changes nothing; discard removes the dead letter", async () => {
+      const [three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
+      expect((await json("discard", "jobs.run", "--all", "--dry-run")).wouldDiscard).toEqual([three]);
+      expect((await json("dead", "jobs.run")).items).toHaveLength(1);
+      const d = await run("discard", "jobs.run", "--all");
+      expect(d.code).toBe(0);
+      expect(d.stdout).toContain(`discarded 1 dead letter of jobs.run\n${three}`);
+      expect((await json("dead", "jobs.run")).items).toEqual([]);
+      expect((await run("dead", "jobs.run")).stdout).toContain("no dead letters on jobs.run");
+      expect(app.read("delivered.log")).toEqual(["1", "2"]);
+      // Every action above is in the audit log under the token's label.
+      const audit = await app.api<Json>("/api/audit?limit=20");
+      expect(audit.items.every((a: Json) => a.actor === "operator")).toBe(true);
+      expect(audit.items.map((a: Json) => a.action)).toContain("discard");
+    });
+
+    it("runs filters by status and flow; run shows the timeline; wake completes a sleeping run early", async () => {
+      expect(await app.post("/trip", { id: "t1" })).toBe(204);
+      await until(
+        async () => (await json("runs", "--status", "sleeping")).items.length === 1,
+        "a sleeping run",
+      );
+      const [r] = (await json("runs", "--status", "sleeping")).items;
+      expect(r).toMatchObject({ flow: "trips.book", status: "sleeping", sleepingOn: "wait-for-payment" });
+      expect((await json("runs", "--flow", "trips.book")).items.map((x: Json) => x.id)).toEqual([r.id]);
+      expect((await json("runs", "--flow", "nope")).items).toEqual([]);
+      expect((await json("runs", "--status", "completed")).items).toEqual([]);
+      const table = await run("runs", "--status", "sleeping");
+      expect(table.stdout.split("\n")[0]).toMatch(/^RUN\s+FLOW\s+STATUS\s+SLEEPING ON\s+WAKE AT/);
+      expect(table.stdout).toMatch(new RegExp(`${r.id}\\s+trips\\.book\\s+sleeping\\s+wait-for-payment`));
+      const badStatus = await run("runs", "--status", "asleep");
+      expect(badStatus.code).not.toBe(0);
+
+      const tl = await run("run", r.id);
+      expect(tl.code).toBe(0);
+      expect(tl.stdout).toContain(`run ${r.id}  flow trips.book  sleeping`);
+      expect(tl.stdout).toMatch(/\b0\s+step\s+book\s.*→ \{.*"seat":"12A"/);
+      expect(tl.stdout).toMatch(/\b1\s+sleep\s+wait-for-payment\s.*label wait-for-payment for 1h/);
+      expect((await json("timeline", r.id)).timeline.map((t: Json) => t.kind)).toEqual(["step", "sleep"]);
+
+      const woke = await run("wake", r.id);
+      expect(woke.stderr).toBe("");
+      expect(woke.code).toBe(0);
+      expect(woke.stdout).toMatch(new RegExp(`^woke ${r.id}`));
+      await until(async () => (await json("run", r.id)).run.status === "completed", "the run completed");
+      expect(app.read("trips.log")).toEqual(["done t1"]);
+      expect((await run("run", r.id)).stdout).toMatch(/\b2\s+step\s+finish\b/);
+      const again = await run("wake", r.id);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain("is completed, not sleeping (409 OKE1608)");
+    });
+
+    it("schedules lists, pauses, resumes, edits and triggers a clock", async () => {
+      const list = await json("schedules");
+      expect(list.schedules).toEqual([
+        expect.objectContaining({ name: "reports.nightly", cron: "0 3 * * *", paused: false }),
+      ]);
+      expect((await run("schedules")).stdout).toMatch(
+        /reports\.nightly\s+reports\.nightly\s+cron 0 3 \* \* \*\s+UTC\s+active/,
+      );
+      expect((await run("schedules", "pause", "reports.nightly")).stdout).toContain(
+        "paused reports.nightly: paused",
+      );
+      expect((await json("schedules")).schedules[0]).toMatchObject({ paused: true, nextFireAt: null });
+      expect(await json("schedules", "resume", "reports.nightly")).toMatchObject({ paused: false });
+      const edited = await run("schedules", "edit", "reports.nightly", "--every", "2h");
+      expect(edited.code).toBe(0);
+      expect((await run("schedules")).stdout).toContain("every 2h (edited)");
+      const bad = await run("schedules", "edit", "reports.nightly", "--cron", "not a cron");
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain("(400 OKE17");
+      const t = await run("schedules", "trigger", "reports.nightly");
+      expect(t.code).toBe(0);
+      expect(t.stdout).toContain("triggered reports.nightly: message clock:reports.nightly:manual:");
+      await until(() => app.read("nightly.log").length === 1, "the triggered fire ran");
+      const missing = await run("schedules", "pause", "nope");
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain('cron "nope" not found (404');
+    });
+  },
+);

@@ -1,0 +1,571 @@
+// The `oke` operator commands (status, dead, replay, discard, runs, run, wake, schedules) over a running app's Console HTTP API.
+import { Command, InvalidArgumentError, Option } from "commander";
+import {
+  CommandError,
+  createConsoleClient,
+  DEFAULT_CONSOLE_URL,
+  type ConsoleClient,
+} from "./console-client.ts";
+import { age, short, table, when } from "./table.ts";
+
+interface ConnFlags {
+  url?: string;
+  token?: string;
+  json?: boolean;
+}
+
+// Response shapes, as the Console API sends them (docs/console.md): only the fields printed here.
+interface Failure {
+  code: string;
+  message: string;
+  at: number;
+  attempt: number;
+}
+interface Message {
+  id: string;
+  signal: string;
+  key: string | null;
+  status: string;
+  attempts: number;
+  failures: Failure[];
+  payload: unknown;
+  createdAt: number;
+  updatedAt: number;
+}
+interface Counts {
+  pending?: number;
+  inflight?: number;
+  dead?: number;
+  delivered?: number;
+  oldestPendingAgeMs?: number | null;
+}
+interface SignalRow extends Counts {
+  name: string;
+  delivery: string;
+  flows: string[];
+  schedule?: string;
+  copies?: Array<Counts & { flow: string; queue: string }>;
+  throughput: { delivered: number[] };
+}
+interface RunRow {
+  id: string;
+  flow: string;
+  status: string;
+  createdAt: number;
+  updatedAt: number;
+  wakeAt: number | null;
+  parentRunId?: string | null;
+  sleepingOn?: string | null;
+  error?: { code?: string; message?: string } | null;
+}
+interface Overview {
+  env: string;
+  now: number;
+  signals: SignalRow[];
+  flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
+  recentFailures: { deadLetters: Message[]; runs: RunRow[] };
+  instances: number;
+}
+interface TimelineItem {
+  seq: number;
+  kind: string;
+  name: string;
+  at: number;
+  tookMs: number;
+  preview?: string;
+  error?: { code: string; message: string };
+  label?: string;
+  wakeAt?: number;
+  duration?: string;
+  messageId?: string;
+  messageStatus?: string;
+  childRunId?: string;
+}
+interface RunDetail {
+  run: RunRow & { input?: unknown; output?: unknown };
+  timeline: TimelineItem[];
+  sleepingOn: string | null;
+  ancestors: RunRow[];
+  children: RunRow[];
+}
+interface Schedule {
+  name: string;
+  flow: string;
+  cron: string | null;
+  every: string | null;
+  timezone: string;
+  overridden: boolean;
+  paused: boolean;
+  orphaned: boolean;
+  nextFireAt: number | null;
+  lastFiredAt: number | null;
+  lastError: { code: string; message: string } | null;
+}
+
+const RUN_STATUSES = ["running", "sleeping", "compensating", "completed", "failed"];
+
+const parseLimit = (v: string): number => {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < 1 || n > 500) throw new InvalidArgumentError("expected a number from 1 to 500");
+  return n;
+};
+const parseRate = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0 || n > 10_000)
+    throw new InvalidArgumentError("expected messages per second, above 0 and at most 10000");
+  return n;
+};
+const parseStatus = (v: string): string => {
+  if (!RUN_STATUSES.includes(v)) throw new InvalidArgumentError(`expected one of ${RUN_STATUSES.join(", ")}`);
+  return v;
+};
+
+const enc = encodeURIComponent;
+const print = (text: string): void => console.log(text);
+const printJson = (value: unknown): void => console.log(JSON.stringify(value, null, 2));
+
+/** --url, --token (from OKE_CONSOLE_URL / OKE_CONSOLE_TOKEN) and --json on one command. */
+function withConsole(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--url <url>", `the app's Console address (default: ${DEFAULT_CONSOLE_URL})`).env(
+        "OKE_CONSOLE_URL",
+      ),
+    )
+    .addOption(new Option("--token <token>", "an operator token of that app").env("OKE_CONSOLE_TOKEN"))
+    .option("--json", "print the Console's JSON answer instead of a table");
+}
+
+/** Runs one operator action; a CommandError becomes its message on stderr and its exit code. */
+const act =
+  <A extends unknown[]>(run: (client: ConsoleClient, ...args: A) => Promise<void>) =>
+  async (...args: A): Promise<void> => {
+    // commander passes (...arguments, options, command). `oke schedules --json pause x` puts --json on the
+    // parent command: read the options with the parent's merged in.
+    const cmd = args[args.length - 1] as Command;
+    const flags = cmd.optsWithGlobals<ConnFlags>();
+    args[args.length - 2] = { ...(args[args.length - 2] as object), ...flags };
+    try {
+      await run(createConsoleClient({ url: flags.url, token: flags.token }), ...args);
+    } catch (e) {
+      if (!(e instanceof CommandError)) throw e;
+      console.error(e.message);
+      process.exitCode = e.exitCode;
+    }
+  };
+
+const usage = (message: string): CommandError => new CommandError(`oke: ${message}`, 1);
+
+function countsCells(c: Counts): Array<number | undefined> {
+  return [c.pending, c.inflight, c.dead, c.delivered];
+}
+
+function formatStatus(url: string, o: Overview): string {
+  const out: string[] = [
+    `okengine at ${url} · env ${o.env} · ${o.instances} instance${o.instances === 1 ? "" : "s"} alive · ${when(o.now)}`,
+    "",
+  ];
+  const rows: Array<Array<string | number | undefined>> = [];
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+  for (const s of o.signals) {
+    if (s.delivery === "broadcast") {
+      rows.push([
+        s.name,
+        "broadcast",
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        sum(s.throughput.delivered),
+      ]);
+      // Copies are the broadcast's per-flow queues: shown under it, labelled, never as signals.
+      for (const c of s.copies ?? [])
+        rows.push([
+          `  ↳ copies for ${c.flow}`,
+          "copies",
+          ...countsCells(c),
+          age(c.oldestPendingAgeMs),
+          undefined,
+        ]);
+      continue;
+    }
+    rows.push([
+      s.name,
+      s.schedule !== undefined ? "clock" : s.delivery,
+      ...countsCells(s),
+      age(s.oldestPendingAgeMs),
+      s.delivery === "live" ? undefined : sum(s.throughput.delivered),
+    ]);
+  }
+  if (rows.length === 0) out.push("no signals");
+  else
+    out.push(
+      table(
+        ["SIGNAL", "DELIVERY", "PENDING", "INFLIGHT", "DEAD", "DELIVERED", "OLDEST PENDING", "LAST 10 MIN"],
+        rows,
+      ),
+    );
+  out.push("");
+  const flows = o.flows.filter((f) => f.durable || Object.keys(f.runs).length > 0);
+  if (flows.length === 0) out.push("no durable flows");
+  else
+    out.push(
+      table(
+        ["FLOW", ...RUN_STATUSES.map((s) => s.toUpperCase())],
+        flows.map((f) => [f.name, ...RUN_STATUSES.map((s) => f.runs[s] ?? 0)]),
+      ),
+    );
+  const dead = o.signals.filter((s) => (s.dead ?? 0) > 0);
+  const failed = o.recentFailures.runs.length;
+  if (dead.length > 0 || failed > 0) {
+    out.push("");
+    for (const s of dead)
+      out.push(`${s.dead} dead letter${s.dead === 1 ? "" : "s"} on ${s.name}: oke dead ${s.name}`);
+    if (failed > 0)
+      out.push(`${failed} recent failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
+  }
+  return out.join("\n");
+}
+
+function formatDead(signal: string, page: { items: Message[]; next: string | null }): string {
+  if (page.items.length === 0) return `no dead letters on ${signal}`;
+  const out: string[] = [`dead letters of ${signal} (oldest first):`];
+  for (const m of page.items) {
+    out.push("");
+    out.push(
+      `${m.id}  attempts ${m.attempts}  key ${m.key ?? "-"}  emitted ${when(m.createdAt)}  dead since ${when(m.updatedAt)}`,
+    );
+    out.push(`  payload ${short(JSON.stringify(m.payload) ?? "undefined", 100)}`);
+    if (m.failures.length === 0) out.push("  (no failure recorded)");
+    for (const f of m.failures)
+      out.push(`  attempt ${f.attempt}  ${when(f.at)}  ${f.code}  ${short(f.message, 100)}`);
+  }
+  if (page.next !== null) out.push("", `more: oke dead ${signal} --cursor ${page.next}`);
+  return out.join("\n");
+}
+
+function formatRuns(page: { items: RunRow[]; next: string | null }, query: string): string {
+  if (page.items.length === 0) return "no runs";
+  const out = table(
+    ["RUN", "FLOW", "STATUS", "SLEEPING ON", "WAKE AT", "CREATED", "PARENT", "ERROR"],
+    page.items.map((r) => [
+      r.id,
+      r.flow,
+      r.status,
+      r.sleepingOn,
+      when(r.wakeAt),
+      when(r.createdAt),
+      r.parentRunId,
+      r.error ? short(`${r.error.code ?? ""} ${r.error.message ?? ""}`.trim(), 50) : undefined,
+    ]),
+  );
+  return page.next === null ? out : `${out}\n\nmore: oke runs${query} --cursor ${page.next}`;
+}
+
+function detailOf(t: TimelineItem): string | undefined {
+  if (t.kind === "sleep")
+    return `label ${t.label ?? "-"}${t.duration ? ` for ${t.duration}` : ""}, wakes ${when(t.wakeAt) ?? "-"}`;
+  if (t.kind === "emit")
+    return t.messageId ? `message ${t.messageId} (${t.messageStatus ?? "pruned"})` : undefined;
+  const parts: string[] = [];
+  if (t.error) parts.push(`error ${t.error.code}: ${short(t.error.message, 60)}`);
+  if (t.childRunId) parts.push(`child run ${t.childRunId}`);
+  if (t.preview !== undefined) parts.push(`→ ${short(t.preview, 60)}`);
+  return parts.join(", ") || undefined;
+}
+
+function formatRun(d: RunDetail): string {
+  const r = d.run;
+  const out: string[] = [`run ${r.id}  flow ${r.flow}  ${r.status}`];
+  out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}`);
+  if (r.status === "sleeping")
+    out.push(
+      `sleeping on ${d.sleepingOn ?? "-"} until ${when(r.wakeAt) ?? "-"}  (oke wake ${r.id} to wake it now)`,
+    );
+  if (r.error) out.push(`error ${r.error.code ?? ""} ${r.error.message ?? ""}`.trimEnd());
+  if (d.ancestors.length > 0)
+    out.push(`parent chain: ${d.ancestors.map((a) => `${a.id} (${a.flow}, ${a.status})`).join(" ← ")}`);
+  if (d.children.length > 0)
+    out.push(`children: ${d.children.map((c) => `${c.id} (${c.flow}, ${c.status})`).join(", ")}`);
+  out.push("");
+  if (d.timeline.length === 0) out.push("no journal entries yet");
+  else
+    out.push(
+      table(
+        ["SEQ", "KIND", "NAME", "AT", "TOOK", "DETAIL"],
+        d.timeline.map((t) => [t.seq, t.kind, t.name, when(t.at), age(t.tookMs), detailOf(t)]),
+      ),
+    );
+  return out.join("\n");
+}
+
+function formatSchedules(list: Schedule[]): string {
+  if (list.length === 0) return "no schedules";
+  return table(
+    ["SCHEDULE", "FLOW", "SPEC", "ZONE", "STATE", "NEXT FIRE", "LAST FIRED", "LAST ERROR"],
+    list.map((s) => [
+      s.name,
+      s.flow,
+      `${s.cron !== null ? `cron ${s.cron}` : `every ${s.every ?? "?"}`}${s.overridden ? " (edited)" : ""}`,
+      s.timezone,
+      s.orphaned ? "orphaned" : s.paused ? "paused" : "active",
+      when(s.nextFireAt),
+      when(s.lastFiredAt),
+      s.lastError ? short(`${s.lastError.code} ${s.lastError.message}`, 40) : undefined,
+    ]),
+  );
+}
+
+const scheduleLine = (verb: string, s: Schedule): string =>
+  `${verb} ${s.name}: ${s.orphaned ? "orphaned" : s.paused ? "paused" : "active"}, next fire ${when(s.nextFireAt) ?? "-"}`;
+
+/** Target of replay/discard: the ids given, or every dead letter with --all, never both or neither. */
+function targetOf(ids: string[], all: boolean | undefined): { ids: string[] } | { all: true } {
+  if (all && ids.length > 0) throw usage("give message ids or --all, not both");
+  if (all) return { all: true };
+  if (ids.length === 0) throw usage("name the dead letters to act on (message ids), or pass --all");
+  return { ids };
+}
+
+/** Adds the operator commands to the `oke` program. */
+export function addOperatorCommands(program: Command): void {
+  withConsole(
+    program
+      .command("status")
+      .description(
+        "signals with their counts, flows with their runs, recent failures (from a running app's Console)",
+      ),
+  ).action(
+    act(async (c, flags: ConnFlags) => {
+      const o = await c.get<Overview>("/api/overview");
+      if (flags.json) printJson(o);
+      else print(formatStatus(c.url, o));
+    }),
+  );
+
+  withConsole(
+    program
+      .command("dead")
+      .alias("dead-letters")
+      .description("dead letters of a once signal, each with its failure history")
+      .argument("<signal>", "the once signal")
+      .option("--limit <n>", "at most this many (1-500, default 50)", parseLimit)
+      .option("--cursor <cursor>", "the next page (printed under a full page)"),
+  ).action(
+    act(async (c, signal: string, flags: ConnFlags & { limit?: number; cursor?: string }) => {
+      const q = new URLSearchParams({ limit: String(flags.limit ?? 50) });
+      if (flags.cursor) q.set("cursor", flags.cursor);
+      const page = await c.get<{ items: Message[]; next: string | null }>(
+        `/api/signals/${enc(signal)}/dead?${q.toString()}`,
+      );
+      if (flags.json) printJson(page);
+      else print(formatDead(signal, page));
+    }),
+  );
+
+  withConsole(
+    program
+      .command("replay")
+      .description("deliver dead letters once more (their failure history is kept)")
+      .argument("<signal>", "the once signal")
+      .argument("[ids...]", "dead letters to replay (message ids)")
+      .option("--all", "every dead letter of the signal (up to 100 000 per call)")
+      .option("--dry-run", "say what would be replayed and change nothing")
+      .option(
+        "--rate <n>",
+        "replay n per second in the background (follow it with --json on GET /api/replays)",
+        parseRate,
+      ),
+  ).action(
+    act(
+      async (
+        c,
+        signal: string,
+        ids: string[],
+        flags: ConnFlags & { all?: boolean; dryRun?: boolean; rate?: number },
+      ) => {
+        const body = {
+          ...targetOf(ids, flags.all),
+          ...(flags.dryRun ? { dryRun: true } : {}),
+          ...(flags.rate ? { rate: flags.rate } : {}),
+        };
+        const res = await c.post<{
+          replayed?: string[];
+          wouldReplay?: string[];
+          count?: number;
+          more?: boolean;
+          job?: { id: string; total: number; rate: number };
+        }>(`/api/signals/${enc(signal)}/replay`, body);
+        if (flags.json) return printJson(res);
+        if (res.wouldReplay)
+          return print(
+            `dry run: would replay ${res.count ?? res.wouldReplay.length} dead letter${res.count === 1 ? "" : "s"} of ${signal}${res.more ? " (and more past the cap)" : ""}; nothing changed${res.wouldReplay.length > 0 ? `\n${res.wouldReplay.join("\n")}` : ""}`,
+          );
+        if (res.job)
+          return print(
+            `replaying ${res.job.total} dead letters of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})`,
+          );
+        const done = res.replayed ?? [];
+        const skipped = "ids" in body ? body.ids.filter((id) => !done.includes(id)) : [];
+        print(
+          `replayed ${done.length} dead letter${done.length === 1 ? "" : "s"} of ${signal}${done.length > 0 ? `\n${done.join("\n")}` : ""}${skipped.length > 0 ? `\nnot dead letters of ${signal} (skipped): ${skipped.join(", ")}` : ""}`,
+        );
+      },
+    ),
+  );
+
+  withConsole(
+    program
+      .command("discard")
+      .description("delete dead letters for good")
+      .argument("<signal>", "the once signal")
+      .argument("[ids...]", "dead letters to discard (message ids)")
+      .option("--all", "every dead letter of the signal")
+      .option("--dry-run", "say what would be discarded and change nothing"),
+  ).action(
+    act(async (c, signal: string, ids: string[], flags: ConnFlags & { all?: boolean; dryRun?: boolean }) => {
+      const body = { ...targetOf(ids, flags.all), ...(flags.dryRun ? { dryRun: true } : {}) };
+      const res = await c.post<{ discarded?: string[]; wouldDiscard?: string[]; count?: number }>(
+        `/api/signals/${enc(signal)}/discard`,
+        body,
+      );
+      if (flags.json) return printJson(res);
+      if (res.wouldDiscard)
+        return print(
+          `dry run: would discard ${res.wouldDiscard.length} dead letter${res.wouldDiscard.length === 1 ? "" : "s"} of ${signal}; nothing changed${res.wouldDiscard.length > 0 ? `\n${res.wouldDiscard.join("\n")}` : ""}`,
+        );
+      const done = res.discarded ?? [];
+      print(
+        `discarded ${done.length} dead letter${done.length === 1 ? "" : "s"} of ${signal}${done.length > 0 ? `\n${done.join("\n")}` : ""}`,
+      );
+    }),
+  );
+
+  withConsole(
+    program
+      .command("runs")
+      .description("durable runs, newest first")
+      .addOption(new Option("--status <status>", "only runs in this status").argParser(parseStatus))
+      .option("--flow <flow>", "only runs of this flow")
+      .option("--label <label>", "only sleeping runs whose current sleep has this label")
+      .option("--parent <runId>", "only children of this run")
+      .option("--since <time>", "created at or after (ISO date or epoch ms)")
+      .option("--limit <n>", "at most this many (1-500, default 50)", parseLimit)
+      .option("--cursor <cursor>", "the next page (printed under a full page)"),
+  ).action(
+    act(
+      async (
+        c,
+        flags: ConnFlags & {
+          status?: string;
+          flow?: string;
+          label?: string;
+          parent?: string;
+          since?: string;
+          limit?: number;
+          cursor?: string;
+        },
+      ) => {
+        const q = new URLSearchParams();
+        let shown = "";
+        for (const k of ["status", "flow", "label", "parent", "since"] as const) {
+          const v = flags[k];
+          if (v !== undefined) {
+            q.set(k, v);
+            shown += ` --${k} ${v}`;
+          }
+        }
+        q.set("limit", String(flags.limit ?? 50));
+        if (flags.cursor) q.set("cursor", flags.cursor);
+        const page = await c.get<{ items: RunRow[]; next: string | null }>(`/api/runs?${q.toString()}`);
+        if (flags.json) printJson(page);
+        else print(formatRuns(page, shown));
+      },
+    ),
+  );
+
+  withConsole(
+    program
+      .command("run")
+      .alias("timeline")
+      .description("one run: its journal as a timeline, its parent chain and children")
+      .argument("<runId>", "the run"),
+  ).action(
+    act(async (c, runId: string, flags: ConnFlags) => {
+      const d = await c.get<RunDetail>(`/api/runs/${enc(runId)}`);
+      if (flags.json) printJson(d);
+      else print(formatRun(d));
+    }),
+  );
+
+  withConsole(
+    program
+      .command("wake")
+      .description("wake a sleeping run now (its sleep ends early)")
+      .argument("<runId>", "the sleeping run"),
+  ).action(
+    act(async (c, runId: string, flags: ConnFlags) => {
+      const res = await c.post<{ outcome: string; runId: string }>(`/api/runs/${enc(runId)}/wake`);
+      if (flags.json) printJson(res);
+      else
+        print(
+          res.outcome === "resumed"
+            ? `woke ${runId}: resumed`
+            : `woke ${runId}: its wake time is now; an instance resumes it as soon as one is free`,
+        );
+    }),
+  );
+
+  const schedules = withConsole(
+    program
+      .command("schedules")
+      .description("schedules (clocks): list them; pause, resume, trigger, edit or reset one"),
+  ).action(
+    act(async (c, flags: ConnFlags) => {
+      const res = await c.get<{ schedules: Schedule[] }>("/api/schedules");
+      if (flags.json) printJson(res);
+      else print(formatSchedules(res.schedules));
+    }),
+  );
+  for (const [verb, what, past] of [
+    ["pause", "stop firing it until resumed", "paused"],
+    ["resume", "fire it again from its next slot", "resumed"],
+    ["reset", "drop an operator edit: the spec in the code applies again", "reset"],
+  ] as const) {
+    withConsole(schedules.command(verb).description(what).argument("<name>", "the schedule")).action(
+      act(async (c, name: string, flags: ConnFlags) => {
+        const s = await c.post<Schedule>(`/api/schedules/${enc(name)}/${verb}`);
+        if (flags.json) printJson(s);
+        else print(scheduleLine(past, s));
+      }),
+    );
+  }
+  withConsole(
+    schedules.command("trigger").description("fire it once now").argument("<name>", "the schedule"),
+  ).action(
+    act(async (c, name: string, flags: ConnFlags) => {
+      const r = await c.post<{ clock: string; messageId: string }>(`/api/schedules/${enc(name)}/trigger`);
+      if (flags.json) printJson(r);
+      else print(`triggered ${name}: message ${r.messageId}`);
+    }),
+  );
+  withConsole(
+    schedules
+      .command("edit")
+      .description("change when it fires (clocks declared overridable: true)")
+      .argument("<name>", "the schedule")
+      .option("--cron <cron>", 'a new cron, e.g. "0 7 * * *"')
+      .option("--every <interval>", 'a new interval, e.g. "1h"')
+      .option("--timezone <zone>", 'a new IANA zone, e.g. "Europe/Paris"'),
+  ).action(
+    act(async (c, name: string, flags: ConnFlags & { cron?: string; every?: string; timezone?: string }) => {
+      const edit: Record<string, string> = {};
+      for (const k of ["cron", "every", "timezone"] as const) if (flags[k] !== undefined) edit[k] = flags[k];
+      if (Object.keys(edit).length === 0) throw usage("schedules edit needs --cron, --every or --timezone");
+      const s = await c.post<Schedule>(`/api/schedules/${enc(name)}/edit`, edit);
+      if (flags.json) printJson(s);
+      else print(scheduleLine("edited", s));
+    }),
+  );
+}
