@@ -18,6 +18,7 @@ import {
 } from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { chaosKey } from "./chaos-keys.ts";
 
 const say = (event: Record<string, unknown>): void => {
   process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
@@ -48,6 +49,25 @@ if (scenario === "share") {
             k,
             process.pid,
           ]);
+        },
+      }),
+    ),
+  });
+}
+
+if (scenario === "chaos") {
+  // The chaos consumer: each handler run is recorded with its attempt, after OKE_HANDLER_MS of work.
+  const workMs = Number(process.env.OKE_HANDLER_MS ?? 0);
+  modules.push({
+    w: on(
+      jobs,
+      flow("jobs.work", {
+        do: async ({ n, k }: { n: number; k: string }, fx) => {
+          if (workMs > 0) await new Promise((r) => setTimeout(r, workMs));
+          await results!.query(
+            `INSERT INTO "${schema}".results (n, k, pid, attempt) VALUES ($1, $2, $3, $4)`,
+            [n, k, process.pid, fx.attempt],
+          );
         },
       }),
     ),
@@ -158,6 +178,39 @@ if (process.env.OKE_INVOKE) {
   void app
     .invoke("provision", { id: process.env.OKE_INVOKE })
     .then((v) => say({ event: "invoked", value: v ?? null }));
+}
+
+if (scenario === "emit") {
+  // The chaos emitter: emits n = OKE_EMIT_FROM, +OKE_EMIT_STEP, … below OKE_EMIT_TO one at a time, every
+  // OKE_EMIT_PACE_MS, and prints {event:"acked", n} once an emit resolved (stdout on a pipe is synchronous,
+  // so a printed ack survives a SIGKILL). Each emit carries the id chaos-<n>: a refused emit (the database
+  // restarting) is retried, and a successor re-emits the one a SIGKILL cut short, without enqueuing twice.
+  const out = signal.once("jobs.work", { retries: 3, optional: true });
+  const from = Number(process.env.OKE_EMIT_FROM);
+  const step = Number(process.env.OKE_EMIT_STEP ?? 1);
+  const to = Number(process.env.OKE_EMIT_TO);
+  const pace = Number(process.env.OKE_EMIT_PACE_MS ?? 0);
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  void (async () => {
+    for (let n = from; n < to; n += step) {
+      const key = chaosKey(n, step);
+      for (let refused = 0; ; refused++) {
+        try {
+          await app.emit(
+            out,
+            { n, k: key ?? "none" },
+            { id: `chaos-${n}`, ...(key === null ? {} : { key }) },
+          );
+          say({ event: "acked", n, refused });
+          break;
+        } catch {
+          await pause(100);
+        }
+      }
+      if (pace > 0) await pause(pace);
+    }
+    say({ event: "emitted" });
+  })();
 }
 
 const shutdown = (): void => {

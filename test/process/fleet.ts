@@ -46,6 +46,7 @@ export function useFleet(o: FleetOptions): Fleet {
 
   beforeAll(async () => {
     pool = new pg.Pool({ connectionString: url(), max: 2 });
+    pool.on("error", () => undefined); // an idle connection cut by a restart of a private cluster
     if (drop) await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`);
     const store = createPostgresStore({ connectionString: url(), schema: o.schema });
     await store.open();
