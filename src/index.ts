@@ -34,7 +34,13 @@ export type {
   Sleeper,
   WakeEarlyResult,
 } from "./app/types.ts";
-export type { Manifest, ManifestChannel, ManifestFlow, ManifestSignal } from "./app/manifest.ts";
+export type {
+  Manifest,
+  ManifestChannel,
+  ManifestClock,
+  ManifestFlow,
+  ManifestSignal,
+} from "./app/manifest.ts";
 export { clock, every } from "./clock/schedule.ts";
 export type { ClockInput, ClockOptions, ClockSchedule } from "./clock/schedule.ts";
 export type {

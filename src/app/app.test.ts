@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import * as v from "valibot";
 import { type } from "arktype";
-import { channel, createApp, flow, http, on, signal, OkeError } from "../index.ts";
+import { channel, clock, createApp, every, flow, http, on, signal, OkeError } from "../index.ts";
 import { createTestApp } from "../testing.ts";
 import { resolveConfig } from "./config.ts";
 
@@ -118,8 +118,48 @@ describe("createApp: adopting modules", () => {
           flows: ["workers.email"],
         },
       ],
+      clocks: [],
       channels: [{ name: "email.raw", description: "email.raw" }],
     });
+  });
+
+  it("lists clocks as clocks: schedule, timezone, overlap and the flow each fires", () => {
+    const report = on(
+      clock("reports.weekly", { cron: "@weekly", timezone: "America/New_York", overlap: false }),
+      flow("reports.weekly", { do: () => undefined }),
+    );
+    const purge = on(every("30m"), flow("links.purge", { do: () => undefined }));
+    const app = createApp({ env: "test", modules: [{ report, purge }] });
+    expect(app.manifest.clocks).toEqual([
+      {
+        name: "links.purge",
+        flow: "links.purge",
+        cron: null,
+        every: "30m",
+        timezone: "UTC",
+        overlap: true,
+        overridable: false,
+        retries: 3,
+        deadLetter: true,
+        signal: "clock:links.purge",
+      },
+      {
+        name: "reports.weekly",
+        flow: "reports.weekly",
+        cron: "@weekly",
+        every: null,
+        timezone: "America/New_York",
+        overlap: false,
+        overridable: false,
+        retries: 3,
+        deadLetter: true,
+        signal: "clock:reports.weekly",
+      },
+    ]);
+    expect(app.manifest.flows.map((f) => [f.name, f.triggers])).toEqual([
+      ["links.purge", ["clock:links.purge"]],
+      ["reports.weekly", ["clock:reports.weekly"]],
+    ]);
   });
 });
 

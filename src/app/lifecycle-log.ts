@@ -8,20 +8,28 @@ import type { Manifest } from "./manifest.ts";
  */
 export function logServes(logger: Logger, manifest: Manifest): void {
   const routes = manifest.routes.map((r) => `${r.method} ${r.path} → ${r.flow}`);
-  const workers = manifest.signals.flatMap((s) => s.flows.map((f) => `${s.name} (${s.delivery}) → ${f}`));
+  const clocked = new Set(manifest.clocks.map((c) => c.signal));
+  const workers = manifest.signals
+    .filter((s) => !clocked.has(s.name))
+    .flatMap((s) => s.flows.map((f) => `${s.name} (${s.delivery}) → ${f}`));
+  const clocks = manifest.clocks.map(
+    (c) =>
+      `${c.name} (${c.cron === null ? `every ${c.every!}` : `cron "${c.cron}" ${c.timezone}`}) → ${c.flow}`,
+  );
   const durable = manifest.flows.filter((f) => f.durable).map((f) => f.name);
   const section = (title: string, items: string[]): string[] =>
     items.length === 0 ? [] : [`  ${title}:`, ...items.map((i) => `    ${i}`)];
   const lines = [
     ...section("routes", routes),
     ...section("workers", workers),
+    ...section("clocks", clocks),
     ...section("durable flows", durable),
   ];
   logger.info(
-    { routes: routes.length, workers: workers.length, durableFlows: durable },
+    { routes: routes.length, workers: workers.length, clocks: clocks.length, durableFlows: durable },
     lines.length === 0
       ? "okengine: the app declares no routes, workers or durable flows"
-      : `okengine serves ${routes.length} route(s), ${workers.length} worker(s), ${durable.length} durable flow(s)\n${lines.join("\n")}`,
+      : `okengine serves ${routes.length} route(s), ${workers.length} worker(s), ${clocks.length === 0 ? "" : `${clocks.length} clock(s), `}${durable.length} durable flow(s)\n${lines.join("\n")}`,
   );
 }
 

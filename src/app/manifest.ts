@@ -34,7 +34,7 @@ export interface ManifestFlow {
   description?: string;
   /** "src/flows/trials/start.ts#start" when adopted from a file. */
   source?: string;
-  /** Triggers bound to it: "POST /trials/start", "signal:tasks.email". */
+  /** Triggers bound to it: "POST /trials/start", "signal:tasks.email", "clock:reports.daily". */
   triggers: string[];
   effects: DeclaredEffects;
 }
@@ -51,6 +51,26 @@ export interface ManifestSignal {
   flows: string[];
 }
 
+/** A clock bound to a flow: when it fires, and how. */
+export interface ManifestClock {
+  name: string;
+  /** The flow it fires. */
+  flow: string;
+  /** Exactly one of `cron` and `every` is set, as declared. */
+  cron: string | null;
+  every: string | null;
+  timezone: string;
+  /** Whether a slot may start while an earlier slot's flow still runs. */
+  overlap: boolean;
+  /** Whether an operator may edit its cron/every/timezone. */
+  overridable: boolean;
+  retries: number;
+  deadLetter: boolean;
+  description?: string;
+  /** The once signal its fires travel on (dead letters and the Console list it under this name). */
+  signal: string;
+}
+
 export interface ManifestChannel {
   name: string;
   driver?: string;
@@ -62,6 +82,8 @@ export interface Manifest {
   flows: ManifestFlow[];
   routes: HttpRoute[];
   signals: ManifestSignal[];
+  /** Schedules (`clock(...)`, `every(...)`) with the flow each fires. */
+  clocks: ManifestClock[];
   channels: ManifestChannel[];
 }
 
@@ -272,7 +294,12 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     triggersOf.set(flowName, [...(triggersOf.get(flowName) ?? []), t]);
   };
   for (const r of routes) addTrigger(r.flow, `${r.method} ${r.path}`);
-  for (const [s, list] of subscribers) for (const f of list) addTrigger(f.name!, `signal:${s}`);
+  const clockBySignal = new Map([...clocks.values()].map((c) => [clockSignalOptions(c).name, c]));
+  for (const [s, list] of subscribers)
+    for (const f of list) {
+      const c = clockBySignal.get(s);
+      addTrigger(f.name!, c === undefined ? `signal:${s}` : `clock:${c.name}`);
+    }
 
   const manifest: Manifest = {
     flows: [...flows.values()]
@@ -295,6 +322,21 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
         description: s.description,
         hasSchema: s.schema !== undefined,
         flows: (subscribers.get(s.name) ?? []).map((f) => f.name!),
+      }))
+      .sort((a, b) => a.name.localeCompare(b.name)),
+    clocks: [...clocks.values()]
+      .map((c) => ({
+        name: c.name,
+        flow: c.flow,
+        cron: c.schedule.spec.cron,
+        every: c.schedule.spec.every,
+        timezone: c.schedule.spec.timezone,
+        overlap: c.schedule.overlap,
+        overridable: c.schedule.overridable,
+        retries: c.schedule.retries,
+        deadLetter: c.schedule.deadLetter,
+        ...(c.schedule.description === undefined ? {} : { description: c.schedule.description }),
+        signal: clockSignalOptions(c).name,
       }))
       .sort((a, b) => a.name.localeCompare(b.name)),
     channels: [...channels.values()]

@@ -13,6 +13,7 @@ const BASIC = fileURLToPath(new URL("./fixtures/basic", import.meta.url));
 const CONFLICT = fileURLToPath(new URL("./fixtures/conflict", import.meta.url));
 const TREE = fileURLToPath(new URL("./fixtures/tree", import.meta.url));
 const EFFECTS = fileURLToPath(new URL("./fixtures/effects", import.meta.url));
+const CLOCKS = fileURLToPath(new URL("./fixtures/clocks", import.meta.url));
 
 interface Oke {
   child: ChildProcess;
@@ -115,6 +116,45 @@ describe("oke routes / manifest", () => {
       triggers: ["POST /greet"],
     });
     expect(manifest.signals.map((s: { name: string }) => s.name)).toEqual(["greetings.greeted"]);
+  });
+});
+
+describe("oke manifest lists clocks (fixtures/clocks)", () => {
+  it("names each clock with its schedule, timezone, overlap and the flow it fires", async () => {
+    const p = oke(["manifest", CLOCKS]);
+    expect(await p.exit).toBe(0);
+    const manifest = JSON.parse(p.lines.join("\n"));
+    expect(manifest.clocks).toEqual([
+      {
+        name: "links.purgeOld",
+        flow: "links.purgeOld",
+        cron: null,
+        every: "1h",
+        timezone: "UTC",
+        overlap: true,
+        overridable: false,
+        retries: 3,
+        deadLetter: true,
+        signal: "clock:links.purgeOld",
+      },
+      {
+        name: "reports.daily",
+        flow: "reports.daily",
+        cron: "0 7 * * *",
+        every: null,
+        timezone: "Europe/Paris",
+        overlap: false,
+        overridable: true,
+        retries: 3,
+        deadLetter: true,
+        description: "the morning report",
+        signal: "clock:reports.daily",
+      },
+    ]);
+    expect(manifest.flows.find((f: { name: string }) => f.name === "reports.daily")).toMatchObject({
+      source: "src/flows/reports/daily.ts#daily",
+      triggers: ["clock:reports.daily"],
+    });
   });
 });
 

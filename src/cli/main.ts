@@ -90,7 +90,7 @@ program
 
 program
   .command("manifest")
-  .description("print the app's manifest (flows, routes, signals, channels) as JSON")
+  .description("print the app's manifest (flows, routes, signals, clocks, channels) as JSON")
   .argument("[dir]", "project directory", ".")
   .action(
     guard(async (dir: string) => {
