@@ -108,4 +108,78 @@ describe("WorkerPool", () => {
     await pool.whenIdle();
     expect(await store.getMessage("direct")).toMatchObject({ status: "delivered", attempts: 1 });
   });
+  it("hand-off: a store that claims keyed successors at settle feeds the pool without claims, within its room, in key order", async () => {
+    const inner = createMemoryStore();
+    const calls = { claim: 0, handed: 0 };
+    let held = 0; // claimed by the pool and not settled yet
+    let maxHeld = 0;
+    const store: Store = Object.create(inner) as Store;
+    store.claim = async (req) => {
+      calls.claim++;
+      const got = await inner.claim(req);
+      held += got.length;
+      maxHeld = Math.max(maxHeld, held);
+      return got;
+    };
+    // Stands in for the postgres hand-off: the settle also claims up to max (the memory claim keeps key order).
+    store.settle = async (batch, now, handoff) => {
+      const r = await inner.settle(batch, now);
+      held -= r.applied.length;
+      if (handoff === undefined) return r;
+      expect(handoff.max).toBeLessThanOrEqual(batch.length);
+      const claimed = await inner.claim({
+        signal: "pool.keyed",
+        worker: handoff.worker,
+        max: handoff.max,
+        now,
+        leaseMs: handoff.leaseMs,
+      });
+      calls.handed += claimed.length;
+      held += claimed.length;
+      maxHeld = Math.max(maxHeld, held);
+      return claimed.length > 0 ? { ...r, claimed } : r;
+    };
+    const ran: Array<{ key: string; j: number }> = [];
+    const pool = new WorkerPool({
+      store,
+      clock: createTimeTravel(1_000_000),
+      logger: createLogger({ format: "silent" }),
+      signal: signal.once("pool.keyed"),
+      worker: "w1",
+      concurrency: 3,
+      prefetch: 2,
+      leaseMs: 30_000,
+      handle: (m) => {
+        ran.push(m.payload as { key: string; j: number });
+        return Promise.resolve({ kind: "ok" });
+      },
+    });
+    pools.push(pool);
+    const msgs = [];
+    for (let j = 0; j < 10; j++)
+      for (let k = 0; k < 8; k++)
+        msgs.push({
+          id: `m-${j}-${k}`,
+          signal: "pool.keyed",
+          key: `k${k}`,
+          payload: { key: `k${k}`, j },
+          parentRunId: null,
+        });
+    await inner.enqueue(msgs, 1_000_000);
+    pool.start();
+    await until(() => ran.length === 80);
+    await pool.whenIdle();
+    expect(new Set(ran.map((r) => `${r.key}/${r.j}`)).size).toBe(80);
+    for (let k = 0; k < 8; k++) {
+      const js = ran.filter((r) => r.key === `k${k}`).map((r) => r.j);
+      expect(js).toEqual([...js].sort((a, b) => a - b));
+    }
+    expect(calls.handed).toBeGreaterThan(0);
+    expect(maxHeld).toBeLessThanOrEqual(3 + 2);
+    expect(await inner.stats("pool.keyed", 1_000_000)).toMatchObject({
+      pending: 0,
+      inflight: 0,
+      delivered: 80,
+    });
+  });
 });

@@ -2,7 +2,14 @@
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import { commitWithRetry } from "../store/commit-retry.ts";
-import type { ClaimedMessage, FailureReason, Settlement, SettleResult, Store } from "../store/types.ts";
+import type {
+  ClaimedMessage,
+  FailureReason,
+  Settlement,
+  SettleHandoff,
+  SettleResult,
+  Store,
+} from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
 import { budgetSpent, LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
 
@@ -57,6 +64,10 @@ export class WorkerPool {
   private pendingSettle: Settlement[] = [];
   /** Ids in pendingSettle whose settle makes other work claimable: a retry, or a key's head. */
   private readonly freeing = new Set<string>();
+  /** Ids in pendingSettle of keyed messages that settle for good: their key's next can be handed off. */
+  private readonly keyedDone = new Set<string>();
+  /** Room promised to claims and hand-offs in flight, so the two never take the same room twice. */
+  private roomHeld = 0;
   /** Settle statements in flight (at most SETTLE_PARALLEL). */
   private readonly settling = new Set<Promise<void>>();
   /** Lease expiry of each message waiting to settle: a retried settle gives up a lease after it ran out. */
@@ -152,13 +163,19 @@ export class WorkerPool {
         this.again = false;
         while (this.running && this.room() > 0) {
           const want = this.room();
-          const claimed = await this.o.store.claim({
-            signal: this.o.signal.name,
-            worker: this.o.worker,
-            max: want,
-            now: this.o.clock.now(),
-            leaseMs: this.o.leaseMs,
-          });
+          this.roomHeld += want;
+          let claimed: ClaimedMessage[];
+          try {
+            claimed = await this.o.store.claim({
+              signal: this.o.signal.name,
+              worker: this.o.worker,
+              max: want,
+              now: this.o.clock.now(),
+              leaseMs: this.o.leaseMs,
+            });
+          } finally {
+            this.roomHeld -= want;
+          }
           this.buffer.push(...claimed);
           this.mayHaveMore = claimed.length === want;
           // Our own leases need no query: the earliest one arms the timer (a hung handler is reclaimed then).
@@ -212,7 +229,14 @@ export class WorkerPool {
 
   /** How many more messages a claim may take: free slots plus prefetch room. */
   private room(): number {
-    return this.o.concurrency + this.o.prefetch - this.inflight.size - this.reserved - this.buffer.length;
+    return (
+      this.o.concurrency +
+      this.o.prefetch -
+      this.inflight.size -
+      this.reserved -
+      this.buffer.length -
+      this.roomHeld
+    );
   }
 
   /** Starts buffered messages while slots are free; drops those whose lease already ran out. */
@@ -276,6 +300,7 @@ export class WorkerPool {
     this.pendingSettle.push(settlement);
     this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
+    if (settlement.status !== "pending" && m.key !== null) this.holdForHandoff(m.id);
     this.flushSettle();
   }
 
@@ -300,6 +325,7 @@ export class WorkerPool {
     this.pendingSettle.push(settlement);
     this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (m.key !== null) this.freeing.add(m.id);
+    if (m.key !== null && settlement.status !== "pending") this.holdForHandoff(m.id);
     this.flushSettle();
   }
 
@@ -320,13 +346,52 @@ export class WorkerPool {
     }
   }
 
+  /**
+   * A keyed message that settles for good keeps its room for its key's next
+   * message until its settle returns: the settle claims that message in the same
+   * statement (Store.settle's hand-off), so a keyed drain needs no claim
+   * statement per key. Held from the handler's end, not from the settle's send:
+   * a claim sent in between would otherwise take the room first.
+   */
+  private holdForHandoff(id: string): void {
+    if (this.keyedDone.has(id)) return;
+    this.keyedDone.add(id);
+    this.roomHeld++;
+  }
+
+  /** Settles one batch; hands off the room held for its keyed messages (holdForHandoff) while running. */
   private settleBatch(batch: Settlement[]): void {
     let frees = false;
-    for (const b of batch) frees = this.freeing.delete(b.id) || frees;
-    const done: Promise<void> = this.settleUntilCommitted(batch)
+    let keyed = 0;
+    for (const b of batch) {
+      frees = this.freeing.delete(b.id) || frees;
+      if (this.keyedDone.delete(b.id)) keyed++;
+    }
+    // After stop() nothing would start a handed message.
+    const max = this.running ? keyed : 0;
+    const handoff: SettleHandoff | undefined =
+      max > 0 ? { worker: this.o.worker, leaseMs: this.o.leaseMs, max } : undefined;
+    let held = keyed;
+    const release = (): void => {
+      this.roomHeld -= held;
+      held = 0;
+    };
+    const done: Promise<void> = this.settleUntilCommitted(batch, handoff)
       .then((sent) => {
+        release();
         if (sent === undefined) return;
         const { settled, result: r } = sent;
+        const handed = r.claimed ?? [];
+        if (handed.length > 0) {
+          // After stop() they are left to lazy reclaim, like buffered messages stop() did not start.
+          this.buffer.push(...handed);
+          if (this.running) {
+            this.armAt(Math.min(...handed.map((m) => m.leaseExpiresAt)));
+            this.startBuffered();
+          }
+          // Every settled key found its next message: nothing was freed for a claim to find.
+          if (handed.length >= keyed && !batch.some((b) => b.status === "pending")) frees = false;
+        }
         if (r.applied.length < settled.length) {
           const applied = new Set(r.applied);
           const fenced = settled.filter((b) => !applied.has(b.id)).map((b) => b.id);
@@ -335,10 +400,13 @@ export class WorkerPool {
             "settle ignored: the lease was reclaimed by another holder",
           );
         }
-        // A retry is claimable again right away, and a settled key head frees its successor.
-        if (this.mayHaveMore || frees) this.wake();
+        // A retry is claimable again right away, and a settled key head frees its successor. After a
+        // hand-off refilled the buffer, a claim waits until the buffer is half empty (as in run()).
+        const refill = handed.length === 0 || this.buffer.length <= this.o.prefetch / 2;
+        if ((this.mayHaveMore && refill) || frees) this.wake();
       })
       .finally(() => {
+        release();
         this.settling.delete(done);
         this.flushSettle();
         this.notifyIdle();
@@ -355,10 +423,11 @@ export class WorkerPool {
    */
   private async settleUntilCommitted(
     batch: Settlement[],
+    handoff?: SettleHandoff,
   ): Promise<{ settled: Settlement[]; result: SettleResult } | undefined> {
     const name = this.o.signal.name;
     let live = batch;
-    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now()), {
+    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now(), handoff), {
       signal: this.settleAbort.signal,
       giveUp: () => {
         const now = this.o.clock.now();

@@ -92,6 +92,22 @@ export interface Settlement {
 export interface SettleResult {
   /** Ids whose settlement applied; the rest were fenced off. */
   applied: string[];
+  /** Messages claimed by the hand-off (see `SettleHandoff`), oldest first; absent when none. */
+  claimed?: ClaimedMessage[];
+}
+
+/**
+ * Optional hand-off at settle: a keyed message that settled (delivered or dead)
+ * passes its key to the key's next pending message, claimed in the same commit
+ * by `worker` (attempt + 1, lease `now + leaseMs`) — at most `max` of them,
+ * oldest first. The next message of a key then needs no claim statement. A
+ * successor another claimer has locked, or one behind a live lease, is left
+ * to claim (the settle announces it). Drivers whose claim costs no I/O ignore it.
+ */
+export interface SettleHandoff {
+  worker: string;
+  leaseMs: number;
+  max: number;
 }
 
 export interface SignalStats {
@@ -274,8 +290,8 @@ export interface QueueStore {
    * Sets `inflight`, `lockedBy`, `leaseExpiresAt = now + leaseMs`, `attempts + 1`.
    */
   claim(req: ClaimRequest): Promise<ClaimedMessage[]>;
-  /** Applies outcomes in one batch, fenced by (worker, attempt). */
-  settle(settlements: Settlement[], now: number): Promise<SettleResult>;
+  /** Applies outcomes in one batch, fenced by (worker, attempt); `handoff`: see SettleHandoff. */
+  settle(settlements: Settlement[], now: number, handoff?: SettleHandoff): Promise<SettleResult>;
   /** Dead messages of one signal, oldest first. */
   deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;
   getMessage(id: string): Promise<StoredMessage | undefined>;

@@ -194,7 +194,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       return messages.map((m) => claimedAtEmit(m, at, claim));
     },
     claim: (req) => claim(ctx, req),
-    settle: (settlements, now) => settle(ctx, settlements, now),
+    settle: (settlements, now, handoff) => settle(ctx, settlements, now, handoff),
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
     getMessage: (id) => admin.getMessage(ctx, id),
     replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),
