@@ -77,6 +77,8 @@ export class ScheduleRuntime {
   private unsubscribe: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private again = false;
+  /** A store wake arrived during the check in progress: the next one re-reads. */
+  private againStale = false;
   /** Slots a tick tried and the store refused, so an unchanged state is not retried in a busy loop. */
   private refused = new Set<string>();
 
@@ -148,18 +150,26 @@ export class ScheduleRuntime {
     }
   }
 
-  /** Runs the loop once more (re-reading the store first unless `fresh`); coalesces. */
+  /**
+   * Runs the loop once more (re-reading the store first unless `fresh`);
+   * coalesces. A timer that comes due while a check runs does not add a
+   * re-read: only a store wake (another instance's change) makes the next
+   * check read the schedules again.
+   */
   private kick(fresh: boolean): void {
     if (!this.running) return;
     if (this.loop !== undefined) {
       this.again = true;
+      if (!fresh) this.againStale = true;
       return;
     }
     this.loop = this.run(fresh).finally(() => {
       this.loop = undefined;
       if (this.again && this.running) {
+        const stale = this.againStale;
         this.again = false;
-        this.kick(false);
+        this.againStale = false;
+        this.kick(!stale);
       }
     });
   }
@@ -170,7 +180,9 @@ export class ScheduleRuntime {
       for (let round = 0; this.running && round < 100; round++) {
         const fired = await this.fireDue();
         if (fired === "none") break;
-        // Someone fired (us or another instance): re-read so bases move on.
+        // Every fire ours: the bases moved exactly as we wrote them, no read needed. Otherwise
+        // another instance fired (or changed) some: re-read so their bases move on too.
+        if (fired === "all") continue;
         this.load(await this.o.store.listSchedules());
         if (fired === "refused") break;
       }
@@ -181,8 +193,12 @@ export class ScheduleRuntime {
     }
   }
 
-  /** Fires every due slot once. */
-  private async fireDue(): Promise<"none" | "fired" | "refused"> {
+  /**
+   * Fires every due slot once: "all" when each fire was ours (their records
+   * are moved on here), "some" when others were refused, "refused" when none
+   * was ours, "none" when nothing was due.
+   */
+  private async fireDue(): Promise<"none" | "all" | "some" | "refused"> {
     const now = this.now();
     const reqs: FireRequest[] = [];
     const keys: string[] = [];
@@ -244,7 +260,14 @@ export class ScheduleRuntime {
       });
     });
     this.refused = new Set(keys.filter((_, i) => !results[i]));
-    return results.some((x) => x) ? "fired" : "refused";
+    if (!results.some((x) => x)) return "refused";
+    // What the store wrote for each of our fires (schedule-types.ts FireRequest).
+    reqs.forEach((r, i) => {
+      const l = this.live.get(r.name);
+      if (!results[i] || l === undefined) return;
+      l.record = { ...l.record, lastSlot: r.slot, lastFiredAt: r.now, lastMissedRuns: r.missedRuns };
+    });
+    return results.every((x) => x) ? "all" : "some";
   }
 
   /** One timer on the nearest next slot of every active schedule. */
