@@ -108,6 +108,21 @@ describe("docs examples", () => {
   it("finds the program blocks (README, getting started, testing, …)", () => {
     expect(blocks.length).toBeGreaterThanOrEqual(4);
     for (const b of blocks) expect(b.files.length, `${b.doc}:${b.line}`).toBeGreaterThan(0);
+    for (const doc of ["docs/getting-started.md", "docs/signals.md", "docs/durable.md"])
+      expect(blocks.filter((b) => b.doc === doc).length, doc).toBeGreaterThan(0);
+  });
+
+  it("has no unchecked TypeScript or JavaScript block: every one is a ```ts program", () => {
+    const unchecked = docs.flatMap((doc) =>
+      readFileSync(join(REPO, doc), "utf8")
+        .split("\n")
+        .flatMap((l, i) =>
+          /^```\s*(ts|typescript|js|javascript|tsx|jsx|mjs)\b/.test(l) && !FENCE.test(l)
+            ? [`${doc}:${i + 1}`]
+            : [],
+        ),
+    );
+    expect(unchecked).toEqual([]);
   });
 
   it("type-check against this package", async () => {

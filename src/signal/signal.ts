@@ -2,25 +2,37 @@
 import { isDuration, parseDuration } from "../clock/duration.ts";
 import { isSchema, type Schema } from "../schema.ts";
 
-/** Options shared by every signal helper. */
+/**
+ * Options shared by every signal helper. Defaults: `schema` none,
+ * `optional: false`, `description` the signal's name.
+ */
 export interface SignalOptionsBase<P> {
-  /** Emit contract, checked at `fx.emit` (OKE1250). Any Standard Schema. */
+  /** Emit contract, checked at `fx.emit` / `app.emit` (OKE1250). Any Standard Schema. Default: none (payloads are not checked). */
   schema?: Schema<P>;
-  /** Allow emits while no flow is bound (otherwise OKE1240). Default `false`. */
+  /** Allow emits while no flow is bound (otherwise OKE1240). Default `false`. On `signal.live` it changes nothing. */
   optional?: boolean;
-  /** Console / docs blurb. Defaults to the signal name. */
+  /** Console / docs blurb. Default: the signal name. */
   description?: string;
 }
 
+/**
+ * Options of `signal.once`. Defaults: `retries: 3`, `deadLetter: true`,
+ * `optional: false`, `schema` none, `description` the signal's name.
+ */
 export interface OnceOptions<P> extends SignalOptionsBase<P> {
   /** Extra attempts after the first: `retries + 1` invocations in total. Default `3`. */
   retries?: number;
-  /** Keep exhausted messages as `dead` (`true`, default) or mark them `delivered` (`false`). */
+  /** Keep exhausted messages as `dead` (`true`) or mark them `delivered` (`false`). Default `true`. */
   deadLetter?: boolean;
 }
 
+/** Options of `signal.broadcast`. Defaults: `optional: false`, `schema` none, `description` the signal's name. */
 export type BroadcastOptions<P> = SignalOptionsBase<P>;
 
+/**
+ * Options of `signal.live`. Defaults: `retention: "24h"`, `schema` none,
+ * `description` the signal's name (`optional` changes nothing: the tape is its own subscriber).
+ */
 export interface LiveOptions<P> extends SignalOptionsBase<P> {
   /** How long entries stay on the tape for readers resuming, e.g. `"1h"` (grammar as fx.clock.sleep). Default `"24h"`. */
   retention?: string;
