@@ -63,6 +63,8 @@ class App {
   constructor(
     readonly dir: string,
     readonly env: Record<string, string>,
+    /** Expect the Console to start (its boot line names its address). */
+    readonly withConsole = true,
   ) {}
 
   async start(): Promise<void> {
@@ -81,6 +83,7 @@ class App {
     const listening = this.lines.find((l) => l.startsWith("okengine listening on "));
     if (!listening) throw new Error(`oke start failed:\n${this.lines.join("\n")}`);
     this.appUrl = /(http:\/\/\S+)/.exec(listening)![1]!;
+    if (!this.withConsole) return;
     const consoleLine = this.lines.find((l) => l.includes("okengine console on "));
     if (!consoleLine) throw new Error(`no Console:\n${this.lines.join("\n")}`);
     this.consoleUrl = /okengine console on (http:\/\/[^\s"]+)/.exec(consoleLine)![1]!;
@@ -369,3 +372,82 @@ describe.each(drivers)(
     });
   },
 );
+
+/** A port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+async function listening(port: number): Promise<boolean> {
+  const { connect } = await import("node:net");
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+describe("the Console of `oke start` in production", { timeout: 90_000 }, () => {
+  const apps: App[] = [];
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const a of apps) await a.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+  const project = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), "oke-ops-prod-"));
+    dirs.push(dir);
+    cpSync(FIXTURE, dir, { recursive: true });
+    rmSync(join(dir, "tsconfig.json"));
+    symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
+    return dir;
+  };
+
+  it("does not start without an operator token, and the boot log says why; the app itself runs", async () => {
+    const port = await freePort();
+    const app = new App(project(), { OKE_JOURNAL: "file", OKE_CONSOLE_PORT: String(port) }, false);
+    apps.push(app);
+    await app.start();
+    const warning = app.lines.find((l) => l.includes("okengine console: not started"));
+    expect(warning).toBeDefined();
+    const record = JSON.parse(warning!) as { level: number; msg: string };
+    expect(record.level).toBe(40); // a warning
+    expect(record.msg).toBe(
+      "okengine console: not started — production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (16+ characters) to start it, or console.port: false to turn it off. The app runs on without a Console.",
+    );
+    expect(app.lines.some((l) => l.includes("okengine console on "))).toBe(false);
+    expect(app.lines.some((l) => l.includes("(prod)"))).toBe(true);
+    expect(await listening(port)).toBe(false);
+    // The app serves; the operator commands say plainly that there is no Console to talk to.
+    expect(await app.post("/emit", { n: 1 })).toBe(200);
+    const r = await oke(["status", "--url", `http://127.0.0.1:${port}`, "--token", TOKEN]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("cannot reach the Console");
+  });
+
+  it("starts with OKE_CONSOLE_TOKEN, requires it, and answers it", async () => {
+    const port = await freePort();
+    const app = new App(project(), {
+      OKE_JOURNAL: "file",
+      OKE_CONSOLE_PORT: String(port),
+      OKE_CONSOLE_TOKEN: TOKEN,
+    });
+    apps.push(app);
+    await app.start();
+    expect(app.consoleUrl).toBe(`http://127.0.0.1:${port}`);
+    expect(app.lines.some((l) => l.includes("token required, 1 token"))).toBe(true);
+    expect(await listening(port)).toBe(true);
+    expect((await oke(["status", "--url", app.consoleUrl])).code).toBe(1);
+    const ok = await oke(["status", "--url", app.consoleUrl, "--token", TOKEN, "--json"]);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ env: "prod" });
+  });
+});

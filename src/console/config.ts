@@ -63,7 +63,7 @@ export function decideConsole(
         run: false,
         reason: "refused",
         message:
-          "okengine console: not started — production needs an operator secret. Set OKE_CONSOLE_TOKEN (16+ characters), or console.port: false to turn the Console off.",
+          "okengine console: not started — production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (16+ characters) to start it, or console.port: false to turn it off. The app runs on without a Console.",
       };
     if (!isLoopback(host))
       return {

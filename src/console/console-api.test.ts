@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
-import { flow, on, signal } from "../index.ts";
+import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 
@@ -35,6 +35,13 @@ const parent = flow("trip.parent", {
   },
 });
 
+let nightlyFires = 0;
+const nightly = on(
+  clock("reports.nightly", { cron: "0 3 * * *", overridable: true }),
+  flow("reports.nightly", { do: () => void nightlyFires++ }),
+);
+const fixed = on(clock("reports.fixed", { every: "1d" }), flow("reports.fixed", { do: () => undefined }));
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Body = any;
 
@@ -59,7 +66,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     cleanups.push(made.cleanup);
     const time = createTimeTravel(1_700_000_000_000);
     const app = createApp({
-      modules: [{ worker, parent, child }],
+      modules: [{ worker, parent, child, nightly, fixed }],
       env: "test",
       clock: time,
       store: made.store,
@@ -266,6 +273,114 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     );
     await app.stop();
     cleanups.pop(); // stopped already
+  });
+
+  it("lists schedules; pauses, resumes, edits, resets and triggers one, each audited; refuses bad edits and unknown names", async () => {
+    nightlyFires = 0;
+    const { app, api, url } = await start();
+    const list = await api("/api/schedules");
+    expect(list.status).toBe(200);
+    const names = list.body.schedules.map((x: { name: string }) => x.name);
+    expect(names).toEqual(["reports.fixed", "reports.nightly"]);
+    const s = list.body.schedules.find((x: { name: string }) => x.name === "reports.nightly");
+    expect(s).toMatchObject({
+      flow: "reports.nightly",
+      cron: "0 3 * * *",
+      every: null,
+      timezone: "UTC",
+      paused: false,
+      overridden: false,
+      overridable: true,
+      nextFireAt: Date.UTC(2023, 10, 15, 3),
+    });
+    // The clock's queue shows as a signal of its own, labelled with its schedule.
+    expect((await api("/api/signals/clock:reports.nightly")).body).toMatchObject({
+      schedule: "reports.nightly",
+    });
+
+    const post = (path: string, body?: unknown) =>
+      api(path, { method: "POST", ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const paused = await post("/api/schedules/reports.nightly/pause");
+    expect(paused.status).toBe(200);
+    expect(paused.body).toMatchObject({ name: "reports.nightly", paused: true, nextFireAt: null });
+    expect(
+      (await api("/api/schedules")).body.schedules.find(
+        (x: { name: string }) => x.name === "reports.nightly",
+      ),
+    ).toMatchObject({ paused: true });
+    const resumed = await post("/api/schedules/reports.nightly/resume");
+    expect(resumed.body).toMatchObject({ paused: false, nextFireAt: Date.UTC(2023, 10, 15, 3) });
+
+    const edited = await post("/api/schedules/reports.nightly/edit", { every: "2h" });
+    expect(edited.status).toBe(200);
+    expect(edited.body).toMatchObject({
+      cron: null,
+      every: "2h",
+      overridden: true,
+      declared: { cron: "0 3 * * *", every: null, timezone: "UTC" },
+    });
+    const zoned = await post("/api/schedules/reports.nightly/edit", {
+      cron: "30 6 * * *",
+      timezone: "Europe/Paris",
+    });
+    expect(zoned.body).toMatchObject({ cron: "30 6 * * *", every: null, timezone: "Europe/Paris" });
+    const badSpec = await post("/api/schedules/reports.nightly/edit", { cron: "not a cron" });
+    expect(badSpec.status).toBe(400);
+    expect(badSpec.body.error.code).toBe("OKE1701");
+    const badType = await post("/api/schedules/reports.nightly/edit", { every: 5 });
+    expect(badType.status).toBe(400);
+    expect(badType.body.error.code).toBe("OKE1605");
+    const locked = await post("/api/schedules/reports.fixed/edit", { every: "2d" });
+    expect(locked.status).toBe(409);
+    expect(locked.body.error.message).toBe('clock "reports.fixed" is not overridable');
+    const reset = await post("/api/schedules/reports.nightly/reset");
+    expect(reset.body).toMatchObject({ cron: "0 3 * * *", every: null, timezone: "UTC", overridden: false });
+
+    const fired = await post("/api/schedules/reports.nightly/trigger");
+    expect(fired.status).toBe(200);
+    expect(fired.body).toMatchObject({
+      clock: "reports.nightly",
+      messageId: expect.stringMatching(/^clock:reports\.nightly:manual:/),
+      scheduledAt: app.clock.now(),
+    });
+    await app.idle();
+    expect(nightlyFires).toBe(1);
+
+    const missing = await post("/api/schedules/nope/pause");
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.message).toBe('cron "nope" not found');
+    const unknownAction = await post("/api/schedules/reports.nightly/explode");
+    expect(unknownAction.status).toBe(404);
+    expect(unknownAction.body.error.code).toBe("OKE1606");
+    const anonymous = await api("/api/schedules/reports.nightly/pause", { method: "POST", token: null });
+    expect(anonymous.status).toBe(401);
+    const unmarked = await fetch(`${url}/api/schedules/reports.nightly/pause`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(unmarked.status).toBe(403);
+    expect(
+      (await api("/api/schedules")).body.schedules.find(
+        (x: { name: string }) => x.name === "reports.nightly",
+      ),
+    ).toMatchObject({ paused: false });
+
+    const audit = (await api("/api/audit")).body.items.filter((a: { target: string }) =>
+      a.target.startsWith("schedule:"),
+    );
+    expect(audit.map((a: { action: string }) => a.action)).toEqual([
+      "trigger",
+      "reset",
+      "edit",
+      "edit",
+      "resume",
+      "pause",
+    ]);
+    expect(audit[0]).toMatchObject({ actor: "alice", target: "schedule:reports.nightly" });
+    expect(audit.find((a: { action: string }) => a.action === "edit").detail).toEqual({
+      cron: "30 6 * * *",
+      timezone: "Europe/Paris",
+    });
   });
 
   it("refuses requests without a valid token, cross-site mutations, and too many failed sign-ins", async () => {

@@ -91,7 +91,7 @@ async function overview() {
     h("h2", {}, "Signals"),
     table(
       ["Signal", "Delivery", "Pending", "In flight", "Dead", "Delivered", "Oldest pending", "Last 10 min"],
-      o.signals.map((s) =>
+      o.signals.flatMap((s) => [
         h(
           "tr",
           {},
@@ -100,7 +100,7 @@ async function overview() {
             {},
             s.delivery === "once" ? link(`#/signal/${enc(s.name)}`, s.name, `signal ${s.name}`) : s.name,
           ),
-          h("td", {}, s.delivery),
+          h("td", {}, s.schedule !== undefined ? "clock" : s.delivery),
           h("td", { class: "num" }, s.pending ?? "—"),
           h("td", { class: "num" }, s.inflight ?? "—"),
           h("td", { class: `num${s.dead ? " bad" : ""}` }, s.dead ?? "—"),
@@ -108,7 +108,22 @@ async function overview() {
           h("td", {}, age(s.oldestPendingAgeMs)),
           h("td", {}, bars(s.throughput.delivered)),
         ),
-      ),
+        // A broadcast signal's per-flow copy queues, under it and labelled — never as signals.
+        ...(s.copies ?? []).map((c) =>
+          h(
+            "tr",
+            { class: "copies" },
+            h("td", {}, `↳ copies for ${c.flow}`),
+            h("td", {}, "copies"),
+            h("td", { class: "num" }, c.pending),
+            h("td", { class: "num" }, c.inflight),
+            h("td", { class: "num" }, c.dead),
+            h("td", { class: "num" }, c.delivered),
+            h("td", {}, age(c.oldestPendingAgeMs)),
+            h("td", {}, ""),
+          ),
+        ),
+      ]),
     ),
     h("h2", {}, "Flows"),
     table(
