@@ -43,6 +43,10 @@ const trial = flow("trial.start", {
   },
 });
 
+// Broadcast copies must show under their signal on the overview, never as signals of their own.
+const placed = signal.broadcast<{ id: number }>("orders.placed");
+const charge = on(placed, flow("orders.charge", { do: () => undefined }));
+
 describe("the Console in headless Chromium", () => {
   let app: App;
   let url: string;
@@ -51,7 +55,7 @@ describe("the Console in headless Chromium", () => {
 
   beforeAll(async () => {
     app = createApp({
-      modules: [{ worker, trial, receipt }],
+      modules: [{ worker, trial, receipt, placed, charge }],
       env: "test",
       store: createMemoryStore(),
       config: { console: { port: 0, tokens: { alice: TOKEN } } },
@@ -60,6 +64,7 @@ describe("the Console in headless Chromium", () => {
     url = started.console!.url;
     for (let id = 1; id <= 8; id++) await app.emit(orders, { id });
     await app.invoke(trial, { user: "ada" });
+    await app.emit(placed, { id: 1 });
     await app.idle();
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
     page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
@@ -85,6 +90,12 @@ describe("the Console in headless Chromium", () => {
     await page.getByLabel("Operator token").fill(TOKEN);
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Overview" }).waitFor({ timeout: 8_000 });
+    const copies = page.getByRole("row", { name: /copies for orders\.charge/ });
+    await copies.waitFor();
+    expect((await copies.textContent())!.replace(/\s+/g, " ")).toMatch(
+      /copies for orders\.charge\s*copies\s*0\s*0\s*0\s*1/,
+    );
+    expect(await page.getByText("~broadcast").count()).toBe(0);
     await shot("console-overview");
   });
 
