@@ -84,6 +84,11 @@ class App {
     if (!listening) throw new Error(`oke start failed:\n${this.lines.join("\n")}`);
     this.appUrl = /(http:\/\/\S+)/.exec(listening)![1]!;
     if (!this.withConsole) return;
+    // The log's lines are written asynchronously: the Console's may come after "listening".
+    await until(
+      () => this.lines.some((l) => l.includes("okengine console on ")) || this.proc.exitCode !== null,
+      "the Console's boot line",
+    ).catch(() => undefined);
     const consoleLine = this.lines.find((l) => l.includes("okengine console on "));
     if (!consoleLine) throw new Error(`no Console:\n${this.lines.join("\n")}`);
     this.consoleUrl = /okengine console on (http:\/\/[^\s"]+)/.exec(consoleLine)![1]!;
@@ -416,6 +421,7 @@ describe("the Console of `oke start` in production", { timeout: 90_000 }, () => 
     const app = new App(project(), { OKE_JOURNAL: "file", OKE_CONSOLE_PORT: String(port) }, false);
     apps.push(app);
     await app.start();
+    await until(() => app.lines.some((l) => l.includes("okengine console: not started")), "the warning");
     const warning = app.lines.find((l) => l.includes("okengine console: not started"));
     expect(warning).toBeDefined();
     const record = JSON.parse(warning!) as { level: number; msg: string };
