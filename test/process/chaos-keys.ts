@@ -1,4 +1,4 @@
-// Numbering of the chaos test's messages, shared by the test and its emitter processes.
+// Seeded numbering shared by the chaos tests and their child processes: message keys, naps, a PRNG.
 
 /**
  * Message n belongs to emitter slot n % slots; every other message of a slot is keyed, 16 keys a slot, so
@@ -19,4 +19,9 @@ export function seededRandom(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** The nap of durable chaos run i: 1 to 7 s, from the seed. */
+export function napMs(i: number, seed: number): number {
+  return 1_000 + Math.floor(seededRandom(seed * 7_919 + i)() * 6_000);
 }

@@ -18,7 +18,7 @@ import {
 } from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { chaosKey } from "./chaos-keys.ts";
+import { chaosKey, napMs, seededRandom } from "./chaos-keys.ts";
 
 const say = (event: Record<string, unknown>): void => {
   process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
@@ -132,6 +132,59 @@ if (scenario === "durable") {
   modules.push({ provision });
 }
 
+if (scenario === "durable-chaos") {
+  // The durable chaos flow: step a → sleep → step b. Each step body counts itself in effects (run, step)
+  // and logs a 'ran' event; once fx.step has returned (journaled) the flow logs 'journaled'. Database
+  // writes retry through an outage; step bodies take OKE_STEP_MS..2×OKE_STEP_MS so kills land inside them.
+  const seed = Number(process.env.OKE_SEED ?? 1);
+  const stepMs = Number(process.env.OKE_STEP_MS ?? 200);
+  const persist = async (sql: string, values: unknown[]): Promise<void> => {
+    for (;;) {
+      try {
+        await results!.query(sql, values);
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  const log = (run: string, step: string, kind: string) =>
+    persist(`INSERT INTO "${schema}".events (run, step, kind, pid) VALUES ($1, $2, $3, $4)`, [
+      run,
+      step,
+      kind,
+      process.pid,
+    ]);
+  const body = (run: string, id: string, step: string, i: number) => async (): Promise<string> => {
+    say({ event: "step-start", id, step });
+    // One statement, so the counter and the log can never disagree (a kill lands before or after both).
+    await persist(
+      `WITH counted AS (
+         INSERT INTO "${schema}".effects (run, step, count) VALUES ($1, $2, 1)
+         ON CONFLICT (run, step) DO UPDATE SET count = effects.count + 1 RETURNING run
+       )
+       INSERT INTO "${schema}".events (run, step, kind, pid) SELECT run, $2, 'ran', $3 FROM counted`,
+      [run, step, process.pid],
+    );
+    await new Promise((r) =>
+      setTimeout(r, stepMs + Math.floor(seededRandom(seed + i * 31 + step.length)() * stepMs)),
+    );
+    say({ event: "step-end", id, step });
+    return `${step} of ${id}`;
+  };
+  const chaosRun = flow("chaos.run", {
+    durable: true,
+    do: async ({ id, i }: { id: string; i: number }, fx) => {
+      await fx.step("a", body(fx.runId, id, "a", i));
+      await log(fx.runId, "a", "journaled");
+      await fx.clock.sleep("nap", `${napMs(i, seed)}ms` as Duration);
+      await fx.step("b", body(fx.runId, id, "b", i));
+      await log(fx.runId, "b", "journaled");
+    },
+  });
+  modules.push({ chaosRun });
+}
+
 // A host whose clock is off: every Date.now() of this process (the system clock) reads shifted.
 if (process.env.OKE_CLOCK_OFFSET_MS) {
   const real = Date.now.bind(Date);
@@ -178,6 +231,23 @@ if (process.env.OKE_INVOKE) {
   void app
     .invoke("provision", { id: process.env.OKE_INVOKE })
     .then((v) => say({ event: "invoked", value: v ?? null }));
+}
+
+if (scenario === "durable-chaos" && process.env.OKE_START_IDS) {
+  // Starts the listed runs (r<i>), one every OKE_START_EVERY_MS, without waiting for them.
+  const every = Number(process.env.OKE_START_EVERY_MS ?? 0);
+  void (async () => {
+    for (const id of process.env.OKE_START_IDS!.split(",")) {
+      const i = Number(id.slice(1));
+      app
+        .invoke("chaos.run", { id, i })
+        .catch((e: unknown) =>
+          say({ event: "invoke-failed", id, error: e instanceof Error ? e.message : String(e) }),
+        );
+      if (every > 0) await new Promise((r) => setTimeout(r, every));
+    }
+    say({ event: "all-started" });
+  })();
 }
 
 if (scenario === "emit") {

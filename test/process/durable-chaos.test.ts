@@ -1,0 +1,203 @@
+// Durable chaos on a private PostgreSQL cluster: 200 runs (step → sleep → step) through seeded SIGKILLs and a restart.
+/**
+ * Three starter processes start 200 runs of chaos.run (step a, fx.clock.sleep of 1–7 s, step b) over
+ * a few seconds, beside a fourth instance. At seeded moments a random ready instance is SIGKILLed
+ * (inside steps, while runs are parked, while they wake) and replaced; PostgreSQL restarts once.
+ * Every step body counts itself in effects (run, step) and logs 'ran'; the flow logs 'journaled' once
+ * fx.step returned. Asserts: every run completed, one run per id; each step ran at least once; a
+ * step ran again only after a killed process ran it (never after it was journaled).
+ * OKE_CHAOS_SEED=<n> replays the schedule; OKE_CHAOS_FULL=1: 40 kills instead of 20.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seededRandom } from "./chaos-keys.ts";
+import { useFleet } from "./fleet.ts";
+import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
+import type { Child } from "./spawn.ts";
+
+const FULL = process.env.OKE_CHAOS_FULL === "1";
+const SEED = Number(process.env.OKE_CHAOS_SEED ?? 20_261_202);
+const RUNS = 200;
+const STARTERS = 3;
+const INSTANCES = 4;
+const KILLS = FULL ? 40 : 20;
+const LEASE_MS = 2_000;
+
+let cluster: PrivateCluster;
+beforeAll(async () => {
+  cluster = await startPrivateCluster();
+}, 120_000);
+afterAll(async () => {
+  await cluster?.destroy();
+});
+const fleet = useFleet({
+  schema: "dchaos",
+  url: () => cluster.url,
+  dropSchema: false,
+  env: {
+    OKE_SCENARIO: "durable-chaos",
+    OKE_LEASE_MS: String(LEASE_MS),
+    OKE_SEED: String(SEED),
+    OKE_STEP_MS: "150",
+  },
+  tables: [
+    `CREATE TABLE $S.effects (run text NOT NULL, step text NOT NULL, count int NOT NULL, PRIMARY KEY (run, step))`,
+    `CREATE TABLE $S.events (id bigserial PRIMARY KEY, run text NOT NULL, step text NOT NULL, kind text NOT NULL, pid int NOT NULL)`,
+  ],
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Proc {
+  child: Child;
+  ready: boolean;
+  /** The ids this process was told to start. */
+  ids: string[];
+}
+
+describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
+  it(
+    `${RUNS} durable runs (step → sleep → step) on ${INSTANCES} processes, ${KILLS} SIGKILLs and a PostgreSQL restart: every run completes, no journaled step re-runs`,
+    async () => {
+      console.log(
+        `durable chaos: seed ${SEED} (OKE_CHAOS_SEED=${SEED} replays it), ${RUNS} runs, ${KILLS} kills`,
+      );
+      const random = seededRandom(SEED);
+      const started = Date.now();
+      const spawn = (ids: string[] = []): Proc => {
+        const child = fleet.spawn(
+          ids.length > 0 ? { OKE_START_IDS: ids.join(","), OKE_START_EVERY_MS: "60" } : {},
+        );
+        const p: Proc = { child, ready: false, ids };
+        child
+          .waitFor((e) => e.event === "ready", "ready", 90_000)
+          .then(
+            () => (p.ready = true),
+            () => undefined, // killed before ready: never a victim
+          );
+        return p;
+      };
+      const all = Array.from({ length: RUNS }, (_, i) => `r${i}`);
+      const live: Proc[] = [];
+      for (let s = 0; s < STARTERS; s++) live.push(spawn(all.filter((_, i) => i % STARTERS === s)));
+      for (let s = STARTERS; s < INSTANCES; s++) live.push(spawn());
+
+      const startedIds = async (): Promise<Set<string>> =>
+        new Set(
+          (
+            await fleet.query<{ id: string }>(
+              `SELECT input->>'id' AS id FROM dchaos.runs WHERE flow = 'chaos.run'`,
+            )
+          ).rows.map((r) => r.id),
+        );
+      const killed = new Set<number>();
+      let inStep = 0; // kills of a process with a step body in progress
+      let afterWake = 0; // … of which one was step b: the run had woken from its nap
+      let whileParked = 0; // kills while runs were sleeping
+      let starterKills = 0;
+      const restartAt = 3 + Math.floor(random() * Math.floor(KILLS / 2));
+      for (let kill = 0; kill < KILLS; kill++) {
+        if (kill === restartAt) await cluster.restart();
+        await sleep(500 + Math.floor(random() * 900));
+        const ready = live.filter((p) => p.ready);
+        if (ready.length < 2) {
+          kill--; // keep one instance standing between kills
+          continue;
+        }
+        const victim = ready[Math.floor(random() * ready.length)]!;
+        live.splice(live.indexOf(victim), 1);
+        const open = new Map<string, number>();
+        for (const e of victim.child.events)
+          if (e.event === "step-start" || e.event === "step-end") {
+            const k = `${String(e.id)}/${String(e.step)}`;
+            open.set(k, (open.get(k) ?? 0) + (e.event === "step-start" ? 1 : -1));
+          }
+        if ([...open.values()].some((v) => v > 0)) inStep++;
+        if ([...open.entries()].some(([k, v]) => v > 0 && k.endsWith("/b"))) afterWake++;
+        const parked = await fleet
+          .query<{ c: string }>(`SELECT count(*) AS c FROM dchaos.runs WHERE status = 'sleeping'`)
+          .then((r) => Number(r.rows[0]!.c));
+        if (parked > 0) whileParked++;
+        killed.add(victim.child.proc.pid!);
+        await victim.child.kill("SIGKILL");
+        // A starter cut short: its successor starts what the killed one had not created yet.
+        let missing: string[] = [];
+        if (victim.ids.length > 0) {
+          starterKills++;
+          await sleep(100);
+          const have = await startedIds();
+          missing = victim.ids.filter((id) => !have.has(id));
+        }
+        live.push(spawn(missing));
+      }
+
+      const deadline = Date.now() + (FULL ? 300_000 : 120_000);
+      let status: Record<string, number> = {};
+      for (;;) {
+        const { rows } = await fleet.query<{ status: string; c: string }>(
+          `SELECT status, count(*) AS c FROM dchaos.runs WHERE flow = 'chaos.run' GROUP BY status`,
+        );
+        status = Object.fromEntries(rows.map((r) => [r.status, Number(r.c)]));
+        if ((status.completed ?? 0) + (status.failed ?? 0) >= RUNS) break;
+        if (Date.now() > deadline) throw new Error(`runs not finished: ${JSON.stringify(status)}`);
+        await sleep(250);
+      }
+      await Promise.all(live.map((p) => p.child.kill("SIGTERM")));
+
+      const runs = (
+        await fleet.query<{ id: string; run: string; status: string }>(
+          `SELECT input->>'id' AS id, id AS run, status FROM dchaos.runs WHERE flow = 'chaos.run'`,
+        )
+      ).rows;
+      const events = (
+        await fleet.query<{ id: string; run: string; step: string; kind: string; pid: number }>(
+          `SELECT id::text, run, step, kind, pid FROM dchaos.events ORDER BY id`,
+        )
+      ).rows;
+      const effects = (
+        await fleet.query<{ run: string; step: string; count: number }>(
+          `SELECT run, step, count FROM dchaos.effects`,
+        )
+      ).rows;
+      const count = new Map(effects.map((e) => [`${e.run}/${e.step}`, e.count]));
+      const missingSteps: string[] = [];
+      const unexplained: string[] = [];
+      let reRuns = 0;
+      const byStep = new Map<string, typeof events>();
+      for (const e of events)
+        byStep.set(`${e.run}/${e.step}`, [...(byStep.get(`${e.run}/${e.step}`) ?? []), e]);
+      for (const r of runs)
+        for (const step of ["a", "b"]) {
+          const k = `${r.run}/${step}`;
+          const list = byStep.get(k) ?? [];
+          const ran = list.filter((e) => e.kind === "ran");
+          if ((count.get(k) ?? 0) < 1 || ran.length < 1) missingSteps.push(`${r.id} ${step}`);
+          if ((count.get(k) ?? 0) !== ran.length)
+            unexplained.push(`${r.id} ${step}: counter ${count.get(k)} but ${ran.length} runs logged`);
+          reRuns += Math.max(0, ran.length - 1);
+          for (const [i, e] of ran.entries()) {
+            if (i > 0 && !killed.has(ran[i - 1]!.pid))
+              unexplained.push(`${r.id} ${step} re-ran after live pid ${ran[i - 1]!.pid} ran it`);
+            const journaled = list.find((j) => j.kind === "journaled" && Number(j.id) < Number(e.id));
+            if (journaled)
+              unexplained.push(`${r.id} ${step} re-ran after it was journaled (pid ${journaled.pid})`);
+          }
+        }
+      const ids = new Set(runs.map((r) => r.id));
+      console.log(
+        `durable chaos: seed ${SEED}: ${runs.length} runs (${ids.size} ids), ${JSON.stringify(status)}; ${killed.size} SIGKILLs ` +
+          `(${inStep} inside a step, ${afterWake} of them in step b after a wake, ${whileParked} while runs were parked, ${starterKills} of starters) + 1 PostgreSQL restart; ` +
+          `${reRuns} step re-runs (${unexplained.length} not explained by a kill), ${missingSteps.length} steps never ran; ${Math.round((Date.now() - started) / 1000)} s`,
+      );
+      expect(ids.size).toBe(RUNS);
+      expect(runs).toHaveLength(RUNS);
+      expect(status).toEqual({ completed: RUNS });
+      expect(missingSteps).toEqual([]);
+      expect(unexplained).toEqual([]);
+      expect(killed.size).toBe(KILLS);
+      expect(inStep).toBeGreaterThan(0);
+      expect(whileParked).toBeGreaterThan(0);
+      expect(afterWake).toBeGreaterThan(0);
+    },
+    FULL ? 900_000 : 240_000,
+  );
+});
