@@ -68,6 +68,11 @@ export class Child {
     }
   }
 
+  /** True once the process has exited (on its own or killed). */
+  get dead(): boolean {
+    return this.proc.exitCode !== null || this.proc.signalCode !== null;
+  }
+
   kill(signal: NodeJS.Signals = "SIGKILL"): Promise<number | null> {
     this.proc.kill(signal);
     return this.exited;
