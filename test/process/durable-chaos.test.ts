@@ -49,7 +49,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const firstError = (stderr: string): string =>
   stderr
     .split("\n")
-    .find((l) => /error/i.test(l))
+    .find((l) => /^\s*\w*Error\b.*:|^\s*code:/.test(l))
     ?.trim() ?? stderr.trim().slice(0, 200);
 
 interface Proc {
