@@ -3,8 +3,8 @@
  * DBOS, every scenario of bench/README.md on the local PostgreSQL (and Redis
  * for BullMQ), in one process, one measurement after another.
  *
- *   npm run bench                      full mode (~20 min, 3 rounds, medians; rewrites its bench/README.md section)
- *   npm run bench -- --quick           about 75 s, 1 round, small sizes (bench/README.md untouched)
+ *   npm run bench                      full mode (~27 min, 3 rounds, medians; rewrites its bench/README.md section)
+ *   npm run bench -- --quick           about 2 min, 1 round, small sizes (bench/README.md untouched)
  *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
  *
  * Peers live only in bench/package.json; they are installed on first use.
@@ -43,6 +43,7 @@ const { s4 } = await import("./compare/latency.ts");
 const { s6 } = await import("./compare/failures.ts");
 const { queueSystems, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
+const { s10, s11, s12, s12Graphile } = await import("./compare/fanout.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
 type Sizes = import("./compare/types.ts").Sizes;
@@ -63,6 +64,13 @@ const sizes: Sizes = quick
       s7WaitSeconds: 5,
       s9: 200,
       s9Sleeps: 20,
+      s10Events: 100,
+      s11Streams: 1_000,
+      s11Emits: 10,
+      s12Seconds: 10,
+      s12Clocks: 20,
+      s12Instances: 3,
+      s12CronMinutes: 0,
       capSeconds: 2,
       latencyCapSeconds: 2,
       repeats: 1,
@@ -80,6 +88,13 @@ const sizes: Sizes = quick
       s7WaitSeconds: 15,
       s9: 2_000,
       s9Sleeps: 100,
+      s10Events: 500,
+      s11Streams: 10_000,
+      s11Emits: 50,
+      s12Seconds: 60,
+      s12Clocks: 100,
+      s12Instances: 3,
+      s12CronMinutes: 3,
       capSeconds: 10,
       latencyCapSeconds: 15,
       repeats: 3,
@@ -148,9 +163,29 @@ for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
 if (wanted("S9"))
   for (const w of workflows)
     steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
-// S7 (child processes, a kill, a fixed wait) runs in the first round only.
+// S10–S12 run the stand-alone scripts (bench/broadcast-latency.ts, sse-streams.ts, clock-lag.ts) as
+// child processes; S12 also measures graphile-worker's crontab (full mode: it fires once a minute).
+const ctxOnce = {
+  sizes: once,
+  get progress() {
+    return progress;
+  },
+};
+const okenginePicked = !pick || pick.includes("okengine-postgres");
+if (wanted("S10") && okenginePicked)
+  steps.push({ scenario: "S10", system: "okengine-postgres", run: () => s10(ctxOnce) });
+if (wanted("S11") && okenginePicked)
+  steps.push({ scenario: "S11", system: "okengine-postgres", run: () => s11(ctxOnce) });
+if (wanted("S12") && okenginePicked)
+  steps.push({ scenario: "S12", system: "okengine-postgres", run: () => s12(ctxOnce) });
+if (wanted("S12") && (!pick || pick.includes("graphile-worker")))
+  steps.push({ scenario: "S12", system: "graphile-worker", run: () => s12Graphile(ctxOnce) });
+// S7 (child processes, a kill, a fixed wait), S11 and S12 (minutes of wall time each) run in the first round only.
+const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12"]);
 const plan = Array.from({ length: rounds }, (_, r) =>
-  steps.filter((s) => r === 0 || (s.scenario !== "S7" && !s.skip)).map((s) => ({ ...s, round: r })),
+  steps
+    .filter((s) => r === 0 || (!FIRST_ROUND_ONLY.has(s.scenario) && !s.skip))
+    .map((s) => ({ ...s, round: r })),
 ).flat();
 
 const progress = new Progress(plan.length);
@@ -274,6 +309,7 @@ const result: import("./compare/report.ts").RunResult = {
     "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
+    "S10–S12 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S10/S11 are okengine only. S12 (first round only): okengine's lag is handler start − slot over 3 app processes; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
       .join(

@@ -4,7 +4,7 @@
  * bench/node_modules, so nothing here names their types.
  */
 
-export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9";
+export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9" | "S10" | "S11" | "S12";
 
 /** One job as the scenarios see it: its number, optional FIFO key. Payload is `{ n, j }`. */
 export interface JobSpec {
@@ -127,6 +127,17 @@ export interface Sizes {
   s7WaitSeconds: number;
   s9: number;
   s9Sleeps: number;
+  /** S10: broadcast events emitted one at a time. */
+  s10Events: number;
+  /** S11: open SSE streams on one instance, and emits timed through them. */
+  s11Streams: number;
+  s11Emits: number;
+  /** S12: seconds of `every("1s")` clocks, how many, on how many instances. */
+  s12Seconds: number;
+  s12Clocks: number;
+  s12Instances: number;
+  /** S12 beside graphile-worker's crontab: whole minutes (0 = not run). */
+  s12CronMinutes: number;
   /** Seconds after which a throughput scenario stops and reports the rate so far. */
   capSeconds: number;
   /** Seconds a latency scenario may take per system. */

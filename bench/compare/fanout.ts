@@ -1,0 +1,208 @@
+/**
+ * S10–S12 of `npm run bench`: figures measured by the stand-alone scripts
+ * (bench/broadcast-latency.ts, bench/sse-streams.ts, bench/clock-lag.ts), each
+ * run as a child process on the bench database and read from the JSON it
+ * prints, plus graphile-worker's crontab fire lag beside S12.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { DATABASE_URL, dropSchema, peer, percentile, sleep } from "./env.ts";
+import { graphileSystem } from "./graphile.ts";
+import type { Ctx } from "./scenario-kit.ts";
+import type { Figure, ScenarioId } from "./types.ts";
+
+const OKENGINE = "okengine-postgres";
+const script = (name: string): string => fileURLToPath(new URL(`../${name}`, import.meta.url));
+
+/** Runs a bench script and returns the JSON object it printed last (one line or pretty-printed). */
+export async function runScript(
+  name: string,
+  args: Array<string | number>,
+  o: { gc?: boolean; ctx: Ctx },
+): Promise<Record<string, unknown>> {
+  const child = spawn(
+    process.execPath,
+    [...(o.gc ? ["--expose-gc"] : []), "--import", "tsx", script(name), ...args.map(String)],
+    {
+      env: { ...process.env, BENCH_DATABASE_URL: DATABASE_URL },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let out = "";
+  let err = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+  const started = performance.now();
+  const tick = setInterval(
+    () => o.ctx.progress.tick(`${name}: ${((performance.now() - started) / 1000).toFixed(0)} s`),
+    1_000,
+  );
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  clearInterval(tick);
+  const at = out.lastIndexOf("\n{") + 1;
+  const text = out.slice(at).trim();
+  if (code !== 0 || !text.startsWith("{"))
+    throw new Error(`${name} exited ${String(code)}: ${(err || out).slice(-300)}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+const fig = (
+  scenario: ScenarioId,
+  metric: string,
+  unit: string,
+  better: "higher" | "lower",
+  value: number | null,
+  note?: string,
+  system = OKENGINE,
+  checks?: Figure["checks"],
+): Figure => ({
+  scenario,
+  metric,
+  unit,
+  better,
+  system,
+  value,
+  samples: value === null ? [] : [value],
+  ...(note ? { note } : {}),
+  ...(checks ? { checks } : {}),
+});
+
+const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+/** S10: broadcast emit on instance A → handler start on instance B, one event at a time. */
+export async function s10(ctx: Ctx): Promise<Figure[]> {
+  const r = await runScript("broadcast-latency.ts", [ctx.sizes.s10Events], { ctx });
+  const note = `${String(r.events)} events`;
+  return [
+    fig("S10", "broadcast emit → handler p50, 2 instances", "ms", "lower", num(r.p50Ms), note),
+    fig("S10", "broadcast emit → handler p99, 2 instances", "ms", "lower", num(r.p99Ms), note),
+  ];
+}
+
+/** S11: one instance holding N SSE streams on one tape: memory per stream, emit → last client. */
+export async function s11(ctx: Ctx): Promise<Figure[]> {
+  const r = await runScript("sse-streams.ts", [ctx.sizes.s11Streams, ctx.sizes.s11Emits], {
+    gc: true,
+    ctx,
+  });
+  const note = `${String(r.openStreams)} of ${String(r.streams)} streams open, ${String(r.emits)} emits`;
+  return [
+    fig("S11", "RSS per open SSE stream", "bytes", "lower", num(r.rssPerStreamBytes), note),
+    fig("S11", "emit → last SSE client p50", "ms", "lower", num(r.lastClientP50Ms), note),
+    fig("S11", "emit → last SSE client p99", "ms", "lower", num(r.lastClientP99Ms), note),
+  ];
+}
+
+/** S12, okengine: `every("1s")` clocks on 3 app processes; lag = handler start − slot. */
+export async function s12(ctx: Ctx): Promise<Figure[]> {
+  const { s12Seconds, s12Clocks, s12Instances } = ctx.sizes;
+  const r = await runScript("clock-lag.ts", [s12Seconds, s12Clocks, s12Instances], { ctx });
+  const lag = (r.lagMs ?? {}) as Record<string, unknown>;
+  const checks = {
+    slotsExpected: num(r.slotsExpected) ?? 0,
+    slotsFired: num(r.slotsFired) ?? 0,
+    duplicates: num(r.duplicates) ?? 0,
+  };
+  const note = `${s12Clocks} every("1s") clocks × ${s12Seconds} s on ${s12Instances} instances; ${checks.slotsFired}/${checks.slotsExpected} slots fired, ${checks.duplicates} duplicates`;
+  return [
+    fig("S12", "fire lag p50 (slot → handler start)", "ms", "lower", num(lag.p50), note, OKENGINE, checks),
+    fig("S12", "fire lag p99 (slot → handler start)", "ms", "lower", num(lag.p99), note, OKENGINE, checks),
+  ];
+}
+
+interface GwRunner {
+  stop(): Promise<void>;
+}
+interface GwModule {
+  run(options: object): Promise<GwRunner>;
+  Logger: new (factory: () => () => void) => unknown;
+}
+
+/**
+ * S12, graphile-worker: the same shape at its granularity — `tasks` crontab
+ * entries `* * * * *` (distinct ids), `workers` runners on one schema, for
+ * `minutes` whole minutes; lag = task start − the entry's `_cron.ts`.
+ * Measured in this process (the runners share its event loop).
+ */
+export async function s12Graphile(ctx: Ctx): Promise<Figure[]> {
+  const { s12CronMinutes: minutes, s12Clocks: tasks, s12Instances: workers } = ctx.sizes;
+  if (minutes <= 0)
+    return [
+      fig(
+        "S12",
+        "fire lag p50 (slot → handler start)",
+        "ms",
+        "lower",
+        null,
+        "crontab fires once a minute: full mode only",
+        "graphile-worker",
+      ),
+    ];
+  const system = graphileSystem();
+  const ns = await system.fresh();
+  const gw = await peer<GwModule>("graphile-worker");
+  const starts: Array<{ id: string; ts: number; at: number }> = [];
+  const crontab = Array.from({ length: tasks }, (_, i) => `* * * * * bench_cron ?id=c${i} {i:${i}}`).join(
+    "\n",
+  );
+  const runners: GwRunner[] = [];
+  try {
+    for (let w = 0; w < workers; w++)
+      runners.push(
+        await gw.run({
+          connectionString: DATABASE_URL,
+          schema: ns.name,
+          concurrency: 10,
+          noHandleSignals: true,
+          crontab,
+          logger: new gw.Logger(() => () => undefined),
+          taskList: {
+            bench_cron: (payload: { i: number; _cron: { ts: string } }) => {
+              starts.push({ id: `c${payload.i}`, ts: Date.parse(payload._cron.ts), at: Date.now() });
+            },
+          },
+        }),
+      );
+    const from = Math.ceil(Date.now() / 60_000) * 60_000;
+    const to = from + minutes * 60_000;
+    while (Date.now() < to + 5_000) {
+      await sleep(1_000);
+      ctx.progress.tick(`graphile crontab: ${starts.length} starts`);
+    }
+    const window = starts.filter((s) => s.ts >= from && s.ts < to);
+    const perSlot = new Map<string, number>();
+    for (const s of window) perSlot.set(`${s.id}@${s.ts}`, (perSlot.get(`${s.id}@${s.ts}`) ?? 0) + 1);
+    const lags = window.map((s) => s.at - s.ts).sort((a, b) => a - b);
+    const checks = {
+      slotsExpected: tasks * minutes,
+      slotsRun: perSlot.size,
+      duplicates: [...perSlot.values()].filter((n) => n > 1).length,
+    };
+    const note = `${tasks} crontab entries "* * * * *" × ${minutes} min on ${workers} runners (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
+    return [
+      fig(
+        "S12",
+        "fire lag p50 (slot → handler start)",
+        "ms",
+        "lower",
+        percentile(lags, 50),
+        note,
+        "graphile-worker",
+        checks,
+      ),
+      fig(
+        "S12",
+        "fire lag p99 (slot → handler start)",
+        "ms",
+        "lower",
+        percentile(lags, 99),
+        note,
+        "graphile-worker",
+        checks,
+      ),
+    ];
+  } finally {
+    for (const r of runners) await r.stop().catch(() => undefined);
+    await dropSchema(ns.name);
+  }
+}
