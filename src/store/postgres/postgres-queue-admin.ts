@@ -74,27 +74,43 @@ export async function discard(
   return inOrder(ids, rows);
 }
 
+/**
+ * Each count is an index-only scan of that status's partial index (pending:
+ * the two ready indexes; delivered: migration 0014), never a read of the
+ * table's rows. The oldest pending message is the head of each ready index in
+ * emit order (one row each).
+ */
 export async function stats(ctx: PgContext, signal: string, now: number): Promise<SignalStats> {
-  const { rows } = await q<{ status: string; n: number; oldest: number | null }>(
+  const m = `${ctx.s}.messages`;
+  const { rows } = await q<{
+    pending: number;
+    inflight: number;
+    dead: number;
+    delivered: number;
+    oldest: number | null;
+  }>(
     ctx.pool,
-    `SELECT status, count(*)::int AS n, min(created_at) FILTER (WHERE status = 'pending') AS oldest
-     FROM ${ctx.s}.messages WHERE signal = $1 GROUP BY status`,
+    `SELECT
+       (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NULL)::int
+         + (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL)::int AS pending,
+       (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'inflight')::int AS inflight,
+       (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'dead')::int AS dead,
+       (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'delivered')::int AS delivered,
+       LEAST(
+         (SELECT created_at FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NULL ORDER BY seq LIMIT 1),
+         (SELECT created_at FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL ORDER BY seq LIMIT 1)
+       ) AS oldest`,
     [signal],
   );
-  const out: SignalStats = {
+  const r = rows[0]!;
+  return {
     signal,
-    pending: 0,
-    inflight: 0,
-    dead: 0,
-    delivered: 0,
-    oldestPendingAgeMs: null,
+    pending: r.pending,
+    inflight: r.inflight,
+    dead: r.dead,
+    delivered: r.delivered,
+    oldestPendingAgeMs: r.oldest === null ? null : Math.max(0, now - Number(r.oldest)),
   };
-  for (const r of rows) {
-    if (r.status === "pending" || r.status === "inflight" || r.status === "dead" || r.status === "delivered")
-      out[r.status] = r.n;
-    if (r.oldest !== null) out.oldestPendingAgeMs = Math.max(0, now - r.oldest);
-  }
-  return out;
 }
 
 export async function nextLeaseExpiry(ctx: PgContext, signal: string): Promise<number | null> {

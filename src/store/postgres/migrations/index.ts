@@ -8,6 +8,7 @@ import { m0007 } from "./0007-fanout.ts";
 import { m0008 } from "./0008-console.ts";
 import { m0010 } from "./0010-run-retention.ts";
 import { m0011 } from "./0011-due-runs-by-flow.ts";
+import { m0014 } from "./0014-delivered-by-signal.ts";
 
 /** One schema change. `sql` receives the quoted schema identifier. */
 export interface Migration {
@@ -18,4 +19,15 @@ export interface Migration {
 }
 
 /** Every migration, in order. Append only: a shipped migration never changes. */
-export const migrations: readonly Migration[] = [m0001, m0002, m0004, m0005, m0006, m0007, m0008, m0010, m0011];
+export const migrations: readonly Migration[] = [
+  m0001,
+  m0002,
+  m0004,
+  m0005,
+  m0006,
+  m0007,
+  m0008,
+  m0010,
+  m0011,
+  m0014,
+];
