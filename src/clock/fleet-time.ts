@@ -12,6 +12,13 @@ import type { Clock } from "./clock.ts";
 const RESYNC_MS = 60_000;
 const SAMPLES = 5;
 
+/**
+ * Half a second off the whole second nearest `at`: the re-measure's five round
+ * trips then never queue on the pool in front of a fire (slots fall on whole
+ * seconds and minutes).
+ */
+const offSecond = (at: number): number => at - (((at % 1_000) + 1_000) % 1_000) + 500;
+
 export class FleetTime {
   private offsetMs = 0;
   private cancel: (() => void) | undefined;
@@ -60,7 +67,7 @@ export class FleetTime {
       this.logger.warn({ err: e }, "clock: could not read the database's time; keeping the last offset");
     }
     if (this.running)
-      this.cancel = this.clock.at(this.clock.now() + RESYNC_MS, () => {
+      this.cancel = this.clock.at(offSecond(this.clock.now() + RESYNC_MS), () => {
         void this.measure();
       });
   }

@@ -150,13 +150,23 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
   return {
     async start() {
       if (o.listen) await connect();
-      pollTimer = setInterval(() => o.onEvents([{ kind: "wake" }]), o.pollIntervalMs);
-      pollTimer.unref();
+      const tick = (): void => {
+        pollTimer = setTimeout(
+          () => {
+            if (closed) return;
+            o.onEvents([{ kind: "wake" }]);
+            tick();
+          },
+          Math.max(0, nextPollAt(Date.now(), o.pollIntervalMs) - Date.now()),
+        );
+        pollTimer.unref();
+      };
+      tick();
     },
     async close() {
       closed = true;
       if (reconnectTimer !== undefined) clearTimeout(reconnectTimer);
-      if (pollTimer !== undefined) clearInterval(pollTimer);
+      if (pollTimer !== undefined) clearTimeout(pollTimer);
       reconnectTimer = pollTimer = undefined;
       const c = client;
       client = undefined;
@@ -166,6 +176,21 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
       }
     },
   };
+}
+
+/**
+ * When the next safety-net poll tick is due. Every consumer re-checks on a
+ * tick (each once signal's pool sends a claim, the schedules are re-read), a
+ * burst of queries on the pool; schedule slots fall on whole seconds
+ * (`every` slots are multiples of the interval since the epoch, cron slots
+ * whole minutes), so a fire queued behind that burst starts late. Ticks of a
+ * slow poll (2 s or more) are therefore put half a second off the whole second,
+ * within 500 ms of the interval; a fast poll (poll-only mode) ticks evenly.
+ */
+export function nextPollAt(now: number, intervalMs: number): number {
+  if (intervalMs < 2_000) return now + intervalMs;
+  const at = now + intervalMs;
+  return at - (((at % 1_000) + 1_000) % 1_000) + 500;
 }
 
 export function quoteIdent(name: string): string {
