@@ -412,26 +412,63 @@ class OkeApp implements App, FxRuntime {
     throw new OkeError({ code: "OKE1099", message: `app.idle(): work still running after ${timeoutMs} ms` });
   }
 
+  /**
+   * Stops within one deadline (`timeoutMs`, default `shutdownTimeoutMs`):
+   * every task the app started — handlers, durable drives and their settles,
+   * timers, sweeps, heartbeats, HTTP requests — gets until then, and the last
+   * log line names what was still running (counts and ids).
+   */
   async stop(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.state === "stopped" || this.state === "stopping") return;
     const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    const left = (): number => Math.max(0, deadline - Date.now());
+    const cutOff: string[] = [];
+    /** Waits for `p` until the deadline; names it among what was left if it had not settled. */
+    const until = async (what: string, p: Promise<unknown> | undefined): Promise<void> => {
+      if (p === undefined) return;
+      let timer: NodeJS.Timeout | undefined;
+      const done = p.then(
+        () => true,
+        (err: unknown) => {
+          this.logger.warn({ err, task: what }, `stop: ${what} failed`);
+          return true;
+        },
+      );
+      const expired = new Promise<boolean>((r) => {
+        timer = setTimeout(() => r(false), left());
+        timer.unref();
+      });
+      if (!(await Promise.race([done, expired]))) cutOff.push(what);
+      clearTimeout(timer);
+    };
     this.state = "stopping";
     // Live streams never finish on their own: end them first, their clients reconnect elsewhere and resume.
     this.sse.closeAll();
     this.cancelPrune?.();
-    await this.retention.stop();
     clearInterval(this.keepAlive);
-    await this.schedules.stop();
-    await Promise.all([this.signals.stop(timeoutMs), this.durable.stop(timeoutMs)]);
-    await this.server?.close({ timeoutMs });
-    await this.consoleServer?.close();
-    await this.heartbeat?.stop();
+    await Promise.all([
+      until("retention sweep", this.retention.stop()),
+      until("schedules", this.schedules.stop()),
+      until("prune", this.tasks.size === 0 ? undefined : Promise.allSettled([...this.tasks])),
+    ]);
+    await Promise.all([
+      this.signals.stop(left()),
+      this.durable.stop(left()),
+      until("http server", this.server?.close({ timeoutMs: left() })),
+    ]);
+    await until("console server", this.consoleServer?.close());
+    await until("heartbeat", this.heartbeat?.stop());
     this.fleetClock?.stop();
+    // Never cut short: the file driver flushes its log here.
     if (this.ownsStore) await this.store.close();
     this.state = "stopped";
+    const { messages, broadcasts } = this.signals.leftIds();
     logStopped(this.logger, {
-      handlers: this.signals.active,
-      runs: this.durable.running,
+      messageIds: messages,
+      runIds: this.durable.runningIds(),
+      broadcastIds: broadcasts,
+      tasks: cutOff,
       leaseMs: this.config.leaseMs,
       durableLeaseMs: this.config.durableLeaseMs,
     });

@@ -33,16 +33,30 @@ export function logServes(logger: Logger, manifest: Manifest): void {
   );
 }
 
+/** What a stop left unfinished at its deadline. */
+export interface LeftAtStop {
+  /** Once messages whose handler ran (or that were claimed and not started). */
+  messageIds: string[];
+  /** Durable runs still being driven. */
+  runIds: string[];
+  /** Broadcast copies (`<event id>/<flow>`) whose handler ran. */
+  broadcastIds: string[];
+  /** Other work the app started that had not ended: "retention sweep", "heartbeat", … */
+  tasks: string[];
+  leaseMs: number;
+  durableLeaseMs: number;
+}
+
 /**
  * The last line of a stop: what it left for other instances (or the next
  * boot) to reclaim — once handlers whose messages are claimed again, and
- * durable runs resumed from their journal, each once its lease runs out.
+ * durable runs resumed from their journal, each once its lease runs out —
+ * with the ids as fields, and any other task the deadline cut off.
  */
-export function logStopped(
-  logger: Logger,
-  left: { handlers: number; runs: number; leaseMs: number; durableLeaseMs: number },
-): void {
-  const { handlers, runs } = left;
+export function logStopped(logger: Logger, left: LeftAtStop): void {
+  const handlers = left.messageIds.length;
+  const runs = left.runIds.length;
+  const copies = left.broadcastIds.length;
   const said = [
     ...(handlers === 0
       ? []
@@ -54,9 +68,21 @@ export function logStopped(
       : [
           `${runs} durable run(s) were still running; they resume from their journal (on another instance, or at the next boot) once their ${left.durableLeaseMs} ms lease runs out`,
         ]),
+    ...(copies === 0
+      ? []
+      : [`${copies} broadcast handler(s) were still running; broadcast does not retry them`]),
+    ...(left.tasks.length === 0 ? [] : [`still running at the deadline: ${left.tasks.join(", ")}`]),
   ];
-  logger.info(
-    { leftForReclaim: handlers, durableRunsLeft: runs },
-    said.length === 0 ? "okengine stopped: nothing left running" : `okengine stopped: ${said.join(". ")}`,
-  );
+  const fields = {
+    leftForReclaim: handlers,
+    durableRunsLeft: runs,
+    ...(handlers === 0 ? {} : { messageIds: left.messageIds }),
+    ...(runs === 0 ? {} : { runIds: left.runIds }),
+    ...(copies === 0 ? {} : { broadcastIds: left.broadcastIds }),
+    ...(left.tasks.length === 0 ? {} : { tasksLeft: left.tasks }),
+  };
+  const line =
+    said.length === 0 ? "okengine stopped: nothing left running" : `okengine stopped: ${said.join(". ")}`;
+  if (said.length === 0) logger.info(fields, line);
+  else logger.warn(fields, line);
 }

@@ -11,7 +11,7 @@ import type { ResolvedConfig } from "./config.ts";
 export function openStore(config: ResolvedConfig, root: string, logger: Logger): Store {
   switch (config.journal) {
     case "memory":
-      return createMemoryStore();
+      return createMemoryStore(undefined, { logger });
     case "file":
       return createFileStore({ dir: resolve(root, config.fileDir), logger });
     case "postgres":

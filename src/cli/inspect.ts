@@ -25,6 +25,8 @@ export async function loadManifest(dir: string): Promise<Manifest> {
 export function formatRoutes(routes: readonly HttpRoute[]): string {
   if (routes.length === 0) return "no HTTP routes";
   const rows = [["METHOD", "PATH", "FLOW"], ...routes.map((r) => [r.method, r.path, r.flow])];
-  const widths = [0, 1].map((i) => Math.max(...rows.map((r) => r[i]!.length)));
+  // A loop, not Math.max(...): an app with very many routes must not overflow the stack.
+  const widths = [0, 0];
+  for (const r of rows) for (const i of [0, 1]) widths[i] = Math.max(widths[i]!, r[i]!.length);
   return rows.map(([m, p, f]) => `${m!.padEnd(widths[0]!)}  ${p!.padEnd(widths[1]!)}  ${f!}`).join("\n");
 }

@@ -113,7 +113,7 @@ async function deadIds(
       cursor,
       limit: Math.min(500, cap - ids.length),
     });
-    ids.push(...page.items.map((m) => m.id));
+    for (const m of page.items) ids.push(m.id);
     if (page.next === null) return { ids, more: false };
     cursor = page.next;
   }

@@ -62,8 +62,8 @@ export class DurableRuntime {
   private readonly wakeWatch = new Map<string, boolean>();
   /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
   private readonly tasks = new Set<Promise<unknown>>();
-  /** Attempts of durable runs this instance is driving now (every path). */
-  private driving = 0;
+  /** Attempts of durable runs this instance is driving now (every path), with their run ids. */
+  private readonly driving = new Map<Promise<unknown>, string>();
   /**
    * The durable flows this instance runs: every claim, orphan scan and wake
    * timer is filtered to them, so a run of another flow keeps its status and
@@ -95,17 +95,24 @@ export class DurableRuntime {
 
   /** Durable runs this instance is driving right now: the stop line reports those a stop left behind. */
   get running(): number {
-    return this.driving;
+    return this.driving.size;
   }
 
-  /** driveRun, counted in `running` while it drives. */
-  private async drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
-    this.driving++;
-    try {
-      return await driveRun(...args);
-    } finally {
-      this.driving--;
-    }
+  /** Ids of the durable runs this instance is driving right now (what a stop leaves behind). */
+  runningIds(): string[] {
+    return [...this.driving.values()];
+  }
+
+  /** driveRun, counted in `running` while it drives; stop() waits for it. */
+  private drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
+    const p = driveRun(...args);
+    const settled = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.driving.set(settled, args[1].run.id);
+    void settled.then(() => this.driving.delete(settled));
+    return p;
   }
 
   /** A fresh lease-holder token per acquisition, so two code paths of one process never share a lease. */
@@ -370,8 +377,28 @@ export class DurableRuntime {
     await Promise.allSettled([...this.tasks]);
   }
 
-  /** Stops the wake scheduler and waits for its resumes up to `timeoutMs`. */
+  /**
+   * Stops the wake scheduler, then waits up to `timeoutMs` in all for every
+   * run this instance drives (any path: start, delivery, orphan scan, wake
+   * early, scheduler). Runs still going at the deadline are left to their
+   * lease (see `runningIds`).
+   */
   async stop(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
     await this.scheduler.stop(timeoutMs);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<"expired">((r) => {
+      timer = setTimeout(() => r("expired"), Math.max(0, deadline - Date.now()));
+      timer.unref();
+    });
+    try {
+      // A resume that ends may have started another (a scan's next run): wait until none is left.
+      while (this.driving.size > 0 || this.tasks.size > 0) {
+        const all = Promise.allSettled([...this.driving.keys(), ...this.tasks]);
+        if ((await Promise.race([all, expired])) === "expired") return;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

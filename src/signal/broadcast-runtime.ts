@@ -274,6 +274,11 @@ export class BroadcastRuntime {
     return this.pools.every((p) => p.isIdle());
   }
 
+  /** Copies (`<event id>/<flow>`) whose handlers this instance has not finished. */
+  leftIds(): string[] {
+    return this.pools.flatMap((p) => p.leftIds());
+  }
+
   whenIdle(): Promise<unknown> {
     return Promise.all(this.pools.map((p) => p.whenIdle()));
   }
@@ -281,7 +286,22 @@ export class BroadcastRuntime {
   async stop(timeoutMs: number): Promise<void> {
     this.stopped = true;
     this.cancelTick?.();
-    await this.tickRunning;
-    await Promise.all(this.pools.map((p) => p.stop(timeoutMs)));
+    const deadline = Date.now() + timeoutMs;
+    await withinMs(timeoutMs, this.tickRunning);
+    await Promise.all(this.pools.map((p) => p.stop(Math.max(0, deadline - Date.now()))));
   }
+}
+
+/** Waits for `p` at most `ms`. */
+async function withinMs(ms: number, p: Promise<unknown> | undefined): Promise<void> {
+  if (p === undefined) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    p.catch(() => undefined),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
 }

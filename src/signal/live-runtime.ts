@@ -181,7 +181,8 @@ export class LiveRuntime {
   start(): void {
     const signals = this.liveSignals;
     if (signals.length === 0) return;
-    const every = Math.min(PRUNE_EVERY_MS, ...signals.map(retentionMs));
+    let every = PRUNE_EVERY_MS;
+    for (const sig of signals) every = Math.min(every, retentionMs(sig));
     const arm = (): void => {
       if (this.stopped) return;
       this.cancelPrune = this.clock.at(this.clock.now() + every, () => {

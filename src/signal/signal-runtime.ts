@@ -171,6 +171,11 @@ export class SignalRuntime {
     return this.pools.reduce((n, p) => n + p.active, 0);
   }
 
+  /** What this instance has not finished: once messages (handlers running or claimed) and broadcast copies. */
+  leftIds(): { messages: string[]; broadcasts: string[] } {
+    return { messages: this.pools.flatMap((p) => p.leftIds()), broadcasts: this.broadcasts.leftIds() };
+  }
+
   /** True when no pool (once or broadcast) holds work. */
   isIdle(): boolean {
     return this.pools.every((p) => p.isIdle()) && this.broadcasts.isIdle();

@@ -59,6 +59,8 @@ export class WorkerPool {
   private pumpDone: Promise<void> | undefined;
   private again = false;
   private readonly inflight = new Set<Promise<void>>();
+  /** Ids of the messages whose handlers run now (what a stop leaves behind). */
+  private readonly runningIds = new Set<string>();
   /** Claimed, not started yet (prefetch). */
   private buffer: ClaimedMessage[] = [];
   private pendingSettle: Settlement[] = [];
@@ -95,6 +97,13 @@ export class WorkerPool {
 
   get active(): number {
     return this.inflight.size;
+  }
+
+  /** Messages this pool holds and has not finished: handlers running, then claimed ones not started. */
+  leftIds(): string[] {
+    const ids = [...this.runningIds];
+    for (const m of this.buffer) ids.push(m.id);
+    return ids;
   }
 
   start(): void {
@@ -176,10 +185,15 @@ export class WorkerPool {
           } finally {
             this.roomHeld -= want;
           }
-          this.buffer.push(...claimed);
+          // Loops, not spreads: a claim as large as the room (concurrency + prefetch) must not overflow the stack.
+          let earliest = Infinity;
+          for (const m of claimed) {
+            this.buffer.push(m);
+            if (m.leaseExpiresAt < earliest) earliest = m.leaseExpiresAt;
+          }
           this.mayHaveMore = claimed.length === want;
           // Our own leases need no query: the earliest one arms the timer (a hung handler is reclaimed then).
-          if (claimed.length > 0) this.armAt(Math.min(...claimed.map((m) => m.leaseExpiresAt)));
+          if (claimed.length > 0) this.armAt(earliest);
           this.startBuffered();
           if (claimed.length < want) {
             break;
@@ -254,6 +268,7 @@ export class WorkerPool {
       this.settleSpent(m);
       return;
     }
+    this.runningIds.add(m.id);
     const p = this.o
       .handle(m)
       .catch((e: unknown): HandlerOutcome => ({
@@ -263,6 +278,7 @@ export class WorkerPool {
       .then((outcome) => this.settleLater(m, outcome))
       .finally(() => {
         this.inflight.delete(p);
+        this.runningIds.delete(m.id);
         this.startBuffered();
         // Claim again once the local buffer is half empty, so claims stay batched.
         if (this.mayHaveMore && this.buffer.length <= this.o.prefetch / 2) this.wake();
@@ -384,9 +400,13 @@ export class WorkerPool {
         const handed = r.claimed ?? [];
         if (handed.length > 0) {
           // After stop() they are left to lazy reclaim, like buffered messages stop() did not start.
-          this.buffer.push(...handed);
+          let earliest = Infinity;
+          for (const m of handed) {
+            this.buffer.push(m);
+            if (m.leaseExpiresAt < earliest) earliest = m.leaseExpiresAt;
+          }
           if (this.running) {
-            this.armAt(Math.min(...handed.map((m) => m.leaseExpiresAt)));
+            this.armAt(earliest);
             this.startBuffered();
           }
           // Every settled key found its next message: nothing was freed for a claim to find.

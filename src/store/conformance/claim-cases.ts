@@ -141,7 +141,7 @@ export function claimCases(factory: StoreFactory, options: ConformanceOptions): 
         );
         const got = batches.flat();
         if (got.length === 0) break;
-        seen.push(...got.map((c) => c.id));
+        for (const c of got) seen.push(c.id);
         await store().settle(
           got.map((c) => outcome(c, "delivered")),
           T0,

@@ -22,7 +22,7 @@ async function allPages<T extends { id: string | number }>(
   let cursor: string | null = null;
   for (let guard = 0; guard < 100; guard++) {
     const page: Page<T> = await fetch(cursor);
-    out.push(...page.items.map((x) => String(x.id)));
+    for (const x of page.items) out.push(String(x.id));
     if (page.next === null) return out;
     cursor = page.next;
   }

@@ -85,7 +85,7 @@ export function journalParkCases(factory: StoreFactory): void {
         for (const b of batches) expect(b.length).toBeLessThanOrEqual(1);
         const got = batches.flat();
         if (got.length === 0) break;
-        seen.push(...got.map((a) => a.run.id));
+        for (const a of got) seen.push(a.run.id);
       }
       expect([...seen].sort()).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`).sort());
       // Nothing sleeps any more; the next deadline is the claimers' lease expiry.

@@ -82,7 +82,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const dir = resolve(options.dir);
   const compactBytes = options.compactBytes ?? DEFAULT_COMPACT_BYTES;
   const logger = options.logger;
-  const listeners = createStoreListeners();
+  const listeners = createStoreListeners(logger);
   const tapeListeners = new Set<(tape: TapeRef | "all") => void>();
   const tellTapes = (tape: TapeRef | "all"): void => {
     for (const l of [...tapeListeners]) l(tape);
@@ -95,6 +95,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     const inner = createEngineStore({
       driver: "file",
       engine,
+      ...(logger ? { logger } : {}),
       persist: (op: EngineOp) => {
         s.log.append(op);
         return s.log.barrier();

@@ -37,7 +37,8 @@ export function createMemorySubscriptions(): SubscriptionStore {
     async lapsedSubscriptions(before, limit) {
       const out: LapsedSubscription[] = [];
       for (const v of subs.values()) {
-        const expiredAt = Math.max(...v.by.values());
+        let expiredAt = -Infinity;
+        for (const at of v.by.values()) if (at > expiredAt) expiredAt = at;
         if (v.by.size > 0 && expiredAt <= before) out.push({ ...v.sub, expiredAt });
       }
       return out.sort((a, b) => a.expiredAt - b.expiredAt).slice(0, limit);

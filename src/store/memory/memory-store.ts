@@ -1,6 +1,6 @@
 /** The memory driver: a MemoryEngine wrapped as an async Store. */
 import { storeErrors } from "../index.ts";
-import { createStoreListeners } from "../store-listeners.ts";
+import { createStoreListeners, type ListenerFailureLog } from "../store-listeners.ts";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
 import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
 import { createMemorySubscriptions } from "./memory-fanout.ts";
@@ -18,6 +18,8 @@ export interface EngineStoreOptions {
   persist?: (op: EngineOp) => void | Promise<void>;
   open?: () => Promise<void>;
   close?: () => Promise<void>;
+  /** Where a store listener that throws is reported. */
+  logger?: ListenerFailureLog;
 }
 
 /**
@@ -30,7 +32,7 @@ const HEALTHY = Object.freeze({ ok: true as const });
 
 export function createEngineStore(opts: EngineStoreOptions): Store {
   const { engine, driver } = opts;
-  const listeners = createStoreListeners();
+  const listeners = createStoreListeners(opts.logger);
   const commit = async (op: EngineOp | null, events: readonly StoreEvent[] = []): Promise<void> => {
     if (op !== null && opts.persist !== undefined) await opts.persist(op);
     for (const event of events) listeners.emit(event);
@@ -312,6 +314,13 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
 }
 
 /** The process-local store (driver "memory"): the reference semantics, lost on exit. */
-export function createMemoryStore(engine: MemoryEngine = new MemoryEngine()): Store {
-  return createEngineStore({ driver: "memory", engine });
+export function createMemoryStore(
+  engine: MemoryEngine = new MemoryEngine(),
+  options: { logger?: ListenerFailureLog } = {},
+): Store {
+  return createEngineStore({
+    driver: "memory",
+    engine,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 }

@@ -28,6 +28,8 @@ export interface PgContext {
   origin: string;
   /** Tells this process's subscribers. */
   emit(events: StoreEvent[]): void;
+  /** The store's logger (fallbacks and recoveries are logged). */
+  logger?: PgLogger;
 }
 
 /**

@@ -176,7 +176,7 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
             jsonParam(e.payload),
             now,
           ]);
-          out.push(...rows.map(toEntry));
+          for (const row of rows) out.push(toEntry(row));
         }
         const names = [...new Set(out.map((e) => tapeName(e.signal, e.key)))];
         if (ctx.notify && names.length > 0)

@@ -1,12 +1,20 @@
 /** One group-commit lane: callers that arrive while a statement is in flight share the next one. */
 import type { PgContext } from "./postgres-context.ts";
+import { isPostgresOutage } from "./postgres-health.ts";
+
+/** Requests one shared statement carries at most; the rest wait for the next one. */
+export const MAX_GROUP = 1_000;
 
 /** What the shared statement decided for one caller: its value, or a follow-up to run alone. */
 export type BatchOutcome<T> = { value: T } | { alone: () => Promise<T> };
 
 export interface GroupCommit<R, T> {
+  /** What the statements carry, for the log line of a fallback ("emits", "journal appends" …). */
+  what: string;
   /** Statements in flight at once per store. */
   maxInFlight: number;
+  /** Requests per shared statement (default MAX_GROUP). */
+  maxGroup?: number;
   /** The one-caller statement: a lone request, and every request of a batch whose shared statement failed. */
   single(ctx: PgContext, req: R): Promise<T>;
   /**
@@ -45,8 +53,8 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): (ctx: PgContext, req: R
         ctx,
         waiters.map((w) => w.req),
       );
-    } catch {
-      for (const w of waiters) await alone(w);
+    } catch (err) {
+      await fallBack(ctx, waiters, err);
       return;
     }
     for (const [i, w] of waiters.entries()) {
@@ -55,9 +63,41 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): (ctx: PgContext, req: R
       else await o.alone().then(w.resolve, w.reject);
     }
   };
+  /**
+   * The shared statement failed: each request goes alone, so one caller's
+   * conflict fails that caller only. Bounded: a group holds at most
+   * `maxGroup` requests, and once a lone statement finds the database
+   * unavailable the rest get that error without a round trip each. Logged.
+   */
+  const fallBack = async (ctx: PgContext, waiters: Waiter<R, T>[], err: unknown): Promise<void> => {
+    ctx.logger?.warn(
+      { err, requests: waiters.length },
+      `group commit: a shared statement of ${waiters.length} ${g.what} failed; sending each alone`,
+    );
+    let outage: unknown;
+    let gaveUp = 0;
+    for (const w of waiters) {
+      if (outage !== undefined) {
+        w.reject(outage);
+        gaveUp++;
+        continue;
+      }
+      try {
+        w.resolve(await g.single(ctx, w.req));
+      } catch (e) {
+        if (isPostgresOutage(e)) outage = e;
+        w.reject(e);
+      }
+    }
+    if (gaveUp > 0)
+      ctx.logger?.warn(
+        { err: outage, requests: gaveUp },
+        `group commit: the database is unavailable; ${gaveUp} ${g.what} failed without being sent again`,
+      );
+  };
   const pump = (ctx: PgContext, lane: Lane<R, T>): void => {
     while (lane.inFlight < g.maxInFlight && lane.waiting.length > 0) {
-      const waiters = lane.waiting.splice(0, lane.waiting.length);
+      const waiters = lane.waiting.splice(0, Math.min(lane.waiting.length, g.maxGroup ?? MAX_GROUP));
       lane.inFlight++;
       void flush(ctx, waiters).finally(() => {
         lane.inFlight--;

@@ -95,6 +95,7 @@ SELECT (SELECT coalesce(array_agg(id || ' ' || lease_owner), '{}') FROM run) AS 
        (SELECT count(*) FROM entries) AS written`;
 
 const appends = groupCommit<AppendRequest, void>({
+  what: "journal appends",
   maxInFlight: MAX_IN_FLIGHT,
   single: append,
   async batch(ctx, reqs) {
@@ -130,6 +131,7 @@ run AS (
 SELECT coalesce(array_agg(id || ' ' || owner), '{}') AS fenced_in FROM run`;
 
 const finishes = groupCommit<FinishRequest, void>({
+  what: "run finishes",
   maxInFlight: MAX_IN_FLIGHT,
   single: finish,
   async batch(ctx, reqs) {
@@ -157,6 +159,7 @@ ON CONFLICT (id) DO NOTHING
 RETURNING *`;
 
 const starts = groupCommit<StartRun, AcquiredRun>({
+  what: "run starts",
   maxInFlight: MAX_IN_FLIGHT,
   single: startRun,
   async batch(ctx, reqs) {

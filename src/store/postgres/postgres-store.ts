@@ -112,7 +112,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
   pool.on("error", onPoolError);
 
-  const listeners = createStoreListeners();
+  const listeners = createStoreListeners(logger);
   const emit = (events: StoreEvent[]): void => {
     for (const event of events) listeners.emit(event);
   };
@@ -124,6 +124,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     notify: options.notify ?? true,
     origin,
     emit,
+    logger,
   };
   const wake: WakeSource = createWakeSource({
     connectionString: options.connectionString,
