@@ -129,6 +129,7 @@ class App {
 type Json = any;
 
 const drivers = [
+  { name: "memory", env: (): Record<string, string> => ({ OKE_JOURNAL: "memory" }) },
   { name: "file", env: (): Record<string, string> => ({ OKE_JOURNAL: "file" }) },
   {
     name: "postgres",
@@ -306,6 +307,22 @@ describe.each(drivers)(
       expect((await json("dead", "jobs.run")).items).toEqual([]);
       expect((await run("dead", "jobs.run")).stdout).toContain("no dead letters on jobs.run");
       expect(app.read("delivered.log")).toEqual(["1", "2"]);
+      // A paced replay (--rate) runs in the background: a poison message goes dead again, its history growing.
+      expect(await app.post("/emit", { n: 9, fail: "always" })).toBe(200);
+      await until(async () => (await json("dead", "jobs.run")).items.length === 1, "the poison message dead");
+      const [poison] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
+      const paced = await run("replay", "jobs.run", "--all", "--rate", "50");
+      expect(paced.code).toBe(0);
+      expect(paced.stdout).toMatch(
+        /^replaying 1 dead letter of jobs\.run at 50\/s in the background \(job \S+\)/,
+      );
+      await until(
+        async () => (await app.api<Json>(`/api/messages/${poison}`)).failures.length === 4,
+        "the replayed poison message failed twice more",
+      );
+      expect((await app.api<Json>(`/api/messages/${poison}`)).status).toBe("dead");
+      expect((await json("discard", "jobs.run", poison)).discarded).toEqual([poison]);
+
       // Every action above is in the audit log under the token's label.
       const audit = await app.api<Json>("/api/audit?limit=20");
       expect(audit.items.every((a: Json) => a.actor === "operator")).toBe(true);

@@ -404,7 +404,7 @@ export function addOperatorCommands(program: Command): void {
           );
         if (res.job)
           return print(
-            `replaying ${res.job.total} dead letters of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})`,
+            `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})`,
           );
         const done = res.replayed ?? [];
         const skipped = "ids" in body ? body.ids.filter((id) => !done.includes(id)) : [];
