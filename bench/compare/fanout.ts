@@ -14,11 +14,32 @@ import type { Figure, ScenarioId } from "./types.ts";
 const OKENGINE = "okengine-postgres";
 const script = (name: string): string => fileURLToPath(new URL(`../${name}`, import.meta.url));
 
-/** Runs a bench script and returns the JSON object it printed last (one line or pretty-printed). */
+/**
+ * The figures a script printed: one JSON object (on one line or pretty-printed);
+ * a logger may print JSON lines around it, so the last block that parses and
+ * carries `key`.
+ */
+export function figuresIn(out: string, key: string): Record<string, unknown> | undefined {
+  const blocks = `\n${out}`
+    .split("\n{")
+    .slice(1)
+    .map((b) => `{${b}`.trim());
+  for (const block of blocks.reverse()) {
+    try {
+      const parsed = JSON.parse(block) as Record<string, unknown>;
+      if (key in parsed) return parsed;
+    } catch {
+      continue;
+    }
+  }
+  return undefined;
+}
+
+/** Runs a bench script and returns the JSON object of figures it printed (the last one holding `key`). */
 export async function runScript(
   name: string,
   args: Array<string | number>,
-  o: { gc?: boolean; ctx: Ctx },
+  o: { gc?: boolean; ctx: Ctx; key: string },
 ): Promise<Record<string, unknown>> {
   const child = spawn(
     process.execPath,
@@ -39,11 +60,9 @@ export async function runScript(
   );
   const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
   clearInterval(tick);
-  const at = out.lastIndexOf("\n{") + 1;
-  const text = out.slice(at).trim();
-  if (code !== 0 || !text.startsWith("{"))
-    throw new Error(`${name} exited ${String(code)}: ${(err || out).slice(-300)}`);
-  return JSON.parse(text) as Record<string, unknown>;
+  const figures = code === 0 ? figuresIn(out, o.key) : undefined;
+  if (figures !== undefined) return figures;
+  throw new Error(`${name} exited ${String(code)} without its figures: ${(err || out).slice(-300)}`);
 }
 
 const fig = (
@@ -71,7 +90,7 @@ const num = (v: unknown): number | null => (typeof v === "number" && Number.isFi
 
 /** S10: broadcast emit on instance A → handler start on instance B, one event at a time. */
 export async function s10(ctx: Ctx): Promise<Figure[]> {
-  const r = await runScript("broadcast-latency.ts", [ctx.sizes.s10Events], { ctx });
+  const r = await runScript("broadcast-latency.ts", [ctx.sizes.s10Events], { ctx, key: "p50Ms" });
   const note = `${String(r.events)} events`;
   return [
     fig("S10", "broadcast emit → handler p50, 2 instances", "ms", "lower", num(r.p50Ms), note),
@@ -84,6 +103,7 @@ export async function s11(ctx: Ctx): Promise<Figure[]> {
   const r = await runScript("sse-streams.ts", [ctx.sizes.s11Streams, ctx.sizes.s11Emits], {
     gc: true,
     ctx,
+    key: "rssPerStreamBytes",
   });
   const note = `${String(r.openStreams)} of ${String(r.streams)} streams open, ${String(r.emits)} emits`;
   return [
@@ -96,7 +116,7 @@ export async function s11(ctx: Ctx): Promise<Figure[]> {
 /** S12, okengine: `every("1s")` clocks on 3 app processes; lag = handler start − slot. */
 export async function s12(ctx: Ctx): Promise<Figure[]> {
   const { s12Seconds, s12Clocks, s12Instances } = ctx.sizes;
-  const r = await runScript("clock-lag.ts", [s12Seconds, s12Clocks, s12Instances], { ctx });
+  const r = await runScript("clock-lag.ts", [s12Seconds, s12Clocks, s12Instances], { ctx, key: "lagMs" });
   const lag = (r.lagMs ?? {}) as Record<string, unknown>;
   const checks = {
     slotsExpected: num(r.slotsExpected) ?? 0,
