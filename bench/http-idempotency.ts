@@ -19,6 +19,15 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const PG_URL = process.env.DATABASE_URL_TEST ?? "postgres://postgres@127.0.0.1:5432/test";
 const body = JSON.stringify({ sku: "sku-1", qty: 2 });
 
+/** Statements sent to PostgreSQL (round trips), counted at the client: load-independent, unlike req/s. */
+let statements = 0;
+// eslint-disable-next-line @typescript-eslint/unbound-method -- patched and called with apply(this)
+const origQuery = pg.Client.prototype.query as (...a: unknown[]) => unknown;
+pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]): unknown {
+  statements++;
+  return origQuery.apply(this, args);
+} as typeof pg.Client.prototype.query;
+
 function post(port: number, agent: Agent, key: string | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = {
@@ -43,6 +52,7 @@ function post(port: number, agent: Agent, key: string | undefined): Promise<void
 /** Requests per second for `ms` of closed-loop load with CONNECTIONS in flight. */
 async function segment(port: number, agent: Agent, keyed: boolean, ms: number): Promise<number> {
   let n = 0;
+  const sent = statements;
   let seq = 0;
   const end = Date.now() + ms;
   await Promise.all(
@@ -53,8 +63,10 @@ async function segment(port: number, agent: Agent, keyed: boolean, ms: number): 
       }
     }),
   );
+  perRequest[keyed ? "keyed" : "plain"].push((statements - sent) / Math.max(1, n));
   return n / (ms / 1000);
 }
+const perRequest = { plain: [] as number[], keyed: [] as number[] };
 
 async function measure(name: string, store: Store): Promise<void> {
   const create = on(
@@ -67,6 +79,8 @@ async function measure(name: string, store: Store): Promise<void> {
   await segment(port, agent, true, 500); // warm-up (JIT, pool)
   const plain: number[] = [];
   const keyed: number[] = [];
+  perRequest.plain = [];
+  perRequest.keyed = [];
   const rounds = Math.max(1, Math.round(SECONDS / 1));
   for (let i = 0; i < rounds; i++) {
     plain.push(await segment(port, agent, false, 500));
@@ -76,7 +90,7 @@ async function measure(name: string, store: Store): Promise<void> {
   const p = median(plain);
   const k = median(keyed);
   console.log(
-    `${name.padEnd(9)} without key ${p.toFixed(0).padStart(6)} req/s   with key ${k.toFixed(0).padStart(6)} req/s   ratio ${(k / p).toFixed(2)}×`,
+    `${name.padEnd(9)} without key ${p.toFixed(0).padStart(6)} req/s   with key ${k.toFixed(0).padStart(6)} req/s   ratio ${(k / p).toFixed(2)}×   statements/request ${median(perRequest.plain).toFixed(2)} / ${median(perRequest.keyed).toFixed(2)}`,
   );
   agent.destroy();
   await app.stop();

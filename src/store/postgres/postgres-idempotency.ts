@@ -6,6 +6,7 @@ import type {
   StoredResponse,
 } from "../idempotency-types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
+import { groupCommit } from "./postgres-group-commit.ts";
 
 interface Row {
   key: string;
@@ -30,30 +31,83 @@ const toRecord = (r: Row): IdempotencyRecord => ({
   expiresAt: Number(r.expires_at),
 });
 
+/** The claim's first step for one key: a new (or expired) key is claimed by the INSERT alone. */
+const claimOneSql = (s: string): string => `
+INSERT INTO ${s}.idempotency_keys AS k
+  (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
+VALUES ($1, $2, 'running', NULL, NULL, $3, $4::bigint + $5::bigint, $4, $4::bigint + $6::bigint)
+ON CONFLICT (key) DO UPDATE SET
+  fingerprint = EXCLUDED.fingerprint, status = 'running', response_status = NULL, response_body = NULL,
+  run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
+  expires_at = EXCLUDED.expires_at
+WHERE k.expires_at <= $4
+RETURNING 1`;
+
+/** The same for many distinct keys in one statement; returns the keys it claimed. */
+const claimManySql = (s: string): string => `
+INSERT INTO ${s}.idempotency_keys AS k
+  (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
+SELECT u.key, u.fingerprint, 'running', NULL, NULL, u.run_id, u.now + u.lock_ms, u.now, u.now + u.window_ms
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+  AS u(key, fingerprint, run_id, now, lock_ms, window_ms)
+ON CONFLICT (key) DO UPDATE SET
+  fingerprint = EXCLUDED.fingerprint, status = 'running', response_status = NULL, response_body = NULL,
+  run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
+  expires_at = EXCLUDED.expires_at
+WHERE k.expires_at <= EXCLUDED.created_at
+RETURNING k.key`;
+
+/**
+ * Group commit of the claims' first step: concurrent keyed requests share one
+ * INSERT … ON CONFLICT (one commit) instead of one each; a lone request goes
+ * out at once. Two requests with one key in a batch: the first goes in the
+ * statement, the second takes the follow-up path alone after it (it finds
+ * the first's claim: 409 or the stored answer), as if they had come in turn.
+ */
+const claimGrouped = groupCommit<ClaimIdempotencyRequest, boolean>({
+  maxInFlight: 2,
+  single: async (ctx, req) =>
+    (
+      await q(ctx.pool, claimOneSql(ctx.s), [
+        req.key,
+        req.fingerprint,
+        req.runId,
+        req.now,
+        req.lockMs,
+        req.windowMs,
+      ])
+    ).rowCount > 0,
+  async batch(ctx, reqs) {
+    const first = new Map<string, ClaimIdempotencyRequest>();
+    for (const r of reqs) if (!first.has(r.key)) first.set(r.key, r);
+    const rs = [...first.values()];
+    const { rows } = await q<{ key: string }>(ctx.pool, claimManySql(ctx.s), [
+      rs.map((r) => r.key),
+      rs.map((r) => r.fingerprint),
+      rs.map((r) => r.runId),
+      rs.map((r) => r.now),
+      rs.map((r) => r.lockMs),
+      rs.map((r) => r.windowMs),
+    ]);
+    const claimed = new Set(rows.map((r) => r.key));
+    return reqs.map((r) =>
+      first.get(r.key) === r ? { value: claimed.has(r.key) } : { alone: () => Promise.resolve(false) },
+    );
+  },
+});
+
 /**
  * Three steps, each atomic on the row, tried in the order of their likelihood:
  * a new (or expired) key is claimed by the INSERT alone — one round trip, the
- * cost every keyed request pays; a retry then takes over a lapsed lock or
- * reads the record. The conditions are those of the memory driver.
+ * cost every keyed request pays, shared by concurrent requests (claimGrouped);
+ * a retry then takes over a lapsed lock or reads the record. The conditions are
+ * those of the memory driver.
  */
 export async function claimIdempotencyKey(
   ctx: PgContext,
   req: ClaimIdempotencyRequest,
 ): Promise<IdempotencyClaim> {
-  const claimed = await q(
-    ctx.pool,
-    `INSERT INTO ${ctx.s}.idempotency_keys AS k
-       (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
-     VALUES ($1, $2, 'running', NULL, NULL, $3, $4::bigint + $5::bigint, $4, $4::bigint + $6::bigint)
-     ON CONFLICT (key) DO UPDATE SET
-       fingerprint = EXCLUDED.fingerprint, status = 'running', response_status = NULL, response_body = NULL,
-       run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
-       expires_at = EXCLUDED.expires_at
-     WHERE k.expires_at <= $4
-     RETURNING 1`,
-    [req.key, req.fingerprint, req.runId, req.now, req.lockMs, req.windowMs],
-  );
-  if (claimed.rowCount > 0) return { kind: "claimed" };
+  if (await claimGrouped(ctx, req)) return { kind: "claimed" };
   const taken = await q<Row>(
     ctx.pool,
     `UPDATE ${ctx.s}.idempotency_keys SET locked_until = $3::bigint + $4::bigint
@@ -81,16 +135,55 @@ export async function renewIdempotencyKey(
   return rowCount > 0;
 }
 
-export async function completeIdempotencyKey(
-  ctx: PgContext,
-  req: { key: string; fingerprint: string; response: StoredResponse; now: number },
-): Promise<void> {
-  await q(
-    ctx.pool,
-    `UPDATE ${ctx.s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
-     WHERE key = $1 AND fingerprint = $2 AND status = 'running'`,
-    [req.key, req.fingerprint, req.response.status, req.response.body],
-  );
+interface CompleteRequest {
+  key: string;
+  fingerprint: string;
+  response: StoredResponse;
+  now: number;
+}
+
+/** Group commit of completions: concurrent answers are stored by one UPDATE … FROM unnest (one commit). */
+const completeGrouped: (ctx: PgContext, req: CompleteRequest) => Promise<undefined> = groupCommit<
+  CompleteRequest,
+  undefined
+>({
+  maxInFlight: 2,
+  async single(ctx, req) {
+    await q(
+      ctx.pool,
+      `UPDATE ${ctx.s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
+       WHERE key = $1 AND fingerprint = $2 AND status = 'running'`,
+      [req.key, req.fingerprint, req.response.status, req.response.body],
+    );
+    return undefined;
+  },
+  async batch(ctx, reqs) {
+    // One row per key: a key's holder completes it once; a repeat (same key twice) goes alone after.
+    const first = new Map<string, CompleteRequest>();
+    for (const r of reqs) if (!first.has(r.key)) first.set(r.key, r);
+    const rs = [...first.values()];
+    await q(
+      ctx.pool,
+      `UPDATE ${ctx.s}.idempotency_keys k SET status = 'done', response_status = u.status, response_body = u.body
+       FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[]) AS u(key, fingerprint, status, body)
+       WHERE k.key = u.key AND k.fingerprint = u.fingerprint AND k.status = 'running'`,
+      [
+        rs.map((r) => r.key),
+        rs.map((r) => r.fingerprint),
+        rs.map((r) => r.response.status),
+        rs.map((r) => r.response.body),
+      ],
+    );
+    return reqs.map((r) =>
+      first.get(r.key) === r
+        ? { value: undefined }
+        : { alone: (): Promise<undefined> => completeGrouped(ctx, r) },
+    );
+  },
+});
+
+export async function completeIdempotencyKey(ctx: PgContext, req: CompleteRequest): Promise<void> {
+  await completeGrouped(ctx, req);
 }
 
 export async function releaseIdempotencyKey(
