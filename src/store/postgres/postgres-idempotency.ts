@@ -65,6 +65,7 @@ RETURNING k.key`;
  * the first's claim: 409 or the stored answer), as if they had come in turn.
  */
 const claimGrouped = groupCommit<ClaimIdempotencyRequest, boolean>({
+  what: "idempotency claims",
   maxInFlight: 2,
   single: async (ctx, req) =>
     (
@@ -147,6 +148,7 @@ const completeGrouped: (ctx: PgContext, req: CompleteRequest) => Promise<undefin
   CompleteRequest,
   undefined
 >({
+  what: "idempotency completions",
   maxInFlight: 2,
   async single(ctx, req) {
     await q(
