@@ -43,7 +43,7 @@ const { s4 } = await import("./compare/latency.ts");
 const { s6 } = await import("./compare/failures.ts");
 const { queueSystems, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
-const { s10, s11, s12, s12Graphile } = await import("./compare/fanout.ts");
+const { s10, s11, s12, s12Bullmq, s12Graphile } = await import("./compare/fanout.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
 type Sizes = import("./compare/types.ts").Sizes;
@@ -178,6 +178,8 @@ if (wanted("S11") && okenginePicked)
   steps.push({ scenario: "S11", system: "okengine-postgres", run: () => s11(ctxOnce) });
 if (wanted("S12") && okenginePicked)
   steps.push({ scenario: "S12", system: "okengine-postgres", run: () => s12(ctxOnce) });
+if (wanted("S12") && (!pick || pick.includes("bullmq")))
+  steps.push({ scenario: "S12", system: "bullmq", run: () => s12Bullmq(ctxOnce) });
 if (wanted("S12") && (!pick || pick.includes("graphile-worker")))
   steps.push({ scenario: "S12", system: "graphile-worker", run: () => s12Graphile(ctxOnce) });
 // S7 (child processes, a kill, a fixed wait), S11 and S12 (minutes of wall time each) run in the first round only.
@@ -309,7 +311,7 @@ const result: import("./compare/report.ts").RunResult = {
     "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
-    "S10–S12 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S10/S11 are okengine only. S12 (first round only): okengine's lag is handler start − slot over 3 app processes; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
+    "S10–S12 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S10/S11 are okengine only. S12 (first round only): okengine's lag is handler start − slot over 3 app processes; BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
       .join(

@@ -43,7 +43,7 @@ interface RedisClient {
 const QUEUE = "bench_jobs";
 const connection = { ...REDIS, maxRetriesPerRequest: null };
 
-async function deletePrefix(prefix: string): Promise<void> {
+export async function deletePrefix(prefix: string): Promise<void> {
   const { Redis } = await peer<{ Redis: new (o: object) => RedisClient }>("ioredis");
   const r = new Redis({ ...REDIS });
   try {

@@ -6,7 +6,8 @@
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { DATABASE_URL, dropSchema, peer, percentile, sleep } from "./env.ts";
+import { deletePrefix } from "./bullmq.ts";
+import { DATABASE_URL, REDIS, dropSchema, peer, percentile, randomName, sleep } from "./env.ts";
 import { graphileSystem } from "./graphile.ts";
 import type { Ctx } from "./scenario-kit.ts";
 import type { Figure, ScenarioId } from "./types.ts";
@@ -224,5 +225,90 @@ export async function s12Graphile(ctx: Ctx): Promise<Figure[]> {
   } finally {
     for (const r of runners) await r.stop().catch(() => undefined);
     await dropSchema(ns.name);
+  }
+}
+
+interface BullSchedJob {
+  id?: string;
+}
+interface BullSchedModule {
+  Queue: new (
+    name: string,
+    opts: object,
+  ) => {
+    upsertJobScheduler(id: string, repeat: object, template: object): Promise<unknown>;
+    waitUntilReady(): Promise<unknown>;
+    close(): Promise<void>;
+  };
+  Worker: new (
+    name: string,
+    processor: (job: BullSchedJob) => Promise<void>,
+    opts: object,
+  ) => { on(event: "error", fn: (e: unknown) => void): void; close(): Promise<void> };
+}
+
+/**
+ * S12, BullMQ: `s12Clocks` job schedulers `{ every: 1000 }` (the API that
+ * replaced repeatable jobs), `s12Instances` workers in this process, for
+ * `s12Seconds`; lag = job start − its due time, which BullMQ puts in the id
+ * of each scheduler job (`repeat:<scheduler id>:<due ms>`).
+ */
+export async function s12Bullmq(ctx: Ctx): Promise<Figure[]> {
+  const { s12Seconds: seconds, s12Clocks: schedulers, s12Instances: workers } = ctx.sizes;
+  const { Queue, Worker } = await peer<BullSchedModule>("bullmq");
+  const prefix = randomName("okbench_sched");
+  const connection = { ...REDIS, maxRetriesPerRequest: null };
+  const queue = new Queue("bench_sched", { connection, prefix });
+  const starts: Array<{ id: string; due: number; at: number }> = [];
+  const running: Array<{ close(): Promise<void> }> = [];
+  try {
+    await queue.waitUntilReady();
+    for (let i = 0; i < schedulers; i++)
+      await queue.upsertJobScheduler(`c${i}`, { every: 1_000 }, { name: "tick", data: { i } });
+    for (let w = 0; w < workers; w++) {
+      const worker = new Worker(
+        "bench_sched",
+        async (job) => {
+          const at = Date.now();
+          const m = /^repeat:(.+):(\d+)$/.exec(job.id ?? "");
+          if (m) starts.push({ id: m[1]!, due: Number(m[2]), at });
+        },
+        { connection, prefix, concurrency: 10 },
+      );
+      worker.on("error", () => undefined);
+      running.push(worker);
+    }
+    const from = Math.ceil(Date.now() / 1_000) * 1_000 + 2_000;
+    const to = from + seconds * 1_000;
+    while (Date.now() < to + 3_000) {
+      await sleep(1_000);
+      ctx.progress.tick(`BullMQ schedulers: ${starts.length} starts`);
+    }
+    const window = starts.filter((s) => s.due >= from && s.due < to);
+    const perSlot = new Map<string, number>();
+    for (const s of window) perSlot.set(`${s.id}@${s.due}`, (perSlot.get(`${s.id}@${s.due}`) ?? 0) + 1);
+    const lags = window.map((s) => s.at - s.due).sort((a, b) => a - b);
+    const checks = {
+      slotsExpected: schedulers * seconds,
+      slotsRun: perSlot.size,
+      duplicates: [...perSlot.values()].filter((n) => n > 1).length,
+    };
+    const note = `${schedulers} job schedulers { every: 1000 } × ${seconds} s on ${workers} workers (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
+    return (["p50", "p99"] as const).map((p) =>
+      fig(
+        "S12",
+        `fire lag ${p} (slot → handler start)`,
+        "ms",
+        "lower",
+        lags.length === 0 ? null : percentile(lags, p === "p50" ? 50 : 99),
+        note,
+        "bullmq",
+        checks,
+      ),
+    );
+  } finally {
+    for (const w of running) await w.close().catch(() => undefined);
+    await queue.close().catch(() => undefined);
+    await deletePrefix(prefix);
   }
 }
