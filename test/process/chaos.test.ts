@@ -142,14 +142,14 @@ describe.sequential(`chaos on PostgreSQL (seed ${SEED}${FULL ? ", full size" : "
       const heal = (): void => {
         for (const [i, p] of emitters.entries())
           if (p.child.dead && !emitterDone(p)) {
-            selfDied.push(firstError(p.child.stderr));
+            selfDied.push(`${p.ready ? "after" : "before"} ready: ${firstError(p.child.stderr)}`);
             const slot = slotOf.get(p)!;
             emitters[i] = spawnEmitter(slot);
             slotOf.set(emitters[i], slot);
           }
         for (const [i, p] of consumers.entries())
           if (p.child.dead) {
-            selfDied.push(firstError(p.child.stderr));
+            selfDied.push(`${p.ready ? "after" : "before"} ready: ${firstError(p.child.stderr)}`);
             consumers[i] = spawnConsumer();
           }
       };

@@ -100,7 +100,7 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
       const heal = async (): Promise<void> => {
         for (const [i, p] of live.entries())
           if (p.child.dead) {
-            selfDied.push(firstError(p.child.stderr));
+            selfDied.push(`${p.ready ? "after" : "before"} ready: ${firstError(p.child.stderr)}`);
             const have = p.ids.length > 0 ? await startedIds() : new Set<string>();
             live[i] = spawn(p.ids.filter((id) => !have.has(id)));
           }
