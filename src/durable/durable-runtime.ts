@@ -181,6 +181,26 @@ export class DurableRuntime {
     }
   }
 
+  /**
+   * A claim of a consumer's message past its attempt budget (every attempt so far crashed, hung, or
+   * found the run held by another instance). The message settles with its run: completed or parked →
+   * delivered, failed → its failure; a run another instance holds right now (live lease) → the message
+   * is left to its lease and settles once the run is over; a run released by an attempt that reported
+   * a retryable failure → this claim is the last attempt. `undefined` (no run, or its holder died with
+   * the lease) → the caller dead-letters with LEASE_EXPIRED, so a handler that crashes its process
+   * still stops after retries + 1.
+   */
+  async deliverSpent(flow: AnyFlow, m: ClaimedMessage): Promise<DurableDelivery | undefined> {
+    const run = await this.o.store.getRun(m.id);
+    if (run === undefined) return undefined;
+    if (run.status === "completed" || run.status === "sleeping") return { kind: "ok" };
+    if (run.status === "failed")
+      return { kind: "error", failure: run.error ?? { code: "Error", message: "run failed" } };
+    if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now()) return { kind: "abandon" };
+    if (run.leaseOwner === null) return this.deliver(flow, m, false);
+    return undefined;
+  }
+
   private async deliverOnce(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
     const { store, clock } = this.o;
     {

@@ -20,6 +20,12 @@ export interface SignalFlowRunner {
   ): Promise<unknown>;
   /** One delivery of a claimed message to a durable consumer (its run id is the message id). */
   deliverDurable(flow: AnyFlow, message: ClaimedMessage, retryable: boolean): Promise<HandlerOutcome>;
+  /**
+   * A claim of a durable consumer's message past its attempt budget: what its run says (settle with
+   * it, or leave the message while another instance holds the run), or `undefined` to dead-letter it
+   * with LEASE_EXPIRED as for any consumer.
+   */
+  spentDurable(flow: AnyFlow, message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
 }
 
 export interface SignalRuntimeOptions {
@@ -89,6 +95,9 @@ export class SignalRuntime {
         prefetch: this.o.prefetch,
         leaseMs: this.o.leaseMs,
         handle: this.o.wrapHandler?.(signalName, this.handler(s, flows[0]!)) ?? this.handler(s, flows[0]!),
+        ...(flows[0]!.durable
+          ? { whenSpent: (m: ClaimedMessage) => this.o.runner.spentDurable(flows[0]!, m) }
+          : {}),
       });
       this.pools.push(pool);
       this.poolBySignal.set(signalName, pool);

@@ -36,6 +36,12 @@ export interface WorkerPoolOptions {
   prefetch: number;
   leaseMs: number;
   handle(message: ClaimedMessage): Promise<HandlerOutcome>;
+  /**
+   * Asked when a claim finds the attempt budget spent, before the message is dead-lettered with
+   * LEASE_EXPIRED: an outcome settles it like a handler's (a durable consumer's run decides), and
+   * `undefined` keeps the LEASE_EXPIRED settlement.
+   */
+  whenSpent?(message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
 }
 
 /** A slot held for a message being written already claimed (claim at emit). */
@@ -265,7 +271,25 @@ export class WorkerPool {
 
   private run(m: ClaimedMessage): void {
     if (budgetSpent(m, this.o.signal)) {
-      this.settleSpent(m);
+      if (this.o.whenSpent === undefined) {
+        this.settleSpent(m);
+        return;
+      }
+      const spent = this.o
+        .whenSpent(m)
+        .catch((e: unknown): HandlerOutcome | undefined => {
+          this.o.logger.warn(
+            { signal: this.o.signal.name, messageId: m.id, err: e },
+            "spent claim: run lookup failed",
+          );
+          return undefined;
+        })
+        .then((outcome) => (outcome === undefined ? this.settleSpent(m) : this.settleLater(m, outcome)))
+        .finally(() => {
+          this.inflight.delete(spent);
+          this.startBuffered();
+        });
+      this.inflight.add(spent);
       return;
     }
     this.runningIds.add(m.id);
