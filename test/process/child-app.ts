@@ -15,6 +15,7 @@ import {
   signal,
   type ClockInput,
   type Duration,
+  type Fx,
 } from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
@@ -174,17 +175,20 @@ if (scenario === "durable-chaos") {
     say({ event: "step-end", id, step });
     return `${step} of ${id}`;
   };
-  const chaosRun = flow("chaos.run", {
-    durable: true,
-    do: async ({ id, i }: { id: string; i: number }, fx) => {
-      await fx.step("a", body(fx.runId, id, "a", i));
-      await log(fx.runId, "a", "journaled");
-      await fx.clock.sleep("nap", `${napMs(i, seed)}ms` as Duration);
-      await fx.step("b", body(fx.runId, id, "b", i));
-      await log(fx.runId, "b", "journaled");
-    },
-  });
-  modules.push({ chaosRun });
+  const run = async ({ id, i }: { id: string; i: number }, fx: Fx): Promise<void> => {
+    await fx.step("a", body(fx.runId, id, "a", i));
+    await log(fx.runId, "a", "journaled");
+    await fx.clock.sleep("nap", `${napMs(i, seed)}ms` as Duration);
+    await fx.step("b", body(fx.runId, id, "b", i));
+    await log(fx.runId, "b", "journaled");
+  };
+  const chaosRun = flow("chaos.run", { durable: true, do: run });
+  // The same flow as a durable once consumer: its run id is the message id, its message settles with it.
+  const consume = on(
+    signal.once("chaos.runs", { retries: 3 }),
+    flow("chaos.consume", { durable: true, do: run }),
+  );
+  modules.push({ chaosRun, consume });
 }
 
 // A host whose clock is off: every Date.now() of this process (the system clock) reads shifted.

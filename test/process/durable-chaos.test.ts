@@ -4,8 +4,10 @@
  * a few seconds, beside a fourth instance. At seeded moments a random ready instance is SIGKILLed
  * (inside steps, while runs are parked, while they wake) and replaced; PostgreSQL restarts once.
  * Every step body counts itself in effects (run, step) and logs 'ran'; the flow logs 'journaled' once
- * fx.step returned. Asserts: every run completed, one run per id; each step ran at least once; a
- * step ran again only after a killed process ran it (never after it was journaled).
+ * fx.step returned. 40 more runs of the same flow come from a durable once consumer (messages
+ * enqueued first; run id = message id). Asserts: every run completed, one run per id; each step ran
+ * at least once; a step ran again only after a killed process ran it (never after it was journaled);
+ * every consumer message delivered (settled with its run, none dead).
  * OKE_CHAOS_SEED=<n> replays the schedule; OKE_CHAOS_FULL=1: 40 kills instead of 20.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,6 +19,8 @@ import type { Child } from "./spawn.ts";
 const FULL = process.env.OKE_CHAOS_FULL === "1";
 const SEED = Number(process.env.OKE_CHAOS_SEED ?? 20_261_202);
 const RUNS = 200;
+/** More runs, of the same flow as a durable once consumer (chaos.runs → chaos.consume), enqueued first. */
+const CONSUMED = 40;
 const STARTERS = 3;
 const INSTANCES = 4;
 const KILLS = FULL ? 40 : 20;
@@ -61,7 +65,7 @@ interface Proc {
 
 describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
   it(
-    `${RUNS} durable runs (step → sleep → step) on ${INSTANCES} processes, ${KILLS} SIGKILLs and a PostgreSQL restart: every run completes, no journaled step re-runs`,
+    `${RUNS} durable runs (step → sleep → step) and ${CONSUMED} more of a durable consumer on ${INSTANCES} processes, ${KILLS} SIGKILLs and a PostgreSQL restart: every run completes, no journaled step re-runs`,
     async () => {
       console.log(
         `durable chaos: seed ${SEED} (OKE_CHAOS_SEED=${SEED} replays it), ${RUNS} runs, ${KILLS} kills`,
@@ -81,6 +85,10 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
           );
         return p;
       };
+      await fleet.enqueue(
+        "chaos.runs",
+        Array.from({ length: CONSUMED }, (_, i) => ({ payload: { id: `m${i}`, i: RUNS + i }, key: null })),
+      );
       const all = Array.from({ length: RUNS }, (_, i) => `r${i}`);
       const live: Proc[] = [];
       for (let s = 0; s < STARTERS; s++) live.push(spawn(all.filter((_, i) => i % STARTERS === s)));
@@ -152,10 +160,17 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
       for (;;) {
         await heal();
         const { rows } = await fleet.query<{ status: string; c: string }>(
-          `SELECT status, count(*) AS c FROM dchaos.runs WHERE flow = 'chaos.run' GROUP BY status`,
+          `SELECT status, count(*) AS c FROM dchaos.runs WHERE flow IN ('chaos.run', 'chaos.consume') GROUP BY status`,
         );
         status = Object.fromEntries(rows.map((r) => [r.status, Number(r.c)]));
-        if ((status.completed ?? 0) + (status.failed ?? 0) >= RUNS) break;
+        const settled = await fleet.query<{ c: string }>(
+          `SELECT count(*) AS c FROM dchaos.messages WHERE signal = 'chaos.runs' AND status IN ('pending', 'inflight')`,
+        );
+        if (
+          (status.completed ?? 0) + (status.failed ?? 0) >= RUNS + CONSUMED &&
+          Number(settled.rows[0]!.c) === 0
+        )
+          break;
         if (Date.now() > deadline) throw new Error(`runs not finished: ${JSON.stringify(status)}`);
         await sleep(250);
       }
@@ -163,7 +178,7 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
 
       const runs = (
         await fleet.query<{ id: string; run: string; status: string }>(
-          `SELECT input->>'id' AS id, id AS run, status FROM dchaos.runs WHERE flow = 'chaos.run'`,
+          `SELECT input->>'id' AS id, id AS run, status FROM dchaos.runs WHERE flow IN ('chaos.run', 'chaos.consume')`,
         )
       ).rows;
       const events = (
@@ -201,14 +216,23 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
           }
         }
       const ids = new Set(runs.map((r) => r.id));
+      const messages = Object.fromEntries(
+        (
+          await fleet.query<{ status: string; c: string }>(
+            `SELECT status, count(*) AS c FROM dchaos.messages WHERE signal = 'chaos.runs' GROUP BY status`,
+          )
+        ).rows.map((r) => [r.status, Number(r.c)]),
+      );
       console.log(
-        `durable chaos: seed ${SEED}: ${runs.length} runs (${ids.size} ids), ${JSON.stringify(status)}; ${killed.size} SIGKILLs ` +
+        `durable chaos: seed ${SEED}: ${runs.length} runs (${ids.size} ids; ${CONSUMED} of a durable consumer, its messages ${JSON.stringify(messages)}), ${JSON.stringify(status)}; ${killed.size} SIGKILLs ` +
           `(${inStep} inside a step, ${afterWake} of them in step b after a wake, ${whileParked} while runs were parked, ${starterKills} of starters) + 1 PostgreSQL restart (${selfDied.length} processes exited on their own and were replaced${selfDied.length > 0 ? `: ${selfDied[0]}` : ""}); ` +
           `${reRuns} step re-runs (${unexplained.length} not explained by a kill), ${missingSteps.length} steps never ran; ${Math.round((Date.now() - started) / 1000)} s`,
       );
-      expect(ids.size).toBe(RUNS);
-      expect(runs).toHaveLength(RUNS);
-      expect(status).toEqual({ completed: RUNS });
+      expect(ids.size).toBe(RUNS + CONSUMED);
+      expect(runs).toHaveLength(RUNS + CONSUMED);
+      expect(status).toEqual({ completed: RUNS + CONSUMED });
+      // Each consumer message settled with its run: delivered, never dead.
+      expect(messages).toEqual({ delivered: CONSUMED });
       expect(missingSteps).toEqual([]);
       expect(unexplained).toEqual([]);
       expect(killed.size).toBe(KILLS);
