@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { FireRequest } from "../store/schedule-types.ts";
 import type { Store } from "../store/types.ts";
 import { ScheduleRuntime } from "./schedule-runtime.ts";
 import { every } from "./schedule.ts";
@@ -66,6 +67,55 @@ describe("schedule runtime round trips", () => {
     expect(calls.get("fireBatch")).toBe(1);
     expect((await store.stats("clock:c.b", time.now())).pending).toBe(5);
     expect((await store.stats("clock:c.a", time.now())).pending).toBe(6);
+    await rt.stop();
+  });
+
+  it("an instance that lost a slot to another (commit not yet visible) fires the next slot on time, re-reading first", async () => {
+    const inner = createMemoryStore();
+    const time = createTimeTravel(Date.parse("2026-05-01T10:00:00.500Z"));
+    const S = Date.parse("2026-05-01T10:00:01Z");
+    let lost: FireRequest[] | undefined;
+    let commitOther = false;
+    // This instance's view of the store: its fire of slot S is refused (another instance holds the
+    // row) and takes 30 ms; the other instance's commit lands only after our read-back.
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === "fireBatch")
+          return async (reqs: FireRequest[]) => {
+            if (lost === undefined && reqs.some((r) => r.slot === S)) {
+              lost = reqs;
+              time.advance(30);
+              return reqs.map(() => false);
+            }
+            return target.fireBatch(reqs);
+          };
+        if (prop === "listSchedules")
+          return async () => {
+            const records = await target.listSchedules();
+            if (lost !== undefined && !commitOther) {
+              commitOther = true;
+              await target.fireBatch(lost);
+            }
+            return records;
+          };
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const rt = new ScheduleRuntime({
+      store,
+      clock: time,
+      logger: createLogger({ format: "silent" }),
+      clocks: [{ name: "c.x", schedule: every("1s"), flow: "f.x" }],
+    });
+    await rt.start();
+    await settle(rt);
+    time.advance(500); // slot S: refused, 30 ms spent
+    await settle(rt);
+    expect(commitOther).toBe(true);
+    time.set(S + 1_000); // exactly the next slot
+    await settle(rt);
+    const [record] = await inner.listSchedules();
+    expect(record).toMatchObject({ lastSlot: S + 1_000, lastFiredAt: S + 1_000, lastMissedRuns: 0 });
     await rt.stop();
   });
 });

@@ -77,6 +77,8 @@ export class ScheduleRuntime {
   private unsubscribe: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private again = false;
+  /** The armed timer follows a refused slot: the check it starts re-reads the schedules first. */
+  private timerStale = false;
   /** A store wake arrived during the check in progress: the next one re-reads. */
   private againStale = false;
   /** Slots a tick tried and the store refused, so an unchanged state is not retried in a busy loop. */
@@ -189,6 +191,7 @@ export class ScheduleRuntime {
       this.arm();
     } catch (e) {
       this.o.logger.error({ err: e }, "clock: schedule check failed; retrying");
+      this.timerStale = true;
       this.armAt(this.o.clock.now() + RETRY_MS);
     }
   }
@@ -274,19 +277,27 @@ export class ScheduleRuntime {
   private arm(): void {
     const now = this.now();
     let at = Infinity;
+    let stale = false;
     for (const l of this.live.values()) {
       const r = l.record;
       if (r.paused || r.orphaned) continue;
       const due = l.compiled.latestDue(baseOf(r), now);
       const key = due === null ? "" : `${r.name}@${due.slot}@${r.version}`;
-      const next =
-        due !== null && !this.refused.has(key)
-          ? now
-          : due !== null
-            ? now + RETRY_MS
-            : l.compiled.next(Math.max(baseOf(r), now));
+      let next: number | null;
+      if (due === null) next = l.compiled.next(Math.max(baseOf(r), now));
+      else if (!this.refused.has(key)) next = now;
+      else {
+        // Refused: another instance holds (or just fired) the slot and its commit was not visible
+        // to our read yet. Look again at the next slot, not RETRY_MS after this check: arming
+        // "now + 1 s" made every instance that lost a slot fire the next one late by the time this
+        // check took, and a loss each second carried that lateness on. The timer re-reads first,
+        // so the fire sees the other instance's commit (and counts missedRuns from it).
+        stale = true;
+        next = Math.min(now + RETRY_MS, l.compiled.next(due.slot) ?? Infinity);
+      }
       if (next !== null && next < at) at = next;
     }
+    this.timerStale = stale;
     if (at === Infinity) {
       this.cancelTimer?.();
       this.cancelTimer = undefined;
@@ -305,7 +316,7 @@ export class ScheduleRuntime {
     this.cancelTimer = this.o.clock.at(at, () => {
       this.cancelTimer = undefined;
       this.timerAt = Infinity;
-      this.kick(true);
+      this.kick(!this.timerStale);
     });
   }
 
