@@ -1,6 +1,7 @@
 /** Ending a failed durable run: status `compensating` while its undos run, then `failed`, also after a crash. */
 import { JournalLeaseBusy } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
+import { finishRetried } from "./journal-retry.ts";
 import type { DurableDeps, UndoList } from "./runner.ts";
 import { errorRecord, type JournalSession, StepError } from "./session.ts";
 
@@ -27,7 +28,7 @@ export async function compensateAndFail(
     if (!resumed && undos.length > 0)
       await deps.store.beginCompensation({ runId, owner, now: deps.clock.now(), error: failure });
     await session.compensate(undos);
-    await deps.store.finish({ runId, owner, now: deps.clock.now(), status: "failed", error: failure });
+    await finishRetried(deps, runId, owner, session, "failed", { error: failure });
   } catch (e) {
     if (e instanceof JournalLeaseBusy) throw e;
     deps.logger.error({ runId, err: e }, "durable run: could not record failure");

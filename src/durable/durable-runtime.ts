@@ -64,6 +64,8 @@ export class DurableRuntime {
   private readonly tasks = new Set<Promise<unknown>>();
   /** Attempts of durable runs this instance is driving now (every path), with their run ids. */
   private readonly driving = new Map<Promise<unknown>, string>();
+  /** Aborted at the stop deadline: journal writes still retrying through an outage give up. */
+  private readonly stopping = new AbortController();
   /**
    * The durable flows this instance runs: every claim, orphan scan and wake
    * timer is filtered to them, so a run of another flow keeps its status and
@@ -79,6 +81,7 @@ export class DurableRuntime {
       logger: o.logger,
       nextOwner: () => this.nextOwner(),
       leaseMs: o.leaseMs,
+      abort: this.stopping.signal,
     };
     this.permits = new Permits(o.concurrency, () => this.scheduler.poke());
     this.scheduler = new WakeScheduler({
@@ -415,7 +418,10 @@ export class DurableRuntime {
       // A resume that ends may have started another (a scan's next run): wait until none is left.
       while (this.driving.size > 0 || this.tasks.size > 0) {
         const all = Promise.allSettled([...this.driving.keys(), ...this.tasks]);
-        if ((await Promise.race([all, expired])) === "expired") return;
+        if ((await Promise.race([all, expired])) === "expired") {
+          this.stopping.abort();
+          return;
+        }
       }
     } finally {
       clearTimeout(timer);

@@ -6,6 +6,7 @@ import type { AcquiredRun, Store } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { journalJson } from "../signal/storable.ts";
+import { finishRetried } from "./journal-retry.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
 export type DurableOutcome =
@@ -28,6 +29,8 @@ export interface DurableDeps {
    */
   nextOwner(): string;
   leaseMs: number;
+  /** Aborted at the stop deadline: journal writes still retrying are given up. */
+  abort?: AbortSignal | undefined;
 }
 
 /** Compensations registered by fx.step(…, { undo }) during this attempt. */
@@ -70,6 +73,7 @@ async function driveAttempt(
       now: () => deps.clock.now(),
       journalErrors: !retryable,
       replayOnly: compensating,
+      retry: deps,
     },
     [...acquired.entries],
   );
@@ -79,13 +83,8 @@ async function driveAttempt(
     const value = await execute(session, undos);
     if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
-    await deps.store.finish({
-      runId,
-      owner,
-      now: deps.clock.now(),
-      status: "completed",
-      output: parseJson(journalJson(value, `the output of run "${runId}" (${acquired.run.flow})`)),
-    });
+    const output = parseJson(journalJson(value, `the output of run "${runId}" (${acquired.run.flow})`));
+    await finishRetried(deps, runId, owner, session, "completed", { output });
     return { kind: "completed", runId, value };
   } catch (error) {
     if (error instanceof JournalLeaseBusy) {
@@ -158,3 +157,4 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
 }
 
 const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
+

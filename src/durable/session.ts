@@ -1,6 +1,7 @@
 /** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
 import { errorRecord, isOkeError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import { checkJournalName, journalJson } from "../signal/storable.ts";
+import { retryJournalWrite, type JournalRetryDeps } from "./journal-retry.ts";
 import {
   entryName,
   type JournalEntry,
@@ -27,6 +28,8 @@ export interface SessionDeps {
   journalErrors: boolean;
   /** A compensating run resumed after a crash: replay only, never past the journal (ReplayEnd). */
   replayOnly?: boolean;
+  /** Retries of journal writes through transient store failures (logger, clock, stop deadline). */
+  retry: JournalRetryDeps;
 }
 
 /**
@@ -68,6 +71,11 @@ export class JournalSession {
     return this.deps.runId;
   }
 
+  /** Set once the lease is known lost (a renewal or a write was refused). */
+  get lostLease(): JournalLeaseBusy | undefined {
+    return this.lost;
+  }
+
   /** Called by the heartbeat when a renew fails: every later write refuses. */
   markLost(err: JournalLeaseBusy): void {
     this.lost = err;
@@ -96,14 +104,22 @@ export class JournalSession {
     const entries = entry ? [...this.pendingIds, entry] : [...this.pendingIds];
     if (entries.length === 0) return;
     try {
-      await this.deps.store.append({
-        runId: this.deps.runId,
-        owner: this.deps.owner,
-        now: this.deps.now(),
-        entries,
-        leaseMs: this.deps.leaseMs,
-        ...(emits ? { emits } : {}),
-      });
+      // Retried through a transient failure; append is idempotent, so a retry of one that committed writes nothing.
+      await retryJournalWrite(
+        this.deps.retry,
+        "journal append",
+        this.deps.runId,
+        () =>
+          this.deps.store.append({
+            runId: this.deps.runId,
+            owner: this.deps.owner,
+            now: this.deps.now(),
+            entries,
+            leaseMs: this.deps.leaseMs,
+            ...(emits ? { emits } : {}),
+          }),
+        () => this.lost,
+      );
     } catch (e) {
       if (e instanceof JournalLeaseBusy) this.lost = e;
       throw e;

@@ -149,6 +149,35 @@ export function journalAppendCases(factory: StoreFactory): void {
       expect(await store().getMessage("m1")).toBeUndefined();
     });
 
+    it("an append repeated after its reply was lost (same seqs, kinds and names, from the holder) resolves and writes nothing more", async () => {
+      await startRun(store(), "r1");
+      const req = {
+        runId: "r1",
+        owner: "inst-1",
+        now: T0,
+        entries: [
+          step("r1", 0, "charge"),
+          { runId: "r1", seq: 1, kind: "emit" as const, name: "sig.a", at: T0 },
+        ],
+        emits: [msg("m1")],
+      };
+      await store().append(req);
+      await store().append(req);
+      expect((await store().getJournal("r1")).map((e) => [e.seq, entryName(e)])).toEqual([
+        [0, "charge"],
+        [1, "sig.a"],
+      ]);
+      expect(await claimOf(store(), "w", T0, 10)).toMatchObject([{ id: "m1" }]);
+      expect(await claimOf(store(), "w2", T0, 10)).toEqual([]);
+      // Not the holder, or another name at that seq: refused as before.
+      await expectBusy(store().append({ ...req, owner: "inst-2" }), "r1");
+      expect(
+        await rejectionOf(store().append({ ...req, entries: [step("r1", 0, "refund")], emits: [] })),
+      ).toMatchObject({
+        code: "OKE1312",
+      });
+    });
+
     it("entries and emits commit together; the emitted messages become claimable", async () => {
       await startRun(store(), "r1");
       await store().append({

@@ -202,6 +202,8 @@ export class MemoryEngine {
   }
   /** Entries and emits commit together: both are checked before either is written. */
   append(req: AppendRequest): void {
+    // A retry of an append that committed (its reply was lost): nothing more is written.
+    if (this.journal.alreadyAppended(req)) return;
     this.journal.checkAppend(req);
     if (req.emits !== undefined) this.queue.checkEnqueue(req.emits);
     this.journal.append(req);

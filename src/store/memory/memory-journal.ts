@@ -1,5 +1,6 @@
 /** The memory engine's journal: runs, leases, entries, sleepers and due runs. */
 import { JournalLeaseBusy } from "../../errors.ts";
+import { entryName } from "../types.ts";
 import { storeErrors } from "../index.ts";
 import type {
   ReleaseRequest,
@@ -125,6 +126,25 @@ export class MemoryJournal {
     r.leaseExpiresAt = req.now + req.leaseMs;
     r.updatedAt = req.now;
     this.reheap(r);
+  }
+
+  /**
+   * True when this append was committed already: the holder sends entries
+   * that each sit at their seq with the same kind and name (a retry after the
+   * first reply was lost). Such an append writes nothing, its emits included.
+   * Throws like append when the caller does not hold the lease.
+   */
+  alreadyAppended(req: Pick<AppendRequest, "runId" | "owner" | "entries">): boolean {
+    const r = this.holder(req.runId, req.owner);
+    if (req.entries.length === 0) return false;
+    const batch = new Set<number>();
+    for (const e of req.entries) {
+      if (batch.has(e.seq)) return false;
+      batch.add(e.seq);
+      const at = r.entries[lowerBound(r.entries, e.seq)];
+      if (at?.seq !== e.seq || at.kind !== e.kind || entryName(at) !== entryName(e)) return false;
+    }
+    return true;
   }
 
   /** Throws if the append would be refused; changes nothing. */

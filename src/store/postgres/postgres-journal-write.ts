@@ -1,5 +1,5 @@
 /** Journal writes on postgres, each one fenced statement. */
-import type { AppendRequest, FinishRequest, ParkRequest } from "../types.ts";
+import { entryName, type AppendRequest, type FinishRequest, type ParkRequest } from "../types.ts";
 import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
 import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";
 import { entriesParam, insertEntriesSql, jsonParam } from "./postgres-rows.ts";
@@ -46,10 +46,34 @@ export async function append(ctx: PgContext, req: AppendRequest): Promise<void> 
     ]);
     ok = rows[0]?.fenced_in === 1;
   } catch (err) {
+    // A retry of an append that committed (its reply was lost) collides with its own rows: nothing more is written.
+    if ((err as { code?: unknown }).code === "23505" && (await alreadyAppended(ctx, req))) return;
     throw mapConflict(err, req.runId);
   }
   if (!ok) throw await refusal(ctx, req.runId, true);
   if (emits.length > 0) ctx.emit(enqueuedEvents(emits));
+}
+
+/**
+ * True when the holder's append is journaled already: every entry sits at its
+ * seq with the same kind and name, and `owner` still holds the run. Its emits
+ * committed in the same statement as those entries.
+ */
+async function alreadyAppended(ctx: PgContext, req: AppendRequest): Promise<boolean> {
+  const seqs = req.entries.map((e) => e.seq);
+  if (seqs.length === 0 || new Set(seqs).size !== seqs.length) return false;
+  const { rows } = await q<{ seq: number; kind: string; name: string; held: boolean }>(
+    ctx.pool,
+    `SELECT e.seq, e.kind, e.name, EXISTS (SELECT 1 FROM ${ctx.s}.runs WHERE ${fence}) AS held
+     FROM ${ctx.s}.journal_entries e WHERE e.run_id = $1 AND e.seq = ANY($3::int[])`,
+    [req.runId, req.owner, seqs],
+  );
+  if (rows.length !== seqs.length || !rows.every((r) => r.held)) return false;
+  const stored = new Map(rows.map((r) => [r.seq, r]));
+  return req.entries.every((e) => {
+    const r = stored.get(e.seq);
+    return r !== undefined && r.kind === e.kind && r.name === entryName(e);
+  });
 }
 
 /** Appends the sleep entry, sets `sleeping` + `wakeAt`, releases the lease; wakes schedulers. */

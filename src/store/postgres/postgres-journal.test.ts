@@ -112,7 +112,7 @@ describe("postgres journal across instances", () => {
         });
       }
 
-      // Round 2: one caller's duplicate seq fails that caller only.
+      // Round 2: one caller's duplicate seq (another entry at that seq) fails that caller only.
       await stores[0]!.append({
         runId: "r-grp-dup",
         owner: "inst-0",
@@ -127,7 +127,7 @@ describe("postgres journal across instances", () => {
           runId: "r-grp-dup",
           owner: "inst-0",
           now: T0 + 2,
-          entries: [entry("r-grp-dup", 0, 1)],
+          entries: [{ ...entry("r-grp-dup", 0, 1), name: "other" }],
         }),
       ]);
       expect(round2.slice(0, ids.length).every((r) => r.status === "fulfilled")).toBe(true);

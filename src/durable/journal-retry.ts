@@ -1,0 +1,102 @@
+/** Retries a fenced journal write (append, finish) through a transient store failure, with backoff, like settles. */
+import type { Clock } from "../clock/clock.ts";
+import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { Logger } from "../log/logger.ts";
+import { commitWithRetry } from "../store/commit-retry.ts";
+import type { Store } from "../store/types.ts";
+import type { JournalSession } from "./session.ts";
+
+export interface JournalRetryDeps {
+  clock: Clock;
+  logger: Logger;
+  leaseMs: number;
+  /** Aborted at the stop deadline: the write is given up and the run left to its lease. */
+  abort?: AbortSignal | undefined;
+}
+
+/**
+ * A store's refusals (lease busy, duplicate seq, terminal run, bad input) are
+ * answers, never retried; anything else — a dropped connection, a full disk,
+ * an outage wrapped in an OkeError's cause — may pass, so it is retried.
+ */
+export function isTransient(e: unknown): boolean {
+  if (e instanceof JournalLeaseBusy) return false;
+  if (e instanceof OkeError) return e.cause !== undefined;
+  return true;
+}
+
+/**
+ * Runs `write` until it commits. Safe because journal writes are fenced by
+ * the lease owner and append is idempotent (a retry of an append that
+ * committed writes nothing more), and `write` is told the attempt so a finish
+ * can first check whether its first try landed. Gives up — logged, thrown as
+ * JournalLeaseBusy so the run is left to its lease and resumes from its
+ * journal — when the lease is lost, after a whole lease of failures (another
+ * instance may have taken the run), or at the stop deadline.
+ */
+export async function retryJournalWrite<T>(
+  deps: JournalRetryDeps,
+  what: string,
+  runId: string,
+  write: (attempt: number) => Promise<T>,
+  lost: () => JournalLeaseBusy | undefined = () => undefined,
+): Promise<T> {
+  const started = deps.clock.now();
+  let refused: { error: unknown } | undefined;
+  let attempt = 0;
+  const r = await commitWithRetry(
+    async () => {
+      attempt++;
+      try {
+        return { value: await write(attempt) };
+      } catch (e) {
+        if (isTransient(e)) throw e;
+        refused = { error: e };
+        return undefined;
+      }
+    },
+    {
+      ...(deps.abort ? { signal: deps.abort } : {}),
+      giveUp: () =>
+        lost() !== undefined
+          ? "the lease was lost"
+          : deps.clock.now() - started >= deps.leaseMs
+            ? "its lease ran out"
+            : undefined,
+      onRetry: (err, n, delayMs) =>
+        deps.logger.warn({ err, runId, attempt: n, retryInMs: delayMs }, `durable run: ${what} failed; retrying`),
+    },
+  );
+  if (refused !== undefined) throw refused.error;
+  if (r.ok) return r.value!.value;
+  deps.logger.error(
+    { err: r.error, runId, reason: r.reason, attempts: attempt },
+    `durable run: ${what} given up (${r.reason}); the run resumes from its journal once its lease runs out`,
+  );
+  throw lost() ?? new JournalLeaseBusy(runId);
+}
+
+/**
+ * finish, retried through transient store failures. A retry first looks
+ * whether the previous try landed (its reply may have been lost): a run
+ * already in that terminal status is done.
+ */
+export function finishRetried(
+  deps: JournalRetryDeps & { store: Store },
+  runId: string,
+  owner: string,
+  session: JournalSession,
+  status: "completed" | "failed",
+  result: { output?: unknown; error?: { code: string; message: string } },
+): Promise<void> {
+  return retryJournalWrite(
+    deps,
+    "finish",
+    runId,
+    async (attempt) => {
+      if (attempt > 1 && (await deps.store.getRun(runId))?.status === status) return;
+      await deps.store.finish({ runId, owner, now: deps.clock.now(), status, ...result });
+    },
+    () => session.lostLease,
+  );
+}

@@ -1,0 +1,72 @@
+/** A PostgreSQL blip during a durable run: the fenced journal append is retried until it commits; the run completes, each step once. */
+import pg from "pg";
+import { pino } from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import { createApp, flow } from "../../src/index.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { entryName } from "../../src/store/types.ts";
+import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
+import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+
+const schema = `safety_journal_blip_${process.pid}`;
+
+afterAll(async () => {
+  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await c.connect();
+  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await c.end();
+});
+
+describe("journal writes during a PostgreSQL blip", () => {
+  it("a step that ends while the database is cut off is journaled once it is back; no step runs twice", async () => {
+    const target = new URL(TEST_DATABASE_URL);
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const store = createPostgresStore({
+      connectionString: viaProxy(TEST_DATABASE_URL, proxy),
+      schema,
+      poolSize: 4,
+    });
+    const lines: Array<{ msg: string; [k: string]: unknown }> = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const ran = { a: 0, b: 0, c: 0 };
+    let restored: Promise<void> | undefined;
+    const trip = flow("blip.trip", {
+      durable: true,
+      do: async (_: unknown, fx) => {
+        await fx.step("a", () => ++ran.a);
+        await fx.step("b", async () => {
+          ran.b++;
+          // The database goes away as this step ends: its append meets a dropped pool.
+          await proxy.cut();
+          restored = new Promise<void>((r) => setTimeout(r, 700)).then(() => proxy.restore());
+          return "b done";
+        });
+        return fx.step("c", () => ++ran.c);
+      },
+    });
+    const app = createApp({ modules: [{ trip }], env: "test", store, logger });
+    try {
+      await app.boot();
+      expect(await app.invoke(trip, {})).toBe(1);
+      await restored;
+      expect(ran).toEqual({ a: 1, b: 1, c: 1 });
+      const [run] = await store.listRuns({ flow: "blip.trip" });
+      expect(run).toMatchObject({ status: "completed", output: 1 });
+      expect((await store.getJournal(run!.id)).map((e) => [e.seq, entryName(e)])).toEqual([
+        [0, "a"],
+        [1, "b"],
+        [2, "c"],
+      ]);
+      const retries = lines.filter((l) => l.msg === "durable run: journal append failed; retrying");
+      expect(retries.length).toBeGreaterThan(0);
+      expect(retries.every((l) => l.runId === run!.id)).toBe(true);
+      expect(lines.filter((l) => String(l.msg).includes("given up"))).toEqual([]);
+      console.log(`journal blip: ${retries.length} append retries, run ${run!.id} completed`);
+    } finally {
+      await proxy.restore();
+      await app.stop({ timeoutMs: 5_000 });
+      await store.close();
+      await proxy.close();
+    }
+  }, 60_000);
+});
