@@ -41,9 +41,10 @@ const { s1, s2 } = await import("./compare/enqueue.ts");
 const { s3, s5 } = await import("./compare/drain.ts");
 const { s4 } = await import("./compare/latency.ts");
 const { s6 } = await import("./compare/failures.ts");
-const { queueSystems, REFERENCE } = await import("./compare/systems.ts");
+const { queueSystems, queueSystem, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
 const { s10, s11, s12, s12Bullmq, s12Graphile } = await import("./compare/fanout.ts");
+const { s14, s15, s16, s16Poll, productionSizes } = await import("./compare/production.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
 type Sizes = import("./compare/types.ts").Sizes;
@@ -182,8 +183,33 @@ if (wanted("S12") && (!pick || pick.includes("bullmq")))
   steps.push({ scenario: "S12", system: "bullmq", run: () => s12Bullmq(ctxOnce) });
 if (wanted("S12") && (!pick || pick.includes("graphile-worker")))
   steps.push({ scenario: "S12", system: "graphile-worker", run: () => s12Graphile(ctxOnce) });
-// S7 (child processes, a kill, a fixed wait), S11 and S12 (minutes of wall time each) run in the first round only.
-const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12"]);
+// S14–S16 (issue 17's big tables, held snapshot, idle cost): PostgreSQL systems only; S14 is okengine's
+// own (the peers delete or archive finished jobs), S15 and S16 run okengine, graphile-worker and pg-boss.
+const ps = productionSizes(quick);
+const pgPeers = ["okengine-postgres", "graphile-worker", "pg-boss"].filter(
+  (id) => !pick || pick.includes(id),
+);
+if (wanted("S14") && okenginePicked)
+  steps.push({
+    scenario: "S14",
+    system: "okengine-postgres",
+    run: () => s14(queueSystem("okengine-postgres"), ctxOnce, ps),
+  });
+if (wanted("S15"))
+  for (const id of pgPeers)
+    steps.push({ scenario: "S15", system: id, run: () => s15(queueSystem(id), ctxOnce, ps) });
+if (wanted("S16")) {
+  for (const id of pgPeers)
+    steps.push({ scenario: "S16", system: id, run: () => s16(queueSystem(id), ctxOnce, ps) });
+  if (okenginePicked)
+    steps.push({
+      scenario: "S16",
+      system: "okengine-postgres",
+      run: () => s16Poll(queueSystem("okengine-postgres"), ctxOnce, ps),
+    });
+}
+// S7 (child processes, a kill, a fixed wait), S11, S12 and S14–S16 (long or heavy) run in the first round only.
+const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12", "S14", "S15", "S16"]);
 const plan = Array.from({ length: rounds }, (_, r) =>
   steps
     .filter((s) => r === 0 || (!FIRST_ROUND_ONLY.has(s.scenario) && !s.skip))

@@ -38,12 +38,16 @@ export const SCENARIOS: Record<ScenarioId, string> = {
   S10: "S10 — broadcast emit on one instance → handler on another (okengine only)",
   S11: "S11 — one instance holding open SSE streams on one live tape (okengine only)",
   S12: 'S12 — schedule fire lag: every("1s") clocks on 3 instances; graphile-worker\'s crontab at its minute granularity',
+  S14: "S14 — big tables (issue 17's S10): drain and latency with delivered messages and finished runs retained, ÷ empty tables",
+  S15: "S15 — held snapshot (issue 17's S11): a REPEATABLE READ transaction open while jobs arrive at a steady rate",
+  S16: "S16 — idle cost (issue 17's S12): 10 idle instances, server transactions/s and CPU per instance",
 };
 
 const fmt = (v: number | null, unit: string): string => {
   if (v === null || Number.isNaN(v)) return "n/a";
   if (unit === "ms") return v < 10 ? v.toFixed(2) : v.toFixed(1);
-  if (unit === "s") return v.toFixed(2);
+  if (unit === "s" || unit === "×" || unit === "ms/s") return v.toFixed(2);
+  if (unit === "statements/s" && v < 100) return v.toFixed(1);
   return Math.round(v).toLocaleString("en-US").replace(/,/g, " ");
 };
 

@@ -4,7 +4,8 @@
  * bench/node_modules, so nothing here names their types.
  */
 
-export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9" | "S10" | "S11" | "S12";
+export type ScenarioId =
+  "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9" | "S10" | "S11" | "S12" | "S14" | "S15" | "S16";
 
 /** One job as the scenarios see it: its number, optional FIFO key. Payload is `{ n, j }`. */
 export interface JobSpec {
