@@ -240,11 +240,28 @@ export class JournalSession {
       return;
     }
     await this.write(undefined);
-    await this.deps.store.park({ runId: this.deps.runId, owner: this.deps.owner, now, entry: sleepEntry });
+    // Retried like append; a retry first looks whether the previous try parked the run (its reply was lost).
+    await retryJournalWrite(
+      this.deps.retry,
+      "park",
+      this.deps.runId,
+      async (attempt) => {
+        if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
+        await this.deps.store.park({ runId: this.deps.runId, owner: this.deps.owner, now, entry: sleepEntry });
+      },
+      () => this.lost,
+    );
     this.entries[seq] = sleepEntry;
     this.wakeAt = wakeAt;
     this.parkResolve?.(wakeAt);
     return never();
+  }
+
+  /** True when the run sleeps on this very sleep entry: a park that committed. */
+  private async parkedAlready(seq: number, label: string): Promise<boolean> {
+    if ((await this.deps.store.getRun(this.deps.runId))?.status !== "sleeping") return false;
+    const at = (await this.deps.store.getJournal(this.deps.runId)).find((e) => e.seq === seq);
+    return at?.kind === "sleep" && at.label === label;
   }
 
   /** Runs compensations LIFO; each is journaled as `undo:<name>` so a resumed run does not undo twice. */

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { flow, on, signal } from "../../src/index.ts";
 import { entryName, type Store } from "../../src/store/types.ts";
-import { appFactory, recordingLogger } from "./app-fixture.ts";
+import { appFactory, recordingLogger, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
 describe.each(drivers)("journal writes whose reply is lost, on the $name driver", (driver) => {
@@ -118,5 +118,37 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
     expect(records.map((r) => r.msg)).toContain(
       "durable run: journal append given up (stopping); the run resumes from its journal once its lease runs out",
     );
+  });
+
+  it("a park whose reply is lost is retried: the run sleeps once and wakes once", async () => {
+    const base = await apps.store();
+    let lostPark = 0;
+    const store: Store = Object.create(base) as Store;
+    store.park = async (req) => {
+      await base.park(req);
+      if (lostPark++ === 0) throw new Error("Connection terminated unexpectedly");
+    };
+    let after = 0;
+    const f = flow("retry.nap", {
+      durable: true,
+      do: async (_: unknown, fx) => {
+        await fx.clock.sleep("nap", "1h");
+        await fx.step("after", () => ++after);
+      },
+    });
+    const { logger, records } = recordingLogger();
+    const app = await apps.make([{ f }], { store, logger });
+    await app.invoke(f, {});
+    const [run] = await base.listRuns({ flow: "retry.nap" });
+    expect(run).toMatchObject({ status: "sleeping" });
+    app.time.advance("1h");
+    await until(async () => (await base.getRun(run!.id))?.status === "completed", "run completed");
+    await app.idle();
+    expect(after).toBe(1);
+    expect((await base.getJournal(run!.id)).map((e) => [e.kind, entryName(e)])).toEqual([
+      ["sleep", "nap"],
+      ["step", "after"],
+    ]);
+    expect(records.map((r) => r.msg)).toContain("durable run: park failed; retrying");
   });
 });
