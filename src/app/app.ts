@@ -23,6 +23,7 @@ import { newId } from "../id.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import { emitOnce } from "../signal/emit-once.ts";
+import { checkRunInput } from "../signal/storable.ts";
 import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import { SseHub } from "../http/sse.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
@@ -242,7 +243,21 @@ class OkeApp implements App, FxRuntime {
     input: unknown,
     parent: { runId: string | null; flow: string | null; childRunId?: string | undefined },
   ): Promise<InvokeResult> {
+    // A durable callee stores its input in its run row: refused before anything is written. No
+    // parent flow means app.invoke (the caller's input, a 422); fx.call's comes from the app (500).
+    const inputCheck = (v: unknown): void => {
+      if (!flow.durable) return;
+      const from = parent.flow === null ? "app.invoke" : `fx.call from ${JSON.stringify(parent.flow)}`;
+      checkRunInput(
+        v,
+        `the input of flow ${JSON.stringify(flow.name ?? "(unnamed)")} (${from})`,
+        parent.flow === null,
+      );
+    };
+    // Before the schema too: a validator recursing into a hostile depth would overflow the stack.
+    inputCheck(input);
     const value = await checkInput(flow, flow.in, input);
+    if (value !== input) inputCheck(value);
     return this.run(flow, value, parent.runId, parent.childRunId);
   }
 

@@ -188,10 +188,23 @@ export class JournalSession {
     make: (seq: number) => Promise<T> | T,
   ): Promise<T> {
     const { seq, entry } = this.next(kind, name);
-    if (entry) return entry.value as T;
-    // `seq` lets make() derive ids from the journal position, the same on every replay.
-    const value = await make(seq);
-    journalJson(value, `${kind} ${JSON.stringify(name)} of run "${this.deps.runId}"`);
+    if (entry) {
+      if (entry.error) throw restoreError(entry.error);
+      return entry.value as T;
+    }
+    let value: T;
+    try {
+      // `seq` lets make() derive ids from the journal position, the same on every replay.
+      value = await make(seq);
+      journalJson(value, `${kind} ${JSON.stringify(name)} of run "${this.deps.runId}"`);
+    } catch (e) {
+      // A failed call (the callee threw or failed, its input or result was refused) is journaled
+      // as the call's error, as a step's is: a flow that catches it and carries on replays the same
+      // failure at the same position, and its next entries stay where they were journaled.
+      if (kind === "call" && this.deps.journalErrors && !(e instanceof JournalLeaseBusy))
+        await this.write(this.entry(seq, kind, name, { error: errorRecord(e) }));
+      throw e;
+    }
     await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
     return value;
   }

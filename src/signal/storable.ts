@@ -153,3 +153,30 @@ export function checkJournalName(name: string, subject: string, what: string): v
       : e;
   }
 }
+
+/**
+ * The input of a durable run, checked before its run row is written: the
+ * limits of an emit payload, the size counted against what a run's input may
+ * hold. From a caller (`app.invoke`) these are the limits' 422s; from the app's
+ * own code (`fx.call`) they are 500s, as for a step's value.
+ */
+export function checkRunInput(value: unknown, subject: string, fromCaller: boolean): void {
+  try {
+    checkStorable(value, subject);
+    const json = value === undefined ? undefined : JSON.stringify(value);
+    if (json !== undefined && json.length * 3 > MAX_PAYLOAD_BYTES) {
+      const bytes = Buffer.byteLength(json, "utf8");
+      if (bytes > MAX_PAYLOAD_BYTES)
+        throw new OkeError({
+          code: "OKE1253",
+          status: 422,
+          message: `${subject}: input is ${bytes} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a run's input may hold`,
+          fix: "Keep large content elsewhere and pass a reference to it.",
+        });
+    }
+  } catch (e) {
+    throw e instanceof OkeError && !fromCaller
+      ? new OkeError({ code: e.code, message: e.message, ...(e.fix === undefined ? {} : { fix: e.fix }) })
+      : e;
+  }
+}
