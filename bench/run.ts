@@ -45,6 +45,7 @@ const { queueSystems, queueSystem, REFERENCE } = await import("./compare/systems
 const { s9 } = await import("./compare/workflows.ts");
 const { s10, s11, s12, s12Bullmq, s12Graphile } = await import("./compare/fanout.ts");
 const { s14, s15, s16, s16Poll, productionSizes } = await import("./compare/production.ts");
+const { s13, S13_DRIVERS } = await import("./compare/sleepers.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
 type Sizes = import("./compare/types.ts").Sizes;
@@ -72,6 +73,8 @@ const sizes: Sizes = quick
       s12Clocks: 20,
       s12Instances: 3,
       s12CronMinutes: 0,
+      s13Runs: 100_000,
+      s13Due: 10_000,
       capSeconds: 2,
       latencyCapSeconds: 2,
       repeats: 1,
@@ -96,6 +99,8 @@ const sizes: Sizes = quick
       s12Clocks: 100,
       s12Instances: 3,
       s12CronMinutes: 3,
+      s13Runs: 1_000_000,
+      s13Due: 100_000,
       capSeconds: 10,
       latencyCapSeconds: 15,
       repeats: 3,
@@ -208,8 +213,13 @@ if (wanted("S16")) {
       run: () => s16Poll(queueSystem("okengine-postgres"), ctxOnce, ps),
     });
 }
-// S7 (child processes, a kill, a fixed wait), S11, S12 and S14–S16 (long or heavy) run in the first round only.
-const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12", "S14", "S15", "S16"]);
+if (wanted("S13"))
+  for (const d of S13_DRIVERS)
+    if (!pick || pick.includes(`okengine-${d}`))
+      steps.push({ scenario: "S13", system: `okengine-${d}`, run: async () => s13(d, once) });
+// S7 (child processes, a kill, a fixed wait), S11, S12, S13 (a million seeded runs per driver) and S14–S16
+// (long or heavy) run in the first round only.
+const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12", "S13", "S14", "S15", "S16"]);
 const plan = Array.from({ length: rounds }, (_, r) =>
   steps
     .filter((s) => r === 0 || (!FIRST_ROUND_ONLY.has(s.scenario) && !s.skip))
@@ -338,6 +348,7 @@ const result: import("./compare/report.ts").RunResult = {
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
     "S10–S12 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S10/S11 are okengine only. S12 (first round only): okengine's lag is handler start − slot over 3 app processes; BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
+    `S13: bench/sleepers.ts per driver in its own process: ${sizes.s13Runs} runs parked on a 30-day sleep after one step (seeded through the engine / one INSERT … SELECT, not timed), ${sizes.s13Due} of them overdue; boot is createApp + boot() until ready (file: recovery of journal.json included); memory is heapUsed / RSS after gc, after the due runs finished, minus before the store opened, per run; resume is boot → the last due run finished, at durable.concurrency 32. First round only.`,
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
       .join(

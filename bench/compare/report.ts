@@ -38,6 +38,7 @@ export const SCENARIOS: Record<ScenarioId, string> = {
   S10: "S10 — broadcast emit on one instance → handler on another (okengine only)",
   S11: "S11 — one instance holding open SSE streams on one live tape (okengine only)",
   S12: 'S12 — schedule fire lag: every("1s") clocks on 3 instances; graphile-worker\'s crontab at its minute granularity',
+  S13: "S13 — parked durable runs at scale: boot to ready, memory per parked run, resume of the due ones",
   S14: "S14 — big tables (issue 17's S10): drain and latency with delivered messages and finished runs retained, ÷ empty tables",
   S15: "S15 — held snapshot (issue 17's S11): a REPEATABLE READ transaction open while jobs arrive at a steady rate",
   S16: "S16 — idle cost (issue 17's S12): 10 idle instances, server transactions/s and CPU per instance",
@@ -127,6 +128,13 @@ export function targets(r: RunResult): Target[] {
           detail: `okengine ${fmt(a, unit)} ${unit} vs ${fmt(b, unit)} ${unit} (${(a / b).toFixed(2)}×)`,
         };
   const ok = r.reference;
+  const atMost = (what: string, a: number | null, max: number, unit: string): Target =>
+    a === null
+      ? { what, ok: null, detail: "not measured in this run" }
+      : { what, ok: a <= max, detail: `okengine (file) ${fmt(a, unit)} ${unit}` };
+  const s13 = (prefix: string): number | null =>
+    r.figures.find((f) => f.scenario === "S13" && f.metric.startsWith(prefix) && f.system === "okengine-file")
+      ?.value ?? null;
   return [
     check(
       "S3 drain at concurrency 32 ≥ graphile-worker",
@@ -163,6 +171,13 @@ export function targets(r: RunResult): Target[] {
       v("S12", "fire lag p99 (slot → handler start)", ok) === null ? null : 50,
       (a, b) =>
         a <= b && r.figures.find((f) => f.scenario === "S12" && f.system === ok)?.checks?.duplicates === 0,
+      "ms",
+    ),
+    atMost("S13 file driver ≤ 1 KB heap per parked run", s13("heap per parked run"), 1_024, "B"),
+    atMost(
+      `S13 file driver boot to ready ≤ 2 s (${r.sizes.s13Runs} parked)`,
+      s13("boot to ready"),
+      2_000,
       "ms",
     ),
   ];

@@ -5,7 +5,21 @@
  */
 
 export type ScenarioId =
-  "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7" | "S9" | "S10" | "S11" | "S12" | "S14" | "S15" | "S16";
+  | "S1"
+  | "S2"
+  | "S3"
+  | "S4"
+  | "S5"
+  | "S6"
+  | "S7"
+  | "S9"
+  | "S10"
+  | "S11"
+  | "S12"
+  | "S13"
+  | "S14"
+  | "S15"
+  | "S16";
 
 /** One job as the scenarios see it: its number, optional FIFO key. Payload is `{ n, j }`. */
 export interface JobSpec {
@@ -139,6 +153,9 @@ export interface Sizes {
   s12Instances: number;
   /** S12 beside graphile-worker's crontab: whole minutes (0 = not run). */
   s12CronMinutes: number;
+  /** S13: parked runs seeded, and how many of them are due at boot. */
+  s13Runs: number;
+  s13Due: number;
   /** Seconds after which a throughput scenario stops and reports the rate so far. */
   capSeconds: number;
   /** Seconds a latency scenario may take per system. */
