@@ -111,7 +111,9 @@ function measure(file: string, seedMs: number): void {
      RETURNING *`,
   );
   const journal = db.prepare(`SELECT * FROM journal_entries WHERE run_id = ? ORDER BY seq`);
-  const append = db.prepare(`INSERT INTO journal_entries VALUES (?, 2, 'step', 'after', '1', NULL, NULL, NULL, ?)`);
+  const append = db.prepare(
+    `INSERT INTO journal_entries VALUES (?, 2, 'step', 'after', '1', NULL, NULL, NULL, ?)`,
+  );
   const finish = db.prepare(
     `UPDATE runs SET status = 'completed', output = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
      WHERE id = ? AND lease_owner = ?`,
@@ -127,7 +129,7 @@ function measure(file: string, seedMs: number): void {
     resumed += rows.length;
   });
   const r0 = performance.now();
-  for (let before = -1; resumed < DUE && resumed !== before; ) {
+  for (let before = -1; resumed < DUE && resumed !== before;) {
     before = resumed;
     batch(Date.now());
   }
