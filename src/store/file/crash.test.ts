@@ -47,6 +47,7 @@ function round(
 ): Promise<RoundResult> {
   const child = spawn(process.execPath, ["--import", "tsx", CHILD, "work", dir, tag, "65536"], {
     cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, // nothing of the parent's (no DATABASE_URL)
     stdio: ["ignore", "pipe", "pipe"],
   });
   const result: RoundResult = { ready: false, droppedBytes: 0, stderr: "", acks: 0 };
@@ -90,7 +91,8 @@ describe("file store under SIGKILL", () => {
     async () => {
       const dir = await mkdtemp(join(tmpdir(), "oke-file-crash-"));
       dirs.push(dir);
-      const seed = Number(process.env.OKE_CRASH_SEED ?? Date.now() % 1_000_000);
+      // A fixed default schedule (OKE_CRASH_SEED=<n> tries another): the same kill points every run.
+      const seed = Number(process.env.OKE_CRASH_SEED ?? 20_261_201);
       const random = prng(seed);
       const acked: Acked = { enqueued: new Set(), steps: new Map(), delivered: new Set() };
       let torn = 0;
