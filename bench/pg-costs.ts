@@ -10,11 +10,14 @@
  * bench/compare does: S5 1 000 keys × 50 and S3 50 000 unkeyed at concurrency
  * 32 / prefetch 500; S9 3-step durable runs one at a time and 32 at a time.
  */
-import pg from "pg";
+import { createRequire } from "node:module";
+import type pgTypes from "pg";
 import { pino } from "pino";
 import { createApp, flow, on, signal } from "../src/index.ts";
 
-const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+/** The root `pg` (the one src/ uses), not bench/node_modules' copy the peers use. */
+const pg = createRequire(new URL("../package.json", import.meta.url))("pg") as typeof pgTypes;
+const DB_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const silent = pino({ level: "silent" });
 
 /** Counts every query the process sends, by a short label (the CTE names or first words). */
@@ -24,7 +27,7 @@ let commits = 0;
 let inTx = false;
 // eslint-disable-next-line @typescript-eslint/unbound-method -- patched and called with apply(this)
 const origQuery = pg.Client.prototype.query as (...a: unknown[]) => unknown;
-pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]): unknown {
+pg.Client.prototype.query = function (this: pgTypes.Client, ...args: unknown[]): unknown {
   const first = args[0];
   const text = typeof first === "string" ? first : ((first as { text?: string } | undefined)?.text ?? "");
   const label = labelOf(text);
@@ -66,7 +69,7 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]): unkn
 if (process.env.OKE_EXPLAIN === "1") {
   // eslint-disable-next-line @typescript-eslint/unbound-method -- patched and called with apply(this)
   const origConnect = pg.Client.prototype.connect as (...a: unknown[]) => unknown;
-  pg.Client.prototype.connect = function (this: pg.Client, ...args: unknown[]): unknown {
+  pg.Client.prototype.connect = function (this: pgTypes.Client, ...args: unknown[]): unknown {
     this.on("notice", (n) => console.log(`NOTICE ${n.message ?? ""}`));
     return origConnect.apply(this, args);
   } as typeof pg.Client.prototype.connect;
@@ -93,7 +96,7 @@ function reset(): void {
 }
 
 async function dbStats(): Promise<{ commits: number; written: number }> {
-  const c = new pg.Client({ connectionString: URL });
+  const c = new pg.Client({ connectionString: DB_URL });
   await c.connect();
   try {
     const { rows } = await c.query<{ x: string; w: string }>(
@@ -125,7 +128,7 @@ function report(
 }
 
 async function dropSchema(schema: string): Promise<void> {
-  const c = new pg.Client({ connectionString: URL });
+  const c = new pg.Client({ connectionString: DB_URL });
   await c.connect();
   await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await c.end();
@@ -156,7 +159,7 @@ async function drain(label: string, n: number, keys: number): Promise<void> {
     logger: silent,
     config: {
       drivers: { journal: "postgres", send: "memory" },
-      database: { url: URL, schema },
+      database: { url: DB_URL, schema },
       signals: { concurrency: 32, prefetch: 500 },
     },
   });
@@ -214,7 +217,7 @@ async function workflows(label: string, n: number, parallel: number, sleep: bool
     modules: [{ exports: { wf } }],
     env: "prod",
     logger: silent,
-    config: { drivers: { journal: "postgres", send: "memory" }, database: { url: URL, schema } },
+    config: { drivers: { journal: "postgres", send: "memory" }, database: { url: DB_URL, schema } },
   });
   await app.boot();
   await app.invoke(wf, { i: -1 }); // warm-up
