@@ -251,6 +251,7 @@ async function workflows(label: string, n: number, parallel: number, sleep: bool
 
 const which = process.argv[2] ?? "all";
 if (which === "s5" || which === "all") await drain("S5 keyed drain, 1 000 keys × 50", 50_000, 1_000);
+if (which === "s5q") await drain("S5 keyed drain, 100 keys × 20", 2_000, 100);
 if (which === "s3" || which === "all") await drain("S3 unkeyed drain", 50_000, 0);
 if (which === "s9" || which === "all") await workflows("S9 3-step workflows, 1 at a time", 300, 1, false);
 if (which === "s9-32" || which === "all")

@@ -149,6 +149,7 @@ describe("WorkerPool", () => {
       concurrency: 3,
       prefetch: 2,
       leaseMs: 30_000,
+      handoff: true,
       handle: (m) => {
         ran.push(m.payload as { key: string; j: number });
         return Promise.resolve({ kind: "ok" });

@@ -35,6 +35,16 @@ export interface WorkerPoolOptions {
    */
   prefetch: number;
   leaseMs: number;
+  /**
+   * Settle hand-off (Store.settle's SettleHandoff): a keyed message that settles
+   * for good claims its key's next message in the settle statement. Off by
+   * default: on PostgreSQL it halves the statements of a keyed drain (1 000 keys
+   * × 50: 0.015 → 0.007 per job) but, measured interleaved on the shared 2-core
+   * box, the drain took 10-11.5 s instead of 5-6 s: the settle with hand-off
+   * cost ~40 ms per ~125 rows against ~8 ms per settle plus ~17 ms per claim
+   * of ~230 rows (bench/pg-costs.ts s5, bench/README.md).
+   */
+  handoff?: boolean;
   handle(message: ClaimedMessage): Promise<HandlerOutcome>;
   /**
    * Asked when a claim finds the attempt budget spent, before the message is dead-lettered with
@@ -340,7 +350,8 @@ export class WorkerPool {
     this.pendingSettle.push(settlement);
     this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
-    if (settlement.status !== "pending" && m.key !== null) this.holdForHandoff(m.id);
+    if (this.o.handoff === true && settlement.status !== "pending" && m.key !== null)
+      this.holdForHandoff(m.id);
     this.flushSettle();
   }
 
@@ -365,7 +376,8 @@ export class WorkerPool {
     this.pendingSettle.push(settlement);
     this.leaseUntil.set(settlement, m.leaseExpiresAt);
     if (m.key !== null) this.freeing.add(m.id);
-    if (m.key !== null && settlement.status !== "pending") this.holdForHandoff(m.id);
+    if (this.o.handoff === true && m.key !== null && settlement.status !== "pending")
+      this.holdForHandoff(m.id);
     this.flushSettle();
   }
 
