@@ -60,12 +60,12 @@ describe.sequential("real processes on one PostgreSQL", () => {
     await enqueue([{ payload: { n: 7 }, key: null }]);
     await hung.waitFor((e) => e.event === "start" && e.n === 7, "claim");
     await hung.kill("SIGKILL");
-    const killedAt = Date.now();
     const healthy = spawnChild({ OKE_SCENARIO: "hang-then-work", OKE_LEASE_MS: leaseMs });
     const done = await healthy.waitFor((e) => e.event === "done" && e.n === 7, "reclaimed and done");
+    // The second attempt, in the second process: no sweeper, the claim query took the lapsed lease
+    // (waitFor's own timeout bounds the wait; how long it took is not asserted).
     expect(done.attempt).toBe(2);
-    // Reclaimed only once the lease ran out (it was taken less than 1.5 s before the kill).
-    expect(Date.now() - killedAt).toBeLessThan(15_000);
+    expect(done.pid).toBe(healthy.proc.pid);
     await healthy.kill("SIGTERM");
   });
 
