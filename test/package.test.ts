@@ -4,7 +4,15 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CREATE_PACKAGE, npmInstall, packRepo, REPO, writeTree } from "./package/pack.ts";
+import {
+  CREATE_PACKAGE,
+  npmCacheDir,
+  npmInstall,
+  packRepo,
+  removeNpxInstalls,
+  REPO,
+  writeTree,
+} from "./package/pack.ts";
 import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
 
 // One pack (a build, ~10 s) and one install (seconds with a warm npm cache) for the whole file; the
@@ -48,14 +56,17 @@ const APP_FILES = {
 };
 
 beforeAll(async () => {
-  [tarball, createTarball] = await Promise.all([packRepo(), packRepo(CREATE_PACKAGE)]);
+  // npm's cache dir is asked beside the pack, for removeNpxInstalls later: no time of its own.
+  [tarball, createTarball] = await Promise.all([packRepo(), packRepo(CREATE_PACKAGE), npmCacheDir()]);
   app = writeTree(APP_FILES);
   await npmInstall(app, ["--omit=dev", tarball]);
 }, SETUP_MS);
 
-afterAll(() => {
+afterAll(async () => {
   for (const p of running)
     if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+  // npm exec's install of these tarballs, when the test that removes it failed first.
+  await removeNpxInstalls([tarball, createTarball]);
   if (app) rmSync(app, { recursive: true, force: true });
   if (tarball) rmSync(join(tarball, ".."), { recursive: true, force: true });
   if (createTarball) rmSync(join(createTarball, ".."), { recursive: true, force: true });
@@ -184,6 +195,11 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
         ],
         { cwd: parent, env: userEnv() },
       );
+      // npm exec installed both tarballs under npm's cache (_npx/<hash of their paths>): a new
+      // directory every run, since the paths are temp dirs. Removed, so runs leave nothing behind.
+      const left = await removeNpxInstalls([tarball, createTarball]);
+      expect(left, "npm exec's install directory").toHaveLength(1);
+      expect(await removeNpxInstalls([tarball, createTarball])).toEqual([]);
       expect(r.code, r.output).toBe(0);
       expect(r.output).toContain(`Created an okengine app in ${starter}`);
       expect(r.output).toMatch(/cd my-app\n\s+npm install\n\s+npm run dev/);

@@ -1,5 +1,13 @@
 // Packs this repository with `npm pack` (which builds dist/ in prepack) and installs the tarball into temp apps.
-import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -47,4 +55,46 @@ export function writeTree(
     writeFileSync(full, text);
   }
   return dir;
+}
+
+let cacheDir: Promise<string> | undefined;
+/**
+ * npm's cache directory as a child npm with the user's env sees it (asked
+ * once per test file: start it early, beside the pack, and it costs nothing).
+ */
+export function npmCacheDir(cwd = REPO): Promise<string> {
+  return (cacheDir ??= runToEnd("npm", ["config", "get", "cache"], { cwd, env: userEnv() }).then((r) => {
+    if (r.code !== 0) throw new Error(`npm config get cache failed:\n${r.output}`);
+    return r.output.trim().split("\n").pop()!.trim();
+  }));
+}
+
+/**
+ * Removes the install directories `npm exec --package=<tarball>` left in npm's
+ * cache (`<cache>/_npx/<hash>`, one per set of package specs: a new tarball
+ * path is a new directory each run). Only directories whose recorded packages
+ * name one of `tarballs` are touched, so a concurrent npx of anyone else's is
+ * left alone. Returns the directories removed.
+ */
+export async function removeNpxInstalls(tarballs: string[], cwd = REPO): Promise<string[]> {
+  const wanted = tarballs.filter((t) => t !== "");
+  if (wanted.length === 0) return [];
+  const npx = join(await npmCacheDir(cwd), "_npx");
+  if (!existsSync(npx)) return [];
+  const removed: string[] = [];
+  for (const hash of readdirSync(npx)) {
+    const dir = join(npx, hash);
+    let packages: unknown;
+    try {
+      packages = (
+        JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { _npx?: { packages?: unknown } }
+      )._npx?.packages;
+    } catch {
+      continue; // another npx still installing, or not one of ours
+    }
+    if (!Array.isArray(packages) || !packages.some((p) => wanted.includes(String(p)))) continue;
+    rmSync(dir, { recursive: true, force: true });
+    removed.push(dir);
+  }
+  return removed;
 }
