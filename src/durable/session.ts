@@ -60,10 +60,16 @@ export class JournalSession {
   /** Set once parked. */
   wakeAt: number | undefined;
 
+  /** Indexed by position: an effect that failed unjournaled (attempts left) leaves its position empty. */
+  private readonly entries: JournalEntry[] = [];
+
   constructor(
     private readonly deps: SessionDeps,
-    private readonly entries: JournalEntry[],
+    entries: readonly JournalEntry[],
   ) {
+    // By seq, not by order: after a hole, the entries that follow stay at their own positions, so the
+    // retry runs the missing effect again and replays the rest instead of reading them one early.
+    for (const e of entries) this.entries[e.seq] = e;
     this.parked = new Promise((resolve) => (this.parkResolve = resolve));
   }
 
@@ -260,7 +266,12 @@ export class JournalSession {
       this.deps.runId,
       async (attempt) => {
         if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
-        await this.deps.store.park({ runId: this.deps.runId, owner: this.deps.owner, now, entry: sleepEntry });
+        await this.deps.store.park({
+          runId: this.deps.runId,
+          owner: this.deps.owner,
+          now,
+          entry: sleepEntry,
+        });
       },
       () => this.lost,
     );

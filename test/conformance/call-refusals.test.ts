@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTimeTravel, flow, http, on } from "../../src/index.ts";
+import { createTimeTravel, flow, http, on, signal } from "../../src/index.ts";
 import { MAX_PAYLOAD_BYTES } from "../../src/signal/storable.ts";
 import { createFileStore } from "../../src/store/file/file-store.ts";
 import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
@@ -169,6 +169,54 @@ describe.each(reopenables)("fx.call failures and run inputs on the $name driver"
     // The replay took the journaled failures: the child did not run again, the "after" step was not redone.
     expect(counts).toEqual({ child: 1, durableChild: 0, after: 1, end: 1 });
     expect((await app2.operator.runs()).map((r) => r.flow)).toEqual(["align.parent"]);
+  });
+
+  it("a durable once consumer with attempts left does not journal a caught call failure; its retry runs the call again, aligned", async () => {
+    const task = signal.once("align.task", { retries: 2 });
+    const counts = { child: 0, after: 0, flaky: 0 };
+    const child = flow("align.flakyChild", {
+      do: () => {
+        counts.child++;
+        // Refused on the first attempt (a NUL), fine on the retry.
+        return counts.child === 1 ? { s: "nul\u0000" } : { s: "ok" };
+      },
+    });
+    const w = on(
+      task,
+      flow("align.consumer", {
+        durable: true,
+        do: async (_: unknown, fx) => {
+          let got: string;
+          try {
+            got = (await fx.call(child, {})).s;
+          } catch (e) {
+            got = codeOf(e);
+          }
+          await fx.step("after", () => (++counts.after, got));
+          await fx.step("flaky", () => {
+            if (++counts.flaky === 1) throw new Error("down once");
+          });
+          return got;
+        },
+      }),
+    );
+    const app = await apps.make([{ w }]);
+    await app.emit(task, {});
+    await app.idle();
+    const [run] = await app.operator.runs();
+    const done = (await app.operator.run(run!.id))!;
+    // The first attempt's refused call was not journaled (the retry was to run it again): the retry
+    // found the call's position empty, ran it, and replayed "after" from where it was journaled.
+    expect(done.run).toMatchObject({ status: "completed", output: "ok" });
+    expect(done.journal.map((e) => [e.seq, e.kind, "name" in e ? e.name : e.label])).toEqual([
+      [0, "call", "align.flakyChild"],
+      [1, "step", "after"],
+      [2, "step", "flaky"],
+    ]);
+    expect(done.journal[0]!.value).toEqual({ s: "ok" });
+    expect(done.journal[1]!.value).toBe("OKE1255");
+    expect(counts).toEqual({ child: 2, after: 1, flaky: 2 });
+    expect(await app.operator.stats("align.task")).toMatchObject({ delivered: 1, dead: 0 });
   });
 
   it("app.invoke of a durable flow refuses an input past the limits with a 422 naming the flow; nothing is written", async () => {
