@@ -43,8 +43,8 @@ const { s4 } = await import("./compare/latency.ts");
 const { s6 } = await import("./compare/failures.ts");
 const { queueSystems, queueSystem, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
-const { s10, s11, s12, s12Bullmq, s12Graphile } = await import("./compare/fanout.ts");
-const { s14, s15, s16, s16Poll, productionSizes } = await import("./compare/production.ts");
+const { s14, s15, s16, s16Bullmq, s16Graphile } = await import("./compare/fanout.ts");
+const { s10, s11, s12, s12Poll, productionSizes } = await import("./compare/production.ts");
 const { s13, S13_DRIVERS } = await import("./compare/sleepers.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
@@ -66,13 +66,13 @@ const sizes: Sizes = quick
       s7WaitSeconds: 5,
       s9: 200,
       s9Sleeps: 20,
-      s10Events: 100,
-      s11Streams: 1_000,
-      s11Emits: 10,
-      s12Seconds: 10,
-      s12Clocks: 20,
-      s12Instances: 3,
-      s12CronMinutes: 0,
+      s14Events: 100,
+      s15Streams: 1_000,
+      s15Emits: 10,
+      s16Seconds: 10,
+      s16Clocks: 20,
+      s16Instances: 3,
+      s16CronMinutes: 0,
       s13Runs: 100_000,
       s13Due: 10_000,
       capSeconds: 2,
@@ -92,13 +92,13 @@ const sizes: Sizes = quick
       s7WaitSeconds: 15,
       s9: 2_000,
       s9Sleeps: 100,
-      s10Events: 500,
-      s11Streams: 10_000,
-      s11Emits: 50,
-      s12Seconds: 60,
-      s12Clocks: 100,
-      s12Instances: 3,
-      s12CronMinutes: 3,
+      s14Events: 500,
+      s15Streams: 10_000,
+      s15Emits: 50,
+      s16Seconds: 60,
+      s16Clocks: 100,
+      s16Instances: 3,
+      s16CronMinutes: 3,
       s13Runs: 1_000_000,
       s13Due: 100_000,
       capSeconds: 10,
@@ -169,8 +169,8 @@ for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
 if (wanted("S9"))
   for (const w of workflows)
     steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
-// S10–S12 run the stand-alone scripts (bench/broadcast-latency.ts, sse-streams.ts, clock-lag.ts) as
-// child processes; S12 also measures graphile-worker's crontab (full mode: it fires once a minute).
+// S14–S16 run the stand-alone scripts (bench/broadcast-latency.ts, sse-streams.ts, clock-lag.ts) as
+// child processes; S16 also measures graphile-worker's crontab (full mode: it fires once a minute).
 const ctxOnce = {
   sizes: once,
   get progress() {
@@ -178,48 +178,48 @@ const ctxOnce = {
   },
 };
 const okenginePicked = !pick || pick.includes("okengine-postgres");
-if (wanted("S10") && okenginePicked)
-  steps.push({ scenario: "S10", system: "okengine-postgres", run: () => s10(ctxOnce) });
-if (wanted("S11") && okenginePicked)
-  steps.push({ scenario: "S11", system: "okengine-postgres", run: () => s11(ctxOnce) });
-if (wanted("S12") && okenginePicked)
-  steps.push({ scenario: "S12", system: "okengine-postgres", run: () => s12(ctxOnce) });
-if (wanted("S12") && (!pick || pick.includes("bullmq")))
-  steps.push({ scenario: "S12", system: "bullmq", run: () => s12Bullmq(ctxOnce) });
-if (wanted("S12") && (!pick || pick.includes("graphile-worker")))
-  steps.push({ scenario: "S12", system: "graphile-worker", run: () => s12Graphile(ctxOnce) });
-// S14–S16 (issue 17's big tables, held snapshot, idle cost): PostgreSQL systems only; S14 is okengine's
-// own (the peers delete or archive finished jobs), S15 and S16 run okengine, graphile-worker and pg-boss.
+if (wanted("S14") && okenginePicked)
+  steps.push({ scenario: "S14", system: "okengine-postgres", run: () => s14(ctxOnce) });
+if (wanted("S15") && okenginePicked)
+  steps.push({ scenario: "S15", system: "okengine-postgres", run: () => s15(ctxOnce) });
+if (wanted("S16") && okenginePicked)
+  steps.push({ scenario: "S16", system: "okengine-postgres", run: () => s16(ctxOnce) });
+if (wanted("S16") && (!pick || pick.includes("bullmq")))
+  steps.push({ scenario: "S16", system: "bullmq", run: () => s16Bullmq(ctxOnce) });
+if (wanted("S16") && (!pick || pick.includes("graphile-worker")))
+  steps.push({ scenario: "S16", system: "graphile-worker", run: () => s16Graphile(ctxOnce) });
+// S10–S12 (issue 17's big tables, held snapshot, idle cost): PostgreSQL systems only; S10 is okengine's
+// own (the peers delete or archive finished jobs), S11 and S12 run okengine, graphile-worker and pg-boss.
 const ps = productionSizes(quick);
 const pgPeers = ["okengine-postgres", "graphile-worker", "pg-boss"].filter(
   (id) => !pick || pick.includes(id),
 );
-if (wanted("S14") && okenginePicked)
+if (wanted("S10") && okenginePicked)
   steps.push({
-    scenario: "S14",
+    scenario: "S10",
     system: "okengine-postgres",
-    run: () => s14(queueSystem("okengine-postgres"), ctxOnce, ps),
+    run: () => s10(queueSystem("okengine-postgres"), ctxOnce, ps),
   });
-if (wanted("S15"))
+if (wanted("S11"))
   for (const id of pgPeers)
-    steps.push({ scenario: "S15", system: id, run: () => s15(queueSystem(id), ctxOnce, ps) });
-if (wanted("S16")) {
+    steps.push({ scenario: "S11", system: id, run: () => s11(queueSystem(id), ctxOnce, ps) });
+if (wanted("S12")) {
   for (const id of pgPeers)
-    steps.push({ scenario: "S16", system: id, run: () => s16(queueSystem(id), ctxOnce, ps) });
+    steps.push({ scenario: "S12", system: id, run: () => s12(queueSystem(id), ctxOnce, ps) });
   if (okenginePicked)
     steps.push({
-      scenario: "S16",
+      scenario: "S12",
       system: "okengine-postgres",
-      run: () => s16Poll(queueSystem("okengine-postgres"), ctxOnce, ps),
+      run: () => s12Poll(queueSystem("okengine-postgres"), ctxOnce, ps),
     });
 }
 if (wanted("S13"))
   for (const d of S13_DRIVERS)
     if (!pick || pick.includes(`okengine-${d}`))
       steps.push({ scenario: "S13", system: `okengine-${d}`, run: async () => s13(d, once) });
-// S7 (child processes, a kill, a fixed wait), S11, S12, S13 (a million seeded runs per driver) and S14–S16
+// S7 (child processes, a kill, a fixed wait), S15, S16, S13 (a million seeded runs per driver) and S10–S12
 // (long or heavy) run in the first round only.
-const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S11", "S12", "S13", "S14", "S15", "S16"]);
+const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S15", "S16", "S13", "S10", "S11", "S12"]);
 const plan = Array.from({ length: rounds }, (_, r) =>
   steps
     .filter((s) => r === 0 || (!FIRST_ROUND_ONLY.has(s.scenario) && !s.skip))
@@ -347,7 +347,7 @@ const result: import("./compare/report.ts").RunResult = {
     "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
-    "S10–S12 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S10/S11 are okengine only. S12 (first round only): okengine's lag is handler start − slot over 3 app processes; BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
+    "S14–S16 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S14/S15 are okengine only. S16 (first round only): okengine's lag is handler start − slot over 3 app processes; BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
     `S13: bench/sleepers.ts per driver in its own process: ${sizes.s13Runs} runs parked on a 30-day sleep after one step (seeded through the engine / one INSERT … SELECT, not timed), ${sizes.s13Due} of them overdue; boot is createApp + boot() until ready (file: recovery of journal.json included); memory is heapUsed / RSS after gc, after the due runs finished, minus before the store opened, per run; resume is boot → the last due run finished, at durable.concurrency 32. First round only.`,
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))

@@ -1,8 +1,8 @@
 /**
- * S10–S12 of `npm run bench`: figures measured by the stand-alone scripts
+ * S14–S16 of `npm run bench`: figures measured by the stand-alone scripts
  * (bench/broadcast-latency.ts, bench/sse-streams.ts, bench/clock-lag.ts), each
  * run as a child process on the bench database and read from the JSON it
- * prints, plus graphile-worker's crontab fire lag beside S12.
+ * prints, plus graphile-worker's crontab fire lag beside S16.
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -89,45 +89,45 @@ const fig = (
 
 const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
 
-/** S10: broadcast emit on instance A → handler start on instance B, one event at a time. */
-export async function s10(ctx: Ctx): Promise<Figure[]> {
-  const r = await runScript("broadcast-latency.ts", [ctx.sizes.s10Events], { ctx, key: "p50Ms" });
+/** S14: broadcast emit on instance A → handler start on instance B, one event at a time. */
+export async function s14(ctx: Ctx): Promise<Figure[]> {
+  const r = await runScript("broadcast-latency.ts", [ctx.sizes.s14Events], { ctx, key: "p50Ms" });
   const note = `${String(r.events)} events`;
   return [
-    fig("S10", "broadcast emit → handler p50, 2 instances", "ms", "lower", num(r.p50Ms), note),
-    fig("S10", "broadcast emit → handler p99, 2 instances", "ms", "lower", num(r.p99Ms), note),
+    fig("S14", "broadcast emit → handler p50, 2 instances", "ms", "lower", num(r.p50Ms), note),
+    fig("S14", "broadcast emit → handler p99, 2 instances", "ms", "lower", num(r.p99Ms), note),
   ];
 }
 
-/** S11: one instance holding N SSE streams on one tape: memory per stream, emit → last client. */
-export async function s11(ctx: Ctx): Promise<Figure[]> {
-  const r = await runScript("sse-streams.ts", [ctx.sizes.s11Streams, ctx.sizes.s11Emits], {
+/** S15: one instance holding N SSE streams on one tape: memory per stream, emit → last client. */
+export async function s15(ctx: Ctx): Promise<Figure[]> {
+  const r = await runScript("sse-streams.ts", [ctx.sizes.s15Streams, ctx.sizes.s15Emits], {
     gc: true,
     ctx,
     key: "rssPerStreamBytes",
   });
   const note = `${String(r.openStreams)} of ${String(r.streams)} streams open, ${String(r.emits)} emits`;
   return [
-    fig("S11", "RSS per open SSE stream", "bytes", "lower", num(r.rssPerStreamBytes), note),
-    fig("S11", "emit → last SSE client p50", "ms", "lower", num(r.lastClientP50Ms), note),
-    fig("S11", "emit → last SSE client p99", "ms", "lower", num(r.lastClientP99Ms), note),
+    fig("S15", "RSS per open SSE stream", "bytes", "lower", num(r.rssPerStreamBytes), note),
+    fig("S15", "emit → last SSE client p50", "ms", "lower", num(r.lastClientP50Ms), note),
+    fig("S15", "emit → last SSE client p99", "ms", "lower", num(r.lastClientP99Ms), note),
   ];
 }
 
-/** S12, okengine: `every("1s")` clocks on 3 app processes; lag = handler start − slot. */
-export async function s12(ctx: Ctx): Promise<Figure[]> {
-  const { s12Seconds, s12Clocks, s12Instances } = ctx.sizes;
-  const r = await runScript("clock-lag.ts", [s12Seconds, s12Clocks, s12Instances], { ctx, key: "lagMs" });
+/** S16, okengine: `every("1s")` clocks on 3 app processes; lag = handler start − slot. */
+export async function s16(ctx: Ctx): Promise<Figure[]> {
+  const { s16Seconds, s16Clocks, s16Instances } = ctx.sizes;
+  const r = await runScript("clock-lag.ts", [s16Seconds, s16Clocks, s16Instances], { ctx, key: "lagMs" });
   const lag = (r.lagMs ?? {}) as Record<string, unknown>;
   const checks = {
     slotsExpected: num(r.slotsExpected) ?? 0,
     slotsFired: num(r.slotsFired) ?? 0,
     duplicates: num(r.duplicates) ?? 0,
   };
-  const note = `${s12Clocks} every("1s") clocks × ${s12Seconds} s on ${s12Instances} instances; ${checks.slotsFired}/${checks.slotsExpected} slots fired, ${checks.duplicates} duplicates`;
+  const note = `${s16Clocks} every("1s") clocks × ${s16Seconds} s on ${s16Instances} instances; ${checks.slotsFired}/${checks.slotsExpected} slots fired, ${checks.duplicates} duplicates`;
   return [
-    fig("S12", "fire lag p50 (slot → handler start)", "ms", "lower", num(lag.p50), note, OKENGINE, checks),
-    fig("S12", "fire lag p99 (slot → handler start)", "ms", "lower", num(lag.p99), note, OKENGINE, checks),
+    fig("S16", "fire lag p50 (slot → handler start)", "ms", "lower", num(lag.p50), note, OKENGINE, checks),
+    fig("S16", "fire lag p99 (slot → handler start)", "ms", "lower", num(lag.p99), note, OKENGINE, checks),
   ];
 }
 
@@ -140,17 +140,17 @@ interface GwModule {
 }
 
 /**
- * S12, graphile-worker: the same shape at its granularity — `tasks` crontab
+ * S16, graphile-worker: the same shape at its granularity — `tasks` crontab
  * entries `* * * * *` (distinct ids), `workers` runners on one schema, for
  * `minutes` whole minutes; lag = task start − the entry's `_cron.ts`.
  * Measured in this process (the runners share its event loop).
  */
-export async function s12Graphile(ctx: Ctx): Promise<Figure[]> {
-  const { s12CronMinutes: minutes, s12Clocks: tasks, s12Instances: workers } = ctx.sizes;
+export async function s16Graphile(ctx: Ctx): Promise<Figure[]> {
+  const { s16CronMinutes: minutes, s16Clocks: tasks, s16Instances: workers } = ctx.sizes;
   if (minutes <= 0)
     return [
       fig(
-        "S12",
+        "S16",
         "fire lag p50 (slot → handler start)",
         "ms",
         "lower",
@@ -202,7 +202,7 @@ export async function s12Graphile(ctx: Ctx): Promise<Figure[]> {
     const note = `${tasks} crontab entries "* * * * *" × ${minutes} min on ${workers} runners (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
     return [
       fig(
-        "S12",
+        "S16",
         "fire lag p50 (slot → handler start)",
         "ms",
         "lower",
@@ -212,7 +212,7 @@ export async function s12Graphile(ctx: Ctx): Promise<Figure[]> {
         checks,
       ),
       fig(
-        "S12",
+        "S16",
         "fire lag p99 (slot → handler start)",
         "ms",
         "lower",
@@ -248,13 +248,13 @@ interface BullSchedModule {
 }
 
 /**
- * S12, BullMQ: `s12Clocks` job schedulers `{ every: 1000 }` (the API that
- * replaced repeatable jobs), `s12Instances` workers in this process, for
- * `s12Seconds`; lag = job start − its due time, which BullMQ puts in the id
+ * S16, BullMQ: `s16Clocks` job schedulers `{ every: 1000 }` (the API that
+ * replaced repeatable jobs), `s16Instances` workers in this process, for
+ * `s16Seconds`; lag = job start − its due time, which BullMQ puts in the id
  * of each scheduler job (`repeat:<scheduler id>:<due ms>`).
  */
-export async function s12Bullmq(ctx: Ctx): Promise<Figure[]> {
-  const { s12Seconds: seconds, s12Clocks: schedulers, s12Instances: workers } = ctx.sizes;
+export async function s16Bullmq(ctx: Ctx): Promise<Figure[]> {
+  const { s16Seconds: seconds, s16Clocks: schedulers, s16Instances: workers } = ctx.sizes;
   const { Queue, Worker } = await peer<BullSchedModule>("bullmq");
   const prefix = randomName("okbench_sched");
   const connection = { ...REDIS, maxRetriesPerRequest: null };
@@ -296,7 +296,7 @@ export async function s12Bullmq(ctx: Ctx): Promise<Figure[]> {
     const note = `${schedulers} job schedulers { every: 1000 } × ${seconds} s on ${workers} workers (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
     return (["p50", "p99"] as const).map((p) =>
       fig(
-        "S12",
+        "S16",
         `fire lag ${p} (slot → handler start)`,
         "ms",
         "lower",

@@ -1,11 +1,11 @@
 /**
- * What PostgreSQL queue users hit in production (issue 17's "big tables", "held snapshot" and
- * "idle cost"; here S14, S15, S16, since S10–S12 were taken by the fan-out and clock scenarios):
- * - S14: drain and latency with many delivered messages and finished runs retained, vs empty tables;
+ * What PostgreSQL queue users hit in production (issue 17's S10 "big tables", S11 "held
+ * snapshot" and S12 "idle cost"):
+ * - S10: drain and latency with many delivered messages and finished runs retained, vs empty tables;
  *   table and index sizes before and after (okengine only: the peers delete or archive finished jobs).
- * - S15: a transaction held open elsewhere (REPEATABLE READ, so its snapshot pins vacuum's horizon)
+ * - S11: a transaction held open elsewhere (REPEATABLE READ, so its snapshot pins vacuum's horizon)
  *   while jobs arrive at a steady rate: enqueue → start latency and throughput over time.
- * - S16: 10 idle instances: server transactions per second (pg_stat_database of the bench database)
+ * - S12: 10 idle instances: server transactions per second (pg_stat_database of the bench database)
  *   and this process's CPU per instance; okengine also in poll-only mode (`database.notify: false`).
  */
 import { createRequire } from "node:module";
@@ -19,16 +19,16 @@ import type { Figure, QueueHarness, QueueSystem } from "./types.ts";
 
 /** Sizes of these scenarios: quick keeps each to seconds. */
 export interface ProductionSizes {
-  /** S14: delivered messages and finished runs inserted before the drain. */
+  /** S10: delivered messages and finished runs inserted before the drain. */
   bigMessages: number;
   bigRuns: number;
-  /** S14: jobs drained, and latency samples taken, on each table state. */
+  /** S10: jobs drained, and latency samples taken, on each table state. */
   bigDrain: number;
   bigLatency: number;
-  /** S15: seconds the snapshot is held, and jobs enqueued per second meanwhile. */
+  /** S11: seconds the snapshot is held, and jobs enqueued per second meanwhile. */
   heldSeconds: number;
   heldRate: number;
-  /** S16: idle instances and seconds measured. */
+  /** S12: idle instances and seconds measured. */
   idleInstances: number;
   idleSeconds: number;
 }
@@ -156,24 +156,24 @@ async function drainAndLatency(
   }
 }
 
-/** S14 (issue 17's S10): big tables vs empty, okengine on PostgreSQL. */
-export async function s14(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
+/** S10 (issue 17's S14): big tables vs empty, okengine on PostgreSQL. */
+export async function s10(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
   const empty = await drainAndLatency(system, ctx, ps, false);
   const big = await drainAndLatency(system, ctx, ps, true);
   const sizes = `before the drain: messages ${big.before?.messages} + indexes ${big.before?.indexes}, runs + journal ${big.before?.runs}; after: messages ${big.after?.messages} + indexes ${big.after?.indexes}`;
   const what = `${ps.bigMessages.toLocaleString("en")} delivered messages + ${ps.bigRuns.toLocaleString("en")} finished runs retained`;
   return [
-    figure("S14", "big tables: drain ÷ empty tables", "×", "higher", system, [big.rate / empty.rate], {
+    figure("S10", "big tables: drain ÷ empty tables", "×", "higher", system, [big.rate / empty.rate], {
       note: `${what}; drain ${Math.round(big.rate)} vs ${Math.round(empty.rate)} jobs/s (${ps.bigDrain} jobs, concurrency 32); ${sizes}`,
     }),
-    figure("S14", "big tables: latency p50 ÷ empty tables", "×", "lower", system, [big.p50 / empty.p50], {
+    figure("S10", "big tables: latency p50 ÷ empty tables", "×", "lower", system, [big.p50 / empty.p50], {
       note: `p50 ${big.p50.toFixed(2)} vs ${empty.p50.toFixed(2)} ms (${ps.bigLatency} samples one at a time)`,
     }),
   ];
 }
 
-/** S15 (issue 17's S11): a snapshot held open while jobs arrive at a steady rate. */
-export async function s15(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
+/** S11 (issue 17's S15): a snapshot held open while jobs arrive at a steady rate. */
+export async function s11(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
   const sentAt = new Map<number, number>();
   const lat: Array<{ at: number; ms: number }> = [];
   const holder = new pg.Client({ connectionString: DATABASE_URL });
@@ -227,7 +227,7 @@ export async function s15(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): P
         const note = `${ps.heldRate} jobs/s offered for ${ps.heldSeconds} s with a REPEATABLE READ transaction open; latency p50/p99 ms per fifth of the window: ${series.join(", ")}; ${lat.length} of ${n} started`;
         return [
           figure(
-            "S15",
+            "S11",
             "held snapshot: latency p50, last fifth",
             "ms",
             "lower",
@@ -235,13 +235,13 @@ export async function s15(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): P
             [last.length ? percentile(last, 50) : NaN],
             { note },
           ),
-          figure("S15", "held snapshot: latency p99, last fifth", "ms", "lower", system, [
+          figure("S11", "held snapshot: latency p99, last fifth", "ms", "lower", system, [
             last.length ? percentile(last, 99) : NaN,
           ]),
-          figure("S15", "held snapshot: p50 last ÷ first fifth", "×", "lower", system, [
+          figure("S11", "held snapshot: p50 last ÷ first fifth", "×", "lower", system, [
             first.length && last.length ? percentile(last, 50) / percentile(first, 50) : NaN,
           ]),
-          figure("S15", "held snapshot: jobs/s started, last fifth", "jobs/s", "higher", system, [rateLast]),
+          figure("S11", "held snapshot: jobs/s started, last fifth", "jobs/s", "higher", system, [rateLast]),
         ];
       },
     );
@@ -301,8 +301,8 @@ async function idleCost(
   };
 }
 
-/** S16 (issue 17's S12): 10 idle instances of a system on one namespace. */
-export async function s16(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
+/** S12 (issue 17's S16): 10 idle instances of a system on one namespace. */
+export async function s12(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
   ctx.progress.tick(`${ps.idleInstances} idle instances, ${ps.idleSeconds} s`);
   const ns = await system.fresh();
   const hs: QueueHarness[] = [];
@@ -311,10 +311,10 @@ export async function s16(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): P
     const r = await idleCost(hs, ps.idleSeconds);
     const note = `${ps.idleInstances} instances in one process, ${ps.idleSeconds} s; statements counted at the client; the server saw ${r.qps.toFixed(1)} transactions/s on the whole bench database (other sessions included)`;
     return [
-      figure("S16", "idle: statements/s sent (10 instances)", "statements/s", "lower", system, [r.sentPerS], {
+      figure("S12", "idle: statements/s sent (10 instances)", "statements/s", "lower", system, [r.sentPerS], {
         note,
       }),
-      figure("S16", "idle: CPU per instance", "ms/s", "lower", system, [r.cpuMsPerS]),
+      figure("S12", "idle: CPU per instance", "ms/s", "lower", system, [r.cpuMsPerS]),
     ];
   } finally {
     for (const h of hs) await h.close().catch(() => undefined);
@@ -322,8 +322,8 @@ export async function s16(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): P
   }
 }
 
-/** S16 for okengine in poll-only mode (database.notify false): what the poll fallback costs at idle. */
-export async function s16Poll(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
+/** S12 for okengine in poll-only mode (database.notify false): what the poll fallback costs at idle. */
+export async function s12Poll(system: QueueSystem, ctx: Ctx, ps: ProductionSizes): Promise<Figure[]> {
   ctx.progress.tick(`${ps.idleInstances} idle instances, poll-only, ${ps.idleSeconds} s`);
   const ns = await system.fresh();
   const apps: Array<ReturnType<typeof createApp>> = [];
@@ -347,7 +347,7 @@ export async function s16Poll(system: QueueSystem, ctx: Ctx, ps: ProductionSizes
     const note = `database.notify false, database.pollIntervalMs 5 000 (default): each tick wakes every pool (a claim) and re-reads the schedules; the server saw ${r.qps.toFixed(1)} tx/s (whole bench database)`;
     return [
       figure(
-        "S16",
+        "S12",
         "idle, poll-only: statements/s sent (10 instances)",
         "statements/s",
         "lower",
@@ -355,7 +355,7 @@ export async function s16Poll(system: QueueSystem, ctx: Ctx, ps: ProductionSizes
         [r.sentPerS],
         { note },
       ),
-      figure("S16", "idle, poll-only: CPU per instance", "ms/s", "lower", system, [r.cpuMsPerS]),
+      figure("S12", "idle, poll-only: CPU per instance", "ms/s", "lower", system, [r.cpuMsPerS]),
     ];
   } finally {
     for (const a of apps) await a.stop({ timeoutMs: 2_000 }).catch(() => undefined);

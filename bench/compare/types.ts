@@ -142,17 +142,17 @@ export interface Sizes {
   s7WaitSeconds: number;
   s9: number;
   s9Sleeps: number;
-  /** S10: broadcast events emitted one at a time. */
-  s10Events: number;
-  /** S11: open SSE streams on one instance, and emits timed through them. */
-  s11Streams: number;
-  s11Emits: number;
-  /** S12: seconds of `every("1s")` clocks, how many, on how many instances. */
-  s12Seconds: number;
-  s12Clocks: number;
-  s12Instances: number;
-  /** S12 beside graphile-worker's crontab: whole minutes (0 = not run). */
-  s12CronMinutes: number;
+  /** S14: broadcast events emitted one at a time. */
+  s14Events: number;
+  /** S15: open SSE streams on one instance, and emits timed through them. */
+  s15Streams: number;
+  s15Emits: number;
+  /** S16: seconds of `every("1s")` clocks, how many, on how many instances. */
+  s16Seconds: number;
+  s16Clocks: number;
+  s16Instances: number;
+  /** S16 beside graphile-worker's crontab: whole minutes (0 = not run). */
+  s16CronMinutes: number;
   /** S13: parked runs seeded, and how many of them are due at boot. */
   s13Runs: number;
   s13Due: number;
