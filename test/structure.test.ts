@@ -88,6 +88,26 @@ const FORBIDDEN: Array<{ from: (f: string) => boolean; to: (f: string) => boolea
   },
 ];
 
+// Migrations 0001–0014 import their type from the list that imports them; they are frozen as shipped,
+// so they keep that import (new ones import ./migration.ts).
+const FROZEN_MIGRATIONS = [
+  "0001-initial",
+  "0002-key-guard-batch",
+  "0004-idempotency",
+  "0005-compensating",
+  "0006-schedules",
+  "0007-fanout",
+  "0008-console",
+  "0010-run-retention",
+  "0011-due-runs-by-flow",
+  "0014-delivered-by-signal",
+];
+const MIGRATIONS = "src/store/postgres/migrations";
+const KNOWN_TYPE_CYCLES: string[] = [
+  "src/flow/flow.ts → src/fx/types.ts → src/flow/flow.ts",
+  ...FROZEN_MIGRATIONS.map((m) => `${MIGRATIONS}/index.ts → ${MIGRATIONS}/${m}.ts → ${MIGRATIONS}/index.ts`),
+];
+
 describe("source structure", () => {
   it("no file imports a layer above its own", () => {
     const bad: string[] = [];
@@ -99,29 +119,42 @@ describe("source structure", () => {
   });
 
   it("no import cycles between library files (value imports)", () => {
-    const edges = new Map(
-      library.map((f) => [
-        f,
-        importsOf(f)
-          .filter((i) => !i.typeOnly)
-          .map((i) => i.to),
-      ]),
-    );
-    const state = new Map<string, "open" | "done">();
-    const stack: string[] = [];
-    const cycles: string[] = [];
-    const visit = (f: string): void => {
-      state.set(f, "open");
-      stack.push(f);
-      for (const to of edges.get(f) ?? []) {
-        if (!edges.has(to)) continue;
-        if (state.get(to) === "open") cycles.push([...stack.slice(stack.indexOf(to)), to].join(" → "));
-        else if (!state.has(to)) visit(to);
-      }
-      stack.pop();
-      state.set(f, "done");
-    };
-    for (const f of library) if (!state.has(f)) visit(f);
-    expect(cycles).toEqual([]);
+    expect(cyclesOf(false)).toEqual([]);
+  });
+
+  // Type-only cycles erase at runtime, so they cannot break module loading. The ones left are
+  // mutually recursive vocabulary: a flow's body takes an Fx and fx.call takes a Flow; the
+  // migration list names each migration's type while each migration imports the list's type.
+  // Any other type cycle fails here: break it by moving the shared type down a layer.
+  it("type-only import cycles are only the known mutual type references", () => {
+    expect(cyclesOf(true)).toEqual(KNOWN_TYPE_CYCLES);
   });
 });
+
+/** Each import cycle once, as "a → b → … → a", found by depth-first search from every file in order. */
+function cyclesOf(withTypes: boolean): string[] {
+  const edges = new Map(
+    library.map((f) => [
+      f,
+      importsOf(f)
+        .filter((i) => withTypes || !i.typeOnly)
+        .map((i) => i.to),
+    ]),
+  );
+  const state = new Map<string, "open" | "done">();
+  const stack: string[] = [];
+  const cycles: string[] = [];
+  const visit = (f: string): void => {
+    state.set(f, "open");
+    stack.push(f);
+    for (const to of edges.get(f) ?? []) {
+      if (!edges.has(to)) continue;
+      if (state.get(to) === "open") cycles.push([...stack.slice(stack.indexOf(to)), to].join(" → "));
+      else if (!state.has(to)) visit(to);
+    }
+    stack.pop();
+    state.set(f, "done");
+  };
+  for (const f of library) if (!state.has(f)) visit(f);
+  return cycles;
+}

@@ -1,9 +1,15 @@
 // Boot checks across declarations: effects that name signals the app lacks (an error), signals nobody consumes (a warning).
 import { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
-import type { Registry } from "./manifest.ts";
+import type { AnyFlow } from "../flow/flow.ts";
+import type { SignalHandle } from "../signal/signal.ts";
 
-type Declared = Pick<Registry, "flows" | "signals" | "subscribers">;
+/** The part of the Registry these checks read (declared here so manifest.ts is not imported back). */
+interface Declared {
+  flows: ReadonlyMap<string, AnyFlow>;
+  signals: ReadonlyMap<string, SignalHandle>;
+  subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
+}
 
 /**
  * `effects.emits: ["orders.placed"]` and `effects.reads: ["signal:orders.placed"]`

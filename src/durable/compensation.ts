@@ -2,7 +2,7 @@
 import { JournalLeaseBusy } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
 import { finishRetried } from "./journal-retry.ts";
-import type { DurableDeps, UndoList } from "./runner.ts";
+import type { DurableDeps, UndoList } from "./types.ts";
 import { errorRecord, type JournalSession, StepError } from "./session.ts";
 
 /**

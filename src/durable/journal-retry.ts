@@ -4,7 +4,6 @@ import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import { commitWithRetry } from "../store/commit-retry.ts";
 import type { Store } from "../store/types.ts";
-import type { JournalSession } from "./session.ts";
 
 export interface JournalRetryDeps {
   clock: Clock;
@@ -64,7 +63,10 @@ export async function retryJournalWrite<T>(
             ? "its lease ran out"
             : undefined,
       onRetry: (err, n, delayMs) =>
-        deps.logger.warn({ err, runId, attempt: n, retryInMs: delayMs }, `durable run: ${what} failed; retrying`),
+        deps.logger.warn(
+          { err, runId, attempt: n, retryInMs: delayMs },
+          `durable run: ${what} failed; retrying`,
+        ),
     },
   );
   if (refused !== undefined) throw refused.error;
@@ -85,7 +87,7 @@ export function finishRetried(
   deps: JournalRetryDeps & { store: Store },
   runId: string,
   owner: string,
-  session: JournalSession,
+  session: { readonly lostLease: JournalLeaseBusy | undefined },
   status: "completed" | "failed",
   result: { output?: unknown; error?: { code: string; message: string } },
 ): Promise<void> {

@@ -1,7 +1,7 @@
 // The lifecycle of durable runs in the log, at debug level (OKE_LOG_LEVEL=debug): start, wake, resume, park, finish.
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun } from "../store/types.ts";
-import type { DurableOutcome } from "./runner.ts";
+import type { DurableOutcome } from "./types.ts";
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 

@@ -1,40 +1,15 @@
 /** driveRun: one attempt of a durable run this instance holds — heartbeat, park, finish, compensation. */
-import type { Clock } from "../clock/clock.ts";
 import { JournalLeaseBusy } from "../errors.ts";
-import type { Logger } from "../log/logger.ts";
-import type { AcquiredRun, Store } from "../store/types.ts";
+import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { journalJson } from "../signal/storable.ts";
 import { finishRetried } from "./journal-retry.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
-export type DurableOutcome =
-  | { kind: "completed"; runId: string; value: unknown }
-  | { kind: "parked"; runId: string; wakeAt: number }
-  | {
-      kind: "failed";
-      runId: string;
-      error: unknown;
-      /** The run was released for another attempt, not finished. */ retry: boolean;
-    };
-
-export interface DurableDeps {
-  store: Store;
-  clock: Clock;
-  logger: Logger;
-  /**
-   * A fresh lease-holder token for each acquisition (`<instance>/<n>`): two
-   * code paths of one instance must never both believe they hold a run.
-   */
-  nextOwner(): string;
-  leaseMs: number;
-  /** Aborted at the stop deadline: journal writes still retrying are given up. */
-  abort?: AbortSignal | undefined;
-}
-
-/** Compensations registered by fx.step(…, { undo }) during this attempt. */
-export type UndoList = Array<{ name: string; run: () => Promise<void> | void }>;
+// Shared with compensation.ts and run-log.ts, so they live in types.ts (no import back to this file).
+export type { DurableDeps, DurableOutcome, UndoList } from "./types.ts";
+import type { DurableDeps, DurableOutcome, UndoList } from "./types.ts";
 
 /**
  * Drives one attempt of a durable run that this instance has acquired: keeps
@@ -157,4 +132,3 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
 }
 
 const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));
-

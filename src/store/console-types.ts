@@ -1,5 +1,5 @@
 /** Store contract for the Console: paged listings, throughput, instance heartbeats and the operator audit log. */
-import type { MessageStatus, RunRecord, RunStatus, StoredMessage } from "./types.ts";
+import type { MessageStatus, RunRecord, RunStatus, StoredMessage } from "./record-types.ts";
 
 /** One page of a keyset-paged listing. `next` is an opaque cursor for the following page, null at the end. */
 export interface Page<T> {

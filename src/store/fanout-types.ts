@@ -1,5 +1,5 @@
 /** Store contract for fan-out: the fleet's broadcast subscriptions and the retained tapes of live signals. */
-import type { Unsubscribe } from "./types.ts";
+import type { Unsubscribe } from "./record-types.ts";
 
 /** One flow that some running instance binds to a broadcast signal. */
 export interface BroadcastSubscription {

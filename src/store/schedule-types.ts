@@ -5,7 +5,7 @@
  * that enqueues the fire's once message — so a second instance's fire of the
  * same slot changes nothing.
  */
-import type { NewMessage } from "./types.ts";
+import type { NewMessage } from "./record-types.ts";
 
 /** What decides when a schedule fires. Exactly one of `cron` / `every` is set. */
 export interface ScheduleSpec {

@@ -16,41 +16,26 @@ import type { CompensationStore } from "./compensation-types.ts";
 import type { HealthStore } from "./health-types.ts";
 import type { ConsoleStore } from "./console-types.ts";
 import type { FanoutStore } from "./fanout-types.ts";
+import type {
+  FailureReason,
+  NewMessage,
+  StoredMessage,
+  RunStatus,
+  RunRecord,
+  Unsubscribe,
+} from "./record-types.ts";
 
-export type MessageStatus = "pending" | "inflight" | "delivered" | "dead";
-
-/** One failed attempt, appended to the message's history. */
-export interface FailureReason {
-  /** Machine-readable code: an OkeError code, an Error's `code`, or "Error". */
-  code: string;
-  message: string;
-  /** Epoch ms when the attempt failed. */
-  at: number;
-  /** 1-based attempt number that failed. */
-  attempt: number;
-}
-
-export interface NewMessage {
-  /** Unique message id (the runtime generates it). */
-  id: string;
-  signal: string;
-  /** Per-key FIFO partition; null for the unkeyed competing pool. */
-  key: string | null;
-  /** Already validated against the signal's schema; JSON-serialisable. */
-  payload: unknown;
-  /** The run that emitted it, for trace chains. */
-  parentRunId: string | null;
-}
-
-export interface StoredMessage extends NewMessage {
-  status: MessageStatus;
-  attempts: number;
-  failures: FailureReason[];
-  lockedBy: string | null;
-  leaseExpiresAt: number | null;
-  createdAt: number;
-  updatedAt: number;
-}
+// The records the contract carries, in a file of their own so the per-capability *-types.ts files
+// can name them without importing this one back.
+export type {
+  MessageStatus,
+  FailureReason,
+  NewMessage,
+  StoredMessage,
+  RunStatus,
+  RunRecord,
+  Unsubscribe,
+} from "./record-types.ts";
 
 /** What a worker gets from a claim. `attempts` already counts this attempt. */
 export interface ClaimedMessage {
@@ -118,27 +103,6 @@ export interface SignalStats {
   delivered: number;
   /** Age in ms of the oldest pending message at `now`, or null when none is pending. */
   oldestPendingAgeMs: number | null;
-}
-
-/** `compensating`: the run failed and its `undo`s are running; it ends `failed`. */
-export type RunStatus = "running" | "sleeping" | "compensating" | "completed" | "failed";
-
-export interface RunRecord {
-  id: string;
-  flow: string;
-  status: RunStatus;
-  input: unknown;
-  /** Return value once completed. */
-  output?: unknown;
-  /** Error once failed. */
-  error?: { code: string; message: string };
-  parentRunId: string | null;
-  leaseOwner: string | null;
-  leaseExpiresAt: number | null;
-  /** Set while sleeping. */
-  wakeAt: number | null;
-  createdAt: number;
-  updatedAt: number;
 }
 
 export type JournalKind = "step" | "sleep" | "emit" | "send" | "id" | "call" | "undo";
@@ -254,10 +218,6 @@ export interface ParkRequest {
  */
 export type StoreEvent =
   { kind: "enqueued"; signal: string } | { kind: "settled"; signal: string } | { kind: "wake" };
-
-export interface Unsubscribe {
-  (): void;
-}
 
 /** Queue half of the contract. */
 export interface QueueStore {

@@ -10,13 +10,9 @@ import { m0010 } from "./0010-run-retention.ts";
 import { m0011 } from "./0011-due-runs-by-flow.ts";
 import { m0014 } from "./0014-delivered-by-signal.ts";
 
-/** One schema change. `sql` receives the quoted schema identifier. */
-export interface Migration {
-  /** Position in the sequence; ids increase (gaps allowed) and are never reused. */
-  id: number;
-  name: string;
-  sql: (schema: string) => string;
-}
+// The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
+export type { Migration } from "./migration.ts";
+import type { Migration } from "./migration.ts";
 
 /** Every migration, in order. Append only: a shipped migration never changes. */
 export const migrations: readonly Migration[] = [

@@ -1,0 +1,61 @@
+// The records the Store contract carries: messages, their failures, runs (re-exported by types.ts).
+
+export type MessageStatus = "pending" | "inflight" | "delivered" | "dead";
+
+/** One failed attempt, appended to the message's history. */
+export interface FailureReason {
+  /** Machine-readable code: an OkeError code, an Error's `code`, or "Error". */
+  code: string;
+  message: string;
+  /** Epoch ms when the attempt failed. */
+  at: number;
+  /** 1-based attempt number that failed. */
+  attempt: number;
+}
+
+export interface NewMessage {
+  /** Unique message id (the runtime generates it). */
+  id: string;
+  signal: string;
+  /** Per-key FIFO partition; null for the unkeyed competing pool. */
+  key: string | null;
+  /** Already validated against the signal's schema; JSON-serialisable. */
+  payload: unknown;
+  /** The run that emitted it, for trace chains. */
+  parentRunId: string | null;
+}
+
+export interface StoredMessage extends NewMessage {
+  status: MessageStatus;
+  attempts: number;
+  failures: FailureReason[];
+  lockedBy: string | null;
+  leaseExpiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** `compensating`: the run failed and its `undo`s are running; it ends `failed`. */
+export type RunStatus = "running" | "sleeping" | "compensating" | "completed" | "failed";
+
+export interface RunRecord {
+  id: string;
+  flow: string;
+  status: RunStatus;
+  input: unknown;
+  /** Return value once completed. */
+  output?: unknown;
+  /** Error once failed. */
+  error?: { code: string; message: string };
+  parentRunId: string | null;
+  leaseOwner: string | null;
+  leaseExpiresAt: number | null;
+  /** Set while sleeping. */
+  wakeAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface Unsubscribe {
+  (): void;
+}
