@@ -12,6 +12,7 @@ import {
   T0,
   type StoreFactory,
 } from "./harness.ts";
+import type { JournalEntry } from "../types.ts";
 
 /** Park, due sleepers, wake-early, orphans, finish, and listing runs. */
 export function journalParkCases(factory: StoreFactory): void {
@@ -71,6 +72,33 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(await store().claimDueRuns({ owner: "inst-3", now: T0 + 150, max: 10, leaseMs: LEASE })).toEqual(
         [],
       );
+    });
+
+    it("claimDueRuns returns each claimed run's journal, equal to a separate read, in deadline order", async () => {
+      // r1: several entries (null, absent and object values, a failed step), then a sleep; r2: a lone
+      // sleep; r3: an expired running run with no entries; r4: not due (its journal is not returned).
+      await startRun(store(), "r1");
+      const failed: JournalEntry = { ...step("r1", 2, "fails", undefined), error: { code: "E1", message: "no" } };
+      delete failed.value;
+      const absent: JournalEntry = step("r1", 1, "absent");
+      delete absent.value;
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0,
+        entries: [step("r1", 0, "nil", null), absent, failed, step("r1", 3, "obj", { a: [1, "x"] })],
+      });
+      await store().park({ runId: "r1", owner: "inst-1", now: T0 + 1, entry: sleepEntry("r1", 4, T0 + 30, T0 + 1) });
+      await sleepingRun(store(), "r2", T0 + 20);
+      await startRun(store(), "r3", { leaseMs: 10 });
+      await sleepingRun(store(), "r4", T0 + 10_000);
+      const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + 100, max: 10, leaseMs: LEASE });
+      expect(got.map((a) => a.run.id)).toEqual(["r3", "r2", "r1"]);
+      for (const a of got) expect(a.entries).toEqual(await store().getJournal(a.run.id));
+      expect(got[2]!.entries).toHaveLength(5);
+      expect(got[2]!.entries[0]).toEqual(step("r1", 0, "nil", null));
+      expect("value" in got[2]!.entries[1]!).toBe(false);
+      expect(got[0]!.entries).toEqual([]);
     });
 
     it("each due run is claimed once across concurrent claimers, max respected", async () => {

@@ -112,43 +112,86 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
   if (rowCount > 0) ctx.emit([{ kind: "wake" }]);
 }
 
+/** A claimed run's row joined with one of its journal entries (e_seq NULL: a run without entries). */
+type ClaimedRow = RunRow & {
+  due_at: number;
+  e_seq: number | null;
+  e_kind: string | null;
+  e_name: string | null;
+  e_value: unknown;
+  e_error: unknown;
+  e_duration: string | null;
+  e_wake_at: number | null;
+  e_at: number | null;
+};
+
 /**
  * Runs that need an owner, earliest deadline first (ties by id): sleepers
  * whose wake_at passed, and running runs whose lease expired without being
- * released (a dead instance's). One statement; SKIP LOCKED lets instances
+ * released (a dead instance's). One statement, which also returns the
+ * claimed runs' journal (one row per entry, through the journal's primary
+ * key; the claim does not touch entries, so the statement's snapshot reads
+ * them as committed): a wake is one round trip. SKIP LOCKED lets instances
  * claim disjoint batches, and a run acquired meanwhile fails the recheck.
  * With `flows`, only runs of those flows, probed through the (flow, deadline)
  * indexes of migration 0011 so others' due runs are never read.
  */
 export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Promise<AcquiredRun[]> {
   if (req.max <= 0 || req.flows?.length === 0) return [];
-  const mine = req.flows === undefined ? "" : "flow = ANY($5::text[]) AND";
-  const { rows } = await q<RunRow & { due_at: number }>(
+  const { rows } = await q<ClaimedRow>(
     ctx.pool,
-    `WITH due AS (
+    claimDueSql(ctx.s, req.flows !== undefined),
+    req.flows === undefined
+      ? [req.owner, req.now, req.max, req.leaseMs]
+      : [req.owner, req.now, req.max, req.leaseMs, [...req.flows]],
+  );
+  const out = new Map<string, AcquiredRun>();
+  for (const r of rows) {
+    let acquired = out.get(r.id);
+    if (acquired === undefined) {
+      acquired = { run: toRunRecord(r), entries: [], created: false };
+      out.set(r.id, acquired);
+    }
+    if (r.e_seq === null) continue;
+    acquired.entries.push(
+      toJournalEntry({
+        run_id: r.id,
+        seq: r.e_seq,
+        kind: r.e_kind!,
+        name: r.e_name!,
+        value: r.e_value,
+        error: r.e_error,
+        duration: r.e_duration,
+        wake_at: r.e_wake_at,
+        at: r.e_at!,
+      }),
+    );
+  }
+  return [...out.values()];
+}
+
+/** The claim of claimDueRuns and the claimed runs' entries, ordered by deadline, id, seq. */
+export function claimDueSql(s: string, byFlow: boolean): string {
+  const mine = byFlow ? "flow = ANY($5::text[]) AND" : "";
+  return `WITH due AS (
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
-       FROM ${ctx.s}.runs
+       FROM ${s}.runs
        WHERE (${mine} status = 'sleeping' AND wake_at <= $2)
           OR (${mine} status = 'running' AND lease_expires_at <= $2)
           OR (${mine} status = 'compensating' AND lease_expires_at <= $2)
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
-       FOR UPDATE SKIP LOCKED)
-     UPDATE ${ctx.s}.runs r
-     SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
-         wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
-     FROM due WHERE r.id = due.id
-     RETURNING r.*, due.due_at`,
-    req.flows === undefined
-      ? [req.owner, req.now, req.max, req.leaseMs]
-      : [req.owner, req.now, req.max, req.leaseMs, [...req.flows]],
-  );
-  rows.sort((a, b) => a.due_at - b.due_at || (a.id < b.id ? -1 : 1));
-  const entries = await entriesOf(
-    ctx,
-    rows.map((r) => r.id),
-  );
-  return rows.map((r) => ({ run: toRunRecord(r), entries: entries.get(r.id) ?? [], created: false }));
+       FOR UPDATE SKIP LOCKED),
+     claimed AS (
+       UPDATE ${s}.runs r
+       SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
+           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
+       FROM due WHERE r.id = due.id
+       RETURNING r.*, due.due_at)
+     SELECT c.*, e.seq AS e_seq, e.kind AS e_kind, e.name AS e_name, e.value AS e_value, e.error AS e_error,
+            e.duration AS e_duration, e.wake_at AS e_wake_at, e.at AS e_at
+     FROM claimed c LEFT JOIN ${s}.journal_entries e ON e.run_id = c.id
+     ORDER BY c.due_at, c.id COLLATE "C", e.seq`;
 }
 
 /** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease); of `flows` if given. */
