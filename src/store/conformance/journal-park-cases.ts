@@ -78,7 +78,10 @@ export function journalParkCases(factory: StoreFactory): void {
       // r1: several entries (null, absent and object values, a failed step), then a sleep; r2: a lone
       // sleep; r3: an expired running run with no entries; r4: not due (its journal is not returned).
       await startRun(store(), "r1");
-      const failed: JournalEntry = { ...step("r1", 2, "fails", undefined), error: { code: "E1", message: "no" } };
+      const failed: JournalEntry = {
+        ...step("r1", 2, "fails", undefined),
+        error: { code: "E1", message: "no" },
+      };
       delete failed.value;
       const absent: JournalEntry = step("r1", 1, "absent");
       delete absent.value;
@@ -88,13 +91,20 @@ export function journalParkCases(factory: StoreFactory): void {
         now: T0,
         entries: [step("r1", 0, "nil", null), absent, failed, step("r1", 3, "obj", { a: [1, "x"] })],
       });
-      await store().park({ runId: "r1", owner: "inst-1", now: T0 + 1, entry: sleepEntry("r1", 4, T0 + 30, T0 + 1) });
+      await store().park({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0 + 1,
+        entry: sleepEntry("r1", 4, T0 + 30, T0 + 1),
+      });
       await sleepingRun(store(), "r2", T0 + 20);
       await startRun(store(), "r3", { leaseMs: 10 });
       await sleepingRun(store(), "r4", T0 + 10_000);
       const got = await store().claimDueRuns({ owner: "inst-2", now: T0 + 100, max: 10, leaseMs: LEASE });
       expect(got.map((a) => a.run.id)).toEqual(["r3", "r2", "r1"]);
       for (const a of got) expect(a.entries).toEqual(await store().getJournal(a.run.id));
+      // The run's own fields come with it whatever the length of its journal.
+      for (const a of got) expect(a.run.input).toEqual({ run: a.run.id });
       expect(got[2]!.entries).toHaveLength(5);
       expect(got[2]!.entries[0]).toEqual(step("r1", 0, "nil", null));
       expect("value" in got[2]!.entries[1]!).toBe(false);
