@@ -87,19 +87,11 @@ SELECT s.applied, s.signals, (SELECT count(*) FROM notified) AS notified, h.*
 FROM summary s LEFT JOIN handed h ON true`;
 
 /**
- * Batched settle: one UPDATE … FROM unnest(arrays) applies every outcome,
- * fenced by (status inflight, locked_by = worker, attempts = attempt) so a
- * holder whose lease was reclaimed changes nothing. A concurrent claim that
- * reclaimed the row first bumped `attempts`; if we reach the row first, the
- * claimer's EvalPlanQual recheck sees it settled and skips it.
- *
- * Other processes only need a NOTIFY when a settle makes work claimable that
- * was not before: a retry (back to pending) or a keyed message (the next of its
- * key becomes the head). Plain deliveries stay silent, so a busy drain does not
- * wake every listener on every batch. The payload has encodeWake's shape.
+ * The settle's input and its fenced UPDATE, up to (not including) RETURNING: shared by settleSql
+ * and settleHandoffSql, which return different columns from it. Parameters: $1 ids, $2 workers,
+ * $3 attempts, $4 statuses, $5 failures, $6 now.
  */
-export const settleSql = (s: string): string => `
-WITH input AS (
+const generalUpdate = (s: string): string => `WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[])
     WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
 ),
@@ -128,7 +120,37 @@ upd AS (
       failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure::jsonb) END
   FROM valid i
   WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
-  RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
+`;
+
+/**
+ * The all-delivered settle's UPDATE, up to (not including) RETURNING: shared by settleDeliveredSql
+ * and settleDeliveredHandoffSql. Parameters: $1 ids, $2 attempts, $3 now, $4 worker.
+ */
+const deliveredUpdate = (s: string): string => `WITH upd AS (
+  UPDATE ${s}.messages m
+  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3
+  FROM unnest($1::text[], $2::integer[]) AS i(id, attempt)
+  -- ANY (ARRAY(subquery)) keeps the primary key (see generalUpdate). No status test: locked_by is
+  -- set only while a message is inflight, and as an index condition "status = 'inflight'"
+  -- had the planner read every inflight row of every signal (a BitmapAnd) on each settle.
+  WHERE m.id = ANY (ARRAY(SELECT unnest($1::text[])))
+    AND m.id = i.id AND m.locked_by = $4 AND m.attempts = i.attempt
+`;
+
+/**
+ * Batched settle: one UPDATE … FROM unnest(arrays) applies every outcome,
+ * fenced by (status inflight, locked_by = worker, attempts = attempt) so a
+ * holder whose lease was reclaimed changes nothing. A concurrent claim that
+ * reclaimed the row first bumped `attempts`; if we reach the row first, the
+ * claimer's EvalPlanQual recheck sees it settled and skips it.
+ *
+ * Other processes only need a NOTIFY when a settle makes work claimable that
+ * was not before: a retry (back to pending) or a keyed message (the next of its
+ * key becomes the head). Plain deliveries stay silent, so a busy drain does not
+ * wake every listener on every batch. The payload has encodeWake's shape.
+ */
+export const settleSql = (s: string): string => `
+${generalUpdate(s)}  RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
 ),
 woke AS (
   SELECT json_build_object('o', $8::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
@@ -148,16 +170,7 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
  * 28 µs per message with settleSql, 22 µs with this.
  */
 export const settleDeliveredSql = (s: string): string => `
-WITH upd AS (
-  UPDATE ${s}.messages m
-  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3
-  FROM unnest($1::text[], $2::integer[]) AS i(id, attempt)
-  -- ANY (ARRAY(subquery)) keeps the primary key (see settleSql). No status test: locked_by is
-  -- set only while a message is inflight, and as an index condition "status = 'inflight'"
-  -- had the planner read every inflight row of every signal (a BitmapAnd) on each settle.
-  WHERE m.id = ANY (ARRAY(SELECT unnest($1::text[])))
-    AND m.id = i.id AND m.locked_by = $4 AND m.attempts = i.attempt
-  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
+${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
 )
 SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
        (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
@@ -169,51 +182,13 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
 
 /** settleSql with the hand-off ($9 worker, $10 lease ms, $11 max). */
 export const settleHandoffSql = (s: string): string => `
-WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::text[])
-    WITH ORDINALITY AS x(id, worker, attempt, status, failure, ord)
-),
-valid AS (
-  -- Of several settlements for one id, the first that passes the fence wins, as if applied
-  -- one by one. Read without locking: the UPDATE below re-checks the fence on the row it
-  -- locks (after a wait, on the version the other transaction left). An explicit FOR
-  -- UPDATE pass here wrote a lock record per row and made a 500-row settle ~40 % slower.
-  -- ANY (ARRAY(subquery)), not ANY ($1): the planner sizes a subquery array at 10 and
-  -- keeps the primary key; with the real 500 ids it chose a sequential scan (14 ms at
-  -- 100 000 rows, growing with the table).
-  SELECT DISTINCT ON (i.id) i.*
-  FROM input i JOIN ${s}.messages l
-    ON l.id = i.id AND l.status = 'inflight' AND l.locked_by = i.worker AND l.attempts = i.attempt
-  WHERE l.id = ANY (ARRAY(SELECT id FROM input))
-  ORDER BY i.id, i.ord
-),
-upd AS (
-  -- A plain join on id: valid is estimated at one row, so this is a primary-key probe per
-  -- row, in id order (valid is sorted by id): two batches that share rows (a stale
-  -- holder's and the current holder's) lock them in the same order. (An extra
-  -- "m.id = ANY ($1)" here re-sorted the whole array on every probe: 256 rows took 50 ms
-  -- instead of 5.)
-  UPDATE ${s}.messages m
-  SET status = i.status, locked_by = NULL, lease_expires_at = NULL, updated_at = $6,
-      failures = CASE WHEN i.failure IS NULL THEN m.failures ELSE m.failures || jsonb_build_array(i.failure::jsonb) END
-  FROM valid i
-  WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
-  RETURNING m.id, m.signal, m.key, m.status, m.seq
+${generalUpdate(s)}  RETURNING m.id, m.signal, m.key, m.status, m.seq
 ),
 ${handoffSql(s, { now: "$6", worker: "$9", lease: "$10", max: "$11" })}${settleTail("$7", "$8")}`;
 
 /** settleDeliveredSql with the hand-off to the settling worker ($7 lease ms, $8 max). */
 export const settleDeliveredHandoffSql = (s: string): string => `
-WITH upd AS (
-  UPDATE ${s}.messages m
-  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3
-  FROM unnest($1::text[], $2::integer[]) AS i(id, attempt)
-  -- ANY (ARRAY(subquery)) keeps the primary key (see settleSql). No status test: locked_by is
-  -- set only while a message is inflight, and as an index condition "status = 'inflight'"
-  -- had the planner read every inflight row of every signal (a BitmapAnd) on each settle.
-  WHERE m.id = ANY (ARRAY(SELECT unnest($1::text[])))
-    AND m.id = i.id AND m.locked_by = $4 AND m.attempts = i.attempt
-  RETURNING m.id, m.signal, m.key, m.status, m.seq
+${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key, m.status, m.seq
 ),
 ${handoffSql(s, { now: "$3", worker: "$4", lease: "$7", max: "$8" })}${settleTail("$5", "$6")}`;
 
