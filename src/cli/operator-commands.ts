@@ -6,6 +6,7 @@ import {
   DEFAULT_CONSOLE_URL,
   type ConsoleClient,
 } from "./console-client.ts";
+import type { TimelineItem } from "../console/timeline.ts";
 import { age, short, table, when } from "./table.ts";
 
 interface ConnFlags {
@@ -65,21 +66,6 @@ interface Overview {
   flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
   recentFailures: { deadLetters: Message[]; runs: RunRow[] };
   instances: number;
-}
-interface TimelineItem {
-  seq: number;
-  kind: string;
-  name: string;
-  at: number;
-  tookMs: number;
-  preview?: string;
-  error?: { code: string; message: string };
-  label?: string;
-  wakeAt?: number;
-  duration?: string;
-  messageId?: string;
-  messageStatus?: string;
-  childRunId?: string;
 }
 interface RunDetail {
   run: RunRow & { input?: unknown; output?: unknown };
