@@ -15,6 +15,27 @@ import type { Figure, ScenarioId } from "./types.ts";
 const OKENGINE = "okengine-postgres";
 const script = (name: string): string => fileURLToPath(new URL(`../${name}`, import.meta.url));
 
+/** One start of a scheduled job: its schedule's id, the slot it was due at, when its handler began. */
+interface SlotStart {
+  id: string;
+  due: number;
+  at: number;
+}
+
+/** The starts due in [from, to): their lags, sorted, and how many slots ran and ran more than once. */
+function slotLags(starts: readonly SlotStart[], from: number, to: number, slotsExpected: number) {
+  const window = starts.filter((s) => s.due >= from && s.due < to);
+  const perSlot = new Map<string, number>();
+  for (const s of window) perSlot.set(`${s.id}@${s.due}`, (perSlot.get(`${s.id}@${s.due}`) ?? 0) + 1);
+  const lags = window.map((s) => s.at - s.due).sort((a, b) => a - b);
+  const checks = {
+    slotsExpected,
+    slotsRun: perSlot.size,
+    duplicates: [...perSlot.values()].filter((n) => n > 1).length,
+  };
+  return { lags, checks };
+}
+
 /**
  * The figures a script printed: one JSON object (on one line or pretty-printed);
  * a logger may print JSON lines around it, so the last block that parses and
@@ -162,7 +183,7 @@ export async function s16Graphile(ctx: Ctx): Promise<Figure[]> {
   const system = graphileSystem();
   const ns = await system.fresh();
   const gw = await peer<GwModule>("graphile-worker");
-  const starts: Array<{ id: string; ts: number; at: number }> = [];
+  const starts: SlotStart[] = [];
   const crontab = Array.from({ length: tasks }, (_, i) => `* * * * * bench_cron ?id=c${i} {i:${i}}`).join(
     "\n",
   );
@@ -179,7 +200,7 @@ export async function s16Graphile(ctx: Ctx): Promise<Figure[]> {
           logger: new gw.Logger(() => () => undefined),
           taskList: {
             bench_cron: (payload: { i: number; _cron: { ts: string } }) => {
-              starts.push({ id: `c${payload.i}`, ts: Date.parse(payload._cron.ts), at: Date.now() });
+              starts.push({ id: `c${payload.i}`, due: Date.parse(payload._cron.ts), at: Date.now() });
             },
           },
         }),
@@ -190,15 +211,7 @@ export async function s16Graphile(ctx: Ctx): Promise<Figure[]> {
       await sleep(1_000);
       ctx.progress.tick(`graphile crontab: ${starts.length} starts`);
     }
-    const window = starts.filter((s) => s.ts >= from && s.ts < to);
-    const perSlot = new Map<string, number>();
-    for (const s of window) perSlot.set(`${s.id}@${s.ts}`, (perSlot.get(`${s.id}@${s.ts}`) ?? 0) + 1);
-    const lags = window.map((s) => s.at - s.ts).sort((a, b) => a - b);
-    const checks = {
-      slotsExpected: tasks * minutes,
-      slotsRun: perSlot.size,
-      duplicates: [...perSlot.values()].filter((n) => n > 1).length,
-    };
+    const { lags, checks } = slotLags(starts, from, to, tasks * minutes);
     const note = `${tasks} crontab entries "* * * * *" × ${minutes} min on ${workers} runners (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
     return [
       fig(
@@ -259,7 +272,7 @@ export async function s16Bullmq(ctx: Ctx): Promise<Figure[]> {
   const prefix = randomName("okbench_sched");
   const connection = { ...REDIS, maxRetriesPerRequest: null };
   const queue = new Queue("bench_sched", { connection, prefix });
-  const starts: Array<{ id: string; due: number; at: number }> = [];
+  const starts: SlotStart[] = [];
   const running: Array<{ close(): Promise<void> }> = [];
   try {
     await queue.waitUntilReady();
@@ -284,15 +297,7 @@ export async function s16Bullmq(ctx: Ctx): Promise<Figure[]> {
       await sleep(1_000);
       ctx.progress.tick(`BullMQ schedulers: ${starts.length} starts`);
     }
-    const window = starts.filter((s) => s.due >= from && s.due < to);
-    const perSlot = new Map<string, number>();
-    for (const s of window) perSlot.set(`${s.id}@${s.due}`, (perSlot.get(`${s.id}@${s.due}`) ?? 0) + 1);
-    const lags = window.map((s) => s.at - s.due).sort((a, b) => a - b);
-    const checks = {
-      slotsExpected: schedulers * seconds,
-      slotsRun: perSlot.size,
-      duplicates: [...perSlot.values()].filter((n) => n > 1).length,
-    };
+    const { lags, checks } = slotLags(starts, from, to, schedulers * seconds);
     const note = `${schedulers} job schedulers { every: 1000 } × ${seconds} s on ${workers} workers (one process); ${checks.slotsRun}/${checks.slotsExpected} slots ran, ${checks.duplicates} duplicates`;
     return (["p50", "p99"] as const).map((p) =>
       fig(
