@@ -1,66 +1,10 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
-import type { Clock } from "../clock/clock.ts";
-import type { Logger } from "../log/logger.ts";
-import { commitWithRetry } from "../store/commit-retry.ts";
-import type {
-  ClaimedMessage,
-  FailureReason,
-  Settlement,
-  SettleHandoff,
-  SettleResult,
-  Store,
-} from "../store/types.ts";
-import type { OnceSignal } from "./signal.ts";
-import { budgetSpent, LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
+import type { ClaimedMessage } from "../store/types.ts";
+import { budgetSpent } from "./attempt-budget.ts";
+import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
+import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
-const SETTLE_BATCH = 256;
-const SETTLE_PARALLEL = 2;
-
-/** What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim. */
-export type HandlerOutcome =
-  { kind: "ok" } | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt"> } | { kind: "abandon" };
-
-export interface WorkerPoolOptions {
-  store: Store;
-  clock: Clock;
-  logger: Logger;
-  signal: OnceSignal;
-  /** Holder id stamped into lockedBy. */
-  worker: string;
-  concurrency: number;
-  /**
-   * Messages claimed ahead of free slots and kept locally, so one claim round
-   * trip feeds many handlers. A buffered message whose lease ran out before a
-   * slot freed up is dropped (it will be reclaimed), never run late.
-   */
-  prefetch: number;
-  leaseMs: number;
-  /**
-   * Settle hand-off (Store.settle's SettleHandoff): a keyed message that settles
-   * for good claims its key's next message in the settle statement. Off by
-   * default: on PostgreSQL it halves the statements of a keyed drain (1 000 keys
-   * × 50: 0.015 → 0.007 per job) but, measured interleaved on the shared 2-core
-   * box, the drain took 10-11.5 s instead of 5-6 s: the settle with hand-off
-   * cost ~40 ms per ~125 rows against ~8 ms per settle plus ~17 ms per claim
-   * of ~230 rows (bench/pg-costs.ts s5, bench/README.md).
-   */
-  handoff?: boolean;
-  handle(message: ClaimedMessage): Promise<HandlerOutcome>;
-  /**
-   * Asked when a claim finds the attempt budget spent, before the message is dead-lettered with
-   * LEASE_EXPIRED: an outcome settles it like a handler's (a durable consumer's run decides), and
-   * `undefined` keeps the LEASE_EXPIRED settlement.
-   */
-  whenSpent?(message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
-}
-
-/** A slot held for a message being written already claimed (claim at emit). */
-export interface SlotReservation {
-  /** The write committed: run the message in the held slot. */
-  start(message: ClaimedMessage): void;
-  /** The write failed: give the slot back. */
-  release(): void;
-}
+export type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
 /**
  * Delivery loop for one once-bound flow: wait for a wake-up or the next lease
@@ -79,19 +23,9 @@ export class WorkerPool {
   private readonly runningIds = new Set<string>();
   /** Claimed, not started yet (prefetch). */
   private buffer: ClaimedMessage[] = [];
-  private pendingSettle: Settlement[] = [];
-  /** Ids in pendingSettle whose settle makes other work claimable: a retry, or a key's head. */
-  private readonly freeing = new Set<string>();
-  /** Ids in pendingSettle of keyed messages that settle for good: their key's next can be handed off. */
-  private readonly keyedDone = new Set<string>();
-  /** Room promised to claims and hand-offs in flight, so the two never take the same room twice. */
+  /** Room promised to claims in flight; the settle queue holds the hand-offs', so the two never take the same room twice. */
   private roomHeld = 0;
-  /** Settle statements in flight (at most SETTLE_PARALLEL). */
-  private readonly settling = new Set<Promise<void>>();
-  /** Lease expiry of each message waiting to settle: a retried settle gives up a lease after it ran out. */
-  private readonly leaseUntil = new Map<Settlement, number>();
-  /** Ends settle retries at the shutdown deadline. */
-  private readonly settleAbort = new AbortController();
+  private readonly settles: SettleQueue;
   private cancelTimer: (() => void) | undefined;
   private timerAt = Infinity;
   private unsubscribe: (() => void) | undefined;
@@ -109,7 +43,20 @@ export class WorkerPool {
   private readonly reservations = new Set<Promise<void>>();
   private stopped = false;
 
-  constructor(private readonly o: WorkerPoolOptions) {}
+  constructor(private readonly o: WorkerPoolOptions) {
+    this.settles = new SettleQueue({
+      store: o.store,
+      clock: o.clock,
+      logger: o.logger,
+      signal: o.signal,
+      worker: o.worker,
+      leaseMs: o.leaseMs,
+      ...(o.handoff === undefined ? {} : { handoff: o.handoff }),
+      running: () => this.running,
+      settled: (b) => this.settled(b),
+      after: () => this.notifyIdle(),
+    });
+  }
 
   get active(): number {
     return this.inflight.size;
@@ -265,7 +212,8 @@ export class WorkerPool {
       this.inflight.size -
       this.reserved -
       this.buffer.length -
-      this.roomHeld
+      this.roomHeld -
+      this.settles.roomHeld
     );
   }
 
@@ -282,7 +230,7 @@ export class WorkerPool {
   private run(m: ClaimedMessage): void {
     if (budgetSpent(m, this.o.signal)) {
       if (this.o.whenSpent === undefined) {
-        this.settleSpent(m);
+        this.settles.spent(m);
         return;
       }
       const spent = this.o
@@ -294,7 +242,7 @@ export class WorkerPool {
           );
           return undefined;
         })
-        .then((outcome) => (outcome === undefined ? this.settleSpent(m) : this.settleLater(m, outcome)))
+        .then((outcome) => (outcome === undefined ? this.settles.spent(m) : this.settles.outcome(m, outcome)))
         .finally(() => {
           this.inflight.delete(spent);
           this.startBuffered();
@@ -309,7 +257,7 @@ export class WorkerPool {
         kind: "error",
         failure: { code: "Error", message: String(e) },
       }))
-      .then((outcome) => this.settleLater(m, outcome))
+      .then((outcome) => this.settles.outcome(m, outcome))
       .finally(() => {
         this.inflight.delete(p);
         this.runningIds.delete(m.id);
@@ -320,197 +268,37 @@ export class WorkerPool {
     this.inflight.add(p);
   }
 
-  private settleLater(m: ClaimedMessage, outcome: HandlerOutcome): void {
-    if (outcome.kind === "abandon") return;
-    const s = this.o.signal;
-    let settlement: Settlement;
-    if (outcome.kind === "ok") {
-      settlement = { id: m.id, worker: this.o.worker, attempt: m.attempts, status: "delivered" };
-    } else {
-      const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
-      const exhausted = m.attempts > s.retries;
-      settlement = {
-        id: m.id,
-        worker: this.o.worker,
-        attempt: m.attempts,
-        status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
-        failure,
-      };
+  /** A settle returned: start what it handed off, warn about fenced settlements, claim when it freed work. */
+  private settled({ batch, sent, keyed, frees }: SettledBatch): void {
+    if (sent === undefined) return;
+    const { settled, result: r } = sent;
+    const handed = r.claimed ?? [];
+    if (handed.length > 0) {
+      // After stop() they are left to lazy reclaim, like buffered messages stop() did not start.
+      let earliest = Infinity;
+      for (const m of handed) {
+        this.buffer.push(m);
+        if (m.leaseExpiresAt < earliest) earliest = m.leaseExpiresAt;
+      }
+      if (this.running) {
+        this.armAt(earliest);
+        this.startBuffered();
+      }
+      // Every settled key found its next message: nothing was freed for a claim to find.
+      if (handed.length >= keyed && !batch.some((b) => b.status === "pending")) frees = false;
+    }
+    if (r.applied.length < settled.length) {
+      const applied = new Set(r.applied);
+      const fenced = settled.filter((b) => !applied.has(b.id)).map((b) => b.id);
       this.o.logger.warn(
-        {
-          signal: s.name,
-          messageId: m.id,
-          attempt: m.attempts,
-          code: failure.code,
-          outcome: settlement.status,
-        },
-        `attempt ${m.attempts} failed: ${failure.message}`,
+        { signal: this.o.signal.name, fenced },
+        "settle ignored: the lease was reclaimed by another holder",
       );
     }
-    this.pendingSettle.push(settlement);
-    this.leaseUntil.set(settlement, m.leaseExpiresAt);
-    if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
-    if (this.o.handoff === true && settlement.status !== "pending" && m.key !== null)
-      this.holdForHandoff(m.id);
-    this.flushSettle();
-  }
-
-  /**
-   * A claim is an attempt: this one found every allowed attempt already made
-   * (the last one crashed or hung past its lease), so it settles the message
-   * without running it again and `retries + 1` invocations holds.
-   */
-  private settleSpent(m: ClaimedMessage): void {
-    const s = this.o.signal;
-    const settlement = spentSettlement(m, s, this.o.worker, this.o.clock.now());
-    this.o.logger.warn(
-      {
-        signal: s.name,
-        messageId: m.id,
-        attempt: settlement.failure!.attempt,
-        code: LEASE_EXPIRED,
-        outcome: settlement.status,
-      },
-      settlement.failure!.message,
-    );
-    this.pendingSettle.push(settlement);
-    this.leaseUntil.set(settlement, m.leaseExpiresAt);
-    if (m.key !== null) this.freeing.add(m.id);
-    if (this.o.handoff === true && m.key !== null && settlement.status !== "pending")
-      this.holdForHandoff(m.id);
-    this.flushSettle();
-  }
-
-  /**
-   * Settlements that finish while a settle is in flight go out together in the
-   * next batch. A second statement goes out in parallel only for a backlog of
-   * at least half a batch: settling is the slower half of a drain on PostgreSQL
-   * (each row is rewritten), and one statement at a time left a tail of
-   * unsettled messages after the last handler (bench/README.md).
-   */
-  private flushSettle(): void {
-    while (
-      this.pendingSettle.length > 0 &&
-      (this.settling.size === 0 ||
-        (this.settling.size < SETTLE_PARALLEL && this.pendingSettle.length >= SETTLE_BATCH / 2))
-    ) {
-      this.settleBatch(this.pendingSettle.splice(0, SETTLE_BATCH));
-    }
-  }
-
-  /**
-   * A keyed message that settles for good keeps its room for its key's next
-   * message until its settle returns: the settle claims that message in the same
-   * statement (Store.settle's hand-off), so a keyed drain needs no claim
-   * statement per key. Held from the handler's end, not from the settle's send:
-   * a claim sent in between would otherwise take the room first.
-   */
-  private holdForHandoff(id: string): void {
-    if (this.keyedDone.has(id)) return;
-    this.keyedDone.add(id);
-    this.roomHeld++;
-  }
-
-  /** Settles one batch; hands off the room held for its keyed messages (holdForHandoff) while running. */
-  private settleBatch(batch: Settlement[]): void {
-    let frees = false;
-    let keyed = 0;
-    for (const b of batch) {
-      frees = this.freeing.delete(b.id) || frees;
-      if (this.keyedDone.delete(b.id)) keyed++;
-    }
-    // After stop() nothing would start a handed message.
-    const max = this.running ? keyed : 0;
-    const handoff: SettleHandoff | undefined =
-      max > 0 ? { worker: this.o.worker, leaseMs: this.o.leaseMs, max } : undefined;
-    let held = keyed;
-    const release = (): void => {
-      this.roomHeld -= held;
-      held = 0;
-    };
-    const done: Promise<void> = this.settleUntilCommitted(batch, handoff)
-      .then((sent) => {
-        release();
-        if (sent === undefined) return;
-        const { settled, result: r } = sent;
-        const handed = r.claimed ?? [];
-        if (handed.length > 0) {
-          // After stop() they are left to lazy reclaim, like buffered messages stop() did not start.
-          let earliest = Infinity;
-          for (const m of handed) {
-            this.buffer.push(m);
-            if (m.leaseExpiresAt < earliest) earliest = m.leaseExpiresAt;
-          }
-          if (this.running) {
-            this.armAt(earliest);
-            this.startBuffered();
-          }
-          // Every settled key found its next message: nothing was freed for a claim to find.
-          if (handed.length >= keyed && !batch.some((b) => b.status === "pending")) frees = false;
-        }
-        if (r.applied.length < settled.length) {
-          const applied = new Set(r.applied);
-          const fenced = settled.filter((b) => !applied.has(b.id)).map((b) => b.id);
-          this.o.logger.warn(
-            { signal: this.o.signal.name, fenced },
-            "settle ignored: the lease was reclaimed by another holder",
-          );
-        }
-        // A retry is claimable again right away, and a settled key head frees its successor. After a
-        // hand-off refilled the buffer, a claim waits until the buffer is half empty (as in run()).
-        const refill = handed.length === 0 || this.buffer.length <= this.o.prefetch / 2;
-        if ((this.mayHaveMore && refill) || frees) this.wake();
-      })
-      .finally(() => {
-        release();
-        this.settling.delete(done);
-        this.flushSettle();
-        this.notifyIdle();
-      });
-    this.settling.add(done);
-  }
-
-  /**
-   * A failed settle is retried with backoff (the store fences it by holder and
-   * attempt, so a retry never applies twice) until it commits, the pool stops,
-   * or a message's lease ran out a whole lease ago: by then it is another
-   * holder's to run, so it is given up and logged. Dropping it at the first
-   * failure re-ran every handler of the batch after a short database blip.
-   */
-  private async settleUntilCommitted(
-    batch: Settlement[],
-    handoff?: SettleHandoff,
-  ): Promise<{ settled: Settlement[]; result: SettleResult } | undefined> {
-    const name = this.o.signal.name;
-    let live = batch;
-    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now(), handoff), {
-      signal: this.settleAbort.signal,
-      giveUp: () => {
-        const now = this.o.clock.now();
-        const lost = live.filter((b) => (this.leaseUntil.get(b) ?? 0) + this.o.leaseMs <= now);
-        if (lost.length > 0) {
-          this.o.logger.error(
-            { signal: name, gaveUp: lost.map((b) => ({ id: b.id, status: b.status })) },
-            `settle of ${lost.length} message(s) given up: their lease ran out while the store was unavailable; they run again`,
-          );
-          live = live.filter((b) => !lost.includes(b));
-        }
-        return live.length === 0 ? "every lease ran out" : undefined;
-      },
-      onRetry: (err, attempt, delayMs) =>
-        this.o.logger.warn(
-          { err, signal: name, messages: live.length, attempt, retryInMs: delayMs },
-          "settle failed; retrying",
-        ),
-    });
-    for (const b of batch) this.leaseUntil.delete(b);
-    if (r.ok) return { settled: live, result: r.value };
-    if (live.length > 0)
-      this.o.logger.error(
-        { err: r.error, signal: name, gaveUp: live.map((b) => ({ id: b.id, status: b.status })) },
-        `settle of ${live.length} message(s) given up (${r.reason}): they are reclaimed after their lease and run again`,
-      );
-    return undefined;
+    // A retry is claimable again right away, and a settled key head frees its successor. After a
+    // hand-off refilled the buffer, a claim waits until the buffer is half empty (as in run()).
+    const refill = handed.length === 0 || this.buffer.length <= this.o.prefetch / 2;
+    if ((this.mayHaveMore && refill) || frees) this.wake();
   }
 
   /** True when nothing runs, nothing waits to settle, and the last claim found the queue drained. */
@@ -520,8 +308,7 @@ export class WorkerPool {
       this.inflight.size === 0 &&
       this.reserved === 0 &&
       this.buffer.length === 0 &&
-      this.settling.size === 0 &&
-      this.pendingSettle.length === 0 &&
+      this.settles.empty &&
       !this.mayHaveMore
     );
   }
@@ -565,12 +352,9 @@ export class WorkerPool {
     await Promise.race([drained, deadline]);
     clearTimeout(timer);
     // Settles still retrying against an unavailable store get as long again, then are given up (logged).
-    const abortSettles = setTimeout(() => this.settleAbort.abort(), timeoutMs);
+    const abortSettles = setTimeout(() => this.settles.giveUp(), timeoutMs);
     abortSettles.unref();
-    while (this.settling.size > 0 || this.pendingSettle.length > 0) {
-      this.flushSettle();
-      await Promise.all([...this.settling]);
-    }
+    await this.settles.drain();
     clearTimeout(abortSettles);
     this.stopped = true;
     const left = this.inflight.size + this.buffer.length;

@@ -1,0 +1,253 @@
+/** The worker pool's settle side: handler outcomes to settlements, batched settles with retry and the keyed hand-off. */
+import type { Clock } from "../clock/clock.ts";
+import type { Logger } from "../log/logger.ts";
+import { commitWithRetry } from "../store/commit-retry.ts";
+import type {
+  ClaimedMessage,
+  FailureReason,
+  Settlement,
+  SettleHandoff,
+  SettleResult,
+  Store,
+} from "../store/types.ts";
+import type { OnceSignal } from "./signal.ts";
+import { LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
+import type { HandlerOutcome } from "./worker-pool-types.ts";
+
+const SETTLE_BATCH = 256;
+const SETTLE_PARALLEL = 2;
+
+/** What one settle statement came to, handed back to the pool. */
+export interface SettledBatch {
+  batch: Settlement[];
+  /** The settlements sent and their result; undefined when the settle was given up (logged). */
+  sent: { settled: Settlement[]; result: SettleResult } | undefined;
+  /** Keyed messages of the batch that settled for good (their room was held for a hand-off). */
+  keyed: number;
+  /** The batch makes other work claimable: a retry, or a key's head. */
+  frees: boolean;
+}
+
+export interface SettleQueueOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  signal: OnceSignal;
+  worker: string;
+  leaseMs: number;
+  handoff?: boolean;
+  /** False once the pool stopped: a settle then hands off nothing (nothing would start it). */
+  running(): boolean;
+  /** A settle statement returned (or was given up); room held for it is already released. */
+  settled(s: SettledBatch): void;
+  /** A settle statement is over, after `settled` and after the next batch was sent. */
+  after(): void;
+}
+
+/** Settlements waiting and in flight for one pool, sent in batches of at most SETTLE_BATCH. */
+export class SettleQueue {
+  private pending: Settlement[] = [];
+  /** Ids in pending whose settle makes other work claimable: a retry, or a key's head. */
+  private readonly freeing = new Set<string>();
+  /** Ids in pending of keyed messages that settle for good: their key's next can be handed off. */
+  private readonly keyedDone = new Set<string>();
+  /** Room held for hand-offs (holdForHandoff), counted against the pool's claims. */
+  private held = 0;
+  /** Settle statements in flight (at most SETTLE_PARALLEL). */
+  private readonly settling = new Set<Promise<void>>();
+  /** Lease expiry of each message waiting to settle: a retried settle gives up a lease after it ran out. */
+  private readonly leaseUntil = new Map<Settlement, number>();
+  /** Ends settle retries at the shutdown deadline. */
+  private readonly abort = new AbortController();
+
+  constructor(private readonly o: SettleQueueOptions) {}
+
+  /** Room promised to hand-offs, which a claim must not take. */
+  get roomHeld(): number {
+    return this.held;
+  }
+
+  /** True when nothing waits to settle and no settle is in flight. */
+  get empty(): boolean {
+    return this.settling.size === 0 && this.pending.length === 0;
+  }
+
+  /** Queues the settlement of a handler's outcome (`abandon` leaves the message to lazy reclaim). */
+  outcome(m: ClaimedMessage, outcome: HandlerOutcome): void {
+    if (outcome.kind === "abandon") return;
+    const s = this.o.signal;
+    let settlement: Settlement;
+    if (outcome.kind === "ok") {
+      settlement = { id: m.id, worker: this.o.worker, attempt: m.attempts, status: "delivered" };
+    } else {
+      const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
+      const exhausted = m.attempts > s.retries;
+      settlement = {
+        id: m.id,
+        worker: this.o.worker,
+        attempt: m.attempts,
+        status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
+        failure,
+      };
+      this.o.logger.warn(
+        {
+          signal: s.name,
+          messageId: m.id,
+          attempt: m.attempts,
+          code: failure.code,
+          outcome: settlement.status,
+        },
+        `attempt ${m.attempts} failed: ${failure.message}`,
+      );
+    }
+    this.pending.push(settlement);
+    this.leaseUntil.set(settlement, m.leaseExpiresAt);
+    if (settlement.status === "pending" || m.key !== null) this.freeing.add(m.id);
+    if (this.o.handoff === true && settlement.status !== "pending" && m.key !== null)
+      this.holdForHandoff(m.id);
+    this.flush();
+  }
+
+  /**
+   * A claim is an attempt: this one found every allowed attempt already made
+   * (the last one crashed or hung past its lease), so it settles the message
+   * without running it again and `retries + 1` invocations holds.
+   */
+  spent(m: ClaimedMessage): void {
+    const s = this.o.signal;
+    const settlement = spentSettlement(m, s, this.o.worker, this.o.clock.now());
+    this.o.logger.warn(
+      {
+        signal: s.name,
+        messageId: m.id,
+        attempt: settlement.failure!.attempt,
+        code: LEASE_EXPIRED,
+        outcome: settlement.status,
+      },
+      settlement.failure!.message,
+    );
+    this.pending.push(settlement);
+    this.leaseUntil.set(settlement, m.leaseExpiresAt);
+    if (m.key !== null) this.freeing.add(m.id);
+    if (this.o.handoff === true && m.key !== null && settlement.status !== "pending")
+      this.holdForHandoff(m.id);
+    this.flush();
+  }
+
+  /**
+   * Settlements that finish while a settle is in flight go out together in the
+   * next batch. A second statement goes out in parallel only for a backlog of
+   * at least half a batch: settling is the slower half of a drain on PostgreSQL
+   * (each row is rewritten), and one statement at a time left a tail of
+   * unsettled messages after the last handler (bench/README.md).
+   */
+  flush(): void {
+    while (
+      this.pending.length > 0 &&
+      (this.settling.size === 0 ||
+        (this.settling.size < SETTLE_PARALLEL && this.pending.length >= SETTLE_BATCH / 2))
+    ) {
+      this.settleBatch(this.pending.splice(0, SETTLE_BATCH));
+    }
+  }
+
+  /** Sends everything waiting and resolves when no settle is left in flight (stop). */
+  async drain(): Promise<void> {
+    while (!this.empty) {
+      this.flush();
+      await Promise.all([...this.settling]);
+    }
+  }
+
+  /** Ends the retries of settles still in flight: they are given up (logged) at their next try. */
+  giveUp(): void {
+    this.abort.abort();
+  }
+
+  /**
+   * A keyed message that settles for good keeps its room for its key's next
+   * message until its settle returns: the settle claims that message in the same
+   * statement (Store.settle's hand-off), so a keyed drain needs no claim
+   * statement per key. Held from the handler's end, not from the settle's send:
+   * a claim sent in between would otherwise take the room first.
+   */
+  private holdForHandoff(id: string): void {
+    if (this.keyedDone.has(id)) return;
+    this.keyedDone.add(id);
+    this.held++;
+  }
+
+  /** Settles one batch; hands off the room held for its keyed messages (holdForHandoff) while running. */
+  private settleBatch(batch: Settlement[]): void {
+    let frees = false;
+    let keyed = 0;
+    for (const b of batch) {
+      frees = this.freeing.delete(b.id) || frees;
+      if (this.keyedDone.delete(b.id)) keyed++;
+    }
+    // After stop() nothing would start a handed message.
+    const max = this.o.running() ? keyed : 0;
+    const handoff: SettleHandoff | undefined =
+      max > 0 ? { worker: this.o.worker, leaseMs: this.o.leaseMs, max } : undefined;
+    let held = keyed;
+    const release = (): void => {
+      this.held -= held;
+      held = 0;
+    };
+    const done: Promise<void> = this.settleUntilCommitted(batch, handoff)
+      .then((sent) => {
+        release();
+        this.o.settled({ batch, sent, keyed, frees });
+      })
+      .finally(() => {
+        release();
+        this.settling.delete(done);
+        this.flush();
+        this.o.after();
+      });
+    this.settling.add(done);
+  }
+
+  /**
+   * A failed settle is retried with backoff (the store fences it by holder and
+   * attempt, so a retry never applies twice) until it commits, the pool stops,
+   * or a message's lease ran out a whole lease ago: by then it is another
+   * holder's to run, so it is given up and logged. Dropping it at the first
+   * failure re-ran every handler of the batch after a short database blip.
+   */
+  private async settleUntilCommitted(
+    batch: Settlement[],
+    handoff?: SettleHandoff,
+  ): Promise<{ settled: Settlement[]; result: SettleResult } | undefined> {
+    const name = this.o.signal.name;
+    let live = batch;
+    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now(), handoff), {
+      signal: this.abort.signal,
+      giveUp: () => {
+        const now = this.o.clock.now();
+        const lost = live.filter((b) => (this.leaseUntil.get(b) ?? 0) + this.o.leaseMs <= now);
+        if (lost.length > 0) {
+          this.o.logger.error(
+            { signal: name, gaveUp: lost.map((b) => ({ id: b.id, status: b.status })) },
+            `settle of ${lost.length} message(s) given up: their lease ran out while the store was unavailable; they run again`,
+          );
+          live = live.filter((b) => !lost.includes(b));
+        }
+        return live.length === 0 ? "every lease ran out" : undefined;
+      },
+      onRetry: (err, attempt, delayMs) =>
+        this.o.logger.warn(
+          { err, signal: name, messages: live.length, attempt, retryInMs: delayMs },
+          "settle failed; retrying",
+        ),
+    });
+    for (const b of batch) this.leaseUntil.delete(b);
+    if (r.ok) return { settled: live, result: r.value };
+    if (live.length > 0)
+      this.o.logger.error(
+        { err: r.error, signal: name, gaveUp: live.map((b) => ({ id: b.id, status: b.status })) },
+        `settle of ${live.length} message(s) given up (${r.reason}): they are reclaimed after their lease and run again`,
+      );
+    return undefined;
+  }
+}

@@ -1,0 +1,51 @@
+/** The worker pool's public shapes: a handler's outcome, the pool's options, a claim-at-emit slot reservation. */
+import type { Clock } from "../clock/clock.ts";
+import type { Logger } from "../log/logger.ts";
+import type { ClaimedMessage, FailureReason, Store } from "../store/types.ts";
+import type { OnceSignal } from "./signal.ts";
+
+/** What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim. */
+export type HandlerOutcome =
+  { kind: "ok" } | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt"> } | { kind: "abandon" };
+
+export interface WorkerPoolOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  signal: OnceSignal;
+  /** Holder id stamped into lockedBy. */
+  worker: string;
+  concurrency: number;
+  /**
+   * Messages claimed ahead of free slots and kept locally, so one claim round
+   * trip feeds many handlers. A buffered message whose lease ran out before a
+   * slot freed up is dropped (it will be reclaimed), never run late.
+   */
+  prefetch: number;
+  leaseMs: number;
+  /**
+   * Settle hand-off (Store.settle's SettleHandoff): a keyed message that settles
+   * for good claims its key's next message in the settle statement. Off by
+   * default: on PostgreSQL it halves the statements of a keyed drain (1 000 keys
+   * × 50: 0.015 → 0.007 per job) but, measured interleaved on the shared 2-core
+   * box, the drain took 10-11.5 s instead of 5-6 s: the settle with hand-off
+   * cost ~40 ms per ~125 rows against ~8 ms per settle plus ~17 ms per claim
+   * of ~230 rows (bench/pg-costs.ts s5, bench/README.md).
+   */
+  handoff?: boolean;
+  handle(message: ClaimedMessage): Promise<HandlerOutcome>;
+  /**
+   * Asked when a claim finds the attempt budget spent, before the message is dead-lettered with
+   * LEASE_EXPIRED: an outcome settles it like a handler's (a durable consumer's run decides), and
+   * `undefined` keeps the LEASE_EXPIRED settlement.
+   */
+  whenSpent?(message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
+}
+
+/** A slot held for a message being written already claimed (claim at emit). */
+export interface SlotReservation {
+  /** The write committed: run the message in the held slot. */
+  start(message: ClaimedMessage): void;
+  /** The write failed: give the slot back. */
+  release(): void;
+}
