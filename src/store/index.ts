@@ -49,4 +49,12 @@ export const storeErrors = {
       fix: "Journal entries are append-only; the run's replay position and its journal disagree.",
       status: 409,
     }),
+  /** A holder's append that matches a stored entry's position, kind and name but not its content. */
+  entryDiffers: (runId: string, seq: number, kind: string, name: string) =>
+    new OkeError({
+      code: "OKE1313",
+      message: `journal: run "${runId}" already has ${kind} "${name}" at seq ${seq} with a different value`,
+      fix: "An append sent again after a lost reply must carry the same entry; a different value at a journaled position means two attempts of the run disagree (a step that is not deterministic given its journal, or two writers under one lease).",
+      status: 409,
+    }),
 } as const;

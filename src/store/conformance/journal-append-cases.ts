@@ -178,6 +178,100 @@ export function journalAppendCases(factory: StoreFactory): void {
       });
     });
 
+    it("an append repeated with the same content in another key order, or at another time, is still a retry", async () => {
+      await startRun(store(), "r1");
+      const value = { a: 1, nested: { x: [1, { y: "z" }], w: null } };
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0,
+        entries: [step("r1", 0, "charge", value)],
+      });
+      const reordered = { nested: { w: null, x: [1, { y: "z" }] }, a: 1 };
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0 + 5,
+        entries: [step("r1", 0, "charge", reordered, T0 + 5)],
+      });
+      expect(await store().getJournal("r1")).toEqual([step("r1", 0, "charge", value)]);
+    });
+
+    it("an append at a journaled position with its kind and name but another value, error or wake time is refused (OKE1313) and writes nothing", async () => {
+      await startRun(store(), "r1");
+      const sleep = {
+        runId: "r1",
+        seq: 2,
+        kind: "sleep" as const,
+        label: "wait",
+        duration: "0ms",
+        wakeAt: T0,
+        at: T0,
+      };
+      await store().append({
+        runId: "r1",
+        owner: "inst-1",
+        now: T0,
+        entries: [
+          step("r1", 0, "charge", { cents: 100 }),
+          {
+            runId: "r1",
+            seq: 1,
+            kind: "step",
+            name: "ship",
+            error: { code: "E1", message: "no stock" },
+            at: T0,
+          },
+          sleep,
+        ],
+      });
+      const before = await store().getJournal("r1");
+      const refusals = [
+        [step("r1", 0, "charge", { cents: 200 })],
+        [step("r1", 0, "charge")],
+        [step("r1", 0, "charge", { cents: 100, extra: true })],
+        [{ runId: "r1", seq: 1, kind: "step" as const, name: "ship", value: 1, at: T0 }],
+        [
+          {
+            runId: "r1",
+            seq: 1,
+            kind: "step" as const,
+            name: "ship",
+            error: { code: "E2", message: "no stock" },
+            at: T0,
+          },
+        ],
+        [{ ...sleep, wakeAt: T0 + 1 }],
+      ];
+      for (const entries of refusals) {
+        const err = await rejectionOf(
+          store().append({
+            runId: "r1",
+            owner: "inst-1",
+            now: T0,
+            entries,
+            emits: [msg(`m-${entries[0]!.seq}`)],
+          }),
+        );
+        expect(err).toMatchObject({
+          code: "OKE1313",
+          message: `journal: run "r1" already has ${entries[0]!.kind} "${entryName(entries[0]!)}" at seq ${entries[0]!.seq} with a different value`,
+        });
+      }
+      // One entry of a batch differing is enough; nothing of that batch is written.
+      const err = await rejectionOf(
+        store().append({
+          runId: "r1",
+          owner: "inst-1",
+          now: T0,
+          entries: [step("r1", 0, "charge", { cents: 100 }), { ...sleep, duration: "1ms" }],
+        }),
+      );
+      expect(err).toMatchObject({ code: "OKE1313" });
+      expect(await store().getJournal("r1")).toEqual(before);
+      expect(await claimOf(store(), "w", T0, 10)).toEqual([]);
+    });
+
     it("entries and emits commit together; the emitted messages become claimable", async () => {
       await startRun(store(), "r1");
       await store().append({

@@ -1,6 +1,7 @@
 /** The memory engine's journal: runs, leases, entries, sleepers and due runs. */
 import { JournalLeaseBusy } from "../../errors.ts";
 import { entryName } from "../types.ts";
+import { sameEntryContent } from "../journal-same.ts";
 import { storeErrors } from "../index.ts";
 import type {
   ReleaseRequest,
@@ -130,20 +131,26 @@ export class MemoryJournal {
 
   /**
    * True when this append was committed already: the holder sends entries
-   * that each sit at their seq with the same kind and name (a retry after the
-   * first reply was lost). Such an append writes nothing, its emits included.
-   * Throws like append when the caller does not hold the lease.
+   * that each sit at their seq with the same kind, name and content (a retry
+   * after the first reply was lost). Such an append writes nothing, its emits
+   * included. Same positions, kinds and names with another content is no
+   * retry: refused with OKE1313. Throws like append when the caller does not
+   * hold the lease.
    */
   alreadyAppended(req: Pick<AppendRequest, "runId" | "owner" | "entries">): boolean {
     const r = this.holder(req.runId, req.owner);
     if (req.entries.length === 0) return false;
     const batch = new Set<number>();
+    let differs: JournalEntry | undefined;
     for (const e of req.entries) {
       if (batch.has(e.seq)) return false;
       batch.add(e.seq);
       const at = r.entries[lowerBound(r.entries, e.seq)];
       if (at?.seq !== e.seq || at.kind !== e.kind || entryName(at) !== entryName(e)) return false;
+      if (differs === undefined && !sameEntryContent(at, e)) differs = e;
     }
+    if (differs !== undefined)
+      throw storeErrors.entryDiffers(r.id, differs.seq, differs.kind, entryName(differs));
     return true;
   }
 

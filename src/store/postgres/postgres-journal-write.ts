@@ -5,6 +5,7 @@ import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postg
 import { entriesParam, insertEntriesSql, jsonParam } from "./postgres-rows.ts";
 import { refusal } from "./postgres-runs.ts";
 import { mapConflict } from "./postgres-errors.ts";
+import { storeErrors } from "../index.ts";
 
 /**
  * Journal writes, each ONE statement (so one implicit transaction and one
@@ -56,24 +57,36 @@ export async function append(ctx: PgContext, req: AppendRequest): Promise<void> 
 
 /**
  * True when the holder's append is journaled already: every entry sits at its
- * seq with the same kind and name, and `owner` still holds the run. Its emits
- * committed in the same statement as those entries.
+ * seq with the same kind, name and content, and `owner` still holds the run.
+ * Its emits committed in the same statement as those entries. The same
+ * positions, kinds and names with another content is no retry: OKE1313.
+ * Content is compared in SQL (jsonb equality ignores key order, as
+ * journal-same.ts does for the other drivers).
  */
 async function alreadyAppended(ctx: PgContext, req: AppendRequest): Promise<boolean> {
   const seqs = req.entries.map((e) => e.seq);
   if (seqs.length === 0 || new Set(seqs).size !== seqs.length) return false;
-  const { rows } = await q<{ seq: number; kind: string; name: string; held: boolean }>(
+  const { rows } = await q<{ seq: number; kind: string; name: string; held: boolean; same: boolean }>(
     ctx.pool,
-    `SELECT e.seq, e.kind, e.name, EXISTS (SELECT 1 FROM ${ctx.s}.runs WHERE ${fence}) AS held
-     FROM ${ctx.s}.journal_entries e WHERE e.run_id = $1 AND e.seq = ANY($3::int[])`,
-    [req.runId, req.owner, seqs],
+    `SELECT e.seq, e.kind, e.name, EXISTS (SELECT 1 FROM ${ctx.s}.runs WHERE ${fence}) AS held,
+       (e.value IS NOT DISTINCT FROM s.value -> 'v' AND e.error IS NOT DISTINCT FROM s.error
+        AND e.duration IS NOT DISTINCT FROM s.duration AND e.wake_at IS NOT DISTINCT FROM s.wake_at) AS same
+     FROM ${ctx.s}.journal_entries e
+     JOIN jsonb_to_recordset($3::jsonb)
+       AS s(seq integer, value jsonb, error jsonb, duration text, wake_at bigint) ON s.seq = e.seq
+     WHERE e.run_id = $1`,
+    [req.runId, req.owner, entriesParam(req.runId, req.entries)],
   );
   if (rows.length !== seqs.length || !rows.every((r) => r.held)) return false;
   const stored = new Map(rows.map((r) => [r.seq, r]));
-  return req.entries.every((e) => {
-    const r = stored.get(e.seq);
-    return r !== undefined && r.kind === e.kind && r.name === entryName(e);
-  });
+  if (
+    !req.entries.every((e) => stored.get(e.seq)?.kind === e.kind && stored.get(e.seq)?.name === entryName(e))
+  )
+    return false;
+  const differs = req.entries.find((e) => stored.get(e.seq)?.same !== true);
+  if (differs !== undefined)
+    throw storeErrors.entryDiffers(req.runId, differs.seq, differs.kind, entryName(differs));
+  return true;
 }
 
 /** Appends the sleep entry, sets `sleeping` + `wakeAt`, releases the lease; wakes schedulers. */
