@@ -1,7 +1,7 @@
 /** Ending a failed durable run: status `compensating` while its undos run, then `failed`, also after a crash. */
 import { JournalLeaseBusy } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
-import { finishRetried } from "./journal-retry.ts";
+import { beginCompensationRetried, finishRetried } from "./journal-retry.ts";
 import type { DurableDeps, UndoList } from "./types.ts";
 import { errorRecord, type JournalSession, StepError } from "./session.ts";
 
@@ -25,8 +25,7 @@ export async function compensateAndFail(
   const failure = stored ?? errorRecord(error);
   const finalError = stored ? new StepError(stored.code, stored.message) : error;
   try {
-    if (!resumed && undos.length > 0)
-      await deps.store.beginCompensation({ runId, owner, now: deps.clock.now(), error: failure });
+    if (!resumed && undos.length > 0) await beginCompensationRetried(deps, runId, owner, session, failure);
     await session.compensate(undos);
     await finishRetried(deps, runId, owner, session, "failed", { error: failure });
   } catch (e) {

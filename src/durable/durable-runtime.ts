@@ -4,6 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, Store } from "../store/types.ts";
+import { releaseRetried } from "./journal-retry.ts";
 import { Permits } from "./permits.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
@@ -356,12 +357,7 @@ export class DurableRuntime {
         { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
         "durable run: its flow is not in this app; leaving it for another instance",
       );
-      await store.releaseRun({
-        runId: acquired.run.id,
-        owner: acquired.run.leaseOwner!,
-        now: clock.now(),
-        retryAt,
-      });
+      await releaseRetried({ ...this.deps, store }, acquired.run.id, acquired.run.leaseOwner!, { retryAt });
       return undefined;
     }
     const run = acquired.run;

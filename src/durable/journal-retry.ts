@@ -1,4 +1,4 @@
-/** Retries a fenced journal write (append, finish) through a transient store failure, with backoff, like settles. */
+/** Retries a fenced journal write (append, park, finish, begin compensation, release) through a transient store failure, with backoff, like settles. */
 import type { Clock } from "../clock/clock.ts";
 import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
@@ -100,5 +100,60 @@ export function finishRetried(
       await deps.store.finish({ runId, owner, now: deps.clock.now(), status, ...result });
     },
     () => session.lostLease,
+  );
+}
+
+/**
+ * beginCompensation, retried through transient store failures. A retry first
+ * looks whether the previous try landed: the run already compensating under
+ * this owner's lease is done (the retry itself would be refused, the run
+ * being no longer `running`).
+ */
+export function beginCompensationRetried(
+  deps: JournalRetryDeps & { store: Store },
+  runId: string,
+  owner: string,
+  session: { readonly lostLease: JournalLeaseBusy | undefined },
+  error: { code: string; message: string },
+): Promise<void> {
+  return retryJournalWrite(
+    deps,
+    "begin compensation",
+    runId,
+    async (attempt) => {
+      if (attempt > 1) {
+        const run = await deps.store.getRun(runId);
+        if (run?.status === "compensating" && run.leaseOwner === owner) return;
+      }
+      await deps.store.beginCompensation({ runId, owner, now: deps.clock.now(), error });
+    },
+    () => session.lostLease,
+  );
+}
+
+/**
+ * releaseRun, retried through transient store failures. No check is needed:
+ * a release by a caller that no longer holds the run changes nothing on every
+ * driver, so a retry of a release that landed (or of one whose run another
+ * instance took since) is a no-op.
+ */
+export function releaseRetried(
+  deps: JournalRetryDeps & { store: Store },
+  runId: string,
+  owner: string,
+  options: { retryAt?: number; lost?: () => JournalLeaseBusy | undefined } = {},
+): Promise<void> {
+  return retryJournalWrite(
+    deps,
+    "release",
+    runId,
+    () =>
+      deps.store.releaseRun({
+        runId,
+        owner,
+        now: deps.clock.now(),
+        ...(options.retryAt === undefined ? {} : { retryAt: options.retryAt }),
+      }),
+    options.lost,
   );
 }

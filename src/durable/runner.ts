@@ -4,7 +4,7 @@ import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { journalJson } from "../signal/storable.ts";
-import { finishRetried } from "./journal-retry.ts";
+import { finishRetried, releaseRetried } from "./journal-retry.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
 // Shared with compensation.ts and run-log.ts, so they live in types.ts (no import back to this file).
@@ -68,7 +68,7 @@ async function driveAttempt(
     }
     if (retryable) {
       // Another attempt will replay the journal and retry the failed step; the run is not over.
-      await deps.store.releaseRun({ runId, owner, now: deps.clock.now() });
+      await releaseRetried(deps, runId, owner, { lost: () => session.lostLease });
       return { kind: "failed", runId, error, retry: true };
     }
     const failed = await compensateAndFail(deps, acquired, owner, session, undos, error);
