@@ -1,7 +1,7 @@
 /** The multi-row INSERT of an enqueue batch, in emit order. */
 import type { ClaimedMessage, NewMessage, StoreEvent } from "../types.ts";
 import { mapConflict, postgresStoreErrors } from "./postgres-errors.ts";
-import { type PgContext, q, type Queryable, unique, wakePayload } from "./postgres-context.ts";
+import { type PgContext, preparedName, q, type Queryable, unique, wakePayload } from "./postgres-context.ts";
 import { jsonParam } from "./postgres-rows.ts";
 
 /**
@@ -32,6 +32,22 @@ export const insertMessagesSql = (s: string, p: number, where = "TRUE", claimed 
     WITH ORDINALITY AS u(id, signal, key, payload, parent_run_id, ord)
   WHERE ${where}
   ORDER BY u.ord`;
+
+/**
+ * One message as a one-row INSERT … VALUES, prepared by name (q()'s `name`):
+ * the lone emit of S4 and S1. Measured on the shared 2-core machine, 900
+ * sequential inserts each, interleaved: the unnest form unprepared p50 0.45 ms
+ * (planning 0.08 + execution 0.12 ms server-side), this one prepared 0.15 ms.
+ * Parameters: $1 id, $2 signal, $3 key, $4 payload, $5 parent, $6 now; claimed
+ * adds $7 holder, $8 lease expiry. Nothing in it has a plan to go stale.
+ */
+const insertOneSql = (s: string, claimed: boolean): string =>
+  claimed
+    ? `INSERT INTO ${s}.messages
+    (id, signal, key, payload, parent_run_id, created_at, updated_at, status, locked_by, lease_expires_at, attempts)
+  VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::bigint, $6::bigint, 'inflight', $7::text, $8::bigint, 1)`
+    : `INSERT INTO ${s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
+  VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::bigint, $6::bigint)`;
 
 export const insertMessagesParams = (messages: readonly NewMessage[], now: number): unknown[] => [
   messages.map((m) => m.id),
@@ -98,20 +114,33 @@ export async function enqueue(
     announced.length === 0
       ? null
       : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, tx !== undefined);
-  const params = insertMessagesParams(messages, now);
-  if (claimed)
-    params.push(
-      batch.map((o) => o.claim?.worker ?? null),
-      batch.map((o) => (o.claim === undefined ? null : now + o.claim.leaseMs)),
-    );
-  const insert = insertMessagesSql(ctx.s, 1, "TRUE", claimed);
+  // A lone message on the store's own pool goes as a prepared one-row statement (a caller's tx
+  // may be any client with query(); prepared statements are pg's).
+  const one = batch.length === 1 && tx === undefined;
+  let params: unknown[];
+  let insert: string;
+  if (one) {
+    const { message: m, claim } = batch[0]!;
+    params = [m.id, m.signal, m.key, jsonParam(m.payload), m.parentRunId, now];
+    if (claim !== undefined) params.push(claim.worker, now + claim.leaseMs);
+    insert = insertOneSql(ctx.s, claimed);
+  } else {
+    params = insertMessagesParams(messages, now);
+    if (claimed)
+      params.push(
+        batch.map((o) => o.claim?.worker ?? null),
+        batch.map((o) => (o.claim === undefined ? null : now + o.claim.leaseMs)),
+      );
+    insert = insertMessagesSql(ctx.s, 1, "TRUE", claimed);
+  }
   try {
-    if (payload === null) await q(db, insert, params);
-    else {
+    let sql = insert;
+    if (payload !== null) {
       const n = params.length;
-      const sql = `WITH ins AS (${insert}) SELECT pg_notify($${n + 1}, $${n + 2})`;
-      await q(db, sql, [...params, ctx.channel, payload]);
+      sql = `WITH ins AS (${insert}) SELECT pg_notify($${n + 1}::text, $${n + 2}::text)`;
+      params.push(ctx.channel, payload);
     }
+    await q(db, sql, params, one ? preparedName("enq1", sql) : undefined);
   } catch (err) {
     throw mapConflict(err);
   }

@@ -1,6 +1,6 @@
 /** Batched, fenced settle of message outcomes on postgres. */
 import type { SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, q, unique } from "./postgres-context.ts";
+import { type PgContext, preparedName, q, unique } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -172,7 +172,25 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
 export const settleDeliveredSql = (s: string): string => `
 ${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
 )
-SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
+${deliveredTail}`;
+
+/**
+ * settleDeliveredSql for one message, prepared by name (q()'s `name`): a lone
+ * settle (S4: one emit at a time, each handler's settle alone) is a
+ * primary-key probe whose plan cannot go stale, and parsing and planning the
+ * array form was most of its server time. Parameters: $1 id, $2 attempt, then
+ * as settleDeliveredSql.
+ */
+export const settleDeliveredOneSql = (s: string): string => `WITH upd AS (
+  UPDATE ${s}.messages m
+  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3::bigint
+  WHERE m.id = $1::text AND m.locked_by = $4::text AND m.attempts = $2::integer
+  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
+)
+${deliveredTail}`;
+
+/** What settleDeliveredSql and settleDeliveredOneSql return: applied ids, freed signals, the NOTIFY ($5 channel, $6 origin). */
+const deliveredTail = `SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
        (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
        (SELECT pg_notify($5, CASE WHEN length(payload) <= 7000 THEN payload
                               ELSE json_build_object('o', $6::text, 'w', 1)::text END)
@@ -208,7 +226,13 @@ export async function settle(
   const leaseMs = handoff?.leaseMs ?? 0;
   let sql: string;
   let params: unknown[];
-  if (plain && (max === 0 || handoff!.worker === worker)) {
+  let name: string | undefined;
+  if (plain && max === 0 && settlements.length === 1) {
+    sql = settleDeliveredOneSql(ctx.s);
+    name = preparedName("settle1", sql);
+    const one = settlements[0]!;
+    params = [one.id, one.attempt, now, worker, ctx.notify ? ctx.channel : null, ctx.origin];
+  } else if (plain && (max === 0 || handoff!.worker === worker)) {
     sql = max === 0 ? settleDeliveredSql(ctx.s) : settleDeliveredHandoffSql(ctx.s);
     params = [
       settlements.map((x) => x.id),
@@ -228,12 +252,12 @@ export async function settle(
   type Row = { applied: string[]; signals: string[] } & ({ id: null } | MessageRow);
   let rows: Row[];
   try {
-    ({ rows } = await q<Row>(ctx.pool, sql, params));
+    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
   } catch (err) {
     // Rows are updated in id order, so two settles should never deadlock; if the planner ever
     // breaks that order, PostgreSQL aborts one of them and it is safe to apply it again.
     if ((err as { code?: unknown }).code !== "40P01") throw err;
-    ({ rows } = await q<Row>(ctx.pool, sql, params));
+    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
   }
   const row = rows[0];
   const appliedSet = new Set(row?.applied ?? []);
