@@ -107,11 +107,16 @@ export class DurableRuntime {
     return [...this.driving.values()];
   }
 
-  /** driveRun, counted in `running` while it drives; stop() waits for it. */
+  /**
+   * driveRun, counted in `running` while it drives; stop() waits for it. A run
+   * it parked is held by this instance's scheduler, which claims it by id when due.
+   */
   private drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
     const p = driveRun(...args);
     const settled = p.then(
-      () => undefined,
+      (outcome) => {
+        if (outcome.kind === "parked") this.scheduler.hold(outcome.runId, outcome.wakeAt);
+      },
       () => undefined,
     );
     this.driving.set(settled, args[1].run.id);
@@ -387,13 +392,14 @@ export class DurableRuntime {
   }
 
   /** True when no resume runs. */
+  /** True when no resume runs and no claim round is in flight. */
   isIdle(): boolean {
-    return this.tasks.size === 0 && this.scheduler.active === 0;
+    return this.tasks.size === 0 && this.scheduler.active === 0 && !this.scheduler.claiming;
   }
 
-  /** Resolves when the resumes running now are done. */
+  /** Resolves when the resumes running now, and the scheduler's claim round in flight, are done. */
   async whenIdle(): Promise<void> {
-    await Promise.allSettled([...this.tasks]);
+    await Promise.allSettled([...this.tasks, this.scheduler.settled()]);
   }
 
   /**

@@ -21,13 +21,34 @@ export interface WakeSchedulerOptions {
   resume(acquired: AcquiredRun): Promise<void>;
 }
 
+/** Sleeps due further ahead than this are left to the store's deadline alone (not held). */
+const HOLD_HORIZON_MS = 10 * 60_000;
+/** At most this many held runs per instance (a Map entry each); past it, parks are not held. */
+const HOLD_MAX = 10_000;
+
 /**
  * Keeps one timer on the nearest `wakeAt` (never a per-second poll). When it
  * fires, claims the due sleepers in batches — any instance may win a run, and
  * the store guarantees one winner — and resumes them.
+ *
+ * Runs this instance parked itself (due within HOLD_HORIZON_MS) are also
+ * *held*: the timer knows their ids, so when it fires for one of them the
+ * scheduler claims just those runs by id (`claimDueRuns({ runIds })`, a
+ * primary-key statement on postgres) instead of scanning the deadline
+ * indexes. The claim is the same fenced claim — any other instance may still
+ * take the run first, and then this one gets nothing — so holding changes
+ * which statement wakes a run, never who may. The deadline stays in the
+ * store; a hold is only a hint and dies with the process.
  */
 export class WakeScheduler {
   private running = false;
+  /** Runs this instance parked and will claim by id when due: run id → wakeAt. */
+  private readonly held = new Map<string, number>();
+  /**
+   * A scan of the store's due runs is wanted: set by every outside poke (store events, freed permits,
+   * start) and by a timer that fired for no held run; a timer fired for held runs claims those alone.
+   */
+  private scanWanted = true;
   private cancel: (() => void) | undefined;
   private armedAt = Infinity;
   private ticking = false;
@@ -51,8 +72,34 @@ export class WakeScheduler {
     this.poke();
   }
 
+  /**
+   * Remembers that this instance parked `runId` until `wakeAt`, so the wake
+   * claims it by id. Called once the park committed.
+   */
+  hold(runId: string, wakeAt: number): void {
+    if (!this.running) return;
+    if (wakeAt - this.o.clock.now() > HOLD_HORIZON_MS) return;
+    if (this.held.size >= HOLD_MAX && !this.held.has(runId)) return;
+    this.held.set(runId, wakeAt);
+    this.armAt(wakeAt);
+  }
+
   /** A wake time may have moved: re-arm (or run now). */
   poke(): void {
+    this.scanWanted = true;
+    this.wake();
+  }
+
+  /** The timer fired: held runs due now are claimed by id; with none, the store's due runs are scanned. */
+  private fire(): void {
+    const now = this.o.clock.now();
+    let heldDue = false;
+    for (const at of this.held.values()) if (at <= now) heldDue = true;
+    if (!heldDue) this.scanWanted = true;
+    this.wake();
+  }
+
+  private wake(): void {
     if (!this.running) return;
     if (this.ticking) {
       this.again = true;
@@ -81,6 +128,10 @@ export class WakeScheduler {
       do {
         this.again = false;
         starved = false;
+        const held = this.takeHeldDue();
+        if (held.length > 0) starved = await this.claimHeld(held, batch);
+        if (!this.scanWanted || starved) continue;
+        this.scanWanted = false;
         for (;;) {
           const max = this.o.permits.tryTake(batch);
           if (max === 0) {
@@ -105,14 +156,54 @@ export class WakeScheduler {
           if (due.length < max || !this.running) break;
         }
       } while (this.again && this.running);
+      // A timer that claimed held runs only: the re-arm's nextWakeAt shows whether another run is due
+      // now (then the timer fires at once and scans).
       if (!starved) await this.arm();
     } catch (e) {
       this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
       this.armAt(this.o.clock.now() + 1_000);
     } finally {
       this.ticking = false;
-      if (this.again && this.running) this.poke();
+      if (this.again && this.running) this.wake();
     }
+  }
+
+  /** Held runs due now, removed from the holds (claimed next, or left to the scan). */
+  private takeHeldDue(): string[] {
+    const now = this.o.clock.now();
+    const due: string[] = [];
+    for (const [id, at] of this.held) if (at <= now) due.push(id);
+    for (const id of due) this.held.delete(id);
+    return due;
+  }
+
+  /**
+   * One fenced claim of held runs by id. Returns true when no permit was free
+   * (the runs stay due in the store; a freed permit pokes a scan, which takes them).
+   */
+  private async claimHeld(ids: string[], batch: number): Promise<boolean> {
+    const max = this.o.permits.tryTake(Math.min(ids.length, batch));
+    // What this claim cannot take is left to a scan of the store.
+    if (max < ids.length) this.scanWanted = true;
+    if (max === 0) return true;
+    let due: AcquiredRun[];
+    try {
+      due = await this.o.store.claimDueRuns({
+        owner: this.o.nextOwner(),
+        now: this.o.clock.now(),
+        max,
+        leaseMs: this.o.leaseMs,
+        flows: this.o.flows,
+        runIds: ids,
+      });
+    } catch (e) {
+      this.o.permits.giveBack(max);
+      this.scanWanted = true;
+      throw e;
+    }
+    if (due.length < max) this.o.permits.giveBack(max - due.length);
+    for (const run of due) this.track(run);
+    return false;
   }
 
   private track(run: AcquiredRun): void {
@@ -138,12 +229,13 @@ export class WakeScheduler {
     this.cancel = this.o.clock.at(at, () => {
       this.cancel = undefined;
       this.armedAt = Infinity;
-      this.poke();
+      this.fire();
     });
   }
 
   async stop(timeoutMs: number): Promise<void> {
     this.running = false;
+    this.held.clear();
     this.unsubscribe?.();
     this.cancel?.();
     this.cancel = undefined;

@@ -199,6 +199,13 @@ export interface ClaimDueRunsRequest extends RunFlowFilter {
   now: number;
   max: number;
   leaseMs: number;
+  /**
+   * Only these runs (still only when due, and of `flows` if given): the
+   * instance that parked a run and holds its wake timer claims just that run
+   * by id — one primary-key statement on postgres instead of a scan of the
+   * deadline indexes. Absent: any due run.
+   */
+  runIds?: readonly string[];
 }
 
 export interface ParkRequest {
@@ -297,7 +304,8 @@ export interface JournalStore {
    * (`leaseExpiresAt <= now`, not released) — a dead instance's runs, taken
    * over lazily like expired message leases. Each run goes to one claimer.
    * With `flows`, only runs of those flows: others keep their status and
-   * `wakeAt` until an instance that has their flow claims them.
+   * `wakeAt` until an instance that has their flow claims them. With
+   * `runIds`, only those runs (each still only if due).
    */
   claimDueRuns(req: ClaimDueRunsRequest): Promise<AcquiredRun[]>;
   /**

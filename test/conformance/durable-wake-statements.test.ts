@@ -2,6 +2,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app/app.ts";
+import type { Duration } from "../../src/clock/duration.ts";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
 import { flow, on, signal } from "../../src/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
@@ -16,6 +17,7 @@ afterEach(async () => {
 
 /** The durable path's statement kinds; everything else (heartbeats, retention, message polls) is "other". */
 function kindOf(text: string): string {
+  if (/^WITH due AS .* WHERE id = ANY\(\$5::text\[\]\)/.test(text)) return "claim by id";
   if (/^WITH due AS/.test(text)) return "claim";
   if (/^SELECT \* FROM \S+\.journal_entries/.test(text)) return "journal read";
   if (/^SELECT (min\()?LEAST/.test(text)) return "nextWakeAt";
@@ -24,63 +26,85 @@ function kindOf(text: string): string {
   return "other";
 }
 
+/** Parks one durable consumer run (a step, then a sleep of `nap`), then counts the statements of its wake. */
+async function wakeStatements(nap: Duration, advance: Duration): Promise<{ ran: string[]; wake: string[] }> {
+  const schema = `wake_t_stmts_${process.pid}_${Date.now()}`;
+  const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4 });
+  const seen: string[] = [];
+  let counting = false;
+  // Every statement any pooled client sends (pool.query goes through a client too); LISTEN is not pooled.
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]): unknown => {
+      const first = args[0];
+      const text = typeof first === "string" ? first : ((first as { text?: string } | undefined)?.text ?? "");
+      if (counting) seen.push(kindOf(text.replace(/\s+/g, " ").trim()));
+      return query(...args);
+    };
+  });
+  const store = createPostgresStore({
+    connectionString: TEST_DATABASE_URL,
+    pool,
+    schema,
+    pollIntervalMs: 3_600_000,
+  });
+  cleanups.push(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+  });
+  const woke = signal.once("naps.go", { optional: true });
+  const ran: string[] = [];
+  const napper = on(
+    woke,
+    flow("naps.nap", {
+      durable: true,
+      do: async (_: unknown, fx) => {
+        await fx.step("before", () => ran.push("before"));
+        await fx.clock.sleep("nap", nap);
+        ran.push("after");
+      },
+    }),
+  );
+  const time = createTimeTravel(T0);
+  const app = createApp({ modules: [{ napper }], env: "test", clock: time, store });
+  cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
+  await app.boot();
+  await app.emit(woke, {});
+  // Reads of this test go through a client of their own, outside the counted pool.
+  const reader = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await reader.connect();
+  cleanups.push(() => reader.end());
+  const statusOf = async (): Promise<string[]> =>
+    (await reader.query<{ status: string }>(`SELECT status FROM "${schema}".runs`)).rows.map((r) => r.status);
+  await until(async () => (await statusOf()).join() === "sleeping", "parked");
+  await app.idle();
+  counting = true;
+  time.advance(advance);
+  await until(async () => (await statusOf()).join() === "completed", "resumed");
+  // The app is idle once the resume ended and any claim round it started is done.
+  await app.idle();
+  counting = false;
+  const claim = seen.findIndex((k) => k.startsWith("claim"));
+  return { ran, wake: seen.slice(claim).filter((k) => k !== "other") };
+}
+
 describe("postgres: the wake of one sleeping run", () => {
   it("claims the run and reads its journal in one statement, then resumes and finishes it", async () => {
-    const schema = `wake_t_stmts_${process.pid}_${Date.now()}`;
-    const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4 });
-    const seen: string[] = [];
-    let counting = false;
-    // Every statement any pooled client sends (pool.query goes through a client too); LISTEN is not pooled.
-    pool.on("connect", (client) => {
-      const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-      (client as { query: unknown }).query = (...args: unknown[]): unknown => {
-        const first = args[0];
-        const text = typeof first === "string" ? first : ((first as { text?: string } | undefined)?.text ?? "");
-        if (counting) seen.push(kindOf(text.replace(/\s+/g, " ").trim()));
-        return query(...args);
-      };
-    });
-    const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, pool, schema, pollIntervalMs: 3_600_000 });
-    cleanups.push(async () => {
-      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await pool.end();
-    });
-    const woke = signal.once("naps.go", { optional: true });
-    const ran: string[] = [];
-    const nap = on(
-      woke,
-      flow("naps.nap", {
-        durable: true,
-        do: async (_: unknown, fx) => {
-          await fx.step("before", () => ran.push("before"));
-          await fx.clock.sleep("nap", "1h");
-          ran.push("after");
-        },
-      }),
-    );
-    const time = createTimeTravel(T0);
-    const app = createApp({ modules: [{ nap }], env: "test", clock: time, store });
-    cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
-    await app.boot();
-    await app.emit(woke, {});
-    // Reads of this test go through a client of their own, outside the counted pool.
-    const reader = new pg.Client({ connectionString: TEST_DATABASE_URL });
-    await reader.connect();
-    cleanups.push(() => reader.end());
-    const statusOf = async (): Promise<string[]> =>
-      (await reader.query<{ status: string }>(`SELECT status FROM "${schema}".runs`)).rows.map((r) => r.status);
-    await until(async () => (await statusOf()).join() === "sleeping", "parked");
-    await app.idle();
-    counting = true;
-    time.advance("1h");
-    await until(async () => (await statusOf()).join() === "completed", "resumed");
-    counting = false;
+    // A 1 h sleep is past the scheduler's hold horizon: the wake is the store-wide claim.
+    const { ran, wake } = await wakeStatements("1h", "1h");
     expect(ran).toEqual(["before", "after"]);
     // The wake: one claim (the run and its journal), then the re-arm (nextWakeAt) and the finish, which
-    // run side by side. Before the claim returned the journal, a journal read came between: 4 statements.
-    const end = Math.max(seen.indexOf("finish"), seen.indexOf("nextWakeAt"));
-    const wake = seen.slice(seen.indexOf("claim"), end + 1).filter((k) => k !== "other");
+    // run side by side. Before the claim returned the journal, a journal read came between: 4 statements;
+    // and the resume's end claimed and re-armed again (its freed permit poked the scheduler): 2 more.
     expect(wake[0]).toBe("claim");
     expect([...wake].sort()).toEqual(["claim", "finish", "nextWakeAt"]);
+  });
+
+  it("the instance that parked a run claims it by id when due: no scan of the due runs", async () => {
+    const { ran, wake } = await wakeStatements("30s", "30s");
+    expect(ran).toEqual(["before", "after"]);
+    // Nothing after the finish: no scan of the due runs when the resume's permit comes back.
+    expect(wake[0]).toBe("claim by id");
+    expect([...wake].sort()).toEqual(["claim by id", "finish", "nextWakeAt"]);
   });
 });

@@ -111,6 +111,59 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(got[0]!.entries).toEqual([]);
     });
 
+    it("claimDueRuns with runIds takes only those runs, each only if due, in deadline order, with its journal", async () => {
+      await startRun(store(), "r1");
+      await store().append({ runId: "r1", owner: "inst-1", now: T0, entries: [step("r1", 0)] });
+      await store().park({ runId: "r1", owner: "inst-1", now: T0, entry: sleepEntry("r1", 1, T0 + 30) });
+      await sleepingRun(store(), "r2", T0 + 20);
+      await startRun(store(), "r3", { leaseMs: 10 });
+      await sleepingRun(store(), "r4", T0 + 10_000);
+      await sleepingRun(store(), "r5", T0 + 5);
+      await startRun(store(), "r6");
+      await store().finish({ runId: "r6", owner: "inst-1", now: T0, status: "completed" });
+      await startRun(store(), "r7", { flow: "flow.other" });
+      await store().park({ runId: "r7", owner: "inst-1", now: T0, entry: sleepEntry("r7", 0, T0 + 1) });
+      const req = { owner: "inst-2", now: T0 + 100, max: 10, leaseMs: LEASE, flows: ["flow.a"] };
+      const ids = ["r1", "r2", "r3", "r4", "r6", "r7", "ghost", "r1"];
+      const got = await store().claimDueRuns({ ...req, runIds: ids });
+      // r4 is not due, r5 is not asked for, r6 is finished, r7 is another flow's, ghost does not exist.
+      expect(got.map((a) => a.run.id)).toEqual(["r3", "r2", "r1"]);
+      for (const a of got) expect(a.entries).toEqual(await store().getJournal(a.run.id));
+      for (const a of got)
+        expect(a.run).toMatchObject({ status: "running", wakeAt: null, leaseOwner: "inst-2" });
+      expect(got[2]!.entries).toEqual([step("r1", 0), sleepEntry("r1", 1, T0 + 30)]);
+      expect(await store().getRun("r4")).toMatchObject({ status: "sleeping", wakeAt: T0 + 10_000 });
+      expect(await store().getRun("r5")).toMatchObject({ status: "sleeping", wakeAt: T0 + 5 });
+      expect(await store().getRun("r7")).toMatchObject({ status: "sleeping", wakeAt: T0 + 1 });
+      // Taken: their leases are live, so asking again gets nothing; max still applies.
+      expect(await store().claimDueRuns({ ...req, runIds: ["r1", "r2", "r3"] })).toEqual([]);
+      expect(await store().claimDueRuns({ ...req, runIds: [] })).toEqual([]);
+      await sleepingRun(store(), "r8", T0 + 1);
+      const one = await store().claimDueRuns({ ...req, max: 1, runIds: ["r8", "r5"] });
+      expect(one.map((a) => a.run.id)).toEqual(["r8"]);
+      // Without flows, any flow's run among the ids.
+      const other = await store().claimDueRuns({
+        owner: "inst-3",
+        now: T0 + 100,
+        max: 10,
+        leaseMs: LEASE,
+        runIds: ["r7"],
+      });
+      expect(other.map((a) => a.run.id)).toEqual(["r7"]);
+    });
+
+    it("claimDueRuns with runIds: concurrent claimers of one run, one wins", async () => {
+      await sleepingRun(store(), "r1", T0 + 10);
+      const got = await Promise.all(
+        [1, 2, 3, 4].map((n) =>
+          store().claimDueRuns({ owner: `inst-${n}`, now: T0 + 10, max: 1, leaseMs: LEASE, runIds: ["r1"] }),
+        ),
+      );
+      expect(got.flat().map((a) => a.run.id)).toEqual(["r1"]);
+      const winner = got.flat()[0]!.run.leaseOwner;
+      expect(await store().getRun("r1")).toMatchObject({ status: "running", leaseOwner: winner });
+    });
+
     it("each due run is claimed once across concurrent claimers, max respected", async () => {
       for (let i = 0; i < 10; i++) await sleepingRun(store(), `r${i}`, T0 + 10 * i);
       const seen: string[] = [];

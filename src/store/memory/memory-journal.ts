@@ -214,6 +214,7 @@ export class MemoryJournal {
   }
 
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
+    if (req.runIds !== undefined) return this.claimDueByIds(req, req.runIds);
     const out: AcquiredRun[] = [];
     for (
       let r = this.earliest(req.flows);
@@ -224,6 +225,21 @@ export class MemoryJournal {
       out.push(this.take(r, req.owner, req.now, req.leaseMs));
     }
     return out;
+  }
+
+  /** claimDueRuns among `ids`: the same eligibility and order as the heap walk, looked up by id. */
+  private claimDueByIds(req: ClaimDueRunsRequest, ids: readonly string[]): AcquiredRun[] {
+    const flows = req.flows === undefined ? undefined : new Set(req.flows);
+    const due: RunRec[] = [];
+    for (const id of new Set(ids)) {
+      const r = this.runs.get(id);
+      // deadline() is Infinity for a released run; terminal runs are never due.
+      if (r === undefined || r.status === "completed" || r.status === "failed" || deadline(r) > req.now)
+        continue;
+      if (flows === undefined || flows.has(r.flow)) due.push(r);
+    }
+    due.sort((a, b) => (earlier(a, b) ? -1 : 1));
+    return due.slice(0, Math.max(0, req.max)).map((r) => this.take(r, req.owner, req.now, req.leaseMs));
   }
 
   listOrphans(now: number, limit = Infinity, filter: RunFlowFilter = {}): RunRecord[] {
