@@ -28,6 +28,8 @@ export interface MsgRec extends HeapSlot {
   updatedAt: number;
   /** Engine-assigned emit order; per-key FIFO and "oldest" follow it. */
   seq: number;
+  /** AgeIndex's mark: 0 never in its in-order queue, 1 in it, 2 left it (a stale entry may remain). */
+  ageQueued: 0 | 1 | 2;
 }
 
 /** A durable run as the engine keeps it, with its journal sorted by seq. */
@@ -70,6 +72,7 @@ export function newMsgRec(m: NewMessage, now: number, seq: number): MsgRec {
     createdAt: now,
     updatedAt: now,
     seq,
+    ageQueued: 0,
   };
 }
 
@@ -89,6 +92,7 @@ export function msgRecFromSnapshot(s: StoredMessage & { seq: number }): MsgRec {
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
     seq: s.seq,
+    ageQueued: 0,
   };
 }
 

@@ -1,4 +1,5 @@
 /** The live structures of one signal in the memory engine. */
+import { AgeIndex } from "./age-index.ts";
 import { Deque } from "./deque.ts";
 import { KeyFifo } from "./key-fifo.ts";
 import type { MsgRec } from "./memory-records.ts";
@@ -17,9 +18,7 @@ export class SignalQueue {
   /** Inflight messages by lease expiry: claim pops the expired ones first (lazy reclaim). */
   readonly leases = new IndexedMinHeap<MsgRec>((a, b) => a.leaseExpiresAt! < b.leaseExpiresAt!);
   /** Pending messages by age, for `oldestPendingAgeMs`. */
-  readonly ages = new IndexedMinHeap<MsgRec>(
-    (a, b) => a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.seq < b.seq),
-  );
+  readonly ages = new AgeIndex();
   /** Dead letters by id. */
   readonly dead = new Map<string, MsgRec>();
   delivered = 0;
