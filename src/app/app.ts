@@ -6,7 +6,7 @@ import { FleetClock } from "../clock/fleet-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
-import { DurableRuntime, type WakeEarlyResult } from "../durable/durable-runtime.ts";
+import { DurableRuntime, durableConsumers, type WakeEarlyResult } from "../durable/durable-runtime.ts";
 import { RunRetention } from "../durable/run-retention.ts";
 import { OkeError } from "../errors.ts";
 import type { AnyFlow, Flow, InvokeResult } from "../flow/flow.ts";
@@ -116,6 +116,7 @@ class OkeApp implements App, FxRuntime {
       concurrency: this.config.durableConcurrency,
       flows: this.registry.flows,
       execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
+      consumers: durableConsumers(this.registry.signals, this.registry.subscribers),
     });
     this.signals = new SignalRuntime({
       store: this.store,

@@ -5,6 +5,8 @@ import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, Store } from "../store/types.ts";
 import { releaseRetried } from "./journal-retry.ts";
+import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
+import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
@@ -47,6 +49,26 @@ export interface DurableRuntimeOptions {
   flows: ReadonlyMap<string, AnyFlow>;
   /** Runs one attempt of a flow body inside its journal session (the app wires it to fx). */
   execute(flow: AnyFlow, input: unknown, frame: DurableFrame): Promise<unknown>;
+  /**
+   * The once signal each durable consumer flow takes its messages from, by flow name (its runs' ids
+   * are message ids): a run whose message spent its attempts is ended, not resumed (see `spentEnd`).
+   */
+  consumers?: ReadonlyMap<string, Pick<OnceSignal, "name" | "retries">>;
+}
+
+/** DurableRuntimeOptions.consumers from an app's signals and their subscribers: durable flows bound to once signals. */
+export function durableConsumers(
+  signals: ReadonlyMap<string, { readonly delivery: string }>,
+  subscribers: ReadonlyMap<string, readonly AnyFlow[]>,
+): Map<string, Pick<OnceSignal, "name" | "retries">> {
+  const out = new Map<string, Pick<OnceSignal, "name" | "retries">>();
+  for (const [name, flows] of subscribers) {
+    const s = signals.get(name);
+    if (s?.delivery !== "once") continue;
+    for (const f of flows)
+      if (f.durable && f.name) out.set(f.name, { name, retries: (s as OnceSignal).retries });
+  }
+  return out;
 }
 
 /**
@@ -203,11 +225,94 @@ export class DurableRuntime {
     const run = await this.o.store.getRun(m.id);
     if (run === undefined) return undefined;
     if (run.status === "completed" || run.status === "sleeping") return { kind: "ok" };
+    // Also a run ended for a spent budget (here or by a resume): the message gets its LEASE_EXPIRED failure.
     if (run.status === "failed")
       return { kind: "error", failure: run.error ?? { code: "Error", message: "run failed" } };
     if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now()) return { kind: "abandon" };
     if (run.leaseOwner === null) return this.deliver(flow, m, false);
-    return undefined;
+    return this.endSpent(flow, m);
+  }
+
+  /**
+   * The run of a spent message whose holder died with its lease: it must not run its body a
+   * (retries + 2)th time, nor be left for a resume to complete beside a dead letter. It is taken
+   * and ended from its journal (driveRun's `end`): failed with the LEASE_EXPIRED failure the
+   * message gets, its compensation run — or completed, when its journal already holds the whole
+   * body. Another holder taking it first leaves the message to its lease.
+   */
+  private async endSpent(flow: AnyFlow, m: ClaimedMessage): Promise<DurableDelivery | undefined> {
+    const consumer = this.o.consumers?.get(flow.name!);
+    // The claim's own signal names it; a claim past the budget has attempts = retries + 2.
+    const failure = leaseExpiredFailure(
+      { name: m.signal, retries: consumer?.retries ?? m.attempts - 2 },
+      m.attempts - 1,
+    );
+    await this.permits.take();
+    try {
+      const acquired = await this.o.store.acquireRun({
+        runId: m.id,
+        owner: this.nextOwner(),
+        now: this.o.clock.now(),
+        leaseMs: this.o.leaseMs,
+      });
+      const outcome = await this.driveEnded(flow, acquired, failure, "spent claim");
+      if (outcome.kind === "completed" || outcome.kind === "parked") return { kind: "ok" };
+      return { kind: "error", failure: errorRecord(outcome.error) };
+    } catch (e) {
+      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+      // Ended meanwhile by a resume elsewhere (terminal): settle with what it ended as.
+      if (e instanceof OkeError && e.code === "OKE1310") return this.deliverSpent(flow, m);
+      throw e;
+    } finally {
+      this.permits.release();
+    }
+  }
+
+  /** Drives a run to its end from its journal (see driveRun's `end`), logged with who decided it. */
+  private driveEnded(
+    flow: AnyFlow,
+    acquired: AcquiredRun,
+    failure: { code: string; message: string },
+    via: "spent claim" | "resume",
+  ): ReturnType<typeof driveRun> {
+    const run = acquired.run;
+    this.o.logger.warn(
+      { runId: run.id, flow: flow.name, via, code: failure.code },
+      "durable run: its message spent every attempt while the run's holder was gone; ending it from its journal (no new work)",
+    );
+    return this.drive(
+      this.deps,
+      acquired,
+      (session, undos) =>
+        this.o.execute(flow, run.input, {
+          runId: run.id,
+          attempt: 1,
+          parentRunId: run.parentRunId,
+          session,
+          undos,
+        }),
+      { end: failure },
+    );
+  }
+
+  /**
+   * For a resume (wake scheduler, orphan scan) of a durable consumer's run: the LEASE_EXPIRED
+   * failure to end it with when its message spent its budget — dead already, claimed past the budget,
+   * or on its last attempt with that attempt's lease lapsed (its holder died; this run's lease
+   * lapsed too, or we would not hold it). `undefined` resumes as usual. A run that parked is
+   * skipped without a look: its message was delivered when it parked.
+   */
+  private async spentEnd(acquired: AcquiredRun): Promise<{ code: string; message: string } | undefined> {
+    const consumer = this.o.consumers?.get(acquired.run.flow);
+    if (consumer === undefined || acquired.entries.at(-1)?.kind === "sleep") return undefined;
+    const m = await this.o.store.getMessage(acquired.run.id);
+    if (m === undefined || m.signal !== consumer.name) return undefined;
+    const budget = consumer.retries + 1;
+    const spent =
+      m.status === "dead" ||
+      (m.status === "inflight" &&
+        (m.attempts > budget || (m.attempts === budget && (m.leaseExpiresAt ?? 0) <= this.o.clock.now())));
+    return spent ? leaseExpiredFailure(consumer, Math.min(m.attempts, budget)) : undefined;
   }
 
   private async deliverOnce(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
@@ -366,15 +471,18 @@ export class DurableRuntime {
       return undefined;
     }
     const run = acquired.run;
-    const outcome = await this.drive(this.deps, acquired, (session, undos) =>
-      this.o.execute(flow, run.input, {
-        runId: run.id,
-        attempt: 1,
-        parentRunId: run.parentRunId,
-        session,
-        undos,
-      }),
-    );
+    const ending = await this.spentEnd(acquired);
+    const outcome = ending
+      ? await this.driveEnded(flow, acquired, ending, "resume")
+      : await this.drive(this.deps, acquired, (session, undos) =>
+          this.o.execute(flow, run.input, {
+            runId: run.id,
+            attempt: 1,
+            parentRunId: run.parentRunId,
+            session,
+            undos,
+          }),
+        );
     if (outcome.kind === "failed")
       logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
     return outcome.kind === "completed"

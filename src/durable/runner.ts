@@ -1,5 +1,5 @@
 /** driveRun: one attempt of a durable run this instance holds — heartbeat, park, finish, compensation. */
-import { JournalLeaseBusy } from "../errors.ts";
+import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
@@ -20,7 +20,7 @@ export async function driveRun(
   deps: DurableDeps,
   acquired: AcquiredRun,
   execute: (session: JournalSession, undos: UndoList) => Promise<unknown>,
-  options: { retryable?: boolean } = {},
+  options: DriveOptions = {},
 ): Promise<DurableOutcome> {
   logRunBegins(deps.logger, acquired);
   const outcome = await driveAttempt(deps, acquired, execute, options);
@@ -32,13 +32,14 @@ async function driveAttempt(
   deps: DurableDeps,
   acquired: AcquiredRun,
   execute: (session: JournalSession, undos: UndoList) => Promise<unknown>,
-  options: { retryable?: boolean },
+  options: DriveOptions,
 ): Promise<DurableOutcome> {
   const runId = acquired.run.id;
   const owner = acquired.run.leaseOwner!;
   // A run that crashed while compensating only replays, then finishes its compensation.
   const compensating = acquired.run.status === "compensating";
-  const retryable = !compensating && (options.retryable ?? false);
+  const ending = options.end;
+  const retryable = !compensating && ending === undefined && (options.retryable ?? false);
   const session = new JournalSession(
     {
       store: deps.store,
@@ -47,7 +48,7 @@ async function driveAttempt(
       leaseMs: deps.leaseMs,
       now: () => deps.clock.now(),
       journalErrors: !retryable,
-      replayOnly: compensating,
+      replayOnly: compensating || ending !== undefined,
       retry: deps,
     },
     [...acquired.entries],
@@ -66,6 +67,12 @@ async function driveAttempt(
       deps.logger.warn({ runId }, error.message);
       throw error;
     }
+    // Ended at the end of its journal: fail with the reason given; a failure the replay itself
+    // reached (a journaled step error the body does not catch) is the run's own and stays.
+    if (ending !== undefined && error instanceof ReplayEnd) {
+      const failed = await compensateAndFail(deps, acquired, owner, session, undos, new OkeError(ending));
+      return { kind: "failed", runId, error: failed, retry: false };
+    }
     if (retryable) {
       // Another attempt will replay the journal and retry the failed step; the run is not over.
       await releaseRetried(deps, runId, owner, { lost: () => session.lostLease });
@@ -76,6 +83,18 @@ async function driveAttempt(
   } finally {
     stopHeartbeat();
   }
+}
+
+export interface DriveOptions {
+  /** A failing step is not journaled and the run is released, not failed: its trigger retries. */
+  retryable?: boolean;
+  /**
+   * End the run from its journal without new work: the body only replays (no step, call, send or
+   * emit runs again); at the end of the journal the run fails with this error, its compensation
+   * run first. A journal that holds the whole body completes the run. For a durable consumer whose
+   * message spent its attempts while the run's holder was gone.
+   */
+  end?: { code: string; message: string };
 }
 
 /**

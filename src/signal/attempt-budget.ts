@@ -13,6 +13,22 @@ export function budgetSpent(m: Pick<ClaimedMessage, "attempts">, s: Pick<OnceSig
   return m.attempts > s.retries + 1;
 }
 
+/**
+ * The failure of an attempt that never reported back, when it was the last one the budget allowed.
+ * A durable consumer's run ends with the same record, so its message and run say the same.
+ */
+export function leaseExpiredFailure(
+  s: Pick<OnceSignal, "name" | "retries">,
+  attempt: number,
+): { code: typeof LEASE_EXPIRED; message: string } {
+  return {
+    code: LEASE_EXPIRED,
+    message:
+      `attempt ${attempt} of "${s.name}" did not finish within its lease: ` +
+      `its handler crashed, hung or lost its process, and all ${s.retries + 1} attempts are spent`,
+  };
+}
+
 /** Dead (or delivered without a dead letter) with a LEASE_EXPIRED failure for the attempt that never finished. */
 export function spentSettlement(
   m: ClaimedMessage,
@@ -26,13 +42,6 @@ export function spentSettlement(
     worker,
     attempt: m.attempts,
     status: s.deadLetter ? "dead" : "delivered",
-    failure: {
-      code: LEASE_EXPIRED,
-      message:
-        `attempt ${attempt} of "${s.name}" did not finish within its lease: ` +
-        `its handler crashed, hung or lost its process, and all ${s.retries + 1} attempts are spent`,
-      at: now,
-      attempt,
-    },
+    failure: { ...leaseExpiredFailure(s, attempt), at: now, attempt },
   };
 }

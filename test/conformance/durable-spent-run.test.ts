@@ -1,0 +1,168 @@
+// A durable consumer's run whose holder died on the message's last attempt: message and run end the same way, the body never runs again.
+import { describe, expect, it } from "vitest";
+import { flow, on, signal } from "../../src/index.ts";
+import { createTimeTravel } from "../../src/clock/time-travel.ts";
+import { entryName, type JournalEntry, type Store } from "../../src/store/types.ts";
+import { appFactory, recordingLogger, until, type TestApp } from "./app-fixture.ts";
+import { drivers } from "./drivers.ts";
+
+const T0 = 1_000_000;
+const SIGNAL = "jobs.spent";
+const ID = "m-spent-1";
+const spentText = (attempt: number) =>
+  `attempt ${attempt} of "${SIGNAL}" did not finish within its lease: its handler crashed, hung or lost its process, and all 2 attempts are spent`;
+
+describe.each(drivers)("durable consumer whose message spent its attempts, on the $name driver", (driver) => {
+  const apps = appFactory(driver);
+
+  /** charge (with an undo) → ship. `retries: 1`: two attempts. */
+  function consumer() {
+    const ran = { charge: 0, ship: 0, undo: 0 };
+    const jobs = signal.once(SIGNAL, { retries: 1 });
+    const w = on(
+      jobs,
+      flow(SIGNAL, {
+        durable: true,
+        do: async (_: unknown, fx) => {
+          await fx.step("charge", () => (ran.charge++, "c1"), { undo: () => void ran.undo++ });
+          await fx.step("ship", () => (ran.ship++, "s1"));
+          return "shipped";
+        },
+      }),
+    );
+    return { ran, w };
+  }
+
+  /**
+   * What a dead instance leaves behind, written through the store: the message claimed `claims`
+   * times by a worker that is gone (the last claim's lease until `lastLeaseUntil`), the run started
+   * on the last attempt with `entries` journaled and its lease lapsed at T0 + 3 s.
+   */
+  async function deadInstance(store: Store, claims: number, lastLeaseUntil: number, entries: string[]) {
+    await store.open();
+    await store.enqueue([{ id: ID, signal: SIGNAL, key: null, payload: {}, parentRunId: null }], T0);
+    for (let n = 1; n <= claims; n++) {
+      const at = n === claims ? lastLeaseUntil - 1_000 : T0 + (n - 1) * 1_000;
+      const got = await store.claim({
+        signal: SIGNAL,
+        worker: "dead-worker",
+        max: 1,
+        now: at,
+        leaseMs: 1_000,
+      });
+      expect(got.map((m) => m.attempts)).toEqual([n]);
+    }
+    await store.startRun({
+      id: ID,
+      flow: SIGNAL,
+      input: {},
+      parentRunId: null,
+      owner: "dead/1",
+      now: T0 + 2_000,
+      leaseMs: 1_000,
+    });
+    const journal: JournalEntry[] = entries.map((name, seq) => ({
+      runId: ID,
+      seq,
+      kind: "step",
+      name,
+      value: name === "charge" ? "c1" : "s1",
+      at: T0 + 2_000,
+    }));
+    if (journal.length > 0)
+      await store.append({ runId: ID, owner: "dead/1", now: T0 + 2_000, entries: journal });
+  }
+
+  /**
+   * Waits until the message settled as `status`, letting a message lease lapse (1 s) whenever the
+   * app is idle: a claim that found the run held by another path leaves the message to its lease.
+   */
+  async function settled(app: TestApp, status: "dead" | "delivered"): Promise<void> {
+    for (let lapse = 0; lapse <= 10; lapse++) {
+      // Not app.idle(): it waits for the queue itself, and a message left to its lease keeps it busy.
+      await new Promise((r) => setTimeout(r, 50));
+      const m = await app.store.getMessage(ID);
+      if (m?.status === status) return void (await app.idle());
+      if (m?.status !== "inflight") throw new Error(`message ${m?.status}, expected ${status}`);
+      app.time.advance("1s");
+    }
+    throw new Error(`message not ${status} after 10 leases`);
+  }
+
+  const boot = async (store: Store, w: unknown, at: number) => {
+    const { logger, records } = recordingLogger();
+    const app = await apps.make([{ w }], {
+      store,
+      time: createTimeTravel(at),
+      config: { signals: { leaseMs: 1_000 }, durable: { leaseMs: 60_000 } },
+      logger,
+    });
+    return { app, records };
+  };
+
+  it("last attempt's holder died: the run fails with LEASE_EXPIRED after its undo, the message is dead with the same failure, no step runs again", async () => {
+    const store = await apps.store();
+    const { ran, w } = consumer();
+    await deadInstance(store, 2, T0 + 2_000, ["charge"]);
+    // Both leases lapsed: the claim past the budget and the orphan scan may both find it; either ends it.
+    const { app, records } = await boot(store, w, T0 + 10_000);
+    await settled(app, "dead");
+    expect(await store.getRun(ID)).toMatchObject({
+      status: "failed",
+      error: { code: "LEASE_EXPIRED", message: spentText(2) },
+      leaseOwner: null,
+    });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+    expect((await store.getJournal(ID)).map(entryName)).toEqual(["charge", "undo:charge"]);
+    const m = (await store.getMessage(ID))!;
+    expect(m.failures.at(-1)).toMatchObject({ code: "LEASE_EXPIRED", message: spentText(2) });
+    expect(
+      records.filter((r) => String(r.msg).startsWith("durable run: its message spent every attempt")),
+    ).toHaveLength(1);
+  });
+
+  it("the orphan scan finds the run of a message claimed past its budget: it ends the run, and the message's next claim dead-letters it with the run's failure", async () => {
+    const store = await apps.store();
+    const { ran, w } = consumer();
+    // A third claim (past the budget) by the dead worker still holds the message's lease: only the run is free.
+    await deadInstance(store, 3, T0 + 60_000, ["charge"]);
+    const { app, records } = await boot(store, w, T0 + 10_000);
+    await until(async () => (await store.getRun(ID))?.status === "failed", "the run ended");
+    expect(await store.getRun(ID)).toMatchObject({ error: { code: "LEASE_EXPIRED", message: spentText(2) } });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+    expect(records.find((r) => String(r.msg).startsWith("durable run: its message spent"))).toMatchObject({
+      via: "resume",
+    });
+    expect(await store.getMessage(ID)).toMatchObject({ status: "inflight", attempts: 3 });
+    app.time.advance("60s");
+    await settled(app, "dead");
+    expect((await store.getMessage(ID))!.failures.at(-1)).toMatchObject({
+      code: "LEASE_EXPIRED",
+      message: spentText(2),
+    });
+    await app.idle();
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+  });
+
+  it("a journal that already holds the whole body: the run completes without running a step, the message is delivered", async () => {
+    const store = await apps.store();
+    const { ran, w } = consumer();
+    await deadInstance(store, 2, T0 + 2_000, ["charge", "ship"]);
+    const { app } = await boot(store, w, T0 + 10_000);
+    await settled(app, "delivered");
+    expect(await store.getRun(ID)).toMatchObject({ status: "completed", output: "shipped" });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 0 });
+    expect(await app.operator.deadLetters(SIGNAL)).toEqual([]);
+  });
+
+  it("with an attempt left the run is resumed as before: its next step runs once and the message is delivered", async () => {
+    const store = await apps.store();
+    const { ran, w } = consumer();
+    await deadInstance(store, 1, T0 + 1_000, ["charge"]);
+    const { app } = await boot(store, w, T0 + 10_000);
+    await settled(app, "delivered");
+    await app.idle();
+    expect(await store.getRun(ID)).toMatchObject({ status: "completed", output: "shipped" });
+    expect(ran).toEqual({ charge: 0, ship: 1, undo: 0 });
+  });
+});
