@@ -63,6 +63,10 @@ for (let r = 1; r <= rounds; r++) {
   });
   for (let i = 0; i < n; i += 1_000) await h.preload!(all.slice(i, i + 1_000));
   await sleep(50);
+  // With --expose-gc: each round starts from a collected heap, and the live heap left by the rounds before shows.
+  const collect = (globalThis as { gc?: () => void }).gc;
+  collect?.();
+  const liveBefore = process.memoryUsage().heapUsed;
   const gc0 = gcMs;
   const gcs0 = gcs;
   const st0 = statements;
@@ -82,7 +86,7 @@ for (let r = 1; r <= rounds; r++) {
       .padStart(
         8,
       )} jobs/s  Node CPU ${cpuUs.toFixed(2)} µs/job  GC ${(gcMs - gc0).toFixed(0)} ms in ${gcs - gcs0}  ` +
-      `heap ${(heap / 2 ** 20).toFixed(0)} MB  statements/job ${((statements - st0) / n).toFixed(4)}`,
+      `heap ${(heap / 2 ** 20).toFixed(0)} MB${collect ? ` (live at start ${(liveBefore / 2 ** 20).toFixed(0)} MB)` : ""}  statements/job ${((statements - st0) / n).toFixed(4)}`,
   );
 }
 clearInterval(keepAlive);

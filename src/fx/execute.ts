@@ -61,10 +61,14 @@ export async function executeFlow(
       ? await Promise.race([body, frame.session.parked.then(() => PARKED)])
       : await body;
     if (value === PARKED) return PARKED;
-    return await checkOutput(flow, value);
+    // Without an `out` schema or a resource there is nothing to await: each skipped await is an
+    // async call and a microtask per message on a queue worker's path.
+    return flow.out ? await checkOutput(flow, value) : value;
   } finally {
-    const disposeErrors = await scope.dispose();
-    for (const err of disposeErrors)
-      rt.logger.warn({ err, flow: flow.name, runId: frame.runId }, "fx.using: dispose failed");
+    if (!scope.empty) {
+      const disposeErrors = await scope.dispose();
+      for (const err of disposeErrors)
+        rt.logger.warn({ err, flow: flow.name, runId: frame.runId }, "fx.using: dispose failed");
+    }
   }
 }

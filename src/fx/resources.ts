@@ -5,6 +5,11 @@ import type { Resource } from "./types.ts";
 export class ResourceScope {
   private readonly items: Resource[] = [];
 
+  /** True while nothing is registered (most attempts): dispose() would have nothing to do. */
+  get empty(): boolean {
+    return this.items.length === 0;
+  }
+
   add<T extends Resource>(r: T): T {
     if (typeof r !== "object" || r === null)
       throw new TypeError(

@@ -251,20 +251,28 @@ export class WorkerPool {
       return;
     }
     this.runningIds.add(m.id);
-    const p = this.o
-      .handle(m)
-      .catch((e: unknown): HandlerOutcome => ({
-        kind: "error",
-        failure: { code: "Error", message: String(e) },
-      }))
-      .then((outcome) => this.settles.outcome(m, outcome))
-      .finally(() => {
-        this.inflight.delete(p);
+    // One async function, not handle().catch().then().finally(): two promises and two microtasks
+    // fewer per message. Its finally always runs after an await, so `p` is assigned by then.
+    let p: Promise<void> | undefined = undefined;
+    p = (async () => {
+      try {
+        let outcome: HandlerOutcome;
+        try {
+          outcome = await this.o.handle(m);
+        } catch (e) {
+          // A handler that threw before returning a promise: go on on a later tick, like the rest.
+          if (p === undefined) await Promise.resolve();
+          outcome = { kind: "error", failure: { code: "Error", message: String(e) } };
+        }
+        this.settles.outcome(m, outcome);
+      } finally {
+        this.inflight.delete(p!);
         this.runningIds.delete(m.id);
         this.startBuffered();
         // Claim again once the local buffer is half empty, so claims stay batched.
         if (this.mayHaveMore && this.buffer.length <= this.o.prefetch / 2) this.wake();
-      });
+      }
+    })();
     this.inflight.add(p);
   }
 
