@@ -11,7 +11,7 @@ import type {
   RunStatus,
   StartRun,
 } from "../types.ts";
-import { type PgContext, q, wakePayload } from "./postgres-context.ts";
+import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
 
 /**
@@ -71,14 +71,25 @@ export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<Acquire
   return { run: toRunRecord(rows[0]), entries: entries.get(req.runId) ?? [], created: false };
 }
 
+/**
+ * RunRow's columns, named: a prepared statement's result type is fixed when it
+ * is prepared, so `RETURNING *` would fail on every connection that prepared it
+ * once a later migration adds a column (a rolling deploy).
+ */
+const runColumns =
+  "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, created_at, updated_at";
+
 export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
-  const { rows } = await q<RunRow>(
-    ctx.pool,
-    `INSERT INTO ${ctx.s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
+  // Prepared: a one-row INSERT … VALUES has no plan to choose (see preparedName).
+  const sql = `INSERT INTO ${ctx.s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
      VALUES ($1, $2, 'running', $3::jsonb, $4, $5, $6::bigint + $7::bigint, $6, $6)
      ON CONFLICT (id) DO NOTHING
-     RETURNING *`,
+     RETURNING ${runColumns}`;
+  const { rows } = await q<RunRow>(
+    ctx.pool,
+    sql,
     [req.id, req.flow, jsonParam(req.input), req.parentRunId, req.owner, req.now, req.leaseMs],
+    preparedName("start1", sql),
   );
   if (rows[0] !== undefined) return { run: toRunRecord(rows[0]), entries: [], created: true };
   return acquireRun(ctx, { runId: req.id, owner: req.owner, now: req.now, leaseMs: req.leaseMs });
@@ -138,9 +149,10 @@ type ClaimedRow = RunRow & {
  */
 export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Promise<AcquiredRun[]> {
   if (req.max <= 0 || req.flows?.length === 0 || req.runIds?.length === 0) return [];
+  const byId = req.runIds === undefined ? undefined : claimDueByIdSql(ctx.s);
   const { rows } = await q<ClaimedRow>(
     ctx.pool,
-    req.runIds === undefined ? claimDueSql(ctx.s, req.flows !== undefined) : claimDueByIdSql(ctx.s),
+    byId ?? claimDueSql(ctx.s, req.flows !== undefined),
     req.runIds !== undefined
       ? [
           req.owner,
@@ -153,6 +165,8 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
       : req.flows === undefined
         ? [req.owner, req.now, req.max, req.leaseMs]
         : [req.owner, req.now, req.max, req.leaseMs, [...req.flows]],
+    // By id the plan is the primary key's whatever the table holds: prepared (see preparedName).
+    byId === undefined ? undefined : preparedName("claimid", byId),
   );
   const out = new Map<string, AcquiredRun>();
   for (const r of rows) {
@@ -212,10 +226,9 @@ export function claimDueSql(s: string, byFlow: boolean): string {
 
 /**
  * claimDueRuns among given ids: the same eligibility, order and result rows as
- * claimDueSql, found through the primary key. A smaller statement than the
- * deadline-index scan, so it parses and plans in a fraction of the time
- * (measured on the shared box: ~0.7 against ~1.4 ms a round trip): this is the
- * claim on the wake path of a run its own instance parked.
+ * claimDueSql, found through the primary key, so its plan cannot depend on
+ * the table's size and it is prepared once per connection. This is the claim
+ * on the wake path of a run its own instance parked.
  */
 export function claimDueByIdSql(s: string): string {
   return `WITH due AS (
