@@ -49,6 +49,8 @@ export class WakeScheduler {
    * start) and by a timer that fired for no held run; a timer fired for held runs claims those alone.
    */
   private scanWanted = true;
+  /** A store event said a wake time may have moved: read the next deadline, and scan only if one is due. */
+  private recheckWanted = false;
   private cancel: (() => void) | undefined;
   private armedAt = Infinity;
   private ticking = false;
@@ -67,7 +69,7 @@ export class WakeScheduler {
     if (this.running) return;
     this.running = true;
     this.unsubscribe = this.o.store.subscribe((e) => {
-      if (e.kind === "wake") this.poke();
+      if (e.kind === "wake") this.recheck();
     });
     this.poke();
   }
@@ -87,6 +89,17 @@ export class WakeScheduler {
   /** A wake time may have moved: re-arm (or run now). */
   poke(): void {
     this.scanWanted = true;
+    this.wake();
+  }
+
+  /**
+   * A store event (a park, a wake early, a released run, a poll tick, a
+   * reconnect): most of these move a deadline into the future, so the next
+   * deadline is read first (nextWakeAt) and the due runs are scanned only if
+   * it has come — one statement per event instead of a claim and a re-arm.
+   */
+  private recheck(): void {
+    this.recheckWanted = true;
     this.wake();
   }
 
@@ -124,14 +137,27 @@ export class WakeScheduler {
     // All permits busy: due runs stay unclaimed (no lease held on a run we cannot run yet) and
     // the next released permit pokes us — arming on a past deadline would spin.
     let starved = false;
+    // A claim ran in this round: the next deadline is read again at the end.
+    let claimed = false;
     try {
       do {
         this.again = false;
         starved = false;
         const held = this.takeHeldDue();
-        if (held.length > 0) starved = await this.claimHeld(held, batch);
+        if (held.length > 0) {
+          claimed = true;
+          starved = await this.claimHeld(held, batch);
+        }
+        if (this.recheckWanted && !this.scanWanted && !starved) {
+          this.recheckWanted = false;
+          const next = await this.o.store.nextWakeAt({ flows: this.o.flows });
+          if (next !== null && next <= this.o.clock.now()) this.scanWanted = true;
+          else if (next !== null && this.running) this.armAt(next);
+        }
         if (!this.scanWanted || starved) continue;
         this.scanWanted = false;
+        this.recheckWanted = false;
+        claimed = true;
         for (;;) {
           const max = this.o.permits.tryTake(batch);
           if (max === 0) {
@@ -158,7 +184,7 @@ export class WakeScheduler {
       } while (this.again && this.running);
       // A timer that claimed held runs only: the re-arm's nextWakeAt shows whether another run is due
       // now (then the timer fires at once and scans).
-      if (!starved) await this.arm();
+      if (!starved && claimed) await this.arm();
     } catch (e) {
       this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
       this.armAt(this.o.clock.now() + 1_000);

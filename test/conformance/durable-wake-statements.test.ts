@@ -27,7 +27,10 @@ function kindOf(text: string): string {
 }
 
 /** Parks one durable consumer run (a step, then a sleep of `nap`), then counts the statements of its wake. */
-async function wakeStatements(nap: Duration, advance: Duration): Promise<{ ran: string[]; wake: string[] }> {
+async function wakeStatements(
+  nap: Duration,
+  advance: Duration,
+): Promise<{ ran: string[]; park: string[]; wake: string[] }> {
   const schema = `wake_t_stmts_${process.pid}_${Date.now()}`;
   const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4 });
   const seen: string[] = [];
@@ -69,6 +72,9 @@ async function wakeStatements(nap: Duration, advance: Duration): Promise<{ ran: 
   const app = createApp({ modules: [{ napper }], env: "test", clock: time, store });
   cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
   await app.boot();
+  // The boot's own claim round is done before anything is counted.
+  await app.idle();
+  counting = true;
   await app.emit(woke, {});
   // Reads of this test go through a client of their own, outside the counted pool.
   const reader = new pg.Client({ connectionString: TEST_DATABASE_URL });
@@ -78,14 +84,19 @@ async function wakeStatements(nap: Duration, advance: Duration): Promise<{ ran: 
     (await reader.query<{ status: string }>(`SELECT status FROM "${schema}".runs`)).rows.map((r) => r.status);
   await until(async () => (await statusOf()).join() === "sleeping", "parked");
   await app.idle();
-  counting = true;
+  const parked = seen.length;
   time.advance(advance);
   await until(async () => (await statusOf()).join() === "completed", "resumed");
   // The app is idle once the resume ended and any claim round it started is done.
   await app.idle();
   counting = false;
-  const claim = seen.findIndex((k) => k.startsWith("claim"));
-  return { ran, wake: seen.slice(claim).filter((k) => k !== "other") };
+  const wake = seen.slice(parked);
+  const claim = wake.findIndex((k) => k.startsWith("claim"));
+  return {
+    ran,
+    park: seen.slice(0, parked).filter((k) => k !== "other"),
+    wake: wake.slice(claim).filter((k) => k !== "other"),
+  };
 }
 
 describe("postgres: the wake of one sleeping run", () => {
@@ -101,8 +112,12 @@ describe("postgres: the wake of one sleeping run", () => {
   });
 
   it("the instance that parked a run claims it by id when due: no scan of the due runs", async () => {
-    const { ran, wake } = await wakeStatements("30s", "30s");
+    const { ran, park, wake } = await wakeStatements("30s", "30s");
     expect(ran).toEqual(["before", "after"]);
+    // The park's own wake event re-reads the next deadline; it does not scan for due runs (nothing is
+    // due: the park moved a deadline into the future).
+    expect(park.filter((k) => k.startsWith("claim"))).toEqual([]);
+    expect(park.filter((k) => k === "nextWakeAt")).toHaveLength(1);
     // Nothing after the finish: no scan of the due runs when the resume's permit comes back.
     expect(wake[0]).toBe("claim by id");
     expect([...wake].sort()).toEqual(["claim by id", "finish", "nextWakeAt"]);
