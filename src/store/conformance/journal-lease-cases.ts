@@ -153,6 +153,24 @@ export function journalLeaseCases(factory: StoreFactory): void {
       expect(await store().getRun("r1")).toMatchObject({ leaseOwner: "inst-1", leaseExpiresAt: T0 + LEASE });
     });
 
+    it("releaseRun repeated after it landed (a retry after a lost reply) resolves and changes nothing, also once another owner holds the run", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      const release = { runId: "r1", owner: "inst-1", now: T0 + 1, retryAt: T0 + 5_000 };
+      await store().releaseRun(release);
+      await store().releaseRun(release);
+      expect(await store().getRun("r1")).toMatchObject({
+        status: "running",
+        leaseOwner: null,
+        leaseExpiresAt: T0 + 5_000,
+      });
+      await store().acquireRun({ runId: "r1", owner: "inst-2", now: T0 + 2, leaseMs: LEASE });
+      await store().releaseRun({ ...release, now: T0 + 3 });
+      expect(await store().getRun("r1")).toMatchObject({
+        leaseOwner: "inst-2",
+        leaseExpiresAt: T0 + 2 + LEASE,
+      });
+    });
+
     it("releaseRun with retryAt: due at that time for any claimer, and announced as a wake", async () => {
       await startRun(store(), "r1", { owner: "inst-1" });
       const rec = recordEvents(store());
