@@ -38,13 +38,15 @@ if (indexDef === undefined) throw new Error(`no index ${index} in ${schema}`);
 
 interface Cost {
   ms: number;
+  planMs: number;
   walBytes: number;
   walRecords: number;
   dirtied: number;
 }
-const zero = (): Cost => ({ ms: 0, walBytes: 0, walRecords: 0, dirtied: 0 });
-function add(to: Cost, plan: Record<string, unknown>, ms: number): void {
+const zero = (): Cost => ({ ms: 0, planMs: 0, walBytes: 0, walRecords: 0, dirtied: 0 });
+function add(to: Cost, plan: Record<string, unknown>, ms: number, planMs: number): void {
   to.ms += ms;
+  to.planMs += planMs;
   to.walBytes += Number(plan["WAL Bytes"] ?? 0);
   to.walRecords += Number(plan["WAL Records"] ?? 0);
   to.dirtied += Number(plan["Shared Dirtied Blocks"] ?? 0);
@@ -68,10 +70,10 @@ async function pass(withIndex: boolean): Promise<{ claim: Cost; settle: Cost }> 
     const explain = async (sql: string, params: unknown[], to: Cost): Promise<unknown[]> => {
       await c.query("BEGIN");
       const r = await c.query<{
-        "QUERY PLAN": [{ Plan: Record<string, unknown>; "Execution Time": number }];
+        "QUERY PLAN": [{ Plan: Record<string, unknown>; "Execution Time": number; "Planning Time": number }];
       }>(`EXPLAIN (ANALYZE, BUFFERS, WAL, FORMAT JSON) ${sql}`, params);
       const top = r.rows[0]!["QUERY PLAN"][0];
-      add(to, top.Plan, top["Execution Time"]);
+      add(to, top.Plan, top["Execution Time"], top["Planning Time"]);
       await c.query("COMMIT");
       return [];
     };
@@ -87,7 +89,7 @@ async function pass(withIndex: boolean): Promise<{ claim: Cost; settle: Cost }> 
 }
 
 const per = (x: Cost): string =>
-  `${((x.ms * 1_000) / n).toFixed(1)} µs, ${(x.walBytes / n).toFixed(0)} WAL B, ${(x.walRecords / n).toFixed(2)} WAL rec, ${(x.dirtied / n).toFixed(3)} dirtied`;
+  `${((x.ms * 1_000) / n).toFixed(1)} µs (+ planning ${((x.planMs * 1_000) / n).toFixed(1)}), ${(x.walBytes / n).toFixed(0)} WAL B, ${(x.walRecords / n).toFixed(2)} WAL rec, ${(x.dirtied / n).toFixed(3)} dirtied`;
 console.log(`${n} unkeyed messages, claim + settle ${BATCH} at a time, index ${index} on / off alternating`);
 for (let p = 0; p < passes; p++) {
   for (const withIndex of p % 2 === 0 ? [true, false] : [false, true]) {

@@ -21,6 +21,37 @@ export function settleCases(factory: StoreFactory): void {
       expect(await claimOf(store(), "w2", T0 + 10 * 60_000)).toEqual([]);
     });
 
+    it("a batch of deliveries reports what it applied in the caller's order: all, or all but the fenced and repeated", async () => {
+      await store().enqueue([msg("m1"), msg("m2"), msg("m3"), msg("m4"), msg("m5")], T0);
+      const [c1, c2, c3, c4, c5] = await claimOf(store(), "w1", T0);
+      // Every one applied (the lean statement on postgres answers without listing them).
+      expect(await store().settle([outcome(c3!, "delivered"), outcome(c1!, "delivered")], T0 + 1)).toEqual({
+        applied: ["m3", "m1"],
+      });
+      // A stale attempt, a repeat and one settled already: only m5 and m4 apply; then another holder's.
+      const res = await store().settle(
+        [
+          outcome(c5!, "delivered"),
+          { ...outcome(c2!, "delivered"), attempt: c2!.attempts + 1 },
+          outcome(c1!, "delivered"),
+          outcome(c4!, "delivered"),
+          outcome(c5!, "delivered"),
+        ],
+        T0 + 2,
+      );
+      expect(res.applied).toEqual(["m5", "m4"]);
+      const other = await store().settle(
+        [
+          { ...outcome(c2!, "delivered"), worker: "w9" },
+          { ...outcome(c2!, "delivered"), worker: "w9" },
+        ],
+        T0 + 3,
+      );
+      expect(other.applied).toEqual([]);
+      expect(await store().getMessage("m2")).toMatchObject({ status: "inflight", lockedBy: "w1" });
+      expect(await store().getMessage("m4")).toMatchObject({ status: "delivered", updatedAt: T0 + 2 });
+    });
+
     it("retry (pending) appends the failure and is claimable again at once", async () => {
       await store().enqueue([msg("m1")], T0);
       const [c1] = await claimOf(store(), "w1", T0);

@@ -1,7 +1,7 @@
 /** The postgres claim: one statement claims up to `max` messages of one signal. */
 import type { ClaimedMessage, ClaimRequest } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
-import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
+import { type ClaimedRow, type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
  * THE hot query: one statement claims up to `max` messages of one signal.
@@ -78,6 +78,14 @@ const keyedHead = (s: string): string => `
     SELECT 1 FROM ${s}.messages o
     WHERE o.signal = m.signal AND o.key = m.key AND o.seq < m.seq AND o.status IN ('pending', 'inflight'))
   THEN false ELSE ${s}.claim_key_free(m.signal, m.key, m.id, $2) END`;
+
+/**
+ * What a claim returns per row: what ClaimedMessage carries, and seq for the order. Not m.*: the
+ * status, failures and updated_at of every claimed row were serialised by the server and parsed
+ * by the driver (failures as JSON) only to be dropped.
+ */
+const claimedColumns =
+  "m.id, m.signal, m.key, m.payload, m.parent_run_id, m.attempts, m.created_at, m.locked_by, m.lease_expires_at, m.seq";
 
 export const claimSql = (s: string): string => `
 WITH RECURSIVE
@@ -196,7 +204,7 @@ upd AS (
   SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
       attempts = m.attempts + 1, updated_at = $2
   WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-  RETURNING m.*
+  RETURNING ${claimedColumns}
 )
 -- Reclaimed rows carry their old expiry for ordering (reclaim is small: expired leases only).
 SELECT u.*, r.expired_at AS ord1, u.seq AS ord2 FROM upd u LEFT JOIN reclaim r ON r.id = u.id`;
@@ -229,12 +237,14 @@ upd AS (
   SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
       attempts = m.attempts + 1, updated_at = $2
   WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-  RETURNING m.*
+  RETURNING ${claimedColumns}
 )
 SELECT g.open, u.* FROM gate g LEFT JOIN upd u ON true`;
 
-type ClaimRow = MessageRow & { ord1: number | null; ord2: number };
-type FastRow = { open: boolean } & ({ id: null } | MessageRow);
+/** The columns claimedColumns returns. */
+type Claimed = ClaimedRow & Pick<MessageRow, "seq">;
+type ClaimRow = Claimed & { ord1: number | null; ord2: number };
+type FastRow = { open: boolean } & ({ id: null } | Claimed);
 
 /**
  * Signals whose last claim met keyed or expired rows: they go straight to the
@@ -251,7 +261,7 @@ export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedM
   if (!full.has(req.signal)) {
     const { rows } = await q<FastRow>(ctx.pool, fastClaimSql(ctx.s), params);
     if (rows[0]?.open === true) {
-      const got = rows.filter((r): r is FastRow & MessageRow => r.id !== null);
+      const got = rows.filter((r): r is FastRow & Claimed => r.id !== null);
       got.sort((a, b) => a.seq - b.seq);
       return got.map(toClaimedMessage);
     }

@@ -95,7 +95,21 @@ export function toStoredMessage(r: MessageRow): StoredMessage {
   };
 }
 
-export function toClaimedMessage(r: MessageRow): ClaimedMessage {
+/** The columns a claimed message is made of (a claim returns these, not every column). */
+export type ClaimedRow = Pick<
+  MessageRow,
+  | "id"
+  | "signal"
+  | "key"
+  | "payload"
+  | "parent_run_id"
+  | "attempts"
+  | "created_at"
+  | "locked_by"
+  | "lease_expires_at"
+>;
+
+export function toClaimedMessage(r: ClaimedRow): ClaimedMessage {
   return {
     id: r.id,
     signal: r.signal,
