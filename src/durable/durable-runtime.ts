@@ -296,22 +296,28 @@ export class DurableRuntime {
   }
 
   /**
-   * For a resume (wake scheduler, orphan scan) of a durable consumer's run: the LEASE_EXPIRED
-   * failure to end it with when its message spent its budget — dead already, claimed past the budget,
-   * or on its last attempt with that attempt's lease lapsed (its holder died; this run's lease
-   * lapsed too, or we would not hold it). `undefined` resumes as usual. A run that parked is
-   * skipped without a look: its message was delivered when it parked.
+   * For a resume (wake scheduler, orphan scan) of a durable consumer's run: the failure to end it
+   * with when its message spent its budget — LEASE_EXPIRED when the message was claimed past the
+   * budget, or is on its last attempt with that attempt's lease lapsed (its holder died; this run's
+   * lease lapsed too, or we would not hold it); the message's own failure when it is dead already.
+   * `undefined` resumes as usual. A run that parked is skipped without a look: its message was
+   * delivered when it parked.
    */
   private async spentEnd(acquired: AcquiredRun): Promise<{ code: string; message: string } | undefined> {
     const consumer = this.o.consumers?.get(acquired.run.flow);
     if (consumer === undefined || acquired.entries.at(-1)?.kind === "sleep") return undefined;
     const m = await this.o.store.getMessage(acquired.run.id);
     if (m === undefined || m.signal !== consumer.name) return undefined;
+    // Dead already (the spent claim's lookup failed in an outage, or an older version): the run
+    // ends with the message's own last failure, so the two say the same.
+    if (m.status === "dead") {
+      const last = m.failures.at(-1);
+      return last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts);
+    }
     const budget = consumer.retries + 1;
     const spent =
-      m.status === "dead" ||
-      (m.status === "inflight" &&
-        (m.attempts > budget || (m.attempts === budget && (m.leaseExpiresAt ?? 0) <= this.o.clock.now())));
+      m.status === "inflight" &&
+      (m.attempts > budget || (m.attempts === budget && (m.leaseExpiresAt ?? 0) <= this.o.clock.now()));
     return spent ? leaseExpiredFailure(consumer, Math.min(m.attempts, budget)) : undefined;
   }
 

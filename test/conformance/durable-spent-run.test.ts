@@ -144,6 +144,31 @@ describe.each(drivers)("durable consumer whose message spent its attempts, on th
     expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
   });
 
+  it("a message dead-lettered already beside a live run (its spent claim could not read the run): the orphan scan ends the run with the message's own failure", async () => {
+    const store = await apps.store();
+    const { ran, w } = consumer();
+    await deadInstance(store, 2, T0 + 2_000, ["charge"]);
+    const failure = { code: "LEASE_EXPIRED", message: "written while the store was unreachable" };
+    await store.settle(
+      [
+        {
+          id: ID,
+          worker: "dead-worker",
+          attempt: 2,
+          status: "dead",
+          failure: { ...failure, at: T0 + 3_000, attempt: 2 },
+        },
+      ],
+      T0 + 3_000,
+    );
+    const { app } = await boot(store, w, T0 + 10_000);
+    await until(async () => (await store.getRun(ID))?.status === "failed", "the run ended");
+    await app.idle();
+    expect(await store.getRun(ID)).toMatchObject({ error: failure });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+    expect(await store.getMessage(ID)).toMatchObject({ status: "dead", attempts: 2 });
+  });
+
   it("a journal that already holds the whole body: the run completes without running a step, the message is delivered", async () => {
     const store = await apps.store();
     const { ran, w } = consumer();
