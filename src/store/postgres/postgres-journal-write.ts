@@ -1,6 +1,6 @@
 /** Journal writes on postgres, each one fenced statement. */
 import { entryName, type AppendRequest, type FinishRequest, type ParkRequest } from "../types.ts";
-import { type PgContext, preparedName, q, unique, wakePayload } from "./postgres-context.ts";
+import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
 import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";
 import { entriesParam, insertEntriesSql, jsonParam } from "./postgres-rows.ts";
 import { refusal } from "./postgres-runs.ts";
@@ -14,11 +14,6 @@ import { storeErrors } from "../index.ts";
  * the INSERT of the entry rows (one per (run_id, seq), never the whole
  * journal) and, for append, of the emitted messages plus their NOTIFY: the
  * outbox commits with the journal or not at all.
- *
- * Each is prepared (by name, once per connection): they touch one run by its
- * primary key, so there is no plan to go stale, and parse + plan were a large
- * part of each round trip — a lone run's journal writes are what S9 one at a
- * time measures.
  */
 
 // running or compensating: both are leased runs (see compensation-types.ts).
@@ -40,21 +35,16 @@ export async function append(ctx: PgContext, req: AppendRequest): Promise<void> 
     SELECT (SELECT count(*) FROM run)::int AS fenced_in, (SELECT count(*) FROM n) AS notified`;
   let ok: boolean;
   try {
-    const { rows } = await q<{ fenced_in: number }>(
-      ctx.pool,
-      sql,
-      [
-        req.runId,
-        req.owner,
-        req.now,
-        req.leaseMs ?? null,
-        entriesParam(req.runId, req.entries),
-        ...insertMessagesParams(emits, req.now),
-        ctx.channel,
-        payload,
-      ],
-      preparedName("append1", sql),
-    );
+    const { rows } = await q<{ fenced_in: number }>(ctx.pool, sql, [
+      req.runId,
+      req.owner,
+      req.now,
+      req.leaseMs ?? null,
+      entriesParam(req.runId, req.entries),
+      ...insertMessagesParams(emits, req.now),
+      ctx.channel,
+      payload,
+    ]);
     ok = rows[0]?.fenced_in === 1;
   } catch (err) {
     // A retry of an append that committed (its reply was lost) collides with its own rows: nothing more is written.
@@ -112,20 +102,15 @@ export async function park(ctx: PgContext, req: ParkRequest): Promise<void> {
     SELECT (SELECT count(*) FROM run)::int AS fenced_in, (SELECT count(*) FROM entries) AS written, (SELECT count(*) FROM n) AS notified`;
   let ok: boolean;
   try {
-    const { rows } = await q<{ fenced_in: number }>(
-      ctx.pool,
-      sql,
-      [
-        req.runId,
-        req.owner,
-        req.now,
-        req.entry.wakeAt ?? req.now,
-        entriesParam(req.runId, [req.entry]),
-        ctx.channel,
-        wakePayload(ctx, { w: 1 }),
-      ],
-      preparedName("park1", sql),
-    );
+    const { rows } = await q<{ fenced_in: number }>(ctx.pool, sql, [
+      req.runId,
+      req.owner,
+      req.now,
+      req.entry.wakeAt ?? req.now,
+      entriesParam(req.runId, [req.entry]),
+      ctx.channel,
+      wakePayload(ctx, { w: 1 }),
+    ]);
     ok = rows[0]?.fenced_in === 1;
   } catch (err) {
     throw mapConflict(err, req.runId);
@@ -135,12 +120,11 @@ export async function park(ctx: PgContext, req: ParkRequest): Promise<void> {
 }
 
 export async function finish(ctx: PgContext, req: FinishRequest): Promise<void> {
-  const sql = `UPDATE ${ctx.s}.runs
-     SET status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3
-     WHERE ${fence}`;
   const { rowCount } = await q(
     ctx.pool,
-    sql,
+    `UPDATE ${ctx.s}.runs
+     SET status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3
+     WHERE ${fence}`,
     [
       req.runId,
       req.owner,
@@ -149,7 +133,6 @@ export async function finish(ctx: PgContext, req: FinishRequest): Promise<void> 
       jsonParam(req.output),
       req.error === undefined ? null : JSON.stringify({ code: req.error.code, message: req.error.message }),
     ],
-    preparedName("finish1", sql),
   );
   if (rowCount === 0) throw await refusal(ctx, req.runId, true);
 }
