@@ -37,6 +37,8 @@ export interface PrivateCluster {
   /** A fast shutdown: the server is down until start(). */
   stop(): Promise<void>;
   start(): Promise<void>;
+  /** An immediate stop (a crash: WAL not yet written out is lost); the data stays for start(). */
+  crash(): Promise<void>;
   /** An immediate stop, then the cluster's directory is removed. */
   destroy(): Promise<void>;
 }
@@ -52,7 +54,10 @@ export function canRunPrivateCluster(): boolean {
 }
 
 /** Never the shared server: a cluster in a temp dir, as the postgres account when running as root. */
-export async function startPrivateCluster(): Promise<PrivateCluster> {
+export async function startPrivateCluster(
+  /** Extra server settings (`name=value`), e.g. to hold async commits in the WAL buffers. */
+  settings: readonly string[] = [],
+): Promise<PrivateCluster> {
   const initdb = findBin("initdb");
   const pgCtl = findBin("pg_ctl");
   const isRoot = process.getuid?.() === 0;
@@ -72,7 +77,10 @@ export async function startPrivateCluster(): Promise<PrivateCluster> {
       join(dir, "log"),
       ...args,
       "-o",
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`,
+      [
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`,
+        ...settings.map((kv) => `-c ${kv}`),
+      ].join(" "),
     ]);
   await asPg(initdb, ["-D", join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
   await ctl("start");
@@ -86,6 +94,9 @@ export async function startPrivateCluster(): Promise<PrivateCluster> {
     },
     start: async () => {
       await ctl("start");
+    },
+    crash: async () => {
+      await ctl("-m", "immediate", "stop");
     },
     destroy: async () => {
       await ctl("-m", "immediate", "stop").catch(() => undefined);

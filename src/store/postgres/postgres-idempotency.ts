@@ -31,11 +31,40 @@ const toRecord = (r: Row): IdempotencyRecord => ({
   expiresAt: Number(r.expires_at),
 });
 
+/**
+ * The claim commits with `synchronous_commit = off` (set for its own transaction only): it is
+ * visible to every instance at once, but its caller does not wait for the WAL flush — one fsync'd
+ * commit per keyed request instead of two. The completion stays synchronous. Why a PostgreSQL
+ * crash (or the machine's) cannot make this answer wrong, point by point:
+ * - WAL is written out in order, so any later synchronous commit writes the claim out with it.
+ *   Everything the request does durably comes after the claim (the claim is awaited before the
+ *   flow starts): a durable flow's startRun, its journal and emits, a plain flow's emit, the
+ *   completion. If any of them survived a crash, the claim survived too — as `running` with its
+ *   run id, so a retry after the lock lapsed takes over that same run (a journaled emit is not
+ *   repeated) or is answered by the completion.
+ * - A crash before anything durable followed loses the claim together with nothing: there is no
+ *   run, no message and no stored answer, and no response was sent yet (it waits for the
+ *   synchronous completion). A retry claims the key afresh and runs the request — the same as if
+ *   the first attempt had never reached the server. A retry that saw the claim before the crash
+ *   got 409, which promises nothing.
+ * - Visibility is not delayed, so two instances still never both win a key.
+ * Writes the flow makes in another database are not ordered with the claim; for them nothing
+ * changes either: a plain flow whose request did not complete is run again on takeover anyway.
+ * The one case that is new: the server crashes before the claim is written out (the WAL writer
+ * writes async commits within 3 × wal_writer_delay, 600 ms by default), comes back while the
+ * first request's flow is still running in a live process, that flow then writes (an emit) on
+ * the restarted server, and a retry arrived in between — the retry found no claim and ran the
+ * request too. A synchronous claim would have answered that retry 409.
+ * test/process/idempotency-pg-crash.test.ts crashes a real cluster between the claim and the rest.
+ */
+const ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
+
 /** The claim's first step for one key: a new (or expired) key is claimed by the INSERT alone. */
 const claimOneSql = (s: string): string => `
 INSERT INTO ${s}.idempotency_keys AS k
   (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
-VALUES ($1, $2, 'running', NULL, NULL, $3, $4::bigint + $5::bigint, $4, $4::bigint + $6::bigint)
+SELECT $1, $2, 'running', NULL, NULL, $3, $4::bigint + $5::bigint, $4, $4::bigint + $6::bigint
+FROM ${ASYNC_COMMIT}
 ON CONFLICT (key) DO UPDATE SET
   fingerprint = EXCLUDED.fingerprint, status = 'running', response_status = NULL, response_body = NULL,
   run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
@@ -49,7 +78,7 @@ INSERT INTO ${s}.idempotency_keys AS k
   (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
 SELECT u.key, u.fingerprint, 'running', NULL, NULL, u.run_id, u.now + u.lock_ms, u.now, u.now + u.window_ms
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
-  AS u(key, fingerprint, run_id, now, lock_ms, window_ms)
+  AS u(key, fingerprint, run_id, now, lock_ms, window_ms), ${ASYNC_COMMIT}
 ON CONFLICT (key) DO UPDATE SET
   fingerprint = EXCLUDED.fingerprint, status = 'running', response_status = NULL, response_body = NULL,
   run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until, created_at = EXCLUDED.created_at,
