@@ -54,7 +54,8 @@ export const unique = (xs: Iterable<string>): string[] => [...new Set(xs)];
  *
  * `name` prepares the statement once per connection. Only for statements
  * with no plan to choose (a one-row INSERT … VALUES): their parse and plan
- * were most of an emit's round trip (see preparedName).
+ * were most of an emit's round trip (see preparedName). Ignored on a pool
+ * marked with withoutPreparedStatements.
  */
 export async function q<R extends object>(
   db: Queryable,
@@ -66,7 +67,7 @@ export async function q<R extends object>(
     text,
     values: values as unknown[],
     types: pgTypes,
-    ...(name === undefined ? {} : { name }),
+    ...(name === undefined || unprepared.has(db) ? {} : { name }),
   });
   return { rows: res.rows, rowCount: res.rowCount ?? 0 };
 }
@@ -89,6 +90,20 @@ export function preparedName(prefix: string, text: string): string {
   name = `oke_${prefix}_${h.toString(36)}_${text.length.toString(36)}`;
   names.set(key, name);
   return name;
+}
+
+/**
+ * Pools whose statements are never prepared by name: a store in poll-only mode
+ * (`notify: false`) is the documented setting behind PgBouncer in transaction
+ * pooling mode, where the next statement may run on another server connection
+ * that never saw the PREPARE ("prepared statement … does not exist"). There
+ * they go unprepared, as every statement did before.
+ */
+const unprepared = new WeakSet<object>();
+
+/** Sends every statement on `pool` unprepared (q() drops its `name`). */
+export function withoutPreparedStatements(pool: object): void {
+  unprepared.add(pool);
 }
 
 /** preparedName's results: a handful of statement texts per schema. */

@@ -7,7 +7,7 @@ import { createStoreListeners } from "../store-listeners.ts";
 import type { Store, StoreEvent } from "../types.ts";
 import { claim } from "./postgres-claim.ts";
 import * as consoleQueries from "./postgres-console.ts";
-import type { PgContext, PgLogger } from "./postgres-context.ts";
+import { type PgContext, type PgLogger, withoutPreparedStatements } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
@@ -111,6 +111,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   const onPoolError = (err: Error): void =>
     logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
   pool.on("error", onPoolError);
+  // Poll-only is the PgBouncer transaction-pooling setting: no statement prepared by name there.
+  if (options.notify === false) withoutPreparedStatements(pool);
 
   const listeners = createStoreListeners(logger);
   const emit = (events: StoreEvent[]): void => {
