@@ -196,7 +196,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     idempotency.handle(
       key,
       fingerprint,
-      (runId, finished) => invokeFlow(method, path, route, request, local, finished, runId),
+      // The input was checked above (before the claim): not walked a second time.
+      (runId, finished) => invokeFlow(method, path, route, request, local, finished, runId, true),
       done,
       (e) => failure(method, path, e, local),
     );
@@ -210,10 +211,11 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     local: boolean,
     done: Done,
     runId?: string,
+    checked = false,
   ): void => {
     let pending: Promise<InvokeResult>;
     try {
-      checkRequestInput(request);
+      if (!checked) checkRequestInput(request);
       pending =
         runId === undefined ? app.invokeRoute(route, request) : app.invokeRoute(route, request, { runId });
     } catch (e) {
