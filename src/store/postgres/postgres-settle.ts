@@ -1,6 +1,6 @@
 /** Batched, fenced settle of message outcomes on postgres. */
 import type { SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, preparedName, q, unique } from "./postgres-context.ts";
+import { type PgContext, q, unique } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -175,11 +175,13 @@ ${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
 ${deliveredTail("count(*) = cardinality($1::text[])")}`;
 
 /**
- * settleDeliveredSql for one message, prepared by name (q()'s `name`): a lone
- * settle (S4: one emit at a time, each handler's settle alone) is a
- * primary-key probe whose plan cannot go stale, and parsing and planning the
- * array form was most of its server time. Parameters: $1 id, $2 attempt, then
- * as settleDeliveredSql.
+ * settleDeliveredSql for one message: a lone settle (S4: one emit at a time,
+ * each handler's settle alone) as a plain UPDATE by primary key, less to parse
+ * and plan than the array form. Not prepared: a generic plan made while
+ * `messages` holds a page or two is a sequential scan, and it stays one on that
+ * connection until an ANALYZE invalidates it (measured on `runs`: 20–39 ms a
+ * call once 200 000 rows had arrived; bench/README.md, S9 second pass).
+ * Parameters: $1 id, $2 attempt, then as settleDeliveredSql.
  */
 export const settleDeliveredOneSql = (s: string): string => `WITH upd AS (
   UPDATE ${s}.messages m
@@ -233,10 +235,8 @@ export async function settle(
   const leaseMs = handoff?.leaseMs ?? 0;
   let sql: string;
   let params: unknown[];
-  let name: string | undefined;
   if (plain && max === 0 && settlements.length === 1) {
     sql = settleDeliveredOneSql(ctx.s);
-    name = preparedName("settle1", sql);
     const one = settlements[0]!;
     params = [one.id, one.attempt, now, worker, ctx.notify ? ctx.channel : null, ctx.origin];
   } else if (plain && (max === 0 || handoff!.worker === worker)) {
@@ -259,12 +259,12 @@ export async function settle(
   type Row = { applied: string[] | null; signals: string[] } & ({ id: null } | MessageRow);
   let rows: Row[];
   try {
-    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
+    ({ rows } = await q<Row>(ctx.pool, sql, params));
   } catch (err) {
     // Rows are updated in id order, so two settles should never deadlock; if the planner ever
     // breaks that order, PostgreSQL aborts one of them and it is safe to apply it again.
     if ((err as { code?: unknown }).code !== "40P01") throw err;
-    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
+    ({ rows } = await q<Row>(ctx.pool, sql, params));
   }
   const row = rows[0];
   const ids = settlements.map((x) => x.id);
