@@ -2,10 +2,11 @@
 /**
  * Child process for the file driver's crash and lock tests (not library code).
  *
- *   node --import tsx crash-child.ts work <dir> <tag> <compactBytes>
+ *   node --import tsx crash-child.ts work <dir> <tag>
  *   node --import tsx crash-child.ts hold <dir>
  *
- * Prints `ready <replayed> <droppedBytes>` once the store is open. `work` then
+ * Prints `ready <walBytes>` once the store is open: the size of the WAL a
+ * previous (killed) process left, which this open recovered from. `work` then
  * runs writers concurrently and prints one line per acknowledged write, only
  * after its call resolved (stdout to a pipe is synchronous on Linux, so a line
  * printed is a line the parent reads even if SIGKILL follows at once):
@@ -14,19 +15,21 @@
  *   D <id>                  delivered
  * `hold` keeps the store (and its lock) open until killed.
  */
+import { statSync } from "node:fs";
+import { join } from "node:path";
 import { createFileStore } from "./file-store.ts";
+import { DB_FILE } from "./sqlite/sqlite-db.ts";
 
-const [mode, dir, tag = "t", compact = "65536"] = process.argv.slice(2);
+const [mode, dir, tag = "t"] = process.argv.slice(2);
 if ((mode !== "work" && mode !== "hold") || dir === undefined) {
-  process.stderr.write("usage: crash-child.ts work|hold <dir> [tag] [compactBytes]\n");
+  process.stderr.write("usage: crash-child.ts work|hold <dir> [tag]\n");
   process.exit(2);
 }
 
 const out = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
-// compactRatio 0: compact on the byte threshold alone, so kills often land mid-compaction.
-const store = createFileStore({ dir, compactBytes: Number(compact), compactRatio: 0 });
+const store = createFileStore({ dir });
 
 async function enqueueLoop(k: number): Promise<never> {
   for (let i = 0; ; i++) {
@@ -98,9 +101,14 @@ async function drainLoop(worker: string): Promise<never> {
 }
 
 async function main(): Promise<void> {
+  let walBytes = 0;
+  try {
+    walBytes = statSync(join(store.dir, `${DB_FILE}-wal`)).size;
+  } catch {
+    // No WAL: the last process closed cleanly, or this is the first open.
+  }
   await store.open();
-  const d = store.diagnostics();
-  out(`ready ${d.replayed} ${d.droppedBytes}`);
+  out(`ready ${walBytes}`);
   if (mode === "hold") {
     setInterval(() => undefined, 1 << 30);
     return;

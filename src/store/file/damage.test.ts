@@ -1,7 +1,7 @@
-/** Mid-log damage of the file driver: boot refuses and leaves the file untouched; `oke doctor --salvage` keeps every valid frame. */
+/** Mid-log damage of an old-format journal.log: the import refuses and leaves the file untouched; `oke doctor --salvage` keeps every valid frame. */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,8 +9,8 @@ import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { OkeError } from "../../errors.ts";
 import { createFileStore, type FileStore } from "./file-store.ts";
-import { decodeFrames } from "./frame.ts";
-import { LOG_FILE } from "./recovery.ts";
+import { decodeFrames, encodeFrame } from "./frame.ts";
+import { LOG_FILE, logHeader } from "./recovery.ts";
 
 const BIN = fileURLToPath(new URL("../../../bin/oke.js", import.meta.url));
 const run = promisify(execFile);
@@ -22,30 +22,30 @@ afterEach(async () => {
 });
 
 const sha = (b: Buffer): string => createHash("sha256").update(b).digest("hex");
-const store = (dir: string): FileStore =>
-  createFileStore({ dir, compactOnClose: false, compactBytes: 1 << 30 });
+const store = (dir: string): FileStore => createFileStore({ dir });
 
-/** A project dir whose `.oke` holds N acknowledged emits in journal.log (no snapshot). */
+/**
+ * A project dir whose `.oke` is of the old format with N acknowledged emits in
+ * journal.log (no snapshot): the header frame and one enqueue frame per emit,
+ * as the memory-engine driver wrote them (same frame encoder).
+ */
 async function withEmits(): Promise<{ project: string; dir: string; log: string }> {
   const project = await mkdtemp(join(tmpdir(), "oke-damage-"));
   dirs.push(project);
   const dir = join(project, ".oke");
-  const s = store(dir);
-  await s.open();
-  for (let i = 0; i < N; i++)
-    await s.enqueue(
-      [
-        {
-          id: `m${String(i).padStart(4, "0")}`,
-          signal: "sig.a",
-          key: null,
-          payload: { i },
-          parentRunId: null,
-        },
-      ],
-      T0 + i,
-    );
-  await s.close();
+  await mkdir(dir);
+  const frames = [logHeader(0)];
+  for (let i = 0; i < N; i++) {
+    const m = {
+      id: `m${String(i).padStart(4, "0")}`,
+      signal: "sig.a",
+      key: null,
+      payload: { i },
+      parentRunId: null,
+    };
+    frames.push(encodeFrame({ op: "enqueue", messages: [m], now: T0 + i }));
+  }
+  await writeFile(join(dir, LOG_FILE), Buffer.concat(frames));
   return { project, dir, log: join(dir, LOG_FILE) };
 }
 
@@ -73,9 +73,9 @@ const messagesIn = async (dir: string): Promise<string[]> => {
   }
 };
 
-describe("file store: damage in the middle of journal.log", () => {
+describe("file store: damage in the middle of an old-format journal.log", () => {
   for (const fraction of [0.1, 0.5]) {
-    it(`a byte flipped at ${fraction * 100} %: boot refuses naming the file and offset, the file is unchanged; salvage keeps every valid frame`, async () => {
+    it(`a byte flipped at ${fraction * 100} %: the import refuses naming the file and offset, the file is unchanged; salvage keeps every valid frame, which then imports`, async () => {
       const { project, dir, log } = await withEmits();
       const flipped = await flip(log, fraction);
       const damaged = await readFile(log);
@@ -125,12 +125,14 @@ describe("file store: damage in the middle of journal.log", () => {
     });
   }
 
-  it("a genuinely torn tail (an incomplete last frame) still recovers: every complete record survives", async () => {
+  it("a genuinely torn tail (an incomplete last frame) still imports: every complete record survives", async () => {
     const { dir, log } = await withEmits();
     const buf = await readFile(log);
     await writeFile(log, buf.subarray(0, buf.length - 7));
     expect(await messagesIn(dir)).toHaveLength(N - 1);
-    const after = await readFile(log);
+    // Imported once: the cut log is kept beside store.db under its new name, and not read again.
+    const after = await readFile(`${log}.imported`);
     expect(decodeFrames(after).stop).toBe("end");
+    expect(await messagesIn(dir)).toHaveLength(N - 1);
   });
 });

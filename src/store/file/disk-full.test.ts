@@ -1,4 +1,4 @@
-/** A full disk under the file driver (a small tmpfs): emits fail clearly, /_/ready says store_unavailable, and the store resumes by itself once space is back. */
+/** A full disk under the file driver (a 16 MiB tmpfs: room for SQLite's WAL, ~4 MiB before its automatic checkpoint): emits fail clearly, /_/ready says store_unavailable, and the store resumes by itself once space is back. */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { open, unlink } from "node:fs/promises";
@@ -19,11 +19,11 @@ let mountPoint = "";
 beforeAll(() => {
   mountPoint = mkdtempSync(join(tmpdir(), "oke-enospc-"));
   try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint], { stdio: "pipe" });
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mountPoint], { stdio: "pipe" });
   } catch (e) {
     rmSync(mountPoint, { recursive: true, force: true });
     // Not skipped: without a small filesystem to fill, this behaviour is untested.
-    throw new Error(`disk-full test needs root to mount a 2 MiB tmpfs at ${mountPoint}: ${String(e)}`);
+    throw new Error(`disk-full test needs root to mount a 16 MiB tmpfs at ${mountPoint}: ${String(e)}`);
   }
 });
 
@@ -64,7 +64,7 @@ async function fill(dir: string): Promise<string> {
 describe("file store on a full disk", () => {
   it("fails emits with OKE1321 and /_/ready 503 while full, recovers by itself once space is freed, loses nothing acknowledged", async () => {
     const dir = join(mountPoint, ".oke");
-    const store = createFileStore({ dir, compactOnClose: false });
+    const store = createFileStore({ dir });
     const jobs = signal.once("disk.jobs", { optional: true });
     const w = on(jobs, flow("disk.jobs", { do: () => undefined }));
     const app = createApp({

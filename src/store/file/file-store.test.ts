@@ -1,4 +1,4 @@
-// The file driver beyond the contract: recovery, compaction, locking, counters.
+// The file driver beyond the contract: recovery from its WAL, locking, group commit, counters.
 import { spawn } from "node:child_process";
 import { appendFile, copyFile, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -8,9 +8,12 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { entryName, type NewMessage, type Store } from "../types.ts";
 import { createFileStore, type FileStore, type FileStoreOptions } from "./file-store.ts";
-import { FRAME_HEADER_BYTES } from "./frame.ts";
-import { installFsyncGate } from "./fsync-gate.test-helper.ts";
-import { LOG_FILE, SNAPSHOT_FILE } from "./recovery.ts";
+import { DB_FILE } from "./sqlite/sqlite-db.ts";
+
+const WAL_FILE = `${DB_FILE}-wal`;
+/** SQLite's WAL layout: a 32-byte file header, then frames of a 24-byte header and one page. */
+const WAL_HEADER = 32;
+const FRAME_HEADER = 24;
 
 const T0 = 1_700_000_000_000;
 const dirs: string[] = [];
@@ -40,14 +43,15 @@ const msg = (id: string, signal = "sig.a", key: string | null = null): NewMessag
 });
 
 /**
- * What a crash would leave: the files as they are now, without close() and
- * without the lock. A read first, so no flush or compaction is mid-way.
+ * What a crash would leave: the database and its WAL as they are now, without
+ * close() (which checkpoints and removes the WAL) and without the lock. A read
+ * first, so no batch is waiting to commit.
  */
 async function crashImage(store: FileStore): Promise<string> {
   await store.stats("any", T0);
   const to = await tempDir();
-  await copyFile(join(store.dir, LOG_FILE), join(to, LOG_FILE));
-  await copyFile(join(store.dir, SNAPSHOT_FILE), join(to, SNAPSHOT_FILE)).catch(() => undefined);
+  await copyFile(join(store.dir, DB_FILE), join(to, DB_FILE));
+  await copyFile(join(store.dir, WAL_FILE), join(to, WAL_FILE)).catch(() => undefined);
   return to;
 }
 
@@ -101,34 +105,32 @@ async function expectSampleState(store: Store): Promise<void> {
 }
 
 describe("file store: recovery", () => {
-  it("keeps its state across close and reopen", async () => {
+  it("keeps its state across close and reopen; close folds the WAL into store.db", async () => {
     const dir = await tempDir();
     const a = await openStore(dir);
     await sampleWorkload(a);
     await a.close();
+    await expect(stat(join(dir, WAL_FILE))).rejects.toMatchObject({ code: "ENOENT" });
     const b = await openStore(dir);
     await expectSampleState(b);
-    expect(b.diagnostics().replayed).toBe(0); // close() folded the log into journal.json
   });
 
   it("keeps every acknowledged write when the process dies without close", async () => {
     const a = await openStore(await tempDir());
     await sampleWorkload(a);
-    const b = await openStore(await crashImage(a));
+    const image = await crashImage(a);
+    expect((await stat(join(image, WAL_FILE))).size).toBeGreaterThan(WAL_HEADER);
+    const b = await openStore(image);
     await expectSampleState(b);
-    expect(b.diagnostics().replayed).toBeGreaterThan(0);
   });
 
-  it("drops a torn tail: earlier records intact, the log cut back", async () => {
+  it("ignores a torn WAL tail: earlier commits intact, and the store writes on", async () => {
     const a = await openStore(await tempDir());
     await sampleWorkload(a);
     const image = await crashImage(a);
-    const size = (await stat(join(image, LOG_FILE))).size;
-    await appendFile(join(image, LOG_FILE), Buffer.from([0x40, 0, 0, 0, 1, 2, 3]));
+    await appendFile(join(image, WAL_FILE), Buffer.from([0x40, 0, 0, 0, 1, 2, 3]));
     const b = await openStore(image);
     await expectSampleState(b);
-    expect(b.diagnostics().droppedBytes).toBe(7);
-    expect((await stat(join(image, LOG_FILE))).size).toBe(size);
     await b.enqueue([msg("after")], T0 + 10);
     await b.close();
     const c = await openStore(image);
@@ -136,31 +138,39 @@ describe("file store: recovery", () => {
     await expectSampleState(c);
   });
 
-  it("a damaged last record is a torn tail: the ops before it survive, it is cut", async () => {
+  it("a damaged last commit is a torn tail: the commits before it survive, it is dropped", async () => {
     const a = await openStore(await tempDir());
     await a.enqueue([msg("x1")], T0);
     await a.enqueue([msg("x2")], T0);
-    const before = (await stat(join(a.dir, LOG_FILE))).size;
+    const before = (await stat(join(a.dir, WAL_FILE))).size;
     await a.enqueue([msg("x3")], T0);
     const image = await crashImage(a);
-    const buf = await readFile(join(image, LOG_FILE));
-    buf[before + FRAME_HEADER_BYTES + 10]! ^= 0x01;
-    await writeFile(join(image, LOG_FILE), buf);
-    const warnings: string[] = [];
-    const b = await openStore(image, {
-      logger: { warn: (_o: unknown, m: string) => warnings.push(m), info: () => undefined } as never,
-    });
+    const buf = await readFile(join(image, WAL_FILE));
+    expect(buf.length).toBeGreaterThan(before);
+    // A byte of the last commit's first page: its frame checksum no longer matches.
+    buf[before + FRAME_HEADER + 100]! ^= 0x01;
+    await writeFile(join(image, WAL_FILE), buf);
+    const b = await openStore(image);
     expect(await b.getMessage("x1")).toBeDefined();
     expect(await b.getMessage("x2")).toBeDefined();
     expect(await b.getMessage("x3")).toBeUndefined();
-    expect((await stat(join(image, LOG_FILE))).size).toBe(before);
-    expect(warnings.join()).toMatch(/checksum log tail/);
   });
-});
 
-describe("file store: compaction", () => {
-  it("compacts past the threshold; a reopened store behaves exactly like the live one", async () => {
-    const live = await openStore(await tempDir(), { compactBytes: 2048, compactRatio: 0 });
+  it("a directory whose store.db is not a database is refused with OKE1323, untouched", async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, DB_FILE), "not a database, but somebody's file".repeat(200));
+    const err = await createFileStore({ dir })
+      .open()
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: "OKE1323" });
+    expect((err as Error).message).toBe(
+      `File store "${dir}" cannot be recovered: ${DB_FILE} is not a readable SQLite database.`,
+    );
+    await expect(stat(join(dir, "lock"))).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("a reopened store behaves exactly like the live one (same rows, same claim order)", async () => {
+    const live = await openStore(await tempDir());
     const rand = seeded(42);
     const all: string[] = [];
     let now = T0;
@@ -170,7 +180,7 @@ describe("file store: compaction", () => {
       );
       all.push(...batch.map((m) => m.id));
       await live.enqueue(batch, now);
-      // One claim time for the whole batch: equal lease deadlines, the ties a restore may order differently.
+      // One claim time for the whole batch: equal lease deadlines.
       const got = await live.claim({
         signal: "sig.a",
         worker: `w${round % 2}`,
@@ -193,11 +203,9 @@ describe("file store: compaction", () => {
       if (round % 10 === 9) await live.replay("sig.a", "all", now);
       now += Math.floor(rand() * 400); // some leases expire and are reclaimed lazily
     }
-    expect(live.diagnostics().compactions).toBeGreaterThan(3);
-    // Same options, so both compact at the same points in what follows.
-    const reopened = await openStore(await crashImage(live), { compactBytes: 2048, compactRatio: 0 });
+    const reopened = await openStore(await crashImage(live));
     for (const id of all) expect(await reopened.getMessage(id), id).toEqual(await live.getMessage(id));
-    // Same future: claims one at a time (ties decided by the structures) must match.
+    // Same future: claims one at a time must match.
     for (let i = 0; i < 400; i++) {
       const req = { signal: "sig.a", worker: "z", max: 1, now: now + i * 50, leaseMs: 100 };
       const [x, y] = [await live.claim(req), await reopened.claim(req)];
@@ -265,48 +273,57 @@ describe("file store: lock", () => {
 });
 
 describe("file store: group commit and lifecycle", () => {
-  it("1 000 concurrent enqueues made in one turn share one flush, and all are durable", async () => {
+  it("runs in WAL mode with synchronous=FULL (every commit fsyncs before its callers resolve)", async () => {
     const a = await openStore(await tempDir());
-    const gate = await installFsyncGate({ hold: false });
-    try {
-      await Promise.all(Array.from({ length: 1000 }, (_, i) => a.enqueue([msg(`c${i}`)], T0)));
-      expect(gate.calls).toBe(1);
-    } finally {
-      gate.restore();
-    }
+    expect(a.diagnostics()).toMatchObject({ journalMode: "wal", synchronous: 2 });
+  });
+
+  it("1 000 concurrent enqueues made in one turn share one commit, and all are durable", async () => {
+    const a = await openStore(await tempDir());
+    const before = a.diagnostics().commits;
+    await Promise.all(Array.from({ length: 1000 }, (_, i) => a.enqueue([msg(`c${i}`)], T0)));
+    expect(a.diagnostics().commits - before).toBe(1);
     const b = await openStore(await crashImage(a));
     expect((await b.stats("sig.a", T0)).pending).toBe(1000);
   });
 
-  it("callers arriving while a flush is in flight join the next one, and none is acknowledged before its flush", async () => {
-    const dir = await tempDir();
-    const a = await openStore(dir);
-    const gate = await installFsyncGate({ hold: true });
-    try {
-      const acked = new Set<number>();
-      const calls: Promise<void>[] = [];
-      const call = (i: number): void => {
-        calls.push(a.enqueue([msg(`s${i}`)], T0).then(() => void acked.add(i)));
-      };
-      call(0);
-      await gate.reached(); // the first flush is in its fsync, held
-      // One caller per event-loop turn while it is held: no two start in the same tick.
-      for (let i = 1; i < 1000; i++) {
-        call(i);
-        await new Promise<void>((r) => setImmediate(r));
+  it("callers of later turns get later commits, and none is acknowledged before its commit", async () => {
+    const a = await openStore(await tempDir());
+    const before = a.diagnostics().commits;
+    const acked: number[] = [];
+    const calls: Promise<void>[] = [];
+    for (let turn = 0; turn < 10; turn++) {
+      const committed = a.diagnostics().commits;
+      for (let i = 0; i < 100; i++) {
+        const id = turn * 100 + i;
+        calls.push(
+          a.enqueue([msg(`s${id}`)], T0).then(() => {
+            // Resolved only once a commit past the one before this turn happened.
+            expect(a.diagnostics().commits).toBeGreaterThan(committed);
+            acked.push(id);
+          }),
+        );
       }
-      expect(acked.size).toBe(0); // the held flush carries caller 0: nobody is acknowledged yet
-      gate.release();
-      await Promise.all(calls);
-      // The first flush carried caller 0 alone; the 999 that came during it shared the next one.
-      expect(gate.calls).toBe(2);
-      expect(a.diagnostics().records).toBeGreaterThanOrEqual(1000);
-    } finally {
-      gate.release();
-      gate.restore();
+      expect(acked.length).toBe(turn * 100); // this turn's callers are not acknowledged yet
+      await new Promise<void>((r) => setImmediate(r));
     }
+    await Promise.all(calls);
+    expect(acked).toHaveLength(1000);
+    expect(a.diagnostics().commits - before).toBe(10);
     const b = await openStore(await crashImage(a));
     expect((await b.stats("sig.a", T0)).pending).toBe(1000);
+  });
+
+  it("a read waits for the commit of the state it saw", async () => {
+    const a = await openStore(await tempDir());
+    const before = a.diagnostics().commits;
+    const write = a.enqueue([msg("seen")], T0);
+    const read = a.getMessage("seen").then((m) => {
+      expect(a.diagnostics().commits).toBe(before + 1);
+      return m;
+    });
+    expect(await read).toMatchObject({ id: "seen", status: "pending" });
+    await write;
   });
 
   it("refuses calls before open and after close, and reopens", async () => {
@@ -325,14 +342,13 @@ describe("file store: group commit and lifecycle", () => {
 
   it("announces enqueued only once the write is durable", async () => {
     const a = await openStore(await tempDir());
-    const sizes: number[] = [];
+    const seen: number[] = [];
     a.subscribe((e) => {
-      if (e.kind === "enqueued") sizes.push(a.diagnostics().logBytes);
+      if (e.kind === "enqueued") seen.push(a.diagnostics().commits);
     });
-    const before = a.diagnostics().logBytes;
+    const before = a.diagnostics().commits;
     await a.enqueue([msg("ev")], T0);
-    expect(sizes).toHaveLength(1);
-    expect(sizes[0]).toBeGreaterThan(before);
+    expect(seen).toEqual([before + 1]);
   });
 });
 

@@ -1,58 +1,45 @@
-/** The file driver: the memory engine, persisted as a snapshot plus an append-only log. */
-import { resolve } from "node:path";
+/** The file driver: the Store contract on a SQLite database (better-sqlite3, WAL) in one directory. */
+import { join, resolve } from "node:path";
 import type { Logger } from "../../log/logger.ts";
-import {
-  MemoryEngine,
-  applyOp,
-  createEngineStore,
-  type EngineOp,
-  type EngineSnapshot,
-} from "../memory/index.ts";
+import { createEngineStore } from "../memory/index.ts";
 import { createHealthMonitor } from "../store-health.ts";
 import { createStoreListeners } from "../store-listeners.ts";
 import type { FanoutStore, TapeRef } from "../fanout-types.ts";
 import { createMemorySubscriptions } from "../memory/memory-fanout.ts";
 import type { Store } from "../types.ts";
-import { CommitLog, type CommitLogCounters } from "./commit-log.ts";
 import { fileStoreErrors } from "./file-errors.ts";
 import { acquireLock, type HeldLock } from "./file-lock.ts";
-import { probeWritable } from "./durable-fs.ts";
-import { recover } from "./recovery.ts";
+import { ensureDir, probeWritable } from "./durable-fs.ts";
+import { importLegacy, type LegacyImport } from "./sqlite/import-legacy.ts";
+import { DB_FILE, NewerSchemaError, openDb, type SqliteDb } from "./sqlite/sqlite-db.ts";
+import { SqliteEngine } from "./sqlite/sqlite-engine.ts";
 
 export interface FileStoreOptions {
   /**
    * Directory of the store, created if missing; by convention `.oke` beside
-   * the app. It holds `journal.json` (the compacted state), `journal.log` (the
-   * operations since) and `lock` (the pid of the process that has it open).
+   * the app. It holds `store.db` (a SQLite database in WAL mode, with its
+   * `store.db-wal` and `store.db-shm` while open) and `lock` (the pid of the
+   * process that has it open). A directory of the old format (`journal.json`,
+   * `journal.log`) is imported into `store.db` on the first open and its
+   * files are kept as `*.imported`.
    */
   dir: string;
-  /**
-   * Once `journal.log` grows past this many bytes (see also `compactRatio`)
-   * it is folded into `journal.json` and restarted, bounding both disk use
-   * and recovery time. Default 8 MiB.
-   */
-  compactBytes?: number;
-  /**
-   * Compaction also waits until the log is at least this fraction of
-   * `journal.json`'s size, so a large state is not rewritten every
-   * `compactBytes` of log: the rewrite costs at most ~1/ratio times the bytes
-   * logged. Default 1; 0 compacts on `compactBytes` alone.
-   */
-  compactRatio?: number;
-  /** Fold the log into `journal.json` on close(), so the next open reads one file. Default true. */
-  compactOnClose?: boolean;
-  /** Told about recovery (a torn log tail cut off) and about a dead process's lock taken over. */
+  /** Told about a legacy import, a torn old log tail cut off, and a dead process's lock taken over. */
   logger?: Pick<Logger, "info" | "warn">;
 }
 
-export interface FileStoreDiagnostics extends CommitLogCounters {
-  /** Records replayed from the log by the last open(). */
-  replayed: number;
-  /** Bytes of torn or damaged log tail the last open() cut off. */
-  droppedBytes: number;
+export interface FileStoreDiagnostics {
+  /** Transactions committed (one WAL fsync each) since open, however many calls shared each. */
+  commits: number;
+  /** What the last open() imported from the old format, if it did. */
+  imported: LegacyImport | null;
+  /** SQLite's journal mode: "wal". */
+  journalMode: string;
+  /** SQLite's synchronous level: 2 = FULL (the WAL is fsync'd by every commit). */
+  synchronous: number;
 }
 
-/** The file driver: the Store contract plus write counters for tests and benchmarks. */
+/** The file driver: the Store contract plus counters for tests and benchmarks. */
 export interface FileStore extends Store {
   readonly driver: "file";
   /** Absolute path of the store directory. */
@@ -60,27 +47,24 @@ export interface FileStore extends Store {
   diagnostics(): FileStoreDiagnostics;
 }
 
-export const DEFAULT_COMPACT_BYTES = 8 * 1024 * 1024;
-
 type Methods = Omit<Store, "driver" | "open" | "close" | "subscribe" | "health" | keyof FanoutStore>;
 
 interface Session {
+  db: SqliteDb;
+  engine: SqliteEngine;
   inner: Store;
-  log: CommitLog;
   lock: HeldLock;
-  replayed: number;
-  droppedBytes: number;
+  imported: LegacyImport | null;
 }
 
 /**
- * Durable storage for one machine: the memory engine, with every state change
- * appended to a checksummed log and fsync'd before its call resolves (calls
- * arriving during a flush share the next one). Reads also wait for the flush
- * of what they saw, so no caller ever observes state a crash could undo.
+ * Durable storage for one machine. Every call is one short transaction step
+ * on prepared statements; calls of one event-loop turn share one commit and
+ * one fsync (group commit, see SqliteEngine), and a call — a read included —
+ * resolves only once the state it wrote or saw is committed.
  */
 export function createFileStore(options: FileStoreOptions): FileStore {
   const dir = resolve(options.dir);
-  const compactBytes = options.compactBytes ?? DEFAULT_COMPACT_BYTES;
   const logger = options.logger;
   const listeners = createStoreListeners(logger);
   const tapeListeners = new Set<(tape: TapeRef | "all") => void>();
@@ -91,71 +75,43 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   let opening: Promise<void> | undefined;
   let closing: Promise<void> | undefined;
 
-  const bind = (s: Pick<Session, "log">, engine: MemoryEngine): Store => {
-    const inner = createEngineStore({
-      driver: "file",
-      engine,
-      ...(logger ? { logger } : {}),
-      persist: (op: EngineOp) => {
-        s.log.append(op);
-        return s.log.barrier();
-      },
-    });
-    inner.subscribe(listeners.emit);
-    inner.subscribeTapes(tellTapes);
-    return inner;
-  };
-
-  /** Rebuilds the state from disk (snapshot + log) into a fresh session holding `lock`. */
   const openSession = async (lock: HeldLock): Promise<Session> => {
-    const rec = await recover(dir);
-    let engine = rec.state === undefined ? new MemoryEngine() : restore(dir, rec.state);
-    rec.records.forEach((record, i) => {
-      try {
-        if (typeof (record as { op?: unknown } | null)?.op !== "string") throw new Error("not an engine op");
-        applyOp(engine, record as EngineOp);
-      } catch (e) {
-        throw fileStoreErrors.corrupt(dir, `record ${i + 1} of journal.log does not replay`, e);
-      }
-    });
-    if (rec.dropped) {
-      logger?.warn(
-        { dir, ...rec.dropped },
-        `file store: cut ${rec.dropped.bytes} bytes of ${rec.dropped.reason} log tail`,
-      );
+    let db: SqliteDb;
+    try {
+      db = openDb(join(dir, DB_FILE));
+    } catch (e) {
+      if (e instanceof NewerSchemaError) throw fileStoreErrors.corrupt(dir, `${DB_FILE}: ${e.message}`, e);
+      const code = (e as { code?: unknown }).code;
+      if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
+        throw fileStoreErrors.corrupt(dir, `${DB_FILE} is not a readable SQLite database`, e);
+      throw fileStoreErrors.failed(dir, e);
     }
-    const s: Partial<Session> & Pick<Session, "lock"> = {
-      lock,
-      replayed: rec.records.length,
-      droppedBytes: rec.dropped?.bytes ?? 0,
-    };
-    s.log = await CommitLog.open({
-      dir,
-      generation: rec.generation,
-      bytes: rec.logBytes,
-      compactBytes,
-      compactRatio: options.compactRatio ?? 1,
-      snapshotBytes: rec.snapshotBytes,
-      wrapFailure: (cause) => {
-        const err = fileStoreErrors.failed(dir, cause);
-        monitor.failed(err);
-        return err;
-      },
-      snapshotJson: () => {
-        const json = JSON.stringify(engine.snapshot());
-        // Continue on the state recovery would rebuild from this snapshot, not on the
-        // live one: restore may order ties (retries, equal deadlines) differently, and
-        // the records logged after it must replay exactly as they ran.
-        engine = restore(dir, JSON.parse(json));
-        if (s.inner) s.inner = bind(s as Session, engine);
-        return json;
-      },
-    });
-    s.inner = bind(s as Session, engine);
-    return s as Session;
+    try {
+      const imported = (await importLegacy(dir, db, logger)) ?? null;
+      const engine = new SqliteEngine(db, {
+        wrapFailure: (cause) => {
+          const err = fileStoreErrors.failed(dir, cause);
+          monitor.failed(err);
+          return err;
+        },
+      });
+      const inner = createEngineStore({
+        driver: "file",
+        engine,
+        ...(logger ? { logger } : {}),
+        persist: () => engine.pending() ?? undefined,
+      });
+      inner.subscribe(listeners.emit);
+      inner.subscribeTapes(tellTapes);
+      return { db, engine, inner, lock, imported };
+    } catch (e) {
+      db.close();
+      throw e;
+    }
   };
 
   const doOpen = async (): Promise<void> => {
+    await ensureDir(dir);
     const lock = await acquireLock(dir, (pid) =>
       logger?.warn({ dir, pid }, `file store: took over the lock of process ${pid ?? "?"}, which is gone`),
     );
@@ -169,18 +125,22 @@ export function createFileStore(options: FileStoreOptions): FileStore {
 
   /**
    * After a failed write (a full disk, an I/O error) the session refuses every
-   * call. Once a probe write succeeds, the log is cut back to its last durable
-   * byte and the state rebuilt from disk, dropping exactly the operations whose
-   * callers were told they failed, and the store serves again by itself.
+   * call. The failed transaction was rolled back, so the database holds exactly
+   * the acknowledged writes; once a probe write succeeds, the connection is
+   * reopened and the store serves again by itself.
    */
   const recoverSession = async (): Promise<void> => {
     const failed = session;
-    if (failed === undefined || closing !== undefined || failed.log.health().ok) return;
+    if (failed === undefined || closing !== undefined || failed.engine.failed === null) return;
     await probeWritable(dir);
-    await failed.log.abandon();
+    try {
+      failed.db.close();
+    } catch {
+      // Already unusable; the fresh connection below replaces it.
+    }
     const fresh = await openSession(failed.lock);
     if (session !== failed || closing !== undefined) {
-      await fresh.log.close(false);
+      fresh.db.close();
       return;
     }
     session = fresh;
@@ -201,38 +161,27 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     return session;
   };
 
-  /** Waits until the state a read saw is durable. */
-  const guardedRead = async <T>(s: Session, result: Promise<T>): Promise<T> => {
-    const durable = s.log.barrier();
-    const [out] = await Promise.all([result, durable]);
-    return out;
-  };
-
-  /** Runs a Store method, then waits until everything it saw or did is durable. */
-  const guarded = <K extends keyof Methods>(name: K): Methods[K] =>
+  /** Runs a Store method, then waits until everything it saw or did is committed. */
+  const guarded = <K extends keyof Methods | "readTape" | "tapeHead" | "appendTape" | "pruneTape">(
+    name: K,
+  ): Store[K] =>
     (async (...args: unknown[]): Promise<unknown> => {
       const s = current();
       const result = (s.inner[name] as (...a: unknown[]) => Promise<unknown>)(...args);
-      // Taken in the same turn as the call ran: covers exactly the state it read.
-      const durable = s.log.barrier();
+      // Taken in the same turn as the call ran: the batch whose state it read or wrote.
+      const durable = s.engine.pending();
       const [out] = await Promise.all([result, durable]);
       return out;
-    }) as Methods[K];
+    }) as Store[K];
 
   // One process holds the file store's lock, so it is the whole fleet: subscriptions stay in memory.
-  // Tapes are engine state, logged and fsync'd like the rest (a reader hears of an entry once it is durable).
+  // Tapes are tables like the rest (a reader hears of an entry once it is committed).
   const fanout: FanoutStore = {
     ...createMemorySubscriptions(),
-    appendTape: async (entries, now) => current().inner.appendTape(entries, now),
-    readTape: async (req) => {
-      const s = current();
-      return guardedRead(s, s.inner.readTape(req));
-    },
-    tapeHead: async (signal, key) => {
-      const s = current();
-      return guardedRead(s, s.inner.tapeHead(signal, key));
-    },
-    pruneTape: async (signal, before, limit) => current().inner.pruneTape(signal, before, limit),
+    appendTape: guarded("appendTape"),
+    readTape: guarded("readTape"),
+    tapeHead: guarded("tapeHead"),
+    pruneTape: guarded("pruneTape"),
     subscribeTapes: (listener) => {
       tapeListeners.add(listener);
       return () => {
@@ -313,7 +262,10 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       if (s === undefined) return;
       closing ??= (async () => {
         try {
-          await s.log.close(options.compactOnClose ?? true);
+          // Commit what this turn wrote (its callers are waiting on it), then close: the last
+          // connection's close checkpoints the WAL into store.db.
+          s.engine.flush();
+          s.db.close();
         } finally {
           await s.lock.release();
           session = undefined;
@@ -329,15 +281,12 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     diagnostics() {
       const s = session;
       if (s === undefined) throw fileStoreErrors.closed(dir);
-      return { ...s.log.counters, replayed: s.replayed, droppedBytes: s.droppedBytes };
+      return {
+        commits: s.engine.commits,
+        imported: s.imported,
+        journalMode: String(s.db.pragma("journal_mode", { simple: true })),
+        synchronous: Number(s.db.pragma("synchronous", { simple: true })),
+      };
     },
   };
-}
-
-function restore(dir: string, state: unknown): MemoryEngine {
-  try {
-    return MemoryEngine.restore(state as EngineSnapshot);
-  } catch (e) {
-    throw fileStoreErrors.corrupt(dir, "journal.json does not restore", e);
-  }
 }

@@ -1,11 +1,13 @@
-// The file driver keeps live tapes: entries, positions and pruning survive a restart, a crash and a torn tail.
+// The file driver keeps live tapes: entries, positions and pruning survive a restart, a crash and a torn WAL tail.
 import { copyFile, mkdtemp, rm, stat, truncate } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TapeEntry } from "../fanout-types.ts";
 import { createFileStore, type FileStore, type FileStoreOptions } from "./file-store.ts";
-import { LOG_FILE, SNAPSHOT_FILE } from "./recovery.ts";
+import { DB_FILE } from "./sqlite/sqlite-db.ts";
+
+const WAL_FILE = `${DB_FILE}-wal`;
 
 const T0 = 1_700_000_000_000;
 const dirs: string[] = [];
@@ -30,19 +32,19 @@ const entry = (id: string, key = "o1", signal = "orders.status") => ({ id, signa
 const readAll = (s: FileStore, key = "o1", after = 0): Promise<TapeEntry[]> =>
   s.readTape({ signal: "orders.status", key, after, notBefore: 0, limit: 100 });
 
-/** The files as a SIGKILL would leave them: no close(), no compaction, the lock left behind. */
+/** The files as a SIGKILL would leave them: no close() (the WAL not folded in), the lock left behind. */
 async function crashImage(store: FileStore): Promise<string> {
   await store.tapeHead("orders.status", "o1");
   const to = await tempDir();
-  await copyFile(join(store.dir, LOG_FILE), join(to, LOG_FILE));
-  await copyFile(join(store.dir, SNAPSHOT_FILE), join(to, SNAPSHOT_FILE)).catch(() => undefined);
+  await copyFile(join(store.dir, DB_FILE), join(to, DB_FILE));
+  await copyFile(join(store.dir, WAL_FILE), join(to, WAL_FILE)).catch(() => undefined);
   return to;
 }
 
 describe("file driver: live tapes on disk", () => {
-  it("entries and their positions come back after a crash (log replay) and after a clean close (snapshot)", async () => {
+  it("entries and their positions come back after a crash (from the WAL) and after a clean close", async () => {
     const dir = await tempDir();
-    const a = await openStore(dir, { compactOnClose: false });
+    const a = await openStore(dir);
     const first = await a.appendTape([entry("e1"), entry("e2"), entry("x1", "o2")], T0);
     const second = await a.appendTape([entry("e3")], T0 + 1);
     const before = await readAll(a);
@@ -62,46 +64,45 @@ describe("file driver: live tapes on disk", () => {
 
     await crashed.close();
     const snap = await openStore(crashed.dir);
-    expect(snap.diagnostics().replayed).toBe(0);
     expect((await readAll(snap)).map((e) => [e.id, e.position])).toEqual(
       [...before, ...next].map((e) => [e.id, e.position]),
     );
   });
 
-  it("a tape reader hears of an entry only once it is on disk", async () => {
+  it("a tape reader hears of an entry only once it is committed", async () => {
     const dir = await tempDir();
     const s = await openStore(dir);
-    let fsyncsWhenHeard = -1;
+    let commitsWhenHeard = -1;
     const stop = s.subscribeTapes(() => {
-      fsyncsWhenHeard = s.diagnostics().fsyncs;
+      commitsWhenHeard = s.diagnostics().commits;
     });
-    const fsyncs = s.diagnostics().fsyncs;
+    const commits = s.diagnostics().commits;
     await s.appendTape([entry("e1")], T0);
     stop();
-    expect(fsyncsWhenHeard).toBeGreaterThan(fsyncs);
+    expect(commitsWhenHeard).toBeGreaterThan(commits);
   });
 
   it("a torn tail drops only the unacknowledged append; positions never go back below an acknowledged one", async () => {
     const dir = await tempDir();
-    const a = await openStore(dir, { compactOnClose: false });
+    const a = await openStore(dir);
     const kept = await a.appendTape([entry("e1"), entry("e2")], T0);
     const image = await crashImage(a);
-    const size = (await stat(join(image, LOG_FILE))).size;
+    const size = (await stat(join(image, WAL_FILE))).size;
     await a.appendTape([entry("torn")], T0 + 1);
-    // The torn append's frame, cut mid-way: as a crash during its write would leave it.
-    await copyFile(join(a.dir, LOG_FILE), join(image, LOG_FILE));
-    await truncate(join(image, LOG_FILE), size + 5);
+    // The torn append's commit, cut mid-way (a frame header and part of its page): as a
+    // crash during its write would leave it.
+    await copyFile(join(a.dir, WAL_FILE), join(image, WAL_FILE));
+    expect((await stat(join(image, WAL_FILE))).size).toBeGreaterThan(size + 2_000);
+    await truncate(join(image, WAL_FILE), size + 2_000);
     const b = await openStore(image);
-    expect(b.diagnostics().droppedBytes).toBe(5);
     expect((await readAll(b)).map((e) => e.id)).toEqual(["e1", "e2"]);
     const after = await b.appendTape([entry("e3")], T0 + 2);
     expect(after[0]!.position).toBeGreaterThan(kept[1]!.position);
   });
 
-  it("pruning is logged: pruned entries stay gone after a restart, through compaction too", async () => {
+  it("pruning is committed: pruned entries stay gone after a crash and after a clean close", async () => {
     const dir = await tempDir();
-    // A tiny compaction threshold: the log is folded into journal.json while the test runs.
-    const a = await openStore(dir, { compactBytes: 256, compactRatio: 0, compactOnClose: false });
+    const a = await openStore(dir);
     await a.appendTape([entry("old1"), entry("old2"), entry("old3", "o2")], T0);
     await a.appendTape([entry("new1")], T0 + 10_000);
     expect(await a.pruneTape("orders.status", T0 + 5_000, 2)).toBe(2);
@@ -110,6 +111,8 @@ describe("file driver: live tapes on disk", () => {
     expect((await readAll(crashed)).map((e) => e.id)).toEqual(["new1"]);
     expect(await readAll(crashed, "o2")).toEqual([]);
     expect(await crashed.pruneTape("orders.status", T0 + 5_000, 10)).toBe(0);
-    expect(a.diagnostics().compactions).toBeGreaterThan(0);
+    await a.close();
+    const reopened = await openStore(dir);
+    expect((await readAll(reopened)).map((e) => e.id)).toEqual(["new1"]);
   });
 });

@@ -1,6 +1,5 @@
 /** The file driver's public surface. */
 export {
-  DEFAULT_COMPACT_BYTES,
   createFileStore,
   type FileStore,
   type FileStoreDiagnostics,

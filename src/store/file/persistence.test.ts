@@ -1,12 +1,10 @@
-// The file driver across restarts: what was committed is what comes back.
+// Old-format recovery (what the legacy import reads) and the directory lock, across restarts.
 import { spawnSync } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, truncate, writeFile, appendFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { CommitLog } from "./commit-log.ts";
 import { acquireLock } from "./file-lock.ts";
-import { installFsyncGate } from "./fsync-gate.test-helper.ts";
 import { FRAME_HEADER_BYTES, crc32, decodeFrames, encodeFrame, tableCrc32 } from "./frame.ts";
 import { LOG_FILE, SNAPSHOT_FILE, logHeader, recover, snapshotText } from "./recovery.ts";
 
@@ -20,26 +18,12 @@ afterEach(async () => {
   await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
-/** A toy engine: its state is the list of applied records. */
-const openLog = async (dir: string, compactBytes = 1 << 30) => {
-  const rec = await recover(dir);
-  const applied: unknown[] = [...((rec.state as unknown[] | undefined) ?? []), ...rec.records];
-  const log = await CommitLog.open({
-    dir,
-    generation: rec.generation,
-    bytes: rec.logBytes,
-    compactBytes,
-    compactRatio: 0,
-    snapshotBytes: rec.snapshotBytes,
-    snapshotJson: () => JSON.stringify(applied),
-    wrapFailure: (e) => new Error("failed", { cause: e }),
-  });
-  const apply = (r: unknown): void => {
-    applied.push(r);
-    log.append(r);
-  };
-  return { rec, applied, log, apply };
-};
+/** A journal.log as the old driver wrote it: its header frame, then one frame per record. */
+const writeLog = (dir: string, records: unknown[], generation = 0): Promise<void> =>
+  writeFile(
+    join(dir, LOG_FILE),
+    Buffer.concat([logHeader(generation), ...records.map((r) => encodeFrame(r))]),
+  );
 
 describe("frames", () => {
   it("crc32 matches the table implementation and a known vector", () => {
@@ -63,118 +47,81 @@ describe("frames", () => {
   });
 });
 
-describe("recovery and the commit log", () => {
-  it("creates an empty store, then replays what was committed", async () => {
+describe("recovery of the old format (read by the legacy import)", () => {
+  it("an empty directory is an empty state; a log replays what it holds", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir);
-    expect(a.rec).toMatchObject({ state: undefined, records: [], generation: 0 });
-    a.apply({ op: 1 });
-    a.apply({ op: 2 });
-    await a.log.barrier();
-    await a.log.close(false);
-    const b = await openLog(dir);
-    expect(b.rec.records).toEqual([{ op: 1 }, { op: 2 }]);
-    expect(b.rec.dropped).toBeUndefined();
-    await b.log.close(false);
+    expect(await recover(dir)).toMatchObject({ state: undefined, records: [], generation: 0 });
+    await writeLog(dir, [{ op: 1 }, { op: 2 }]);
+    const b = await recover(dir);
+    expect(b.records).toEqual([{ op: 1 }, { op: 2 }]);
+    expect(b.dropped).toBeUndefined();
   });
 
   it("drops a torn tail and truncates the log there", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir);
-    a.apply({ op: 1 });
-    a.apply({ op: 2 });
-    await a.log.barrier();
-    await a.log.close(false);
+    await writeLog(dir, [{ op: 1 }, { op: 2 }]);
     const logPath = join(dir, LOG_FILE);
     const intact = (await stat(logPath)).size;
     await appendFile(logPath, encodeFrame({ op: 3 }).subarray(0, 11));
-    const b = await openLog(dir);
-    expect(b.rec.records).toEqual([{ op: 1 }, { op: 2 }]);
-    expect(b.rec.dropped).toEqual({ bytes: 11, reason: "torn" });
+    const b = await recover(dir);
+    expect(b.records).toEqual([{ op: 1 }, { op: 2 }]);
+    expect(b.dropped).toEqual({ bytes: 11, reason: "torn" });
     expect((await stat(logPath)).size).toBe(intact);
-    // Appending after the cut continues a clean log.
-    b.apply({ op: 4 });
-    await b.log.barrier();
-    await b.log.close(false);
-    const c = await openLog(dir);
-    expect(c.rec.records).toEqual([{ op: 1 }, { op: 2 }, { op: 4 }]);
-    await c.log.close(false);
   });
 
   it("cuts at a frame truncated mid-record and at garbage", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir);
-    for (let i = 0; i < 5; i++) a.apply({ op: i });
-    await a.log.barrier();
-    await a.log.close(false);
+    await writeLog(
+      dir,
+      [0, 1, 2, 3, 4].map((op) => ({ op })),
+    );
     const logPath = join(dir, LOG_FILE);
     const size = (await stat(logPath)).size;
     await truncate(logPath, size - 3);
-    const b = await openLog(dir);
-    expect(b.rec.records).toEqual([0, 1, 2, 3].map((op) => ({ op })));
-    await b.log.close(false);
+    const b = await recover(dir);
+    expect(b.records).toEqual([0, 1, 2, 3].map((op) => ({ op })));
     await appendFile(logPath, Buffer.from("garbage that is not a frame at all"));
-    const c = await openLog(dir);
-    expect(c.rec.records).toHaveLength(4);
-    expect(c.rec.dropped?.reason).toBe("checksum");
-    await c.log.close(false);
+    const c = await recover(dir);
+    expect(c.records).toHaveLength(4);
+    expect(c.dropped?.reason).toBe("checksum");
   });
 
   it("cuts a last record whose checksum does not match (a torn tail)", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir);
-    for (let i = 0; i < 3; i++) a.apply({ op: i, pad: "x".repeat(20) });
-    await a.log.barrier();
-    await a.log.close(false);
+    await writeLog(
+      dir,
+      [0, 1, 2].map((op) => ({ op, pad: "x".repeat(20) })),
+    );
     const logPath = join(dir, LOG_FILE);
     const buf = await readFile(logPath);
     const frame = encodeFrame({ op: 0, pad: "x".repeat(20) }).length;
     const third = logHeader(0).length + 2 * frame;
     buf[third + FRAME_HEADER_BYTES + 5]! ^= 0xff;
     await writeFile(logPath, buf);
-    const b = await openLog(dir);
-    expect(b.rec.records).toEqual([
+    const b = await recover(dir);
+    expect(b.records).toEqual([
       { op: 0, pad: "x".repeat(20) },
       { op: 1, pad: "x".repeat(20) },
     ]);
-    expect(b.rec.dropped?.reason).toBe("checksum");
+    expect(b.dropped?.reason).toBe("checksum");
     expect((await stat(logPath)).size).toBe(third);
-    await b.log.close(false);
   });
 
-  it("compacts past the threshold and recovers snapshot plus log", async () => {
+  it("reads a snapshot plus the log of its generation", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir, 200);
-    for (let i = 0; i < 40; i++) {
-      a.apply({ op: i });
-      if (i % 3 === 0) await a.log.barrier();
-    }
-    await a.log.barrier();
-    expect(a.log.counters.compactions).toBeGreaterThan(1);
-    await a.log.close(false);
-    const b = await openLog(dir, 200);
-    expect(b.rec.generation).toBe(a.log.counters.generation);
-    expect(b.applied).toEqual(Array.from({ length: 40 }, (_, op) => ({ op })));
-    await b.log.close(true);
-    // close(true) folded the log into the snapshot.
-    const c = await openLog(dir);
-    expect(c.rec.records).toEqual([]);
-    expect(c.applied).toHaveLength(40);
-    await c.log.close(false);
+    await writeFile(join(dir, SNAPSHOT_FILE), snapshotText(2, JSON.stringify([{ op: 0 }])));
+    await writeLog(dir, [{ op: 1 }], 2);
+    const b = await recover(dir);
+    expect(b).toMatchObject({ state: [{ op: 0 }], records: [{ op: 1 }], generation: 2 });
   });
 
   it("discards a log older than the snapshot (crash between the two renames)", async () => {
     const dir = await tempDir();
-    const a = await openLog(dir);
-    a.apply({ op: 1 });
-    await a.log.barrier();
-    await a.log.close(false);
+    await writeLog(dir, [{ op: 1 }], 0);
     // The snapshot of generation 1 already holds op 1; the generation-0 log must not replay.
     await writeFile(join(dir, SNAPSHOT_FILE), snapshotText(1, JSON.stringify([{ op: 1 }])));
-    const b = await openLog(dir);
-    expect(b.applied).toEqual([{ op: 1 }]);
-    expect(b.rec.generation).toBe(1);
-    await b.log.close(false);
+    const b = await recover(dir);
+    expect(b).toMatchObject({ state: [{ op: 1 }], records: [], generation: 1 });
   });
 
   it("refuses a log newer than its snapshot and a damaged snapshot", async () => {
@@ -186,54 +133,6 @@ describe("recovery and the commit log", () => {
       code: "OKE1323",
       message: expect.stringContaining("journal.json"),
     });
-  });
-
-  it("group-commits records appended while a flush is in flight", async () => {
-    const dir = await tempDir();
-    const a = await openLog(dir);
-    const gate = await installFsyncGate({ hold: true });
-    try {
-      const waits: Promise<void>[] = [];
-      a.apply({ op: 0 });
-      waits.push(a.log.barrier());
-      await gate.reached(); // the flush of op 0 is in its fsync, held
-      for (let i = 1; i < 1000; i++) {
-        a.apply({ op: i });
-        waits.push(a.log.barrier());
-        if (i % 100 === 0) await new Promise<void>((r) => setImmediate(r));
-      }
-      gate.release();
-      await Promise.all(waits);
-      expect(a.log.counters.records).toBe(1000);
-      // op 0 alone, then the 999 appended during its fsync in one flush: counted by code, not disk speed.
-      expect(gate.calls).toBe(2);
-      expect(a.log.counters.fsyncs).toBe(2);
-    } finally {
-      gate.release();
-      gate.restore();
-    }
-    await a.log.close(false);
-    const b = await openLog(dir);
-    expect(b.rec.records).toHaveLength(1000);
-    await b.log.close(false);
-  });
-});
-
-describe("commit log failure", () => {
-  it("fails the batch and every later call once a write fails", async () => {
-    const dir = await tempDir();
-    const a = await openLog(dir);
-    a.apply({ op: 1 });
-    await a.log.barrier();
-    // Pull the file out from under the log, as a dying disk would.
-    await (a.log as unknown as { handle: { close(): Promise<void> } }).handle.close();
-    a.apply({ op: 2 });
-    await expect(a.log.barrier()).rejects.toThrow("failed");
-    expect(() => a.apply({ op: 3 })).toThrow("failed");
-    await a.log.close(false);
-    const b = await openLog(dir);
-    expect(b.rec.records).toEqual([{ op: 1 }]);
-    await b.log.close(false);
   });
 });
 

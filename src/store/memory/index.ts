@@ -1,3 +1,8 @@
 /** The memory driver's public surface. */
-export { createEngineStore, createMemoryStore, type EngineStoreOptions } from "./memory-store.ts";
+export {
+  createEngineStore,
+  createMemoryStore,
+  type EngineStoreOptions,
+  type StoreEngine,
+} from "./memory-store.ts";
 export { MemoryEngine, applyOp, type EngineOp, type EngineSnapshot } from "./memory-engine.ts";

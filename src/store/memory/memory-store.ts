@@ -6,13 +6,19 @@ import { MemoryEngine, type EngineOp } from "./memory-engine.ts";
 import { createMemorySubscriptions } from "./memory-fanout.ts";
 import type { TapeRef } from "../fanout-types.ts";
 
+/**
+ * What createEngineStore drives: the MemoryEngine's synchronous methods. The
+ * file driver's SqliteEngine has the same surface over SQLite tables.
+ */
+export type StoreEngine = Omit<MemoryEngine, "snapshot" | "putTapeEntries">;
+
 export interface EngineStoreOptions {
   driver: Store["driver"];
-  engine: MemoryEngine;
+  engine: StoreEngine;
   /**
    * Called after an op changed the engine's state and before the call
-   * resolves; a rejection rejects the call. The file driver appends the op to
-   * its log here. Calls arrive in the order ops were applied; serialize `op`
+   * resolves; a rejection rejects the call. The file driver waits here for
+   * the commit of the transaction the op wrote in. Calls arrive in the order ops were applied; serialize `op`
    * before the first await — it holds the caller's objects.
    */
   persist?: (op: EngineOp) => void | Promise<void>;
