@@ -8,12 +8,13 @@
  *   node --expose-gc --import tsx bench/sleepers.ts [--driver memory|file|postgres] [--runs 1000000]
  *        [--due 100000] [--concurrency 32] [--json]
  *
- * Seeding writes the runs through the engine (memory, file: a snapshot of it as journal.json) or one
- * INSERT … SELECT generate_series (postgres), not through N flow invocations, so 1 000 000 runs take
- * seconds; the rows are what the flow below would have written. Prints one line (or JSON with --json).
+ * Seeding writes the runs through the engine (memory), prepared INSERTs in one SQLite transaction
+ * (file: straight into .oke/store.db, the rows its engine writes) or one INSERT … SELECT
+ * generate_series (postgres), not through N flow invocations, so 1 000 000 runs take seconds; the
+ * rows are what the flow below would have written. Prints one line (or JSON with --json).
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,7 +22,7 @@ import pg from "pg";
 import { pino } from "pino";
 import { createApp, flow } from "../src/index.ts";
 import { createFileStore } from "../src/store/file/file-store.ts";
-import { snapshotText, SNAPSHOT_FILE } from "../src/store/file/recovery.ts";
+import { DB_FILE, openDb } from "../src/store/file/sqlite/sqlite-db.ts";
 import { MemoryEngine } from "../src/store/memory/index.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
@@ -52,7 +53,7 @@ export interface SleepersFigures {
   rssBytesPerRun: number;
   resumeMs: number;
   resumePerSecond: number;
-  /** postgres: runs + journal_entries, tables and indexes. */
+  /** postgres: runs + journal_entries, tables and indexes; file: store.db. */
   tableBytes?: number;
 }
 
@@ -81,6 +82,35 @@ function seedEngine(now: number): MemoryEngine {
     });
   }
   return e;
+}
+
+/** The file driver's rows for the same runs, written into a fresh store.db in one transaction. */
+function seedFile(dir: string, now: number): number {
+  const db = openDb(join(dir, DB_FILE));
+  try {
+    const run = db.prepare(
+      `INSERT INTO runs (id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at,
+         wake_at, deadline, status_seq, created_at, updated_at)
+       VALUES (?, ?, 'sleeping', ?, NULL, NULL, NULL, NULL, NULL, ?, ?, ?, ?, ?)`,
+    );
+    const entry = db.prepare(
+      `INSERT INTO journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+    );
+    db.transaction(() => {
+      for (let i = 0; i < RUNS; i++) {
+        const id = runId(i);
+        const wakeAt = wakeOf(i, now);
+        run.run(id, FLOW, JSON.stringify({ i }), wakeAt, wakeAt, i + 1, now, now);
+        entry.run(id, 0, "step", "before", JSON.stringify(i), null, null, now);
+        entry.run(id, 1, "sleep", "long", null, "30d", wakeAt, now);
+      }
+    })();
+    db.pragma("wal_checkpoint(TRUNCATE)");
+  } finally {
+    db.close();
+  }
+  return statSync(join(dir, DB_FILE)).size;
 }
 
 async function seedPostgres(schema: string, now: number): Promise<number> {
@@ -223,8 +253,7 @@ if (DRIVER === "memory") {
   const dir = mkdtempSync(join(tmpdir(), "oke-s13-"));
   try {
     const s0 = performance.now();
-    const engine = seedEngine(Date.now());
-    writeFileSync(join(dir, SNAPSHOT_FILE), snapshotText(1, JSON.stringify(engine.snapshot())));
+    const tableBytes = seedFile(dir, Date.now());
     const seedMs = performance.now() - s0;
     const self = fileURLToPath(import.meta.url);
     const r = spawnSync(
@@ -242,6 +271,8 @@ if (DRIVER === "memory") {
         dir,
         "--seed-ms",
         String(seedMs),
+        "--table-bytes",
+        String(tableBytes),
       ],
       { stdio: "inherit" },
     );
@@ -251,8 +282,11 @@ if (DRIVER === "memory") {
   }
 } else if (DRIVER === "file") {
   const dir = arg("dir", "");
-  // No compaction on close: the figures are taken by then, and a 1 000 000-run snapshot takes seconds.
-  print(await measure(() => createFileStore({ dir, compactOnClose: false }), Number(arg("seed-ms", "0"))));
+  print(
+    await measure(() => createFileStore({ dir }), Number(arg("seed-ms", "0")), {
+      tableBytes: Number(arg("table-bytes", "0")),
+    }),
+  );
 } else if (DRIVER === "postgres") {
   const schema = `oke_bench_s13_${process.pid}`;
   try {

@@ -1,4 +1,4 @@
-/** Boot recovery of the file driver: read the snapshot, replay the log, cut a torn tail. */
+/** The old file format's reader (journal.json + journal.log): boot recovery of the memory-engine driver, now what the legacy import loads. */
 import { open, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { ensureDir, errnoCode, writeFileDurable } from "./durable-fs.ts";

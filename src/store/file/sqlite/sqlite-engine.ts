@@ -387,7 +387,12 @@ export class SqliteEngine {
     );
   }
 
-  /** Re-derives which message of (signal, key) is claimable: its oldest pending one, if nothing is inflight. */
+  /**
+   * Re-derives which message of (signal, key) is claimable — its oldest pending
+   * one, if nothing of the key is inflight — by reading all its live messages.
+   * For the rare writes that can put an older message ahead of a ready head
+   * (an operator replay, a reclaim that must wait behind one).
+   */
   private refreshKey(signal: string, key: string): void {
     const live = this.all<{ seq: number; status: MessageStatus; ready: number }>(
       `SELECT seq, status, ready FROM messages WHERE signal = ? AND key = ? AND key IS NOT NULL
@@ -405,6 +410,37 @@ export class SqliteEngine {
     }
   }
 
+  /**
+   * The key's inflight message just settled (delivered, dead, or back to
+   * pending): nothing of the key is inflight now and nothing of it was ready,
+   * so its oldest pending message — two index probes, not a walk of the
+   * key's backlog — becomes the one claimable.
+   */
+  private advanceKey(signal: string, key: string): void {
+    const head = this.get<{ seq: number; ready: number }>(
+      `SELECT seq, ready FROM messages WHERE signal = ? AND key = ? AND key IS NOT NULL
+         AND status IN ('pending', 'inflight') ORDER BY seq LIMIT 1`,
+      signal,
+      key,
+    );
+    if (head === undefined || head.ready === 1) return;
+    if (
+      this.get(
+        `SELECT 1 FROM messages WHERE signal = ? AND key = ? AND key IS NOT NULL
+           AND status = 'inflight' LIMIT 1`,
+        signal,
+        key,
+      ) !== undefined
+    )
+      return;
+    this.run(
+      `UPDATE messages SET ready = 1 WHERE seq = (SELECT seq FROM messages WHERE signal = ? AND key = ?
+         AND key IS NOT NULL AND status = 'pending' ORDER BY seq LIMIT 1)`,
+      signal,
+      key,
+    );
+  }
+
   /** Throws if any message cannot be enqueued; changes nothing. */
   checkEnqueue(messages: readonly NewMessage[]): void {
     const seen = new Set<string>();
@@ -416,8 +452,24 @@ export class SqliteEngine {
   }
 
   private insertMessages(messages: readonly NewMessage[], now: number): void {
-    const keys = new Map<string, { signal: string; key: string }>();
+    // A keyed message is its key's claimable head only if nothing of the key is live (this batch included).
+    const busyKeys = new Set<string>();
     for (const m of messages) {
+      let ready = 1;
+      if (m.key !== null) {
+        const k = JSON.stringify([m.signal, m.key]);
+        ready =
+          busyKeys.has(k) ||
+          this.get(
+            `SELECT 1 FROM messages WHERE signal = ? AND key = ? AND key IS NOT NULL
+               AND status IN ('pending', 'inflight') LIMIT 1`,
+            m.signal,
+            m.key,
+          ) !== undefined
+            ? 0
+            : 1;
+        busyKeys.add(k);
+      }
       this.run(
         `INSERT INTO messages (id, signal, key, payload, parent_run_id, status, ready, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
@@ -426,13 +478,11 @@ export class SqliteEngine {
         m.key,
         enc(m.payload),
         m.parentRunId,
-        m.key === null ? 1 : 0,
+        ready,
         now,
         now,
       );
-      if (m.key !== null) keys.set(JSON.stringify([m.signal, m.key]), { signal: m.signal, key: m.key });
     }
-    for (const k of keys.values()) this.refreshKey(k.signal, k.key);
   }
 
   enqueue(messages: readonly NewMessage[], now: number): void {
@@ -539,7 +589,7 @@ export class SqliteEngine {
         m.updated_at = now;
         m.ready = s.status === "pending" && m.key === null ? 1 : 0;
         this.saveMsg(m);
-        if (m.key !== null) this.refreshKey(m.signal, m.key);
+        if (m.key !== null) this.advanceKey(m.signal, m.key);
         applied.push(m.id);
         // Only a settle that makes work claimable is announced (StoreEvent "settled").
         if (s.status === "pending" || m.key !== null) signals.add(m.signal);
