@@ -100,7 +100,7 @@ program
 
 program
   .command("doctor")
-  .description("check the file store's journal.log for damage; --salvage keeps every valid record")
+  .description("check an old-format file store's journal.log (before its import) for damage; --salvage keeps every valid record")
   .argument("[dir]", "project directory", ".")
   .option("--salvage", "keep every valid record and move the damaged bytes to a side file")
   .option("--store <path>", "the file store directory, relative to [dir] (default: .oke)")
