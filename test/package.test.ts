@@ -15,9 +15,10 @@ import {
 } from "./package/pack.ts";
 import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
 
-// One pack (a build, ~10 s) and one install (seconds with a warm npm cache) for the whole file; the
-// create-okengine tarball (two files, no build) is packed alongside.
-const SETUP_MS = 300_000;
+// One pack (a build, ~10 s) and one install for the whole file; the create-okengine tarball (two
+// files, no build) is packed alongside. Every install compiles better-sqlite3 (the file driver)
+// from source with node-gyp: ~1.5 min idle, 2–2.5 min on the loaded 2-core machine — hence 10 min.
+const SETUP_MS = 600_000;
 let tarball = "";
 let createTarball = "";
 let app = "";

@@ -58,6 +58,7 @@ import {
   planReconcile,
 } from "../../schedule-rules.ts";
 import { decodeCursor, encodeCursor } from "../../console-cursor.ts";
+import { sameEntryContent } from "../../journal-same.ts";
 import type { EngineSettleResult } from "../../memory/memory-queue.ts";
 import type { LeaseRequest } from "../../memory/memory-journal.ts";
 import type { TapeCut } from "../../memory/memory-tapes.ts";
@@ -307,22 +308,22 @@ export class SqliteEngine {
   /** Runs `fn` as one all-or-nothing step of the open batch. */
   private write<T>(fn: () => T): T {
     this.check();
-    if (!this.db.inTransaction) {
-      this.db.exec("BEGIN IMMEDIATE");
-      if (this.batch === null) {
-        let resolve: () => void = () => undefined;
-        let reject: (e: unknown) => void = () => undefined;
-        const promise = new Promise<void>((res, rej) => {
-          resolve = res;
-          reject = rej;
-        });
-        // Nobody may await a batch (a write that changed nothing); its failure still stops the engine.
-        promise.catch(() => undefined);
-        this.batch = { promise, resolve, reject };
-        setImmediate(() => this.commit());
-      }
-    }
     try {
+      if (!this.db.inTransaction) {
+        this.db.exec("BEGIN IMMEDIATE");
+        if (this.batch === null) {
+          let resolve: () => void = () => undefined;
+          let reject: (e: unknown) => void = () => undefined;
+          const promise = new Promise<void>((res, rej) => {
+            resolve = res;
+            reject = rej;
+          });
+          // Nobody may await a batch (a write that changed nothing); its failure still stops the engine.
+          promise.catch(() => undefined);
+          this.batch = { promise, resolve, reject };
+          setImmediate(() => this.commit());
+        }
+      }
       return this.inSavepoint(fn) as T;
     } catch (e) {
       if (isIoFailure(e)) this.fail(e);
@@ -332,9 +333,10 @@ export class SqliteEngine {
 
   /**
    * One COMMIT = one fsync of the WAL (synchronous=FULL). The event loop is
-   * blocked for the batch's statements plus that fsync: measured on the
-   * loaded 2-core dev box, a commit of 1-32 small rows takes 1-4 ms, of a
-   * 2 000-message enqueue ~10 ms (bench/file-drain.ts).
+   * blocked for the turn's statements plus that fsync, so a turn's work is the
+   * bound: measured with bench/file-drain.ts on the loaded 2-core dev box
+   * (load 5-7), a turn of 1 single-message enqueue took 0.15-1.2 ms, of 16
+   * 0.4-1.6 ms, of 256 3.5-6 ms, statements and fsync included.
    */
   private commit(): void {
     const b = this.batch;
@@ -849,21 +851,30 @@ export class SqliteEngine {
     this.write(() => this.saveRun(r));
   }
 
-  /** True when this append was committed already (a retry after its reply was lost). */
+  /**
+   * True when this append was committed already: each entry sits at its seq
+   * with the same kind, name and content (a retry after the first reply was
+   * lost); it then writes nothing, its emits included. Same positions, kinds
+   * and names with another content is no retry: refused with OKE1313.
+   */
   private alreadyAppended(req: Pick<AppendRequest, "runId" | "owner" | "entries">): boolean {
     this.holder(req.runId, req.owner);
     if (req.entries.length === 0) return false;
     const batch = new Set<number>();
+    let differs: JournalEntry | undefined;
     for (const e of req.entries) {
       if (batch.has(e.seq)) return false;
       batch.add(e.seq);
-      const at = this.get<{ kind: string; name: string }>(
-        "SELECT kind, name FROM journal_entries WHERE run_id = ? AND seq = ?",
+      const at = this.get<EntryRow>(
+        "SELECT * FROM journal_entries WHERE run_id = ? AND seq = ?",
         req.runId,
         e.seq,
       );
       if (at === undefined || at.kind !== e.kind || at.name !== nameOf(e)) return false;
+      if (differs === undefined && !sameEntryContent(toEntry(at), e)) differs = e;
     }
+    if (differs !== undefined)
+      throw storeErrors.entryDiffers(req.runId, differs.seq, differs.kind, nameOf(differs));
     return true;
   }
 
@@ -957,10 +968,24 @@ export class SqliteEngine {
     return out.slice(0, max);
   }
 
+  /** Due runs among `ids` (primary-key lookups): the same eligibility and order as the index walk. */
+  private dueByIds(req: ClaimDueRunsRequest, ids: readonly string[]): RunRow[] {
+    const flows = req.flows === undefined ? undefined : new Set(req.flows);
+    const due: RunRow[] = [];
+    for (const id of new Set(ids)) {
+      const r = this.runRow(id);
+      if (r === undefined || r.deadline === null || r.deadline > req.now) continue;
+      if (flows === undefined || flows.has(r.flow)) due.push(r);
+    }
+    due.sort((a, b) => a.deadline! - b.deadline! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return due.slice(0, req.max);
+  }
+
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     this.check();
     if (req.max <= 0) return [];
-    const due = this.due(req.now, req.max, req.flows);
+    const due =
+      req.runIds === undefined ? this.due(req.now, req.max, req.flows) : this.dueByIds(req, req.runIds);
     if (due.length === 0) return [];
     return this.write(() => due.map((r) => this.take(r, req.owner, req.now, req.leaseMs)));
   }
