@@ -5,7 +5,7 @@ import type {
   IdempotencyRecord,
   StoredResponse,
 } from "../idempotency-types.ts";
-import { type PgContext, q } from "./postgres-context.ts";
+import { type PgContext, preparedName, q } from "./postgres-context.ts";
 import { groupCommit } from "./postgres-group-commit.ts";
 
 interface Row {
@@ -96,17 +96,12 @@ RETURNING k.key`;
 const claimGrouped = groupCommit<ClaimIdempotencyRequest, boolean>({
   what: "idempotency claims",
   maxInFlight: 2,
-  single: async (ctx, req) =>
-    (
-      await q(ctx.pool, claimOneSql(ctx.s), [
-        req.key,
-        req.fingerprint,
-        req.runId,
-        req.now,
-        req.lockMs,
-        req.windowMs,
-      ])
-    ).rowCount > 0,
+  // Prepared: a one-row INSERT on the primary key has no plan to choose (see q()).
+  single: async (ctx, req) => {
+    const text = claimOneSql(ctx.s);
+    const values = [req.key, req.fingerprint, req.runId, req.now, req.lockMs, req.windowMs];
+    return (await q(ctx.pool, text, values, preparedName("idem_claim", text))).rowCount > 0;
+  },
   async batch(ctx, reqs) {
     const first = new Map<string, ClaimIdempotencyRequest>();
     for (const r of reqs) if (!first.has(r.key)) first.set(r.key, r);
@@ -179,13 +174,12 @@ const completeGrouped: (ctx: PgContext, req: CompleteRequest) => Promise<undefin
 >({
   what: "idempotency completions",
   maxInFlight: 2,
+  // Prepared: an UPDATE of one row by its primary key has no plan to choose (see q()).
   async single(ctx, req) {
-    await q(
-      ctx.pool,
-      `UPDATE ${ctx.s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
-       WHERE key = $1 AND fingerprint = $2 AND status = 'running'`,
-      [req.key, req.fingerprint, req.response.status, req.response.body],
-    );
+    const text = `UPDATE ${ctx.s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
+       WHERE key = $1 AND fingerprint = $2 AND status = 'running'`;
+    const values = [req.key, req.fingerprint, req.response.status, req.response.body];
+    await q(ctx.pool, text, values, preparedName("idem_done", text));
     return undefined;
   },
   async batch(ctx, reqs) {
