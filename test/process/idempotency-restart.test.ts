@@ -28,8 +28,8 @@ afterAll(async () => {
   await admin.end();
 });
 
-const start = async (): Promise<{ child: Child; url: string }> => {
-  const child = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema }, SCRIPT);
+const start = async (env: Record<string, string> = {}): Promise<{ child: Child; url: string }> => {
+  const child = new Child({ DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema, ...env }, SCRIPT);
   const e = await child.waitFor((ev) => ev.event === "listening", "listening");
   return { child, url: `http://127.0.0.1:${String(e.port)}/orders` };
 };
@@ -61,6 +61,41 @@ describe("Idempotency-Key across a process restart (PostgreSQL)", () => {
       expect(next.data.pid).toBe(b.child.proc.pid);
       const { rows } = await admin.query<{ c: string }>(`SELECT count(*)::text AS c FROM "${schema}".orders`);
       expect(rows[0]!.c).toBe("2");
+    } finally {
+      await b.child.kill("SIGKILL");
+    }
+  });
+
+  it("a process killed between the claim and the answer: the retry on the next process continues the same durable run; its step ran once", async () => {
+    const a = await start({ OKE_HANG: "1" });
+    const durableUrl = a.url.replace("/orders", "/durable-orders");
+    // The first attempt never gets an answer: its process dies in the run's second step.
+    const lost = fetch(durableUrl, keyed("durable-key-1", "sku-d")).catch(() => undefined);
+    const hanging = await a.child.waitFor((ev) => ev.event === "hanging", "hanging");
+    await a.child.kill("SIGKILL");
+    await lost;
+
+    // 30 s later (the lock's and the lease's length), as far as the store can tell.
+    await admin.query(`UPDATE "${schema}".idempotency_keys SET locked_until = 0 WHERE key = 'durable-key-1'`);
+    await admin.query(`UPDATE "${schema}".runs SET lease_expires_at = 0 WHERE id = $1`, [hanging.runId]);
+    const b = await start();
+    try {
+      const url = b.url.replace("/orders", "/durable-orders");
+      // Its orphan scan may be finishing the run at this moment: a 409 then means "ask again".
+      let retry = await fetch(url, keyed("durable-key-1", "sku-d"));
+      for (let i = 0; i < 500 && retry.status === 409; i++)
+        retry = await fetch(url, keyed("durable-key-1", "sku-d"));
+      expect(retry.status).toBe(200);
+      const answer = await retry.text();
+      expect(JSON.parse(answer)).toMatchObject({ data: { orderId: hanging.runId } });
+      const { rows } = await admin.query<{ order_id: string; pid: number }>(
+        `SELECT order_id, pid FROM "${schema}".orders WHERE sku = 'sku-d'`,
+      );
+      // Never twice (the journaled step did not run again), never lost (the run finished).
+      expect(rows).toEqual([{ order_id: hanging.runId, pid: a.child.proc.pid }]);
+      const again = await fetch(url, keyed("durable-key-1", "sku-d"));
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(await again.text()).toBe(answer);
     } finally {
       await b.child.kill("SIGKILL");
     }

@@ -1,12 +1,18 @@
 // A real app process for the idempotency restart test.
 /**
- * A real app process serving one keyed route on PostgreSQL (DATABASE_URL + OKE_SCHEMA): each run of
- * the flow inserts a row, so the test counts runs across processes. Prints {"event":"listening","port"}.
+ * A real app process serving keyed routes on PostgreSQL (DATABASE_URL + OKE_SCHEMA): each run of
+ * a flow inserts a row, so the test counts runs across processes. Prints {"event":"listening","port"}.
+ * `/durable-orders` is durable: its first step inserts the row, its second hangs with OKE_HANG=1
+ * (printing {"event":"hanging"}).
  */
 import pg from "pg";
 import { pino } from "pino";
 import { createApp, flow, http, on } from "../../src/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+
+const say = (event: Record<string, unknown>): void => {
+  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
+};
 
 const url = process.env.DATABASE_URL ?? "";
 const schema = process.env.OKE_SCHEMA ?? "okengine";
@@ -27,11 +33,35 @@ const create = on(
   }),
 );
 
+const createDurable = on(
+  http.post("/durable-orders"),
+  flow("orders.durable", {
+    durable: true,
+    do: async (input: { sku: string }, fx) => {
+      // The row's key is the run id: a second run of this step for the same run would fail on it.
+      const orderId = await fx.step("insert", async () => {
+        await pool.query(`INSERT INTO "${schema}".orders (order_id, sku, pid) VALUES ($1, $2, $3)`, [
+          fx.runId,
+          input.sku,
+          process.pid,
+        ]);
+        return fx.runId;
+      });
+      await fx.step("confirm", async () => {
+        if (process.env.OKE_HANG !== "1") return;
+        say({ event: "hanging", runId: fx.runId });
+        await new Promise<never>(() => undefined);
+      });
+      return { orderId };
+    },
+  }),
+);
+
 const app = createApp({
   env: "test",
-  modules: [{ create }],
+  modules: [{ create, createDurable }],
   store: createPostgresStore({ connectionString: url, schema }),
   logger: pino({ level: "silent" }),
 });
 const { port } = await app.start({ port: 0, host: "127.0.0.1" });
-process.stdout.write(JSON.stringify({ pid: process.pid, event: "listening", port }) + "\n");
+say({ event: "listening", port });
