@@ -3,7 +3,7 @@ import type { Clock } from "../clock/clock.ts";
 import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
-import type { AcquiredRun, ClaimedMessage, Store } from "../store/types.ts";
+import type { AcquiredRun, ClaimedMessage, RunRecord, Store } from "../store/types.ts";
 import { releaseRetried } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
@@ -185,23 +185,25 @@ export class DurableRuntime {
 
   /**
    * One delivery of a once message to a durable consumer. The run id is the
-   * message id, so a redelivery resumes the same run. While the message has
-   * attempts left (`retryable`), a failing step is not journaled.
+   * message id, so a redelivery resumes the same run — until that run failed
+   * and an operator replayed the message: the replay runs afresh (see
+   * `currentRun`). While the message has attempts left (`retryable`), a
+   * failing step is not journaled.
    */
   async deliver(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
-    const { store, clock } = this.o;
+    const { clock } = this.o;
     try {
-      const existing = await store.getRun(m.id);
+      const { runId, run: existing } = await this.currentRun(m.id);
       if (existing?.status === "completed") return { kind: "ok" };
       if (existing?.status === "failed")
         return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
       // Parked: the wake scheduler owns it now; the message's job is done.
       if (existing?.status === "sleeping" && (existing.wakeAt ?? 0) > clock.now()) return { kind: "ok" };
       // A redelivery continues a run: it counts against durable.concurrency like every resume.
-      if (existing === undefined) return await this.deliverOnce(flow, m, retryable);
+      if (existing === undefined) return await this.deliverOnce(flow, m, retryable, runId);
       await this.permits.take();
       try {
-        return await this.deliverOnce(flow, m, retryable);
+        return await this.deliverOnce(flow, m, retryable, runId);
       } finally {
         this.permits.release();
       }
@@ -222,7 +224,7 @@ export class DurableRuntime {
    * still stops after retries + 1.
    */
   async deliverSpent(flow: AnyFlow, m: ClaimedMessage): Promise<DurableDelivery | undefined> {
-    const run = await this.o.store.getRun(m.id);
+    const { runId, run } = await this.currentRun(m.id);
     if (run === undefined) return undefined;
     if (run.status === "completed" || run.status === "sleeping") return { kind: "ok" };
     // Also a run ended for a spent budget (here or by a resume): the message gets its LEASE_EXPIRED failure.
@@ -230,7 +232,23 @@ export class DurableRuntime {
       return { kind: "error", failure: run.error ?? { code: "Error", message: "run failed" } };
     if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now()) return { kind: "abandon" };
     if (run.leaseOwner === null) return this.deliver(flow, m, false);
-    return this.endSpent(flow, m);
+    return this.endSpent(flow, m, runId);
+  }
+
+  /**
+   * The run a delivery of message `messageId` belongs to. It is the message's own id, unless that
+   * run failed and an operator replayed the message since: the n-th replay runs as `<id>.r<n>`
+   * (`replayRunId`), a fresh journal, while the failed run stays for inspection. Deterministic, so
+   * every redelivery of that replay resumes the same run. Costs a message read only when the
+   * message's own run failed.
+   */
+  private async currentRun(messageId: string): Promise<{ runId: string; run: RunRecord | undefined }> {
+    const base = await this.o.store.getRun(messageId);
+    if (base?.status !== "failed") return { runId: messageId, run: base };
+    const replays = (await this.o.store.getMessage(messageId))?.replays ?? 0;
+    if (replays === 0) return { runId: messageId, run: base };
+    const runId = replayRunId(messageId, replays);
+    return { runId, run: await this.o.store.getRun(runId) };
   }
 
   /**
@@ -240,7 +258,11 @@ export class DurableRuntime {
    * message gets, its compensation run — or completed, when its journal already holds the whole
    * body. Another holder taking it first leaves the message to its lease.
    */
-  private async endSpent(flow: AnyFlow, m: ClaimedMessage): Promise<DurableDelivery | undefined> {
+  private async endSpent(
+    flow: AnyFlow,
+    m: ClaimedMessage,
+    runId: string,
+  ): Promise<DurableDelivery | undefined> {
     const consumer = this.o.consumers?.get(flow.name!);
     // The claim's own signal names it; a claim past the budget has attempts = retries + 2.
     const failure = leaseExpiredFailure(
@@ -250,7 +272,7 @@ export class DurableRuntime {
     await this.permits.take();
     try {
       const acquired = await this.o.store.acquireRun({
-        runId: m.id,
+        runId,
         owner: this.nextOwner(),
         now: this.o.clock.now(),
         leaseMs: this.o.leaseMs,
@@ -306,8 +328,15 @@ export class DurableRuntime {
   private async spentEnd(acquired: AcquiredRun): Promise<{ code: string; message: string } | undefined> {
     const consumer = this.o.consumers?.get(acquired.run.flow);
     if (consumer === undefined || acquired.entries.at(-1)?.kind === "sleep") return undefined;
-    const m = await this.o.store.getMessage(acquired.run.id);
+    const { messageId, replays } = replayOf(acquired.run.id);
+    const m = await this.o.store.getMessage(messageId);
     if (m === undefined || m.signal !== consumer.name) return undefined;
+    // The run of an earlier replay, never ended, that a later replay superseded (its message runs
+    // as a newer `.r<n>` now): ended, not resumed beside it, with the message's last failure.
+    if (replays > 0 && replays !== (m.replays ?? 0)) {
+      const last = m.failures.at(-1);
+      return last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts);
+    }
     // Dead already (the spent claim's lookup failed in an outage, or an older version): the run
     // ends with the message's own last failure, so the two say the same.
     if (m.status === "dead") {
@@ -321,11 +350,16 @@ export class DurableRuntime {
     return spent ? leaseExpiredFailure(consumer, Math.min(m.attempts, budget)) : undefined;
   }
 
-  private async deliverOnce(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
+  private async deliverOnce(
+    flow: AnyFlow,
+    m: ClaimedMessage,
+    retryable: boolean,
+    runId: string,
+  ): Promise<DurableDelivery> {
     const { store, clock } = this.o;
     {
       const acquired = await store.startRun({
-        id: m.id,
+        id: runId,
         flow: flow.name!,
         input: m.payload,
         parentRunId: m.parentRunId,
@@ -338,7 +372,7 @@ export class DurableRuntime {
         acquired,
         (session, undos) =>
           this.o.execute(flow, acquired.run.input, {
-            runId: m.id,
+            runId,
             attempt: m.attempts,
             parentRunId: m.parentRunId,
             session,
@@ -543,4 +577,20 @@ export class DurableRuntime {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * The run id of a durable consumer's delivery after its message's `replays`-th operator replay,
+ * when the message's own run (id = message id) had failed: a new run, derived from both.
+ */
+export function replayRunId(messageId: string, replays: number): string {
+  return `${messageId}.r${replays}`;
+}
+
+/** A consumer run id's message id and replay number (0: the message's own run). Ids are [0-9a-z]. */
+function replayOf(runId: string): { messageId: string; replays: number } {
+  const at = /\.r([1-9][0-9]*)$/.exec(runId);
+  return at
+    ? { messageId: runId.slice(0, at.index), replays: Number(at[1]) }
+    : { messageId: runId, replays: 0 };
 }

@@ -33,6 +33,12 @@ export interface StoredMessage extends NewMessage {
   leaseExpiresAt: number | null;
   createdAt: number;
   updatedAt: number;
+  /**
+   * How many times an operator replayed it (`Store.replay`); absent when never. A durable
+   * consumer derives the run of a replayed delivery from it (`<id>.r<replays>`), so a replay
+   * starts a fresh run when the message's own run already failed.
+   */
+  replays?: number;
 }
 
 /** `compensating`: the run failed and its `undo`s are running; it ends `failed`. */

@@ -62,6 +62,24 @@ export function deadLetterCases(factory: StoreFactory): void {
       expect(await store().deadLetters("sig.a")).toEqual([]);
     });
 
+    it("replay counts each replay of a message in `replays` (absent before the first); a skipped id is not counted", async () => {
+      await store().enqueue([msg("m1"), msg("m2")], T0);
+      await kill(store(), "m1", T0);
+      expect(await store().getMessage("m1")).not.toHaveProperty("replays");
+      await store().replay("sig.a", ["m1"], T0 + 1);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "pending", replays: 1 });
+      await kill(store(), "m1", T0 + 2);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "dead", replays: 1 });
+      await store().replay("sig.a", "all", T0 + 3);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "pending", replays: 2 });
+      const m1 = (await claimOf(store(), "w", T0 + 4)).find((m) => m.id === "m1");
+      await store().settle([outcome(m1!, "delivered")], T0 + 4);
+      // Not dead: skipped, and not counted.
+      expect(await store().replay("sig.a", ["m1", "m2"], T0 + 5)).toEqual([]);
+      expect(await store().getMessage("m1")).toMatchObject({ status: "delivered", replays: 2 });
+      expect(await store().getMessage("m2")).not.toHaveProperty("replays");
+    });
+
     it("a replayed message is delivered exactly once more", async () => {
       await store().enqueue([msg("m1")], T0);
       await kill(store(), "m1", T0);

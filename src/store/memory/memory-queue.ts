@@ -154,6 +154,7 @@ export class MemoryQueue {
     for (const m of this.deadTargets(q, ids)) {
       q.dead.delete(m.id);
       m.attempts = 0;
+      m.replays++;
       this.toPending(m, now);
       q.addPending(m, false);
       out.push(m.id);

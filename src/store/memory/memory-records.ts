@@ -26,6 +26,8 @@ export interface MsgRec extends HeapSlot {
   leaseExpiresAt: number | null;
   createdAt: number;
   updatedAt: number;
+  /** Operator replays so far (StoredMessage.replays); 0 when never. */
+  replays: number;
   /** Engine-assigned emit order; per-key FIFO and "oldest" follow it. */
   seq: number;
   /** AgeIndex's mark: 0 never in its in-order queue, 1 in it, 2 left it (a stale entry may remain). */
@@ -71,6 +73,7 @@ export function newMsgRec(m: NewMessage, now: number, seq: number): MsgRec {
     leaseExpiresAt: null,
     createdAt: now,
     updatedAt: now,
+    replays: 0,
     seq,
     ageQueued: 0,
   };
@@ -91,6 +94,7 @@ export function msgRecFromSnapshot(s: StoredMessage & { seq: number }): MsgRec {
     leaseExpiresAt: s.leaseExpiresAt,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
+    replays: s.replays ?? 0,
     seq: s.seq,
     ageQueued: 0,
   };
@@ -110,6 +114,7 @@ export function toStoredMessage(m: MsgRec): StoredMessage {
     leaseExpiresAt: m.leaseExpiresAt,
     createdAt: m.createdAt,
     updatedAt: m.updatedAt,
+    ...(m.replays > 0 ? { replays: m.replays } : {}),
   };
 }
 

@@ -49,7 +49,7 @@ export async function replay(
     ctx.pool,
     `WITH upd AS (
        UPDATE ${ctx.s}.messages
-       SET status = 'pending', attempts = 0, locked_by = NULL, lease_expires_at = NULL, updated_at = $3
+       SET status = 'pending', attempts = 0, replays = replays + 1, locked_by = NULL, lease_expires_at = NULL, updated_at = $3
        WHERE ${deadTarget}
        RETURNING id, created_at, seq),
      n AS (SELECT pg_notify($4, $5) FROM (SELECT 1 FROM upd LIMIT 1) one WHERE $5::text IS NOT NULL)

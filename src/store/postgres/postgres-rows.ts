@@ -44,6 +44,8 @@ export interface MessageRow {
   updated_at: number;
   parent_run_id: string | null;
   seq: number;
+  /** Migration 0019. */
+  replays: number;
 }
 
 export interface RunRow {
@@ -92,6 +94,7 @@ export function toStoredMessage(r: MessageRow): StoredMessage {
     leaseExpiresAt: r.lease_expires_at,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
+    ...(r.replays > 0 ? { replays: r.replays } : {}),
   };
 }
 

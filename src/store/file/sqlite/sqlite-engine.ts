@@ -85,6 +85,7 @@ interface MsgRow {
   lease_expires_at: number | null;
   created_at: number;
   updated_at: number;
+  replays: number;
 }
 
 interface RunRow {
@@ -149,6 +150,7 @@ const toStored = (m: MsgRow): StoredMessage => ({
   leaseExpiresAt: m.lease_expires_at,
   createdAt: m.created_at,
   updatedAt: m.updated_at,
+  ...(m.replays > 0 ? { replays: m.replays } : {}),
 });
 
 const toClaimed = (m: MsgRow): ClaimedMessage => ({
@@ -644,6 +646,7 @@ export class SqliteEngine {
         m.updated_at = now;
         m.ready = m.key === null ? 1 : 0;
         this.saveMsg(m);
+        this.run("UPDATE messages SET replays = replays + 1 WHERE seq = ?", m.seq);
         if (m.key !== null) keys.add(m.key);
       }
       for (const k of keys) this.refreshKey(signal, k);
