@@ -1,6 +1,9 @@
-/** `oke doctor`: checks the file store's log for damage; `--salvage` keeps every valid record and moves the damage aside. */
-import { resolve } from "node:path";
+/** `oke doctor`: checks the file store (store.db, or an old-format log not yet imported); `--salvage` keeps every valid record of such a log. */
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { LOG_FILE } from "../store/file/recovery.ts";
 import { inspectFileLog, salvageFileLog, type DamagedRange } from "../store/file/salvage.ts";
+import { DB_FILE, checkDb } from "../store/file/sqlite/sqlite-db.ts";
 
 export interface DoctorFlags {
   salvage?: boolean;
@@ -14,6 +17,25 @@ const describe = (d: DamagedRange, size: number): string =>
 /** Prints what it found; exit code 1 when damage is found and left in place. */
 export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> {
   const storeDir = resolve(dir, flags.store ?? ".oke");
+  const db = join(storeDir, DB_FILE);
+  // A store on SQLite (no old log waiting for its import): SQLite's own check; a torn WAL tail it
+  // discards by itself, so there is nothing to salvage.
+  if (!existsSync(join(storeDir, LOG_FILE)) && existsSync(db)) {
+    const problems = checkDb(db);
+    if (problems.length === 0) {
+      console.log(
+        `oke doctor: ${db} is intact (SQLite quick_check)${flags.salvage ? "; nothing to salvage" : ""}`,
+      );
+      return;
+    }
+    console.log(`oke doctor: ${db} is damaged (SQLite quick_check):`);
+    for (const p of problems.slice(0, 20)) console.log(`  ${p}`);
+    console.log(
+      `Restore "${storeDir}" from a backup; \`sqlite3 ${db} .recover\` can rescue what is readable.`,
+    );
+    process.exitCode = 1;
+    return;
+  }
   if (!flags.salvage) {
     const r = await inspectFileLog(storeDir);
     if (r.damaged.length === 0) {

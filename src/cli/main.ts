@@ -100,7 +100,9 @@ program
 
 program
   .command("doctor")
-  .description("check an old-format file store's journal.log (before its import) for damage; --salvage keeps every valid record")
+  .description(
+    "check the file store (store.db, or an old-format journal.log before its import); --salvage keeps every valid record of such a log",
+  )
   .argument("[dir]", "project directory", ".")
   .option("--salvage", "keep every valid record and move the damaged bytes to a side file")
   .option("--store <path>", "the file store directory, relative to [dir] (default: .oke)")

@@ -136,3 +136,32 @@ describe("file store: damage in the middle of an old-format journal.log", () => 
     expect(await messagesIn(dir)).toHaveLength(N - 1);
   });
 });
+
+describe("oke doctor on a store in store.db", () => {
+  it("says it is intact, and reports damage to the database file with exit code 1", async () => {
+    const project = await mkdtemp(join(tmpdir(), "oke-doctor-db-"));
+    dirs.push(project);
+    const dir = join(project, ".oke");
+    const s = store(dir);
+    await s.open();
+    for (let i = 0; i < 200; i++)
+      await s.enqueue(
+        [{ id: `d${i}`, signal: "sig.a", key: null, payload: { pad: "p".repeat(300) }, parentRunId: null }],
+        T0,
+      );
+    await s.close();
+    const ok = await run(process.execPath, [BIN, "doctor", project]);
+    expect(ok.stdout).toContain(`${join(dir, "store.db")} is intact (SQLite quick_check)`);
+    // Garbage over a page in the middle of the file (not its header): the b-tree no longer checks out.
+    const db = join(dir, "store.db");
+    const buf = await readFile(db);
+    buf.fill(0x5a, 4096 * 3, 4096 * 4);
+    await writeFile(db, buf);
+    const bad = await run(process.execPath, [BIN, "doctor", project]).then(
+      () => undefined,
+      (e: { code: number; stdout: string }) => e,
+    );
+    expect(bad?.code).toBe(1);
+    expect(bad?.stdout).toContain(`${db} is damaged (SQLite quick_check):`);
+  });
+});

@@ -59,3 +59,22 @@ export function migrate(db: SqliteDb, migrations: readonly SqliteMigration[]): n
   }
   return applied;
 }
+
+/**
+ * SQLite's own consistency check of a database file (`PRAGMA quick_check`),
+ * opened read-only: the problems it lists, or [] when intact. A file SQLite
+ * cannot read at all is one problem.
+ */
+export function checkDb(file: string): string[] {
+  let db: SqliteDb | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    const rows = db.pragma("quick_check") as { quick_check: string }[];
+    const problems = rows.map((r) => r.quick_check).filter((r) => r !== "ok");
+    return problems;
+  } catch (e) {
+    return [e instanceof Error ? e.message : String(e)];
+  } finally {
+    db?.close();
+  }
+}
