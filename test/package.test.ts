@@ -7,8 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   CREATE_PACKAGE,
   npmCacheDir,
+  nativePrebuildsEnv,
   npmInstall,
   packRepo,
+  removeNativePrebuilds,
   removeNpxInstalls,
   REPO,
   writeTree,
@@ -16,8 +18,9 @@ import {
 import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
 
 // One pack (a build, ~10 s) and one install for the whole file; the create-okengine tarball (two
-// files, no build) is packed alongside. Every install compiles better-sqlite3 (the file driver)
-// from source with node-gyp: ~1.5 min idle, 2–2.5 min on the loaded 2-core machine — hence 10 min.
+// files, no build) is packed alongside. Installs take better-sqlite3 (the file driver) prebuilt
+// from this checkout's own compile (nativePrebuildsEnv); without one, each install compiles it
+// with node-gyp (~1.5 min idle, 2–2.5 min on a loaded 2-core machine) — hence 10 min.
 const SETUP_MS = 600_000;
 let tarball = "";
 let createTarball = "";
@@ -68,6 +71,7 @@ afterAll(async () => {
     if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
   // npm exec's install of these tarballs, when the test that removes it failed first.
   await removeNpxInstalls([tarball, createTarball]);
+  removeNativePrebuilds();
   if (app) rmSync(app, { recursive: true, force: true });
   if (tarball) rmSync(join(tarball, ".."), { recursive: true, force: true });
   if (createTarball) rmSync(join(createTarball, ".."), { recursive: true, force: true });
@@ -194,7 +198,7 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
           "create-okengine",
           "my-app",
         ],
-        { cwd: parent, env: userEnv() },
+        { cwd: parent, env: userEnv(nativePrebuildsEnv()) },
       );
       // npm exec installed both tarballs under npm's cache (_npx/<hash of their paths>): a new
       // directory every run, since the paths are temp dirs. Removed, so runs leave nothing behind.

@@ -11,6 +11,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { execFileSync } from "node:child_process";
 import { runToEnd, userEnv } from "./proc.ts";
 
 export const REPO = fileURLToPath(new URL("../../", import.meta.url));
@@ -39,7 +40,7 @@ export async function npmInstall(dir: string, args: string[] = []): Promise<void
   const r = await runToEnd(
     "npm",
     ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", ...args],
-    { cwd: dir, env: userEnv() },
+    { cwd: dir, env: userEnv(nativePrebuildsEnv()) },
   );
   if (r.code !== 0) throw new Error(`npm install ${args.join(" ")} failed in ${dir}:\n${r.output}`);
 }
@@ -97,4 +98,35 @@ export async function removeNpxInstalls(tarballs: string[], cwd = REPO): Promise
     removed.push(dir);
   }
   return removed;
+}
+
+let prebuilds: string | undefined;
+
+/**
+ * The env that lets an install take better-sqlite3 (the file driver's engine) prebuilt.
+ * Here no prebuilt binary can be downloaded, so each install compiled it with node-gyp
+ * (~85 s idle, three installs in package.test.ts). Its install step, prebuild-install, first
+ * looks in a local folder named by `npm_config_better_sqlite3_local_prebuilds` for the archive
+ * it would download; this puts there the binary this checkout's own install compiled from the
+ * same version, for the same Node ABI. The compile itself is checked where it happens: `npm ci`
+ * of a clean clone in .ci/run. Without a compiled binary here, installs compile as before.
+ */
+export function nativePrebuildsEnv(): Record<string, string> {
+  const pkg = join(REPO, "node_modules/better-sqlite3");
+  const binary = "build/Release/better_sqlite3.node";
+  if (!existsSync(join(pkg, binary))) return {};
+  if (prebuilds === undefined) {
+    const { version } = JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")) as { version: string };
+    const dir = mkdtempSync(join(tmpdir(), "oke-prebuilds-"));
+    const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+    execFileSync("tar", ["-czf", join(dir, name), "-C", pkg, binary]);
+    prebuilds = dir;
+  }
+  return { npm_config_better_sqlite3_local_prebuilds: prebuilds };
+}
+
+/** Removes the folder nativePrebuildsEnv() made, if it made one. */
+export function removeNativePrebuilds(): void {
+  if (prebuilds !== undefined) rmSync(prebuilds, { recursive: true, force: true });
+  prebuilds = undefined;
 }
