@@ -193,6 +193,31 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
   return [...out.values()];
 }
 
+/**
+ * What claimDueSql and claimDueByIdSql share after their `due` CTE: the claim
+ * of the due rows and the claimed runs joined to their entries, ordered by
+ * deadline, id, seq. A run's row repeats once per entry; its input, output and
+ * error (up to 1 MiB each) travel on the first row only, which is the one the
+ * driver reads them from.
+ */
+function claimedWithJournal(s: string): string {
+  return `claimed AS (
+       UPDATE ${s}.runs r
+       SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
+           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
+       FROM due WHERE r.id = due.id
+       RETURNING r.*, due.due_at)
+     SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
+            c.created_at, c.updated_at, c.due_at,
+            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
+            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
+            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,
+            e.seq AS e_seq, e.kind AS e_kind, e.name AS e_name, e.value AS e_value, e.error AS e_error,
+            e.duration AS e_duration, e.wake_at AS e_wake_at, e.at AS e_at
+     FROM claimed c LEFT JOIN ${s}.journal_entries e ON e.run_id = c.id
+     ORDER BY c.due_at, c.id COLLATE "C", e.seq`;
+}
+
 /** The claim of claimDueRuns and the claimed runs' entries, ordered by deadline, id, seq. */
 export function claimDueSql(s: string, byFlow: boolean): string {
   const mine = byFlow ? "flow = ANY($5::text[]) AND" : "";
@@ -205,23 +230,7 @@ export function claimDueSql(s: string, byFlow: boolean): string {
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
        FOR UPDATE SKIP LOCKED),
-     claimed AS (
-       UPDATE ${s}.runs r
-       SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
-           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
-       FROM due WHERE r.id = due.id
-       RETURNING r.*, due.due_at)
-     SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.created_at, c.updated_at, c.due_at,
-            -- A run's row repeats once per entry; its input, output and error (up to 1 MiB each)
-            -- travel on the first row only, which is the one the driver reads them from.
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,
-            e.seq AS e_seq, e.kind AS e_kind, e.name AS e_name, e.value AS e_value, e.error AS e_error,
-            e.duration AS e_duration, e.wake_at AS e_wake_at, e.at AS e_at
-     FROM claimed c LEFT JOIN ${s}.journal_entries e ON e.run_id = c.id
-     ORDER BY c.due_at, c.id COLLATE "C", e.seq`;
+     ${claimedWithJournal(s)}`;
 }
 
 /**
@@ -245,21 +254,7 @@ export function claimDueByIdSql(s: string): string {
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
        FOR UPDATE SKIP LOCKED),
-     claimed AS (
-       UPDATE ${s}.runs r
-       SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
-           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
-       FROM due WHERE r.id = due.id
-       RETURNING r.*, due.due_at)
-     SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.created_at, c.updated_at, c.due_at,
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
-            CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,
-            e.seq AS e_seq, e.kind AS e_kind, e.name AS e_name, e.value AS e_value, e.error AS e_error,
-            e.duration AS e_duration, e.wake_at AS e_wake_at, e.at AS e_at
-     FROM claimed c LEFT JOIN ${s}.journal_entries e ON e.run_id = c.id
-     ORDER BY c.due_at, c.id COLLATE "C", e.seq`;
+     ${claimedWithJournal(s)}`;
 }
 
 /** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease); of `flows` if given. */
