@@ -262,16 +262,27 @@ class OkeApp implements App, FxRuntime {
     return this.run(flow, value, parent.runId, parent.childRunId);
   }
 
+  /**
+   * `given`: a run id that is the same when this run runs again — a keyed request's recorded one
+   * (the same on a takeover) or a call's derived one. A plain flow then derives its emits' and
+   * calls' ids from it, so running it again enqueues nothing twice.
+   */
   private async run(
     flow: AnyFlow,
     input: unknown,
     parentRunId: string | null,
-    runId = newId(this.clock.now()),
+    given?: string,
   ): Promise<InvokeResult> {
+    const runId = given ?? newId(this.clock.now());
     if (!flow.durable)
       return {
         kind: "returned",
-        value: await executeFlow(this, flow, input, { runId, attempt: 1, parentRunId }),
+        value: await executeFlow(this, flow, input, {
+          runId,
+          attempt: 1,
+          parentRunId,
+          derivedIds: given !== undefined,
+        }),
       };
     if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
     return this.durable.start(flow, input, parentRunId, runId);

@@ -103,7 +103,11 @@ export interface App {
   ): Promise<void>;
   /** Runs a flow in-process as `fx.call` would (checks `in`). */
   invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined>;
-  /** Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). */
+  /**
+   * Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). `runId`: a
+   * keyed request's recorded run id, the same on a takeover — a plain flow's emits and calls then
+   * take ids derived from it, so a re-run enqueues nothing twice.
+   */
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
   /** Operator API for the Console. */

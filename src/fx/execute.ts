@@ -40,6 +40,8 @@ export interface ExecuteFrame {
   parentRunId: string | null;
   session?: JournalSession;
   undos?: UndoList;
+  /** Plain runs: emits and calls take ids derived from `runId` (see Frame.derivedIds). */
+  derivedIds?: boolean;
 }
 
 /**

@@ -25,6 +25,11 @@ export interface Frame {
   session?: JournalSession;
   undos?: UndoList;
   scope: ResourceScope;
+  /**
+   * A plain run whose id is the same on a re-run (a keyed request's recorded run id, a durable
+   * parent's call position): its emits and calls take ids derived from it (see FxContext.nextId).
+   */
+  derivedIds?: boolean;
 }
 
 export function createFx(rt: FxRuntime, frame: Frame): Fx {
@@ -42,6 +47,8 @@ class FxContext implements Fx {
   readonly attempt: number;
   readonly clock: FxClock;
   private logger: Fx["log"] | undefined;
+  /** Emits and calls made so far: the position a derived id is built from. */
+  private position = 0;
 
   constructor(
     private readonly rt: FxRuntime,
@@ -63,7 +70,21 @@ class FxContext implements Fx {
     return this.frame.session ? this.frame.session.id(make) : make();
   }
 
+  /**
+   * The id of this emit or call in a plain run with derived ids: `<runId>.<position>`, the same
+   * when the run runs again with its id (a keyed request taken over after its process died), so
+   * the re-run's emits are refused as duplicates (OKE1261, every driver) and its calls find their
+   * first runs — as a durable run's journal would. Taken before any await: the position is the
+   * order the flow made its calls in, not the order they finish. Undefined otherwise.
+   */
+  private nextId(): string | undefined {
+    return this.frame.derivedIds === true && !this.frame.session
+      ? `${this.runId}.${String(this.position++)}`
+      : undefined;
+  }
+
   async call<I, O>(target: Flow<I, O>, input: I): Promise<O> {
+    const derived = this.nextId();
     const callee = this.rt.registry.named.get(target) ?? target;
     const run = async (childRunId?: string): Promise<O> => {
       const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow, childRunId });
@@ -73,7 +94,7 @@ class FxContext implements Fx {
     // crash between starting the child and journaling the call finds that child, not a second.
     return this.frame.session
       ? this.frame.session.once("call", callee.name ?? "(unnamed)", (seq) => run(`${this.runId}.${seq}`))
-      : run();
+      : run(derived);
   }
 
   using<T extends Resource>(resource: T): T {
@@ -81,35 +102,45 @@ class FxContext implements Fx {
   }
 
   emit<P>(target: SignalHandle<P>, ...args: unknown[]): Promise<void> {
-    return this.emitOne(target, args[0], args[1] as EmitOptions | undefined);
+    return this.emitOne(target, args[0], args[1] as EmitOptions | undefined, this.nextId());
   }
 
   private async emitOne(
     target: SignalHandle,
     payload: unknown,
     options: EmitOptions | undefined,
+    derived: string | undefined,
   ): Promise<void> {
     const { rt } = this;
     if (options?.id !== undefined && isSignal(target)) checkIdEmit(target);
-    if (isSignal(target) && target.delivery !== "once")
-      return rt.emitFanout(
-        target,
-        payload,
-        options,
-        { flow: this.flow, runId: this.runId },
-        this.frame.session,
-      );
-    const message = await prepareEmit(emitContext(rt.registry, rt.clock.now()), target, payload, options, {
+    // A derived id stands in for a caller-chosen one; the caller's own id wins.
+    const opts = derived === undefined || options?.id !== undefined ? options : { ...options, id: derived };
+    const chosenId = opts?.id !== undefined;
+    if (isSignal(target) && target.delivery !== "once") {
+      try {
+        // A live tape skips an entry id it holds already; a broadcast's copies are refused together.
+        return await rt.emitFanout(
+          target,
+          payload,
+          opts,
+          { flow: this.flow, runId: this.runId },
+          this.frame.session,
+        );
+      } catch (e) {
+        if (!(chosenId && isDuplicateMessage(e))) throw e;
+        return;
+      }
+    }
+    const message = await prepareEmit(emitContext(rt.registry, rt.clock.now()), target, payload, opts, {
       flow: this.flow,
       runId: this.runId,
     });
-    const chosenId = options?.id !== undefined;
     if (this.frame.session) await this.frame.session.emit(message, [message], chosenId);
     else
       try {
         await rt.enqueue(message);
       } catch (e) {
-        // { id }: stored already by an earlier emit — nothing more to enqueue.
+        // { id } or a derived id: stored already by an earlier emit — nothing more to enqueue.
         if (!(chosenId && isDuplicateMessage(e))) throw e;
       }
   }

@@ -39,7 +39,7 @@ export interface FxRuntime {
   emitFanout(
     target: BroadcastSignal | LiveSignal,
     payload: unknown,
-    options: { key?: string | undefined; tx?: unknown } | undefined,
+    options: { key?: string | undefined; id?: string | undefined; tx?: unknown } | undefined,
     producer: { flow: string; runId: string | null },
     session?: JournalSession,
   ): Promise<void>;

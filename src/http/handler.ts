@@ -38,6 +38,7 @@ import {
 export interface HttpApp {
   readonly logger: Logger;
   readonly manifest: { readonly routes: readonly HttpRoute[] };
+  /** `runId`: a keyed request's recorded run id (see App.invokeRoute). */
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
   /** Where Idempotency-Key records live; without it (or a clock) the header is ignored. */

@@ -246,7 +246,7 @@ export class BroadcastRuntime {
   async emit(
     target: BroadcastSignal,
     payload: unknown,
-    options: { key?: string | undefined; tx?: unknown } | undefined,
+    options: { key?: string | undefined; id?: string | undefined; tx?: unknown } | undefined,
     producer: BroadcastProducer,
     session?: JournalSession,
   ): Promise<void> {

@@ -217,7 +217,7 @@ export class LiveRuntime {
   async emit(
     target: LiveSignal,
     payload: unknown,
-    options: { key?: string | undefined } | undefined,
+    options: { key?: string | undefined; id?: string | undefined } | undefined,
     producer: { flow: string; runId: string | null },
     session?: JournalSession,
   ): Promise<void> {

@@ -154,6 +154,55 @@ describe.each(drivers)("idempotent retries on the $name driver", (driver) => {
     expect(runs()).toBe(1);
   });
 
+  it("a takeover runs a plain flow again; its emits and its calls' emits are enqueued once", async () => {
+    const task = signal.once("tasks.placed");
+    const audit = signal.once("tasks.audit");
+    const seen: unknown[] = [];
+    const hold = gate();
+    const started = gate();
+    let runs = 0;
+    const record = flow("tasks.record", { do: async (_: unknown, fx) => fx.emit(audit, { n: 1 }) });
+    const create = on(
+      http.post("/tasks"),
+      flow("tasks.create", {
+        do: async (_: unknown, fx) => {
+          const run = ++runs;
+          await fx.emit(task, { n: 1 });
+          await fx.call(record, {});
+          await fx.emit(task, { n: 2 });
+          if (run === 1) {
+            started.open();
+            await hold.promise;
+          }
+          return { run, runId: fx.runId };
+        },
+      }),
+    );
+    const app = await apps.make([
+      {
+        create,
+        record,
+        w: on(task, flow("tasks.w", { do: (p: unknown) => void seen.push(p) })),
+        a: on(audit, flow("tasks.a", { do: (p: unknown) => void seen.push(p) })),
+      },
+    ]);
+    // The first request stalls past its lock (as a dead process's would lapse): a retry takes over.
+    const first = app.request("/tasks", post({}, "key-8"));
+    await started.promise;
+    app.time.advance(31_000);
+    const retry = await app.request("/tasks", post({}, "key-8"));
+    expect(retry.status).toBe(200);
+    const { data } = (await retry.json()) as { data: { run: number; runId: string } };
+    expect(data.run).toBe(2);
+    expect((await app.store.getIdempotencyKey("key-8"))?.runId).toBe(data.runId);
+    hold.open();
+    expect((await first).status).toBe(200);
+    await app.idle();
+    expect(seen).toHaveLength(3);
+    expect((await app.operator.stats("tasks.placed")).delivered).toBe(2);
+    expect((await app.operator.stats("tasks.audit")).delivered).toBe(1);
+  });
+
   it("app.emit with an id enqueues once, however often it is retried", async () => {
     const task = signal.once("tasks.charge");
     const seen: unknown[] = [];
