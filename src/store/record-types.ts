@@ -58,6 +58,13 @@ export interface RunRecord {
   leaseExpiresAt: number | null;
   /** Set while sleeping. */
   wakeAt: number | null;
+  /**
+   * Recoveries: how many times the run was taken over after its lease lapsed — its holder died,
+   * hung past its lease or lost the store — by the claim, acquire or start that took it (counted
+   * in the same write). A wake of a sleeping run, a released run taken again and a holder renewing
+   * its own lease are not recoveries. The runtime ends a run past `durable.maxRecoveries`.
+   */
+  recoveries: number;
   createdAt: number;
   updatedAt: number;
 }

@@ -33,6 +33,7 @@ export function journalLeaseCases(factory: StoreFactory): void {
         leaseOwner: "inst-1",
         leaseExpiresAt: T0 + LEASE,
         wakeAt: null,
+        recoveries: 0,
         createdAt: T0,
         updatedAt: T0,
       };

@@ -15,6 +15,7 @@ import type { ConformanceOptions, StoreFactory } from "./harness.ts";
 import { journalAppendCases } from "./journal-append-cases.ts";
 import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
+import { recoveryCases } from "./recovery-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
@@ -44,6 +45,7 @@ export function describeStoreConformance(
     journalLeaseCases(factory);
     journalAppendCases(factory);
     journalParkCases(factory);
+    recoveryCases(factory);
     flowFilterCases(factory);
     compensationCases(factory);
     eventCases(factory);

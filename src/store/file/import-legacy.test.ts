@@ -70,6 +70,8 @@ describe("file store: importing the old format", () => {
   it("answers exactly as the old driver did for the same directory, says so in the log, and keeps the old files", async () => {
     const dir = await oldDir();
     const expected = JSON.parse(await readFile(join(FIXTURE, "expected.json"), "utf8")) as Expected;
+    // The old driver counted no recoveries (RunRecord.recoveries came later): an imported run has none.
+    expected.runs = expected.runs.map((r) => ({ ...(r as object), recoveries: 0 }));
     const { info, logger } = logged();
     const s = await openStore(dir, logger);
     expect(await answers(s)).toEqual(expected);

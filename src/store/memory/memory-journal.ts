@@ -109,6 +109,7 @@ export class MemoryJournal {
       leaseOwner: req.owner,
       leaseExpiresAt: req.now + req.leaseMs,
       wakeAt: null,
+      recoveries: 0,
       createdAt: req.now,
       updatedAt: req.now,
       entries: [],
@@ -367,6 +368,8 @@ export class MemoryJournal {
         leaseOwner: s.leaseOwner,
         leaseExpiresAt: s.leaseExpiresAt,
         wakeAt: s.wakeAt,
+        // Snapshots written before runs counted recoveries have none.
+        recoveries: s.recoveries ?? 0,
         createdAt: s.createdAt,
         updatedAt: s.updatedAt,
         entries: s.entries.map((e) => cloneEntry(e, s.id)).sort((a, b) => a.seq - b.seq),
@@ -380,6 +383,7 @@ export class MemoryJournal {
   private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
     if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
     if (leaseLive(r, now) && r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
+    if (lapsedTakeover(r, owner)) r.recoveries++;
     if (r.status === "sleeping") this.setStatus(r, "running");
     r.wakeAt = null;
     r.leaseOwner = owner;
@@ -451,6 +455,13 @@ const deadline = (r: RunRec): number =>
 /** Deadline order, ties by id. */
 const earlier = (a: RunRec, b: RunRec): boolean =>
   deadline(a) < deadline(b) || (deadline(a) === deadline(b) && a.id < b.id);
+
+/**
+ * A take (called with no live lease of another) is a recovery when the run is leased by someone
+ * else whose lease lapsed: not a sleeper's wake, not a released run, not the holder itself.
+ */
+const lapsedTakeover = (r: RunRec, owner: string): boolean =>
+  leased(r) && r.leaseOwner !== null && r.leaseOwner !== owner && r.leaseExpiresAt !== null;
 
 const leaseLive = (r: RunRec, now: number): boolean =>
   r.leaseOwner !== null && r.leaseExpiresAt !== null && r.leaseExpiresAt > now;

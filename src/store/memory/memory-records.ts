@@ -46,6 +46,8 @@ export interface RunRec extends HeapSlot {
   leaseOwner: string | null;
   leaseExpiresAt: number | null;
   wakeAt: number | null;
+  /** RunRecord.recoveries. */
+  recoveries: number;
   createdAt: number;
   updatedAt: number;
   entries: JournalEntry[];
@@ -164,6 +166,7 @@ export function toRunRecord(r: RunRec): RunRecord {
     leaseOwner: r.leaseOwner,
     leaseExpiresAt: r.leaseExpiresAt,
     wakeAt: r.wakeAt,
+    recoveries: r.recoveries,
     createdAt: r.createdAt,
     updatedAt: r.updatedAt,
   };

@@ -59,6 +59,8 @@ export interface RunRow {
   lease_owner: string | null;
   lease_expires_at: number | null;
   wake_at: number | null;
+  /** Migration 0015. */
+  recoveries: number;
   created_at: number;
   updated_at: number;
 }
@@ -136,6 +138,7 @@ export function toRunRecord(r: RunRow): RunRecord {
     leaseOwner: r.lease_owner,
     leaseExpiresAt: r.lease_expires_at,
     wakeAt: r.wake_at,
+    recoveries: r.recoveries,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

@@ -31,9 +31,19 @@ export interface LeaseReq {
 /** A take resumes a sleeper as running; a compensating run stays compensating. */
 const keepCompensating = "CASE WHEN status = 'compensating' THEN status ELSE 'running' END";
 
+/**
+ * The recovery count after a take by `owner` (SET reads the row as it was): one more when another
+ * holder's lease had lapsed — every take requires a lapsed, free or own lease, and a free one
+ * (released, or a sleeper's) is no recovery, nor the holder's own.
+ */
+const countRecovery = (r: string, owner: string): string =>
+  `${r}recoveries + CASE WHEN ${r}status IN ('running', 'compensating') AND ${r}lease_owner IS NOT NULL
+     AND ${r}lease_owner <> ${owner} AND ${r}lease_expires_at IS NOT NULL THEN 1 ELSE 0 END`;
+
 const takeSql = (s: string): string => `
 UPDATE ${s}.runs
-SET status = ${keepCompensating}, wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
+SET status = ${keepCompensating}, wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3,
+    recoveries = ${countRecovery("", "$2")}
 WHERE id = $1 AND status IN ('running', 'sleeping', 'compensating')
   AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $3 OR lease_owner = $2)
 RETURNING *`;
@@ -77,7 +87,7 @@ export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<Acquire
  * once a later migration adds a column (a rolling deploy).
  */
 const runColumns =
-  "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, created_at, updated_at";
+  "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, recoveries, created_at, updated_at";
 
 export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
   // Prepared: a one-row INSERT … VALUES (its conflict check is always the primary key) has no plan
@@ -204,11 +214,12 @@ function claimedWithJournal(s: string): string {
   return `claimed AS (
        UPDATE ${s}.runs r
        SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
-           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2
+           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2,
+           recoveries = ${countRecovery("r.", "$1")}
        FROM due WHERE r.id = due.id
        RETURNING r.*, due.due_at)
      SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.created_at, c.updated_at, c.due_at,
+            c.recoveries, c.created_at, c.updated_at, c.due_at,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,

@@ -101,6 +101,8 @@ interface RunRow {
   wake_at: number | null;
   deadline: number | null;
   status_seq: number;
+  /** Migration 0003 (RunRecord.recoveries). */
+  recoveries: number;
   created_at: number;
   updated_at: number;
 }
@@ -175,6 +177,7 @@ function toRun(r: RunRow): RunRecord {
     leaseOwner: r.lease_owner,
     leaseExpiresAt: r.lease_expires_at,
     wakeAt: r.wake_at,
+    recoveries: r.recoveries,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
@@ -737,7 +740,7 @@ export class SqliteEngine {
     r.deadline = deadlineOf(r);
     this.run(
       `UPDATE runs SET status = ?, output = ?, error = ?, lease_owner = ?, lease_expires_at = ?, wake_at = ?,
-         deadline = ?, status_seq = ?, updated_at = ? WHERE id = ?`,
+         deadline = ?, status_seq = ?, recoveries = ?, updated_at = ? WHERE id = ?`,
       r.status,
       r.output,
       r.error,
@@ -746,6 +749,7 @@ export class SqliteEngine {
       r.wake_at,
       r.deadline,
       r.status_seq,
+      r.recoveries,
       r.updated_at,
       r.id,
     );
@@ -790,6 +794,9 @@ export class SqliteEngine {
   private take(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
     if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
     if (leaseLive(r, now) && r.lease_owner !== owner) throw new JournalLeaseBusy(r.id);
+    // A recovery: another holder's lease lapsed (not a sleeper's wake, a released run, the holder itself).
+    if (leased(r) && r.lease_owner !== null && r.lease_owner !== owner && r.lease_expires_at !== null)
+      r.recoveries++;
     if (r.status === "sleeping") this.setStatus(r, "running");
     r.wake_at = null;
     r.lease_owner = owner;
@@ -817,6 +824,7 @@ export class SqliteEngine {
         wake_at: null,
         deadline: req.now + req.leaseMs,
         status_seq: ++this.statusSeq,
+        recoveries: 0,
         created_at: req.now,
         updated_at: req.now,
       };
