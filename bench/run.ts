@@ -1,11 +1,13 @@
 /**
  * `npm run bench` — okengine against graphile-worker, pg-boss, BullMQ and
  * DBOS, every scenario of bench/README.md on the local PostgreSQL (and Redis
- * for BullMQ), in one process, one measurement after another.
+ * for BullMQ), one measurement after another. Full mode runs each S1–S6 measurement in a fresh
+ * child process after a warm-up pass (compare/isolated.ts); the rest run in this process.
  *
  *   npm run bench                      full mode (~27 min, 3 rounds, medians; rewrites its bench/README.md section)
  *   npm run bench -- --quick           about 2 min, 1 round, small sizes (bench/README.md untouched)
  *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
+ *   --isolate / --in-process           force or skip the child process per S1–S6 measurement
  *
  * Peers live only in bench/package.json; they are installed on first use.
  * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/okengine_bench, created if
@@ -30,17 +32,14 @@ if (!existsSync(here("./node_modules"))) {
 }
 
 // Imported after the install so that a missing peer is installed before anything loads.
-const { s7 } = await import("./compare/crash.ts");
 const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase, median } =
   await import("./compare/env.ts");
 const { dbosWorkflows } = await import("./compare/dbos.ts");
 const { okengineWorkflows } = await import("./compare/okengine-workflows.ts");
 const { Progress } = await import("./compare/progress.ts");
 const report = await import("./compare/report.ts");
-const { s1, s2 } = await import("./compare/enqueue.ts");
-const { s3, s5 } = await import("./compare/drain.ts");
-const { s4 } = await import("./compare/latency.ts");
-const { s6 } = await import("./compare/failures.ts");
+const { QUEUE_SCENARIOS } = await import("./compare/queue-scenarios.ts");
+const { runIsolated } = await import("./compare/isolated.ts");
 const { queueSystems, queueSystem, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
 const { s14, s15, s16, s16Bullmq, s16Graphile } = await import("./compare/fanout.ts");
@@ -134,15 +133,10 @@ const workflows = [
   okengineWorkflows("postgres"),
   dbosWorkflows(versions["@dbos-inc/dbos-sdk"]!),
 ].filter((s) => !pick || pick.includes(s.id));
-const QUEUE_SCENARIOS = {
-  S1: s1,
-  S2: s2,
-  S3: s3,
-  S4: s4,
-  S5: s5,
-  S6: s6,
-  S7: s7,
-} as const;
+// Full mode runs each S1–S6 measurement in a fresh process after a warm-up pass (compare/isolated.ts):
+// in one long-lived process a figure depended on the heap and JIT state earlier scenarios left.
+// --quick stays in-process (a child per measurement would add ~40 s); --isolate / --in-process override.
+const isolate = args.includes("--isolate") || (!quick && !args.includes("--in-process"));
 const wanted = (id: ScenarioId): boolean => !only || only.includes(id);
 
 // Repeats are rounds over every system (not back-to-back runs of one system), so a burst of load from
@@ -161,7 +155,10 @@ for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
     steps.push({
       scenario: id,
       system: system.id,
-      run: () => fn(system, { sizes: once, progress }),
+      run: () =>
+        isolate && id !== "S7"
+          ? runIsolated({ scenario: id, system: system.id, sizes: once }, { sizes: once, progress })
+          : fn(system, { sizes: once, progress }),
       ...(system.unsupported[id] ? { skip: system.unsupported[id] } : {}),
     });
   }
@@ -340,7 +337,7 @@ const result: import("./compare/report.ts").RunResult = {
   }),
   figures: filled,
   notes: [
-    "One process runs every measurement in turn; each measurement gets a fresh namespace (PostgreSQL schema in the bench database, temp directory, or Redis key prefix) that is dropped afterwards.",
+    `${isolate ? "Each S1–S6 measurement runs in a fresh Node process after an unmeasured warm-up pass of the same scenario at a tenth of its size (the heap and JIT state left by earlier scenarios moved figures by 2×); the other scenarios run in the bench process, one after another" : "One process runs every measurement in turn"}; each measurement gets a fresh namespace (PostgreSQL schema in the bench database, temp directory, or Redis key prefix) that is dropped afterwards.`,
     "Durability: PostgreSQL with synchronous_commit and fsync as listed above for okengine, graphile-worker, pg-boss and DBOS; the okengine file driver fdatasyncs before a call resolves; BullMQ's durability is the Redis persistence listed above.",
     `Throughput scenarios stop after ${sizes.capSeconds} s and report the rate so far (marked "capped"); S4 takes samples for at most ${sizes.latencyCapSeconds} s per run.`,
     "S3/S5: jobs are preloaded with each system's fastest batch call (untimed); the clock runs from the first handler start until the store reports every job settled (polled every 10 ms: okengine stats pending + inflight, graphile jobs left, pg-boss state < completed, BullMQ waiting + active + delayed), so batched completion is included.",
