@@ -125,25 +125,46 @@ export function createIdempotency(deps: IdempotencyDeps) {
   };
 
   /** Ends a keyed request: store its answer (a 5xx frees the key instead, so a retry runs again), then send it. */
-  const finish = (key: string, fingerprint: string, reply: Reply, done: Done): void => {
+  const finish = (key: string, fingerprint: string, runId: string, reply: Reply, done: Done): void => {
     // A live stream has no body to store: like a 5xx, the key is freed.
-    const write =
-      reply.status >= 500 || reply.live !== undefined
-        ? store.releaseIdempotencyKey({ key, fingerprint })
-        : store.completeIdempotencyKey({
-            key,
-            fingerprint,
-            response: { status: reply.status, body: reply.body ?? null },
-            now: deps.now(),
-          });
-    write.then(
-      () => done(reply),
-      (e: unknown) => {
-        // The flow ran; its answer still goes out. A retry within the lock window gets 409, after it runs again.
-        logger.error({ err: e, key }, "idempotency: could not store the response of a keyed request");
-        done(reply);
-      },
-    );
+    if (reply.status >= 500 || reply.live !== undefined) {
+      store.releaseIdempotencyKey({ key, fingerprint }).then(
+        () => done(reply),
+        (e: unknown) => stored(e, key, reply, done),
+      );
+      return;
+    }
+    store
+      .completeIdempotencyKey({
+        key,
+        fingerprint,
+        response: { status: reply.status, body: reply.body ?? null },
+        now: deps.now(),
+        runId,
+        windowMs: deps.windowMs,
+      })
+      .then(
+        (outcome) => {
+          // Not an error: the answer goes out, and a retry gets it (restored) or the other record's.
+          if (outcome === "restored")
+            logger.warn(
+              { key, runId },
+              "idempotency: the key's record was gone when its request finished (it outran the window, or was pruned); its answer is stored anew",
+            );
+          else if (outcome === "superseded")
+            logger.warn(
+              { key, runId },
+              "idempotency: another request holds the key now (it took the request over, or claimed the key after the window); this answer is not stored",
+            );
+          done(reply);
+        },
+        (e: unknown) => stored(e, key, reply, done),
+      );
+  };
+  // The flow ran; its answer still goes out. A retry within the lock window gets 409, after it runs again.
+  const stored = (e: unknown, key: string, reply: Reply, done: Done): void => {
+    logger.error({ err: e, key }, "idempotency: could not store the response of a keyed request");
+    done(reply);
   };
 
   return {
@@ -182,13 +203,13 @@ export function createIdempotency(deps: IdempotencyDeps) {
           if (claim.kind === "takenOver") {
             // The first request's process died; its durable run may have gone on without it.
             const answered = fromRun(await store.getRun(runId));
-            if (answered !== undefined) return finish(key, fingerprint, answered, done);
+            if (answered !== undefined) return finish(key, fingerprint, runId, answered, done);
           }
           const held: Held = { key, fingerprint };
           hold(held);
           run(runId, (reply) => {
             running.delete(held);
-            finish(key, fingerprint, reply, done);
+            finish(key, fingerprint, runId, reply, done);
           });
         })
         .catch((e: unknown) => done(fail(e)));

@@ -52,6 +52,28 @@ export type IdempotencyClaim =
   | { kind: "takenOver"; record: IdempotencyRecord }
   | { kind: "existing"; record: IdempotencyRecord };
 
+/** A finished request's answer for its key; `runId` and `windowMs` make the record again if it is gone. */
+export interface CompleteIdempotencyRequest {
+  key: string;
+  fingerprint: string;
+  response: StoredResponse;
+  now: number;
+  /** The run id the request ran with (its claim's). */
+  runId: string;
+  /** The window a record made again lives for, from `now`. */
+  windowMs: number;
+}
+
+/**
+ * How a completion found its key. `completed`: its running record (same
+ * fingerprint), now done. `restored`: no live record (pruned, or expired — a
+ * request that outran the window): the answer is stored as a new done record
+ * for `windowMs`, so a retry still gets it. `superseded`: another request's
+ * record (a different fingerprint that claimed the key after it expired, or
+ * one that took over and finished first), left as it is.
+ */
+export type CompleteOutcome = "completed" | "restored" | "superseded";
+
 export interface IdempotencyStore {
   /**
    * One atomic step: a missing key or one whose `expiresAt <= now` becomes a
@@ -67,13 +89,11 @@ export interface IdempotencyStore {
     now: number;
     lockMs: number;
   }): Promise<boolean>;
-  /** Running → done with the response; only for the record with this fingerprint. */
-  completeIdempotencyKey(req: {
-    key: string;
-    fingerprint: string;
-    response: StoredResponse;
-    now: number;
-  }): Promise<void>;
+  /**
+   * Running → done with the response, for the record with this fingerprint;
+   * a key without a live record gets a done one. See CompleteOutcome.
+   */
+  completeIdempotencyKey(req: CompleteIdempotencyRequest): Promise<CompleteOutcome>;
   /** Deletes a running record with this fingerprint (its request failed on the server: a retry runs again). */
   releaseIdempotencyKey(req: { key: string; fingerprint: string }): Promise<void>;
   getIdempotencyKey(key: string): Promise<IdempotencyRecord | undefined>;

@@ -1,10 +1,10 @@
-// Idempotency-Key records across a PostgreSQL crash: the claim's commit is not waited for, yet nothing that came after it survives without it.
+// Idempotency-Key records across a PostgreSQL crash: the claim's and the answer's commits are not waited for, yet nothing that came after them survives without them.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import type { Store } from "../../src/store/types.ts";
 import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
 
-// The claim commits with synchronous_commit = off (postgres-idempotency.ts). The WAL writer is
+// The claim and the stored answer commit with synchronous_commit = off (postgres-idempotency.ts). The WAL writer is
 // slowed to its maximum (10 s) so a claim's commit record stays in the WAL buffers unless a later
 // synchronous commit writes it out; an immediate stop then loses exactly what was not written.
 
@@ -28,7 +28,7 @@ afterAll(async () => {
 });
 
 describe("Idempotency-Key records across a PostgreSQL crash", () => {
-  it("a claim followed by the flow's own write (its run, an emit) survives with it; a stored answer survives; a lone claim is lost at most", async () => {
+  it("a claim followed by the flow's own write (its run, an emit) survives with it; an answer followed by a synchronous write survives; a lone claim or answer is lost at most", async () => {
     let store = await open();
     // A durable flow's request: the claim, then its run and an emit — synchronous commits after it.
     expect(await claim(store, "with-run", "run-1")).toEqual({ kind: "claimed" });
@@ -45,14 +45,26 @@ describe("Idempotency-Key records across a PostgreSQL crash", () => {
       [{ id: "msg-1", signal: "orders.created", key: null, payload: {}, parentRunId: "run-1" }],
       T0,
     );
-    // A finished request: its answer was stored (synchronously) before it was sent.
+    // A finished request whose stored answer (committed asynchronously too) was followed by
+    // another request's synchronous write: written out with it.
+    const complete = (key: string, runId: string) =>
+      store.completeIdempotencyKey({
+        key,
+        fingerprint: `fp-${key}`,
+        response: { status: 200, body: `{"data":{"orderId":"${runId}"}}` },
+        now: T0 + 1,
+        runId,
+        windowMs: 3_600_000,
+      });
     expect(await claim(store, "answered", "run-2")).toEqual({ kind: "claimed" });
-    await store.completeIdempotencyKey({
-      key: "answered",
-      fingerprint: "fp-answered",
-      response: { status: 200, body: '{"data":{"orderId":"o-2"}}' },
-      now: T0 + 1,
-    });
+    expect(await complete("answered", "run-2")).toBe("completed");
+    await store.enqueue(
+      [{ id: "msg-2", signal: "orders.created", key: null, payload: {}, parentRunId: "run-4" }],
+      T0 + 2,
+    );
+    // A finished request with nothing synchronous after it: its answer may be lost.
+    expect(await claim(store, "answered-late", "run-5")).toEqual({ kind: "claimed" });
+    expect(await complete("answered-late", "run-5")).toBe("completed");
     // A request that had done nothing durable yet: its claim is the last thing committed.
     expect(await claim(store, "lone", "run-3")).toEqual({ kind: "claimed" });
 
@@ -72,8 +84,19 @@ describe("Idempotency-Key records across a PostgreSQL crash", () => {
       });
       expect(await store.getIdempotencyKey("answered")).toMatchObject({
         status: "done",
-        response: { status: 200, body: '{"data":{"orderId":"o-2"}}' },
+        response: { status: 200, body: '{"data":{"orderId":"run-2"}}' },
       });
+      // The late answer survived, or the retry takes the same run over (its emits are refused as
+      // duplicates, see fx.ts nextId) and stores a recomputed answer, or — nothing of it survived —
+      // runs afresh. Never another request's answer.
+      const late = await store.getIdempotencyKey("answered-late");
+      if (late?.status === "done")
+        expect(late.response).toEqual({ status: 200, body: '{"data":{"orderId":"run-5"}}' });
+      else {
+        const again = await claim(store, "answered-late", "run-7", T0 + LOCK);
+        if (late === undefined) expect(again).toEqual({ kind: "claimed" });
+        else expect(again).toMatchObject({ kind: "takenOver", record: { runId: "run-5" } });
+      }
       // Nothing observable came after this claim, so losing it is allowed: the retry then runs the
       // request (claimed); if it survived, the retry takes it over once its lock lapsed. Never an answer.
       const retry = await claim(store, "lone", "run-8", T0 + LOCK);

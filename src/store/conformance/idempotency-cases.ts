@@ -51,6 +51,8 @@ export function idempotencyCases(factory: StoreFactory): void {
         fingerprint: "fp-a",
         response: { status: 201, body: '{"ok":true,"data":{"id":"é😀"}}' },
         now: T0 + 10,
+        runId: "run-1",
+        windowMs: WINDOW,
       });
       const retry = await store().claimIdempotencyKey(req({ now: T0 + 20 }));
       expect(retry.kind).toBe("existing");
@@ -66,6 +68,8 @@ export function idempotencyCases(factory: StoreFactory): void {
         fingerprint: "fp-a",
         response: { status: 204, body: null },
         now: T0,
+        runId: "run-1",
+        windowMs: WINDOW,
       });
       expect((await store().getIdempotencyKey("k-2"))?.response).toEqual({ status: 204, body: null });
     });
@@ -77,6 +81,8 @@ export function idempotencyCases(factory: StoreFactory): void {
         fingerprint: "fp-b",
         response: { status: 200, body: "{}" },
         now: T0,
+        runId: "run-1",
+        windowMs: WINDOW,
       });
       await store().releaseIdempotencyKey({ key: "k-1", fingerprint: "fp-b" });
       expect((await store().getIdempotencyKey("k-1"))?.status).toBe("running");
@@ -115,6 +121,55 @@ export function idempotencyCases(factory: StoreFactory): void {
       ).toBe(false);
     });
 
+    it("a completion reports how it found its key: gone or expired is stored anew, another request's record is left", async () => {
+      const complete = (o: { key?: string; fingerprint?: string; now?: number; body?: string }) =>
+        store().completeIdempotencyKey({
+          key: o.key ?? "k-1",
+          fingerprint: o.fingerprint ?? "fp-a",
+          response: { status: 201, body: o.body ?? '{"n":1}' },
+          now: o.now ?? T0 + 10,
+          runId: "run-1",
+          windowMs: WINDOW,
+        });
+      await store().claimIdempotencyKey(req());
+      expect(await complete({})).toBe("completed");
+      // Done already (a takeover finished first): the record stays as it is.
+      expect(await complete({ body: '{"n":2}' })).toBe("superseded");
+      expect((await store().getIdempotencyKey("k-1"))?.response).toEqual({ status: 201, body: '{"n":1}' });
+      // Pruned while its request ran: stored anew, for a window from now.
+      await store().claimIdempotencyKey(req({ key: "k-gone" }));
+      expect(await store().pruneIdempotencyKeys(T0 + WINDOW)).toBe(2);
+      expect(await complete({ key: "k-gone", now: T0 + WINDOW + 5 })).toBe("restored");
+      expect(await store().getIdempotencyKey("k-gone")).toEqual({
+        key: "k-gone",
+        fingerprint: "fp-a",
+        status: "done",
+        response: { status: 201, body: '{"n":1}' },
+        runId: "run-1",
+        lockedUntil: T0 + WINDOW + 5,
+        createdAt: T0 + WINDOW + 5,
+        expiresAt: T0 + 2 * WINDOW + 5,
+      });
+      // A retry is answered from it.
+      const retry = await store().claimIdempotencyKey(req({ key: "k-gone", now: T0 + WINDOW + 6 }));
+      expect(retry.kind === "existing" && retry.record.status).toBe("done");
+      // Expired but not pruned yet: the same.
+      await store().claimIdempotencyKey(req({ key: "k-old" }));
+      expect(await complete({ key: "k-old", now: T0 + WINDOW })).toBe("restored");
+      expect((await store().getIdempotencyKey("k-old"))?.expiresAt).toBe(T0 + 2 * WINDOW);
+      // Claimed by a different request after the window: left to it.
+      await store().claimIdempotencyKey(req({ key: "k-new" }));
+      await store().claimIdempotencyKey(
+        req({ key: "k-new", fingerprint: "fp-b", runId: "run-2", now: T0 + WINDOW }),
+      );
+      expect(await complete({ key: "k-new", now: T0 + WINDOW + 1 })).toBe("superseded");
+      expect(await store().getIdempotencyKey("k-new")).toMatchObject({
+        fingerprint: "fp-b",
+        status: "running",
+        runId: "run-2",
+      });
+    });
+
     it("after the window the key is free again, and prune deletes expired records only", async () => {
       await store().claimIdempotencyKey(req());
       await store().completeIdempotencyKey({
@@ -122,6 +177,8 @@ export function idempotencyCases(factory: StoreFactory): void {
         fingerprint: "fp-a",
         response: { status: 200, body: "{}" },
         now: T0,
+        runId: "run-1",
+        windowMs: WINDOW,
       });
       await store().claimIdempotencyKey(req({ key: "k-late", now: T0 + 1_000 }));
       expect(

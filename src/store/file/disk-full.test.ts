@@ -136,4 +136,67 @@ describe("file store on a full disk", () => {
       await reopened.close();
     }
   });
+
+  it("an Idempotency-Key claim acknowledged before its commit failed is logged with its key, never lost silently", async () => {
+    const dir = join(mountPoint, ".oke-idem");
+    const logged: Array<{ key?: unknown; msg: string }> = [];
+    const record = (o: object, msg?: string): void => void logged.push({ ...o, msg: msg ?? "" });
+    const store = createFileStore({ dir, logger: { info: record, warn: record, error: record } });
+    await store.open();
+    const claim = (n: number) =>
+      store.claimIdempotencyKey({
+        key: `key-${n}`,
+        fingerprint: "f".repeat(200),
+        runId: `run-${n}`,
+        now: 1,
+        lockMs: 30_000,
+        windowMs: 3_600_000,
+      });
+    for (let n = 0; n < 20; n++) await claim(n);
+    const acknowledged: string[] = [];
+    const filler = await fill(mountPoint);
+    let refused: unknown;
+    // Claims resolve before their commit: keep claiming (a turn apart) until one is refused.
+    for (let n = 20; refused === undefined && n < 10_000; n++) {
+      try {
+        await claim(n);
+        acknowledged.push(`key-${n}`);
+      } catch (e) {
+        refused = e;
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(refused).toBeInstanceOf(OkeError);
+    await unlink(filler);
+    await until(
+      async () => {
+        try {
+          await claim(100_000);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      "claims accepted again once space is back",
+      20_000,
+    );
+    await store.close();
+    const reopened = createFileStore({ dir });
+    await reopened.open();
+    try {
+      const lost: string[] = [];
+      for (const key of acknowledged)
+        if ((await reopened.getIdempotencyKey(key)) === undefined) lost.push(key);
+      const reported = new Set(
+        logged.filter((l) => l.msg.includes("its commit failed")).map((l) => l.key as string),
+      );
+      expect(
+        lost.filter((k) => !reported.has(k)),
+        "every lost claim was reported",
+      ).toEqual([]);
+      console.log(`disk full: ${acknowledged.length} claims acknowledged, ${lost.length} lost, all reported`);
+    } finally {
+      await reopened.close();
+    }
+  });
 });

@@ -24,8 +24,11 @@ export interface FileStoreOptions {
    * files are kept as `*.imported`.
    */
   dir: string;
-  /** Told about a legacy import, a torn old log tail cut off, and a dead process's lock taken over. */
-  logger?: Pick<Logger, "info" | "warn">;
+  /**
+   * Told about a legacy import, a torn old log tail cut off, a dead process's lock taken over, and
+   * an Idempotency-Key claim or answer whose commit failed after it was acknowledged.
+   */
+  logger?: Pick<Logger, "info" | "warn"> & Partial<Pick<Logger, "error">>;
 }
 
 export interface FileStoreDiagnostics {
@@ -174,6 +177,50 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       return out;
     }) as Store[K];
 
+  /**
+   * The Idempotency-Key claim and answer resolve once they ran in the turn's transaction, not after
+   * its commit (the fsync): a keyed request then waits for no fsync of its own, only for those of
+   * the writes its flow makes, which it waits for anyway. Why that cannot make an answer wrong:
+   * - Batches commit in order on the one connection, and everything a request does durably comes
+   *   after its claim — a durable run, an emit (each still resolving only once committed), the
+   *   answer. A process crash before the claim's commit loses it with all of those: nothing of the
+   *   request survived but possibly an answer already sent. The retry then runs the request afresh.
+   * - A crash after the claim's commit but before the answer's: the retry takes the key over once
+   *   the lock lapsed and runs the flow again with the same run id: a durable run continues, a plain
+   *   flow's emits are refused as duplicates (fx.ts nextId), and it answers what it computes now.
+   * - A failed commit (disk full, I/O error) rolls the batch back and stops the store until it
+   *   recovers; it is reported by the store's health and logged here with the key. A flow whose
+   *   claim was rolled back and that writes only after the recovery runs as if unclaimed: a retry
+   *   in between runs the request too (as the PostgreSQL claim's crash case, see
+   *   postgres-idempotency.ts).
+   * Their reads stay in the batch they ran in: a retry in the same turn sees the running claim
+   * (409) or the answer, as it would a moment later.
+   */
+  const acknowledged = (s: Session, key: string, what: string): void => {
+    s.engine.pending()?.catch((err: unknown) => {
+      (logger?.error ?? logger?.warn)?.call(
+        logger,
+        { err, key },
+        `file store: the Idempotency-Key ${what} was acknowledged but its commit failed; a retry may run the request again`,
+      );
+    });
+  };
+  const idempotencyNow = {
+    // async: a refusal (closed, failed) rejects rather than throws.
+    async claimIdempotencyKey(req) {
+      const s = current();
+      const { claim, changed } = s.engine.claimIdempotency(req);
+      if (changed) acknowledged(s, req.key, "claim");
+      return claim;
+    },
+    async completeIdempotencyKey(req) {
+      const s = current();
+      const outcome = s.engine.completeIdempotency(req);
+      if (outcome !== "superseded") acknowledged(s, req.key, "answer");
+      return outcome;
+    },
+  } satisfies Pick<Store, "claimIdempotencyKey" | "completeIdempotencyKey">;
+
   // One process holds the file store's lock, so it is the whole fleet: subscriptions stay in memory.
   // Tapes are tables like the rest (a reader hears of an entry once it is committed).
   const fanout: FanoutStore = {
@@ -235,9 +282,8 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     listFires: guarded("listFires"),
     pruneFires: guarded("pruneFires"),
     pruneRuns: guarded("pruneRuns"),
-    claimIdempotencyKey: guarded("claimIdempotencyKey"),
+    ...idempotencyNow,
     renewIdempotencyKey: guarded("renewIdempotencyKey"),
-    completeIdempotencyKey: guarded("completeIdempotencyKey"),
     releaseIdempotencyKey: guarded("releaseIdempotencyKey"),
     getIdempotencyKey: guarded("getIdempotencyKey"),
     pruneIdempotencyKeys: guarded("pruneIdempotencyKeys"),

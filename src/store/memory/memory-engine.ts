@@ -39,9 +39,10 @@ import { MemoryTapes, type TapeCut, type TapesSnapshot } from "./memory-tapes.ts
 import type { NewTapeEntry, TapeEntry, TapeRead } from "../fanout-types.ts";
 import type {
   ClaimIdempotencyRequest,
+  CompleteIdempotencyRequest,
+  CompleteOutcome,
   IdempotencyClaim,
   IdempotencyRecord,
-  StoredResponse,
 } from "../idempotency-types.ts";
 import type {
   DeclaredSchedule,
@@ -106,10 +107,7 @@ export type EngineOp =
   | { op: "pruneRuns"; ids: string[] }
   | { op: "claimIdempotency"; req: ClaimIdempotencyRequest }
   | { op: "renewIdempotency"; req: { key: string; fingerprint: string; now: number; lockMs: number } }
-  | {
-      op: "completeIdempotency";
-      req: { key: string; fingerprint: string; response: StoredResponse; now: number };
-    }
+  | { op: "completeIdempotency"; req: CompleteIdempotencyRequest }
   | { op: "releaseIdempotency"; req: { key: string; fingerprint: string } }
   | { op: "pruneIdempotency"; before: number }
   | { op: "appendTape"; entries: TapeEntry[] }
@@ -324,12 +322,7 @@ export class MemoryEngine {
   renewIdempotency(req: { key: string; fingerprint: string; now: number; lockMs: number }): boolean {
     return this.idempotency.renew(req);
   }
-  completeIdempotency(req: {
-    key: string;
-    fingerprint: string;
-    response: StoredResponse;
-    now: number;
-  }): boolean {
+  completeIdempotency(req: CompleteIdempotencyRequest): CompleteOutcome {
     return this.idempotency.complete(req);
   }
   releaseIdempotency(req: { key: string; fingerprint: string }): boolean {

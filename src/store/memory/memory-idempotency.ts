@@ -1,14 +1,27 @@
 /** The idempotency half of the memory engine: one record per key, synchronous and replayable. */
 import type {
   ClaimIdempotencyRequest,
+  CompleteIdempotencyRequest,
+  CompleteOutcome,
   IdempotencyClaim,
   IdempotencyRecord,
-  StoredResponse,
 } from "../idempotency-types.ts";
 
 const clone = (r: IdempotencyRecord): IdempotencyRecord => ({
   ...r,
   response: r.response === null ? null : { ...r.response },
+});
+
+/** The done record a completion makes when its key has none live (CompleteOutcome `restored`). */
+export const restoredRecord = (req: CompleteIdempotencyRequest): IdempotencyRecord => ({
+  key: req.key,
+  fingerprint: req.fingerprint,
+  status: "done",
+  response: { ...req.response },
+  runId: req.runId,
+  lockedUntil: req.now,
+  createdAt: req.now,
+  expiresAt: req.now + req.windowMs,
 });
 
 export class MemoryIdempotency {
@@ -57,12 +70,16 @@ export class MemoryIdempotency {
     return true;
   }
 
-  complete(req: { key: string; fingerprint: string; response: StoredResponse; now: number }): boolean {
-    const r = this.running(req.key, req.fingerprint);
-    if (r === undefined) return false;
+  complete(req: CompleteIdempotencyRequest): CompleteOutcome {
+    const r = this.records.get(req.key);
+    if (r === undefined || r.expiresAt <= req.now) {
+      this.records.set(req.key, restoredRecord(req));
+      return "restored";
+    }
+    if (r.status !== "running" || r.fingerprint !== req.fingerprint) return "superseded";
     r.status = "done";
     r.response = { ...req.response };
-    return true;
+    return "completed";
   }
 
   release(req: { key: string; fingerprint: string }): boolean {

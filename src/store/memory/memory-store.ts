@@ -303,7 +303,9 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       return ok;
     },
     async completeIdempotencyKey(req) {
-      if (engine.completeIdempotency(req)) await commit({ op: "completeIdempotency", req });
+      const outcome = engine.completeIdempotency(req);
+      if (outcome !== "superseded") await commit({ op: "completeIdempotency", req });
+      return outcome;
     },
     async releaseIdempotencyKey(req) {
       if (engine.releaseIdempotency(req)) await commit({ op: "releaseIdempotency", req });

@@ -46,6 +46,8 @@ describe("postgres idempotency group commit", () => {
           fingerprint: `fp-${key}`,
           response: { status: 200 + (k % 3), body: `{"k":${k}}` },
           now: T0 + 1,
+          runId: `run-${key}`,
+          windowMs: 3_600_000,
         }),
       ),
     );

@@ -1,9 +1,10 @@
-/** The idempotency half of the postgres driver: a claim is one INSERT … ON CONFLICT in the common case (a new key). */
+/** The idempotency half of the postgres driver: a claim is one INSERT … ON CONFLICT in the common case (a new key), an answer one UPDATE; neither waits for its WAL flush. */
 import type {
   ClaimIdempotencyRequest,
+  CompleteIdempotencyRequest,
+  CompleteOutcome,
   IdempotencyClaim,
   IdempotencyRecord,
-  StoredResponse,
 } from "../idempotency-types.ts";
 import { type PgContext, preparedName, q } from "./postgres-context.ts";
 import { groupCommit } from "./postgres-group-commit.ts";
@@ -32,30 +33,35 @@ const toRecord = (r: Row): IdempotencyRecord => ({
 });
 
 /**
- * The claim commits with `synchronous_commit = off` (set for its own transaction only): it is
- * visible to every instance at once, but its caller does not wait for the WAL flush — one fsync'd
- * commit per keyed request instead of two. The completion stays synchronous. Why a PostgreSQL
- * crash (or the machine's) cannot make this answer wrong, point by point:
- * - WAL is written out in order, so any later synchronous commit writes the claim out with it.
- *   Everything the request does durably comes after the claim (the claim is awaited before the
- *   flow starts): a durable flow's startRun, its journal and emits, a plain flow's emit, the
- *   completion. If any of them survived a crash, the claim survived too — as `running` with its
- *   run id, so a retry after the lock lapsed takes over that same run (a journaled emit is not
- *   repeated) or is answered by the completion.
- * - A crash before anything durable followed loses the claim together with nothing: there is no
- *   run, no message and no stored answer, and no response was sent yet (it waits for the
- *   synchronous completion). A retry claims the key afresh and runs the request — the same as if
- *   the first attempt had never reached the server. A retry that saw the claim before the crash
- *   got 409, which promises nothing.
+ * The claim and the completion commit with `synchronous_commit = off` (set for their own
+ * transaction only): both are visible to every instance at once, but their caller does not wait
+ * for the WAL flush — a keyed request waits for no fsync of its own, only for those of the writes
+ * its flow makes (which it waits for anyway). Why a PostgreSQL crash (or the machine's) cannot
+ * make an answer wrong, point by point:
+ * - WAL is written out in order, so any later synchronous commit writes the claim (and an earlier
+ *   completion) out with it. Everything the request does durably comes after the claim (awaited
+ *   before the flow starts): a durable flow's startRun, its journal and emits, a plain flow's
+ *   emits. If any of them survived a crash, the claim survived too — as `running` with its run id.
+ * - The completion may be lost while the answer was sent (within the WAL writer's delay, at most
+ *   3 × wal_writer_delay, 600 ms by default). The claim then either survived: a retry after the
+ *   lock lapsed takes over the same run id — a durable run continues (or answers from its result),
+ *   a plain flow runs again and its emits, whose ids derive from the run id and their position
+ *   (fx.ts nextId), are refused as duplicates — and the retry gets the answer the flow computes
+ *   now (the same unless the flow's answer depends on time or randomness, e.g. fx.id()). Or the
+ *   claim was lost too, and with it, by the ordering above, everything the request wrote: the
+ *   retry claims the key afresh and runs the request as if the first attempt never arrived.
+ *   Either way no store effect is doubled; what changes is that a client may see a recomputed
+ *   answer after a crash instead of the first one.
  * - Visibility is not delayed, so two instances still never both win a key.
- * Writes the flow makes in another database are not ordered with the claim; for them nothing
- * changes either: a plain flow whose request did not complete is run again on takeover anyway.
- * The one case that is new: the server crashes before the claim is written out (the WAL writer
- * writes async commits within 3 × wal_writer_delay, 600 ms by default), comes back while the
- * first request's flow is still running in a live process, that flow then writes (an emit) on
- * the restarted server, and a retry arrived in between — the retry found no claim and ran the
- * request too. A synchronous claim would have answered that retry 409.
- * test/process/idempotency-pg-crash.test.ts crashes a real cluster between the claim and the rest.
+ * Writes the flow makes in another database are not ordered with the claim; for them a re-run is
+ *   the flow's to make idempotent (fx.runId is the same on a takeover).
+ * One more case: the server crashes before the claim is written out, comes back while the first
+ * request's flow is still running in a live process, that flow then writes (an emit) on the
+ * restarted server, and a retry arrived in between — the retry found no claim and ran the request
+ * too (with another run id, so its emits are not deduplicated). A synchronous claim would have
+ * answered that retry 409.
+ * test/process/idempotency-pg-crash.test.ts crashes a real cluster between the claim, the answer
+ * and the rest.
  */
 const ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
 
@@ -161,56 +167,94 @@ export async function renewIdempotencyKey(
   return rowCount > 0;
 }
 
-interface CompleteRequest {
-  key: string;
-  fingerprint: string;
-  response: StoredResponse;
-  now: number;
-}
+/** The common completion: the key's running record, live, with this fingerprint, becomes done. */
+const completeOneSql = (s: string): string => `
+UPDATE ${s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
+FROM ${ASYNC_COMMIT}
+WHERE key = $1 AND fingerprint = $2 AND status = 'running' AND expires_at > $5`;
 
-/** Group commit of completions: concurrent answers are stored by one UPDATE … FROM unnest (one commit). */
-const completeGrouped: (ctx: PgContext, req: CompleteRequest) => Promise<undefined> = groupCommit<
-  CompleteRequest,
-  undefined
->({
-  what: "idempotency completions",
-  maxInFlight: 2,
-  // Not prepared: a prepared UPDATE by primary key can keep a generic sequential-scan plan made
-  // while the table was a page or two (measured on runs, 6e848f3); the INSERT of the claim cannot.
-  async single(ctx, req) {
-    const text = `UPDATE ${ctx.s}.idempotency_keys SET status = 'done', response_status = $3, response_body = $4
-       WHERE key = $1 AND fingerprint = $2 AND status = 'running'`;
-    const values = [req.key, req.fingerprint, req.response.status, req.response.body];
-    await q(ctx.pool, text, values);
-    return undefined;
-  },
-  async batch(ctx, reqs) {
-    // One row per key: a key's holder completes it once; a repeat (same key twice) goes alone after.
-    const first = new Map<string, CompleteRequest>();
-    for (const r of reqs) if (!first.has(r.key)) first.set(r.key, r);
-    const rs = [...first.values()];
-    await q(
-      ctx.pool,
-      `UPDATE ${ctx.s}.idempotency_keys k SET status = 'done', response_status = u.status, response_body = u.body
-       FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[]) AS u(key, fingerprint, status, body)
-       WHERE k.key = u.key AND k.fingerprint = u.fingerprint AND k.status = 'running'`,
-      [
+/** The same for many distinct keys in one statement; returns the keys it completed. */
+const completeManySql = (s: string): string => `
+UPDATE ${s}.idempotency_keys k SET status = 'done', response_status = u.status, response_body = u.body
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::bigint[])
+  AS u(key, fingerprint, status, body, now), ${ASYNC_COMMIT}
+WHERE k.key = u.key AND k.fingerprint = u.fingerprint AND k.status = 'running' AND k.expires_at > u.now
+RETURNING k.key`;
+
+/**
+ * A completion whose key has no live record of its own (rare: the follow-up of one that matched
+ * nothing). A missing or expired key gets a done record for a fresh window (restored); another
+ * request's live record is left (superseded).
+ */
+const restoreSql = (s: string): string => `
+INSERT INTO ${s}.idempotency_keys AS k
+  (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
+SELECT $1, $2, 'done', $3, $4, $5, $6, $6, $6::bigint + $7::bigint
+FROM ${ASYNC_COMMIT}
+ON CONFLICT (key) DO UPDATE SET
+  fingerprint = EXCLUDED.fingerprint, status = 'done', response_status = EXCLUDED.response_status,
+  response_body = EXCLUDED.response_body, run_id = EXCLUDED.run_id, locked_until = EXCLUDED.locked_until,
+  created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+WHERE k.expires_at <= $6
+RETURNING 1`;
+
+const restore = async (ctx: PgContext, req: CompleteIdempotencyRequest): Promise<CompleteOutcome> => {
+  const { rowCount } = await q(ctx.pool, restoreSql(ctx.s), [
+    req.key,
+    req.fingerprint,
+    req.response.status,
+    req.response.body,
+    req.runId,
+    req.now,
+    req.windowMs,
+  ]);
+  return rowCount > 0 ? "restored" : "superseded";
+};
+
+/**
+ * Group commit of completions: concurrent answers are stored by one UPDATE … FROM unnest (one
+ * commit) instead of one each. Committed with `synchronous_commit = off`, like the claim: see
+ * the comment on ASYNC_COMMIT for what a crash can do then.
+ */
+const completeGrouped: (ctx: PgContext, req: CompleteIdempotencyRequest) => Promise<CompleteOutcome> =
+  groupCommit<CompleteIdempotencyRequest, CompleteOutcome>({
+    what: "idempotency completions",
+    maxInFlight: 2,
+    // Not prepared: a prepared UPDATE by primary key can keep a generic sequential-scan plan made
+    // while the table was a page or two (measured on runs, 6e848f3); the INSERT of the claim cannot.
+    async single(ctx, req) {
+      const values = [req.key, req.fingerprint, req.response.status, req.response.body, req.now];
+      const { rowCount } = await q(ctx.pool, completeOneSql(ctx.s), values);
+      return rowCount > 0 ? "completed" : restore(ctx, req);
+    },
+    async batch(ctx, reqs) {
+      // One row per key: a key's holder completes it once; a repeat (same key twice) goes alone after.
+      const first = new Map<string, CompleteIdempotencyRequest>();
+      for (const r of reqs) if (!first.has(r.key)) first.set(r.key, r);
+      const rs = [...first.values()];
+      const { rows } = await q<{ key: string }>(ctx.pool, completeManySql(ctx.s), [
         rs.map((r) => r.key),
         rs.map((r) => r.fingerprint),
         rs.map((r) => r.response.status),
         rs.map((r) => r.response.body),
-      ],
-    );
-    return reqs.map((r) =>
-      first.get(r.key) === r
-        ? { value: undefined }
-        : { alone: (): Promise<undefined> => completeGrouped(ctx, r) },
-    );
-  },
-});
+        rs.map((r) => r.now),
+      ]);
+      const done = new Set(rows.map((r) => r.key));
+      return reqs.map((r) =>
+        first.get(r.key) !== r
+          ? { alone: (): Promise<CompleteOutcome> => completeGrouped(ctx, r) }
+          : done.has(r.key)
+            ? { value: "completed" as const }
+            : { alone: (): Promise<CompleteOutcome> => restore(ctx, r) },
+      );
+    },
+  });
 
-export async function completeIdempotencyKey(ctx: PgContext, req: CompleteRequest): Promise<void> {
-  await completeGrouped(ctx, req);
+export function completeIdempotencyKey(
+  ctx: PgContext,
+  req: CompleteIdempotencyRequest,
+): Promise<CompleteOutcome> {
+  return completeGrouped(ctx, req);
 }
 
 export async function releaseIdempotencyKey(

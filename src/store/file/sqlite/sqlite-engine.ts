@@ -37,10 +37,13 @@ import type { BeginCompensationRequest } from "../../compensation-types.ts";
 import type { NewTapeEntry, TapeEntry, TapeRead } from "../../fanout-types.ts";
 import type {
   ClaimIdempotencyRequest,
+  CompleteIdempotencyRequest,
+  CompleteOutcome,
   IdempotencyClaim,
   IdempotencyRecord,
   StoredResponse,
 } from "../../idempotency-types.ts";
+import { restoredRecord } from "../../memory/memory-idempotency.ts";
 import type {
   DeclaredSchedule,
   FireRequest,
@@ -1468,19 +1471,18 @@ export class SqliteEngine {
     return true;
   }
 
-  completeIdempotency(req: {
-    key: string;
-    fingerprint: string;
-    response: StoredResponse;
-    now: number;
-  }): boolean {
+  completeIdempotency(req: CompleteIdempotencyRequest): CompleteOutcome {
     this.check();
-    const r = this.runningIdem(req.key, req.fingerprint);
-    if (r === undefined) return false;
+    const r = this.idem(req.key);
+    if (r === undefined || r.expiresAt <= req.now) {
+      this.write(() => this.putIdem(restoredRecord(req)));
+      return "restored";
+    }
+    if (r.status !== "running" || r.fingerprint !== req.fingerprint) return "superseded";
     r.status = "done";
     r.response = { ...req.response };
     this.write(() => this.putIdem(r));
-    return true;
+    return "completed";
   }
 
   releaseIdempotency(req: { key: string; fingerprint: string }): boolean {
