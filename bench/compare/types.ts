@@ -135,6 +135,12 @@ export interface Sizes {
   s4: number;
   s5Keys: number;
   s5PerKey: number;
+  /**
+   * S5 drains per measurement, pooled into one rate (all jobs ÷ all drain time): a drain of 50 000 lasts
+   * 2–10 s, and graphile-worker's local queue idles up to its 2 s pollInterval whenever a fetch of named
+   * queues comes back short, so one drain's rate depends on how many such stalls it caught.
+   */
+  s5Drains: number;
   s6: number;
   s6Retries: number;
   s7Jobs: number;

@@ -1,0 +1,99 @@
+/**
+ * S5 (bench/compare/drain.ts: 1 000 keys × 50, concurrency 32, per-key order checked) in interleaved
+ * rounds over several systems in one process, with the load average beside every sample: the A/B
+ * harness behind the S5 figures in bench/README.md. `--base=DIR` adds okengine from another checkout
+ * (e.g. `git archive main | tar -x -C DIR`, node_modules linked) as "okengine-base", so a change is
+ * measured against main in the same minutes as the peer. The order of systems rotates every round,
+ * so none always runs first (on a fresh server cache) or right after the same neighbour.
+ *
+ *   node --import tsx bench/s5-ab.ts [--rounds=5] [--systems=okengine-postgres,graphile-worker]
+ *     [--base=/tmp/main-checkout] [--keys=1000] [--per-key=50]
+ */
+import { loadavg } from "node:os";
+import { ensureDatabase } from "./compare/env.ts";
+import { drain } from "./compare/drain.ts";
+import { keyedJobs } from "./compare/scenario-kit.ts";
+import type { Progress } from "./compare/progress.ts";
+import { graphileSystem } from "./compare/graphile.ts";
+import { queueSystem } from "./compare/systems.ts";
+import type { QueueSystem, Sizes } from "./compare/types.ts";
+
+const arg = (name: string, def: string): string =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? def;
+const rounds = Number(arg("rounds", "5"));
+const ids = arg("systems", "okengine-postgres,graphile-worker").split(",");
+const base = arg("base", "");
+const keys = Number(arg("keys", "1000"));
+const perKey = Number(arg("per-key", "50"));
+
+// graphile-worker-pollN: graphile-worker with pollInterval N ms instead of its default 2 000.
+const systems: QueueSystem[] = ids.map((id) =>
+  id.startsWith("graphile-worker-poll") ? graphileSystem(Number(id.slice(20))) : queueSystem(id),
+);
+if (base !== "") {
+  const mod = (await import(`${base}/bench/compare/okengine.ts`)) as {
+    okengineSystem: (d: "postgres") => QueueSystem;
+  };
+  systems.push({ ...mod.okengineSystem("postgres"), id: "okengine-base", label: "okengine (base)" });
+}
+
+// Full mode's sizes (bench/run.ts); only S5's and the cap matter here.
+const sizes = { s5Keys: keys, s5PerKey: perKey, s5Drains: 1, capSeconds: 30, repeats: 1 } as Sizes;
+const progress = { tick: () => undefined } as unknown as Progress;
+await ensureDatabase();
+const keepAlive = setInterval(() => undefined, 1_000);
+const all = keyedJobs(keys, perKey);
+const samples = new Map<string, number[]>(systems.map((s) => [s.id, []]));
+const la = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
+console.log(
+  `S5 A/B: ${keys} keys × ${perKey}, ${rounds} rounds, systems ${systems.map((s) => s.id).join(", ")}`,
+);
+for (let r = 0; r < rounds; r++) {
+  const order = systems.map((_, i) => systems[(i + r) % systems.length]!);
+  for (const system of order) {
+    const before = la();
+    // S5's own check (drain.ts s5), plus the start times of the handlers: where the time went.
+    const last = new Map<string, number>();
+    let violations = 0;
+    const starts: number[] = [];
+    const d = await drain(
+      system,
+      { sizes, progress },
+      all,
+      { concurrency: 32, retries: 3, keyed: true },
+      (c) => {
+        starts.push(performance.now());
+        const prev = last.get(c.key!) ?? -1;
+        if (c.j !== prev + 1) violations++;
+        last.set(c.key!, c.j);
+      },
+    );
+    samples.get(system.id)!.push(d.rate);
+    const total = all.length / d.rate;
+    const t0 = starts[0] ?? 0;
+    let gap = 0;
+    for (let i = 1; i < starts.length; i++) gap = Math.max(gap, starts[i]! - starts[i - 1]!);
+    const at = (q: number): string =>
+      (((starts[Math.floor(q * (starts.length - 1))] ?? t0) - t0) / 1_000).toFixed(2);
+    console.log(
+      `round ${r + 1} ${system.id.padEnd(18)} ${d.rate.toFixed(0).padStart(7)} jobs/s in ${total.toFixed(2)} s (10/50/90/100 % started at ${at(0.1)}/${at(0.5)}/${at(0.9)}/${at(1)} s, longest gap ${gap.toFixed(0)} ms)  violations ${violations}${d.capped ? " CAPPED" : ""}  load ${before} → ${la()}`,
+    );
+  }
+}
+clearInterval(keepAlive);
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const ref = samples.get("graphile-worker");
+for (const [id, xs] of samples) {
+  const ratios =
+    ref && id !== "graphile-worker" ? xs.map((x, i) => (x / ref[i]!).toFixed(2)).join(" / ") : "";
+  console.log(
+    `${id.padEnd(18)} median ${median(xs).toFixed(0).padStart(7)} jobs/s  samples ${xs.map((x) => x.toFixed(0)).join(" / ")}${ratios ? `  ÷ graphile-worker per round ${ratios}` : ""}`,
+  );
+}
