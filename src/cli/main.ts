@@ -2,12 +2,16 @@
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";
-import { runDoctor, type DoctorFlags } from "./doctor.ts";
-import { runDev } from "./dev.ts";
-import { initProject, nextSteps } from "./init.ts";
-import { formatRoutes, loadManifest } from "./inspect.ts";
+import type { DoctorFlags } from "./doctor.ts";
 import { addOperatorCommands } from "./operator-commands.ts";
-import { runApp } from "./run-app.ts";
+
+// Each command loads its own module when it runs: dev, start, routes and manifest pull in the whole
+// framework (about a second of loading on a busy machine), which the operator commands (plain HTTP
+// to the Console) never need.
+const runApp = async (...args: Parameters<typeof import("./run-app.ts").runApp>): Promise<void> =>
+  (await import("./run-app.ts")).runApp(...args);
+const loadManifest = async (dir: string): ReturnType<typeof import("./inspect.ts").loadManifest> =>
+  (await import("./inspect.ts")).loadManifest(dir);
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -54,7 +58,7 @@ program
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
   .option("--host <host>", "address to bind (default: config, else 127.0.0.1)")
-  .action(guard((dir: string, flags: ServeFlags) => runDev(dir, flags)));
+  .action(guard(async (dir: string, flags: ServeFlags) => (await import("./dev.ts")).runDev(dir, flags)));
 
 program
   .command("start")
@@ -74,6 +78,7 @@ program
   .argument("[dir]", "directory to create (must be new or empty)", ".")
   .action(
     guard(async (dir: string) => {
+      const { initProject, nextSteps } = await import("./init.ts");
       console.log(nextSteps(initProject(dir, pkg.version).root));
     }),
   );
@@ -84,6 +89,7 @@ program
   .argument("[dir]", "project directory", ".")
   .action(
     guard(async (dir: string) => {
+      const { formatRoutes } = await import("./inspect.ts");
       console.log(formatRoutes((await loadManifest(dir)).routes));
     }),
   );
@@ -106,7 +112,9 @@ program
   .argument("[dir]", "project directory", ".")
   .option("--salvage", "keep every valid record and move the damaged bytes to a side file")
   .option("--store <path>", "the file store directory, relative to [dir] (default: .oke)")
-  .action(guard((dir: string, flags: DoctorFlags) => runDoctor(dir, flags)));
+  .action(
+    guard(async (dir: string, flags: DoctorFlags) => (await import("./doctor.ts")).runDoctor(dir, flags)),
+  );
 
 addOperatorCommands(program);
 
