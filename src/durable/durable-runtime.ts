@@ -116,6 +116,7 @@ export class DurableRuntime {
       permits: this.permits,
       flows: this.durableFlows,
       resume: (acquired) => this.resumeHeld(acquired).then(() => undefined),
+      lookaheadMs: o.store.wakeLookaheadMs ?? 0,
     });
   }
 
@@ -453,6 +454,8 @@ export class DurableRuntime {
 
   private async wakeEarlyWatched(runId: string, resumeHere: boolean): Promise<WakeEarlyResult["outcome"]> {
     const { store, clock } = this.o;
+    // Claimed here ahead of its wake time (the store reads it as running): resumed now, under its permit.
+    if (this.scheduler.wakeNow(runId)) return "resumed";
     const moved = await store.wakeEarly(runId, clock.now());
     if (!moved) throw new ClockResourceNotFoundError(runId);
     if (!resumeHere) return "wake time only";

@@ -19,6 +19,12 @@ export interface WakeSchedulerOptions {
   flows: readonly string[];
   /** Continue a run this instance just acquired; releases its permit when done. */
   resume(acquired: AcquiredRun): Promise<void>;
+  /**
+   * How long before a sleeper's `wakeAt` (app-clock ms) the scheduler claims it, then holds the
+   * lease and resumes the run at its `wakeAt` from a local timer, so the claim's commit is off the
+   * wake's path. 0 (default): claimed when due. Leases of running runs are never taken early.
+   */
+  lookaheadMs?: number;
 }
 
 /** Sleeps due further ahead than this are left to the store's deadline alone (not held). */
@@ -39,6 +45,15 @@ const HOLD_MAX = 10_000;
  * take the run first, and then this one gets nothing — so holding changes
  * which statement wakes a run, never who may. The deadline stays in the
  * store; a hold is only a hint and dies with the process.
+ *
+ * With `lookaheadMs` (L > 0; the postgres driver's `wakeLookaheadMs`), every
+ * claim also takes sleepers due within L (`sleepersDueBy`) and the timer fires
+ * L early: a run claimed before its `wakeAt` waits here, lease and permit held,
+ * on a local timer at its `dueAt` and resumes then. The claim is the same
+ * committed, fenced claim, made earlier; what it costs is that the run reads as
+ * `running` up to L before it resumes. Such a run is *pre-claimed* until its
+ * timer fires: `wakeNow` resumes it at once (wake early here), and a stop
+ * shortens its lease to lapse at its `dueAt`, when any instance may take it.
  */
 export class WakeScheduler {
   private running = false;
@@ -57,12 +72,18 @@ export class WakeScheduler {
   private again = false;
   private unsubscribe: (() => void) | undefined;
   private readonly resuming = new Set<Promise<void>>();
+  /** Pre-claimed runs waiting for their dueAt: lease and permit held, a local timer each. */
+  private readonly waiting = new Map<string, { run: AcquiredRun; cancel: () => void }>();
   private round: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: WakeSchedulerOptions) {}
 
   get active(): number {
     return this.resuming.size;
+  }
+
+  private get lookahead(): number {
+    return Math.max(0, this.o.lookaheadMs ?? 0);
   }
 
   start(): void {
@@ -83,7 +104,20 @@ export class WakeScheduler {
     if (wakeAt - this.o.clock.now() > HOLD_HORIZON_MS) return;
     if (this.held.size >= HOLD_MAX && !this.held.has(runId)) return;
     this.held.set(runId, wakeAt);
-    this.armAt(wakeAt);
+    this.armAt(wakeAt - this.lookahead);
+  }
+
+  /**
+   * Wake early of a run this instance pre-claimed (it reads as running in the store, so the store
+   * cannot move its wake time): resumes it now. False when the run is not waiting here.
+   */
+  wakeNow(runId: string): boolean {
+    const w = this.waiting.get(runId);
+    if (w === undefined) return false;
+    this.waiting.delete(runId);
+    w.cancel();
+    this.track(w.run);
+    return true;
   }
 
   /** A wake time may have moved: re-arm (or run now). */
@@ -103,13 +137,17 @@ export class WakeScheduler {
     this.wake();
   }
 
-  /** The timer fired: held runs due now are claimed by id; with none, the store's due runs are scanned. */
+  /** The timer fired: held runs due (within the lookahead) are claimed by id; with none, the store's due runs are scanned. */
   private fire(): void {
-    const now = this.o.clock.now();
-    let heldDue = false;
-    for (const at of this.held.values()) if (at <= now) heldDue = true;
-    if (!heldDue) this.scanWanted = true;
+    if (!this.heldDue()) this.scanWanted = true;
     this.wake();
+  }
+
+  /** A held run is due within the lookahead. */
+  private heldDue(): boolean {
+    const by = this.o.clock.now() + this.lookahead;
+    for (const at of this.held.values()) if (at <= by) return true;
+    return false;
   }
 
   private wake(): void {
@@ -139,6 +177,8 @@ export class WakeScheduler {
     let starved = false;
     // A claim ran in this round: the next deadline is read again at the end.
     let claimed = false;
+    // A scan of the store's due runs ran in this round (see arm).
+    let scanned = false;
     try {
       do {
         this.again = false;
@@ -151,13 +191,17 @@ export class WakeScheduler {
         if (this.recheckWanted && !this.scanWanted && !starved) {
           this.recheckWanted = false;
           const next = await this.o.store.nextWakeAt({ flows: this.o.flows });
-          if (next !== null && next <= this.o.clock.now()) this.scanWanted = true;
-          else if (next !== null && this.running) this.armAt(next);
+          if (next !== null && next - this.lookahead <= this.o.clock.now()) {
+            // A deadline within the lookahead: scan, unless it is a run held here (its claim by id takes it).
+            if (!this.isHeldAt(next)) this.scanWanted = true;
+            else this.again = true;
+          } else if (next !== null && this.running) this.armAt(next - this.lookahead);
         }
         if (!this.scanWanted || starved) continue;
         this.scanWanted = false;
         this.recheckWanted = false;
         claimed = true;
+        scanned = true;
         for (;;) {
           const max = this.o.permits.tryTake(batch);
           if (max === 0) {
@@ -166,25 +210,27 @@ export class WakeScheduler {
           }
           let due: AcquiredRun[];
           try {
+            const now = this.o.clock.now();
             due = await this.o.store.claimDueRuns({
               owner: this.o.nextOwner(),
-              now: this.o.clock.now(),
+              now,
               max,
               leaseMs: this.o.leaseMs,
               flows: this.o.flows,
+              ...(this.lookahead > 0 ? { sleepersDueBy: now + this.lookahead } : {}),
             });
           } catch (e) {
             this.o.permits.giveBack(max);
             throw e;
           }
           if (due.length < max) this.o.permits.giveBack(max - due.length);
-          for (const run of due) this.track(run);
+          for (const run of due) this.begin(run);
           if (due.length < max || !this.running) break;
         }
       } while (this.again && this.running);
       // A timer that claimed held runs only: the re-arm's nextWakeAt shows whether another run is due
       // now (then the timer fires at once and scans).
-      if (!starved && claimed) await this.arm();
+      if (!starved && claimed) await this.arm(scanned);
     } catch (e) {
       this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
       this.armAt(this.o.clock.now() + 1_000);
@@ -194,11 +240,11 @@ export class WakeScheduler {
     }
   }
 
-  /** Held runs due now, removed from the holds (claimed next, or left to the scan). */
+  /** Held runs due within the lookahead, removed from the holds (claimed next, or left to the scan). */
   private takeHeldDue(): string[] {
-    const now = this.o.clock.now();
+    const by = this.o.clock.now() + this.lookahead;
     const due: string[] = [];
-    for (const [id, at] of this.held) if (at <= now) due.push(id);
+    for (const [id, at] of this.held) if (at <= by) due.push(id);
     for (const id of due) this.held.delete(id);
     return due;
   }
@@ -214,13 +260,15 @@ export class WakeScheduler {
     if (max === 0) return true;
     let due: AcquiredRun[];
     try {
+      const now = this.o.clock.now();
       due = await this.o.store.claimDueRuns({
         owner: this.o.nextOwner(),
-        now: this.o.clock.now(),
+        now,
         max,
         leaseMs: this.o.leaseMs,
         flows: this.o.flows,
         runIds: ids,
+        ...(this.lookahead > 0 ? { sleepersDueBy: now + this.lookahead } : {}),
       });
     } catch (e) {
       this.o.permits.giveBack(max);
@@ -228,7 +276,35 @@ export class WakeScheduler {
       throw e;
     }
     if (due.length < max) this.o.permits.giveBack(max - due.length);
-    for (const run of due) this.track(run);
+    for (const run of due) this.begin(run);
+    return false;
+  }
+
+  /** A run a claim just took: resumed now, or — claimed ahead of its wake time — at its dueAt. */
+  private begin(run: AcquiredRun): void {
+    const at = run.dueAt;
+    if (at === undefined || at <= this.o.clock.now()) {
+      this.track(run);
+      return;
+    }
+    if (!this.running) {
+      // Stopped while the claim was in flight: not due yet, so given back rather than run early.
+      const p = this.release(run).finally(() => this.resuming.delete(p));
+      this.resuming.add(p);
+      return;
+    }
+    const id = run.run.id;
+    const cancel = this.o.clock.at(at, () => {
+      if (this.waiting.get(id)?.run !== run) return;
+      this.waiting.delete(id);
+      this.track(run);
+    });
+    this.waiting.set(id, { run, cancel });
+  }
+
+  /** `at` is the wake time of a run held here. */
+  private isHeldAt(at: number): boolean {
+    for (const v of this.held.values()) if (v === at) return true;
     return false;
   }
 
@@ -242,10 +318,26 @@ export class WakeScheduler {
     this.resuming.add(p);
   }
 
-  private async arm(): Promise<void> {
+  /**
+   * Re-arms on the store's next deadline, `lookaheadMs` early. A deadline already inside the
+   * lookahead that this round did not take is a held run (claimed next round, by id), a sleeper a
+   * scan has not looked at yet (`scanned` false: scan once), or one a scan could not take early — a
+   * live lease lapsing then, or a run another instance is claiming: the timer waits for the deadline
+   * itself, so such a deadline never spins the scheduler.
+   */
+  private async arm(scanned: boolean): Promise<void> {
     const next = await this.o.store.nextWakeAt({ flows: this.o.flows });
     if (next === null || !this.running) return;
-    this.armAt(next);
+    const early = next - this.lookahead;
+    if (this.lookahead === 0 || early > this.o.clock.now()) {
+      this.armAt(early);
+      return;
+    }
+    if (this.heldDue()) this.again = true;
+    else if (!scanned) {
+      this.scanWanted = true;
+      this.again = true;
+    } else this.armAt(next);
   }
 
   private armAt(at: number): void {
@@ -259,20 +351,54 @@ export class WakeScheduler {
     });
   }
 
+  /**
+   * Stops claiming; the leases of pre-claimed runs are cut to lapse at their dueAt (any instance's
+   * scheduler takes them then; a failed cut leaves them to their full lease); then waits up to
+   * `timeoutMs` for the resumes running.
+   */
   async stop(timeoutMs: number): Promise<void> {
     this.running = false;
     this.held.clear();
     this.unsubscribe?.();
     this.cancel?.();
     this.cancel = undefined;
+    const released = [...this.waiting.values()].map(({ run, cancel }) => {
+      cancel();
+      return this.release(run);
+    });
+    this.waiting.clear();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.resuming]),
+      Promise.allSettled([...this.resuming, ...released]),
       new Promise<void>((r) => {
         timer = setTimeout(r, timeoutMs);
         timer.unref();
       }),
     ]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Gives a pre-claimed run back by shortening its lease to lapse at its dueAt, and frees its permit.
+   * Not releaseRun: a run without a lease owner is an orphan to a boot scan and free to acquireRun at
+   * once, which would run the code after the sleep before its wake time.
+   */
+  private async release(run: AcquiredRun): Promise<void> {
+    try {
+      const now = this.o.clock.now();
+      await this.o.store.renewLease({
+        runId: run.run.id,
+        owner: run.run.leaseOwner!,
+        now,
+        leaseMs: Math.max(0, run.dueAt! - now),
+      });
+    } catch (e) {
+      this.o.logger.warn(
+        { err: e, runId: run.run.id },
+        "wake scheduler: cutting the lease of a run claimed ahead of its wake time failed at stop; it wakes when its lease lapses",
+      );
+    } finally {
+      this.o.permits.giveBack(1);
+    }
   }
 }

@@ -155,6 +155,11 @@ export interface AcquiredRun {
   entries: JournalEntry[];
   /** True when this call created the run. */
   created: boolean;
+  /**
+   * claimDueRuns only: the deadline the claim found the run due at — a sleeper's `wakeAt` (which may
+   * be later than `now` under `sleepersDueBy`), a lapsed lease's expiry.
+   */
+  dueAt?: number;
 }
 
 export interface AppendRequest {
@@ -206,6 +211,12 @@ export interface ClaimDueRunsRequest extends RunFlowFilter {
    * deadline indexes. Absent: any due run.
    */
   runIds?: readonly string[];
+  /**
+   * Sleepers whose `wakeAt` is at most this (≥ `now`) are due too: a scheduler claims a sleeper a
+   * little ahead of its wake time and resumes it at its `dueAt`, so the claim's commit is not on the
+   * wake's path. Leases still lapse at `now` only (a live lease is never taken early). Absent: `now`.
+   */
+  sleepersDueBy?: number;
 }
 
 export interface ParkRequest {
@@ -340,6 +351,12 @@ export interface Store
     RunRetentionStore {
   /** The built-in drivers names, or a third-party driver s own (okengine/store). */
   readonly driver: "memory" | "file" | "postgres" | (string & {});
+  /**
+   * How long before a sleeper's `wakeAt` its instance claims it (`claimDueRuns`' `sleepersDueBy`),
+   * resuming it at `wakeAt` from a local timer: a driver whose claim is a network commit hides that
+   * round trip (postgres: 50 ms). Absent or 0: claimed when due (memory, file).
+   */
+  readonly wakeLookaheadMs?: number;
   /** Prepares the store (migrations, recovery, locks). Idempotent. */
   open(): Promise<void>;
   /** Flushes and releases resources. */

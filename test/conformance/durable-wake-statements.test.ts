@@ -2,7 +2,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app/app.ts";
-import type { Duration } from "../../src/clock/duration.ts";
+import { type Duration, parseDuration } from "../../src/clock/duration.ts";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
 import { flow, on, signal } from "../../src/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
@@ -26,11 +26,16 @@ function kindOf(text: string): string {
   return "other";
 }
 
-/** Parks one durable consumer run (a step, then a sleep of `nap`), then counts the statements of its wake. */
+/**
+ * Parks one durable consumer run (a step, then a sleep of `nap`), then counts the statements of its
+ * wake. With `ahead` (ms), time first stops that long before the wake: `ahead` holds the statements
+ * sent then (the claim ahead of the wake time), `wake` those from the wake time on.
+ */
 async function wakeStatements(
   nap: Duration,
   advance: Duration,
-): Promise<{ ran: string[]; park: string[]; wake: string[] }> {
+  ahead = 0,
+): Promise<{ ran: string[]; park: string[]; ahead: string[]; wake: string[] }> {
   const schema = `wake_t_stmts_${process.pid}_${Date.now()}`;
   const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4 });
   const seen: string[] = [];
@@ -85,16 +90,25 @@ async function wakeStatements(
   await until(async () => (await statusOf()).join() === "sleeping", "parked");
   await app.idle();
   const parked = seen.length;
-  time.advance(advance);
+  let claimedAhead = parked;
+  if (ahead > 0) {
+    time.advance(parseDuration(advance) - ahead);
+    await until(async () => (await statusOf()).join() === "running", "claimed ahead");
+    await app.idle();
+    claimedAhead = seen.length;
+    time.advance(ahead);
+  } else time.advance(advance);
   await until(async () => (await statusOf()).join() === "completed", "resumed");
   // The app is idle once the resume ended and any claim round it started is done.
   await app.idle();
   counting = false;
-  const wake = seen.slice(parked);
-  const claim = wake.findIndex((k) => k.startsWith("claim"));
+  const early = seen.slice(parked, claimedAhead);
+  const wake = seen.slice(claimedAhead);
+  const claim = ahead > 0 ? 0 : wake.findIndex((k) => k.startsWith("claim"));
   return {
     ran,
     park: seen.slice(0, parked).filter((k) => k !== "other"),
+    ahead: early.slice(early.findIndex((k) => k.startsWith("claim"))).filter((k) => k !== "other"),
     wake: wake.slice(claim).filter((k) => k !== "other"),
   };
 }
@@ -121,5 +135,15 @@ describe("postgres: the wake of one sleeping run", () => {
     // Nothing after the finish: no scan of the due runs when the resume's permit comes back.
     expect(wake[0]).toBe("claim by id");
     expect([...wake].sort()).toEqual(["claim by id", "finish", "nextWakeAt"]);
+  });
+
+  it("a run its instance claimed ahead of its wake time: from the wake time on, only the finish", async () => {
+    // 10 ms before the wake time, inside the postgres driver's 50 ms lookahead.
+    const { ran, ahead, wake } = await wakeStatements("30s", "30s", 10);
+    expect(ran).toEqual(["before", "after"]);
+    expect(ahead[0]).toBe("claim by id");
+    expect([...ahead].sort()).toEqual(["claim by id", "nextWakeAt"]);
+    // The claim's round trip is off the wake's path: the wake replays the journal the claim returned.
+    expect(wake).toEqual(["finish"]);
   });
 });

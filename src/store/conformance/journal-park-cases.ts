@@ -152,6 +152,38 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(other.map((a) => a.run.id)).toEqual(["r7"]);
     });
 
+    it("claimDueRuns with sleepersDueBy takes sleepers due by then, never a live lease early, and says when each is due", async () => {
+      await sleepingRun(store(), "s1", T0 + 110);
+      await sleepingRun(store(), "s2", T0 + 140);
+      await sleepingRun(store(), "s3", T0 + 200);
+      // A live lease lapsing inside the lookahead: not due until it lapses.
+      await startRun(store(), "l1", { leaseMs: 120 });
+      await startRun(store(), "l2", { leaseMs: 90 });
+      const req = { owner: "inst-2", now: T0 + 100, max: 10, leaseMs: LEASE, sleepersDueBy: T0 + 150 };
+      const scan = await store().claimDueRuns(req);
+      // l2's lease lapsed at T0 + 90 (due then); l1's is live until T0 + 120, inside the lookahead.
+      expect(scan.map((a) => [a.run.id, a.dueAt])).toEqual([
+        ["l2", T0 + 90],
+        ["s1", T0 + 110],
+        ["s2", T0 + 140],
+      ]);
+      for (const a of scan)
+        expect(a.run).toMatchObject({ status: "running", wakeAt: null, leaseOwner: "inst-2" });
+      expect(await store().getRun("l1")).toMatchObject({ status: "running", leaseOwner: "inst-1" });
+      expect(await store().getRun("s3")).toMatchObject({ status: "sleeping", wakeAt: T0 + 200 });
+      // By id: the same rule.
+      await sleepingRun(store(), "s4", T0 + 150);
+      const byId = await store().claimDueRuns({ ...req, runIds: ["l1", "s3", "s4"] });
+      expect(byId.map((a) => [a.run.id, a.dueAt])).toEqual([["s4", T0 + 150]]);
+      // A sleepersDueBy before now counts as now; without it, nothing is due before its deadline.
+      expect(await store().claimDueRuns({ ...req, sleepersDueBy: T0, runIds: ["l1", "s3"] })).toEqual([]);
+      const late = await store().claimDueRuns({ owner: "inst-3", now: T0 + 200, max: 10, leaseMs: LEASE });
+      expect(late.map((a) => [a.run.id, a.dueAt])).toEqual([
+        ["l1", T0 + 120],
+        ["s3", T0 + 200],
+      ]);
+    });
+
     it("claimDueRuns with runIds: concurrent claimers of one run, one wins", async () => {
       await sleepingRun(store(), "r1", T0 + 10);
       const got = await Promise.all(

@@ -217,30 +217,44 @@ export class MemoryJournal {
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     if (req.runIds !== undefined) return this.claimDueByIds(req, req.runIds);
     const out: AcquiredRun[] = [];
+    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
+    // Live leases that lapse before dueBy: out of the heap while the walk passes them, then back.
+    const passed: RunRec[] = [];
     for (
       let r = this.earliest(req.flows);
       r !== undefined && out.length < req.max;
       r = this.earliest(req.flows)
     ) {
-      if (deadline(r) > req.now) break;
-      out.push(this.take(r, req.owner, req.now, req.leaseMs));
+      const at = deadline(r);
+      if (at > dueBy) break;
+      if (r.status !== "sleeping" && at > req.now) {
+        this.heapOf(r.flow).remove(r);
+        passed.push(r);
+        continue;
+      }
+      out.push({ ...this.take(r, req.owner, req.now, req.leaseMs), dueAt: at });
     }
+    for (const r of passed) this.reheap(r);
     return out;
   }
 
   /** claimDueRuns among `ids`: the same eligibility and order as the heap walk, looked up by id. */
   private claimDueByIds(req: ClaimDueRunsRequest, ids: readonly string[]): AcquiredRun[] {
     const flows = req.flows === undefined ? undefined : new Set(req.flows);
+    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
     const due: RunRec[] = [];
     for (const id of new Set(ids)) {
       const r = this.runs.get(id);
       // deadline() is Infinity for a released run; terminal runs are never due.
-      if (r === undefined || r.status === "completed" || r.status === "failed" || deadline(r) > req.now)
-        continue;
+      if (r === undefined || r.status === "completed" || r.status === "failed") continue;
+      if (deadline(r) > (r.status === "sleeping" ? dueBy : req.now)) continue;
       if (flows === undefined || flows.has(r.flow)) due.push(r);
     }
     due.sort((a, b) => (earlier(a, b) ? -1 : 1));
-    return due.slice(0, Math.max(0, req.max)).map((r) => this.take(r, req.owner, req.now, req.leaseMs));
+    return due.slice(0, Math.max(0, req.max)).map((r) => {
+      const dueAt = deadline(r);
+      return { ...this.take(r, req.owner, req.now, req.leaseMs), dueAt };
+    });
   }
 
   listOrphans(now: number, limit = Infinity, filter: RunFlowFilter = {}): RunRecord[] {

@@ -162,6 +162,7 @@ type ClaimedRow = RunRow & {
 export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Promise<AcquiredRun[]> {
   if (req.max <= 0 || req.flows?.length === 0 || req.runIds?.length === 0) return [];
   const byId = req.runIds === undefined ? undefined : claimDueByIdSql(ctx.s);
+  const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
   const { rows } = await q<ClaimedRow>(
     ctx.pool,
     byId ?? claimDueSql(ctx.s, req.flows !== undefined),
@@ -173,16 +174,17 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
           req.leaseMs,
           [...new Set(req.runIds)],
           req.flows ? [...req.flows] : null,
+          dueBy,
         ]
       : req.flows === undefined
-        ? [req.owner, req.now, req.max, req.leaseMs]
-        : [req.owner, req.now, req.max, req.leaseMs, [...req.flows]],
+        ? [req.owner, req.now, req.max, req.leaseMs, dueBy]
+        : [req.owner, req.now, req.max, req.leaseMs, dueBy, [...req.flows]],
   );
   const out = new Map<string, AcquiredRun>();
   for (const r of rows) {
     let acquired = out.get(r.id);
     if (acquired === undefined) {
-      acquired = { run: toRunRecord(r), entries: [], created: false };
+      acquired = { run: toRunRecord(r), entries: [], created: false, dueAt: Number(r.due_at) };
       out.set(r.id, acquired);
     }
     if (r.e_seq === null) continue;
@@ -231,11 +233,11 @@ function claimedWithJournal(s: string): string {
 
 /** The claim of claimDueRuns and the claimed runs' entries, ordered by deadline, id, seq. */
 export function claimDueSql(s: string, byFlow: boolean): string {
-  const mine = byFlow ? "flow = ANY($5::text[]) AND" : "";
+  const mine = byFlow ? "flow = ANY($6::text[]) AND" : "";
   return `WITH due AS (
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${s}.runs
-       WHERE (${mine} status = 'sleeping' AND wake_at <= $2)
+       WHERE (${mine} status = 'sleeping' AND wake_at <= $5::bigint)
           OR (${mine} status = 'running' AND lease_expires_at <= $2)
           OR (${mine} status = 'compensating' AND lease_expires_at <= $2)
        ORDER BY due_at, id COLLATE "C"
@@ -260,7 +262,7 @@ export function claimDueByIdSql(s: string): string {
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${s}.runs
        WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))
-         AND ((status = 'sleeping' AND wake_at <= $2)
+         AND ((status = 'sleeping' AND wake_at <= $7::bigint)
               OR (status IN ('running', 'compensating') AND lease_expires_at <= $2))
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3

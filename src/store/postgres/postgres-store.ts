@@ -72,6 +72,15 @@ export interface PostgresStoreOptions {
    */
   pollIntervalMs?: number;
   /**
+   * How long before a sleeping run's wake time the instance that parked it
+   * claims it (a committed claim), so the claim's round trip is off the
+   * wake's path: the run then resumes at its wake time from a local timer.
+   * About the claim's round trip at its worst; 0 claims when due.
+   *
+   * @default 50
+   */
+  wakeLookaheadMs?: number;
+  /**
    * Where connection trouble is reported (pool errors, LISTEN reconnects).
    * A pino logger fits.
    *
@@ -79,6 +88,13 @@ export interface PostgresStoreOptions {
    */
   logger?: PgLogger;
 }
+
+/**
+ * PostgresStoreOptions.wakeLookaheadMs's default: ~3× the claim's client-observed round trip at p90
+ * on the shared 2-core machine at load 7–11 (12–19 ms; p99 there ~60 ms), ~4× a quiet machine's
+ * wake p99 (bench/README.md, "S9 wake, claimed ahead"); far below any sleep worth parking for.
+ */
+const WAKE_LOOKAHEAD_MS = 50;
 
 const silent: PgLogger = { warn: () => undefined, error: () => undefined };
 
@@ -157,6 +173,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   const store: Store = {
     driver: "postgres",
+    wakeLookaheadMs: Math.max(0, options.wakeLookaheadMs ?? WAKE_LOOKAHEAD_MS),
     open() {
       if (closed) return Promise.reject(postgresStoreErrors.closed(schema));
       opening ??= (async () => {

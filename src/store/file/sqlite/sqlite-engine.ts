@@ -959,11 +959,16 @@ export class SqliteEngine {
     return true;
   }
 
-  /** Due runs (deadline <= now), earliest first, ties by id; per flow through runs_due_by_flow. */
-  private due(now: number, max: number, flows: readonly string[] | undefined): RunRow[] {
+  /**
+   * Due runs, earliest first, ties by id, per flow through runs_due_by_flow: deadline <= now, and
+   * sleepers with wake_at <= dueBy (>= now; a live lease is never due before now).
+   */
+  private due(now: number, dueBy: number, max: number, flows: readonly string[] | undefined): RunRow[] {
     if (flows === undefined)
       return this.all<RunRow>(
-        "SELECT * FROM runs WHERE deadline IS NOT NULL AND deadline <= ? ORDER BY deadline, id LIMIT ?",
+        `SELECT * FROM runs WHERE deadline IS NOT NULL AND deadline <= ? AND (status = 'sleeping' OR deadline <= ?)
+           ORDER BY deadline, id LIMIT ?`,
+        dueBy,
         now,
         max,
       );
@@ -972,8 +977,10 @@ export class SqliteEngine {
       out.push(
         ...this.all<RunRow>(
           `SELECT * FROM runs WHERE flow = ? AND deadline IS NOT NULL AND deadline <= ?
+             AND (status = 'sleeping' OR deadline <= ?)
              ORDER BY deadline, id LIMIT ?`,
           flow,
+          dueBy,
           now,
           max,
         ),
@@ -983,12 +990,13 @@ export class SqliteEngine {
   }
 
   /** Due runs among `ids` (primary-key lookups): the same eligibility and order as the index walk. */
-  private dueByIds(req: ClaimDueRunsRequest, ids: readonly string[]): RunRow[] {
+  private dueByIds(req: ClaimDueRunsRequest, dueBy: number, ids: readonly string[]): RunRow[] {
     const flows = req.flows === undefined ? undefined : new Set(req.flows);
     const due: RunRow[] = [];
     for (const id of new Set(ids)) {
       const r = this.runRow(id);
-      if (r === undefined || r.deadline === null || r.deadline > req.now) continue;
+      if (r === undefined || r.deadline === null) continue;
+      if (r.deadline > (r.status === "sleeping" ? dueBy : req.now)) continue;
       if (flows === undefined || flows.has(r.flow)) due.push(r);
     }
     due.sort((a, b) => a.deadline! - b.deadline! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -998,10 +1006,18 @@ export class SqliteEngine {
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     this.check();
     if (req.max <= 0) return [];
+    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
     const due =
-      req.runIds === undefined ? this.due(req.now, req.max, req.flows) : this.dueByIds(req, req.runIds);
+      req.runIds === undefined
+        ? this.due(req.now, dueBy, req.max, req.flows)
+        : this.dueByIds(req, dueBy, req.runIds);
     if (due.length === 0) return [];
-    return this.write(() => due.map((r) => this.take(r, req.owner, req.now, req.leaseMs)));
+    return this.write(() =>
+      due.map((r) => {
+        const dueAt = r.deadline!;
+        return { ...this.take(r, req.owner, req.now, req.leaseMs), dueAt };
+      }),
+    );
   }
 
   listOrphans(now: number, limit = Infinity, filter: RunFlowFilter = {}): RunRecord[] {

@@ -1,0 +1,164 @@
+// PostgreSQL: the instance that parked a run claims it wakeLookaheadMs before its wake time and resumes it at that time.
+import { describe, expect, it } from "vitest";
+import { createTimeTravel, flow } from "../../src/index.ts";
+import type { Store } from "../../src/store/types.ts";
+import { appFactory, until } from "./app-fixture.ts";
+import { drivers } from "./drivers.ts";
+
+const T0 = 1_000_000;
+const NAP = 30_000;
+const WAKE = T0 + NAP;
+const postgres = drivers.find((d) => d.name === "postgres")!;
+
+/** A durable flow: a step, a 30 s sleep, then a line in `ran`. */
+function napper(name: string, ran: string[]) {
+  return flow(name, {
+    durable: true,
+    do: async (_: unknown, fx) => {
+      await fx.step("before", () => ran.push("before"));
+      await fx.clock.sleep("nap", "30s");
+      ran.push("after");
+    },
+  });
+}
+
+async function onlyRun(store: Store) {
+  const [run] = await store.listRuns({});
+  return run!;
+}
+
+describe("postgres: a sleeper is claimed ahead of its wake time", () => {
+  const apps = appFactory(postgres);
+
+  it("is claimed within the lookahead, held, and resumed at its wake time, not before", async () => {
+    const store = await apps.store();
+    expect(store.wakeLookaheadMs).toBe(50);
+    const ran: string[] = [];
+    const nap = napper("ahead.nap", ran);
+    const app = await apps.make([{ nap }], { store });
+    await app.invoke(nap, {});
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE });
+    // Outside the lookahead: nothing is claimed.
+    app.time.set(WAKE - 60);
+    await app.idle();
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE, leaseOwner: null });
+    // Inside it: claimed (a committed lease), but the code after the sleep waits for the wake time.
+    app.time.set(WAKE - 20);
+    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await app.idle();
+    expect((await onlyRun(store)).leaseOwner).not.toBeNull();
+    expect(ran).toEqual(["before"]);
+    app.time.set(WAKE - 1);
+    await app.idle();
+    expect(ran).toEqual(["before"]);
+    app.time.set(WAKE);
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed at its wake time");
+    expect(ran).toEqual(["before", "after"]);
+  });
+
+  it("a sleeper past the hold horizon is claimed ahead by the scan of due runs, and resumed at its wake time", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const long = flow("ahead.long", {
+      durable: true,
+      do: async (_: unknown, fx) => {
+        await fx.step("before", () => ran.push("before"));
+        await fx.clock.sleep("nap", "1h");
+        ran.push("after");
+      },
+    });
+    const app = await apps.make([{ long }], { store });
+    await app.invoke(long, {});
+    const wake = T0 + 3_600_000;
+    app.time.set(wake - 20);
+    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await app.idle();
+    expect(ran).toEqual(["before"]);
+    app.time.set(wake);
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed at its wake time");
+    expect(ran).toEqual(["before", "after"]);
+  });
+
+  it("wake early of a run claimed ahead resumes it at once on the instance that holds it", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.early", ran);
+    const app = await apps.make([{ nap }], { store });
+    await app.invoke(nap, {});
+    app.time.set(WAKE - 20);
+    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    const { id } = await onlyRun(store);
+    expect(await app.wakeEarly(id)).toEqual({ outcome: "resumed", runId: id });
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed early");
+    expect(ran).toEqual(["before", "after"]);
+  });
+
+  it("a stop cuts the lease of a run claimed ahead to its wake time: another instance resumes it then, not before", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.stop", ran);
+    const time = createTimeTravel(T0);
+    const a = await apps.make([{ nap }], { store, time });
+    await a.invoke(nap, {});
+    time.set(WAKE - 20);
+    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    const { leaseOwner } = await onlyRun(store);
+    await a.stop({ timeoutMs: 2_000 });
+    // Not resumed: its lease now lapses at the wake time, when any instance may take it — not before
+    // (a run with no lease owner would be an orphan to the next boot).
+    expect(await onlyRun(store)).toMatchObject({ status: "running", leaseOwner, leaseExpiresAt: WAKE });
+    expect(ran).toEqual(["before"]);
+    const b = await apps.make([{ nap }], { store, time });
+    await b.idle();
+    expect(ran).toEqual(["before"]);
+    time.set(WAKE);
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
+    expect(ran).toEqual(["before", "after"]);
+  });
+
+  it("an instance that dies between the claim and the wake time: its lease lapses and another instance wakes the run, once", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.died", ran);
+    // A's clock stops inside the lookahead: its local timer never fires, as if its process were gone.
+    const frozen = createTimeTravel(T0);
+    const a = await apps.make([{ nap }], { store, time: frozen });
+    await a.invoke(nap, {});
+    frozen.set(WAKE - 20);
+    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    const held = await onlyRun(store);
+    expect(held.leaseExpiresAt).toBeGreaterThan(WAKE);
+    const b = await apps.make([{ nap }], { store, time: createTimeTravel(held.leaseExpiresAt! + 1) });
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
+    await b.idle();
+    expect(ran).toEqual(["before", "after"]);
+    // A's stop releases nothing it no longer holds.
+    await a.stop({ timeoutMs: 2_000 });
+    expect(await onlyRun(store)).toMatchObject({ status: "completed" });
+  });
+
+  it("a run claimed ahead holds its resume permit: with concurrency 1 a second sleeper waits for it", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.permits", ran);
+    const app = await apps.make([{ nap }], { store, config: { durable: { concurrency: 1 } } });
+    await app.invoke(nap, {});
+    app.time.set(T0 + 5);
+    await app.invoke(nap, {});
+    const statuses = async () =>
+      (await store.listRuns({})).map((r) => `${r.status}:${r.wakeAt === null ? "-" : r.wakeAt - WAKE}`);
+    expect(await statuses()).toEqual(["sleeping:0", "sleeping:5"]);
+    // Both are inside the lookahead; one permit, so only the first is claimed.
+    app.time.set(WAKE - 20);
+    await until(async () => (await statuses()).includes("running:-"), "first claimed ahead");
+    await app.idle();
+    expect(await statuses()).toEqual(["running:-", "sleeping:5"]);
+    expect(ran).toEqual(["before", "before"]);
+    app.time.set(WAKE + 5);
+    await until(
+      async () => (await store.listRuns({ status: "completed" })).length === 2,
+      "both resumed, one after the other",
+    );
+    expect(ran).toEqual(["before", "before", "after", "after"]);
+  });
+});
