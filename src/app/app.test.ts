@@ -77,6 +77,17 @@ describe("createApp: adopting modules", () => {
     );
   });
 
+  it("durable.maxRecoveries: 10 by default, any whole number from 0, nothing else", () => {
+    expect(resolveConfig(undefined, "test", {}).durableMaxRecoveries).toBe(10);
+    expect(resolveConfig({ durable: { maxRecoveries: 0 } }, "test", {}).durableMaxRecoveries).toBe(0);
+    expect(() => resolveConfig({ durable: { maxRecoveries: -1 } }, "test", {})).toThrow(
+      "oke boot: durable.maxRecoveries must be a non-negative integer, got -1",
+    );
+    expect(() => resolveConfig({ durable: { maxRecoveries: 1.5 } }, "test", {})).toThrow(
+      /non-negative integer/,
+    );
+  });
+
   it("builds a Manifest with flows, routes, signals, channels and effects", () => {
     const task = signal.once("tasks.email", { retries: 5 });
     const mail = channel("email.raw");

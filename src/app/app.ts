@@ -114,6 +114,7 @@ class OkeApp implements App, FxRuntime {
       instanceId: this.instanceId,
       leaseMs: this.config.durableLeaseMs,
       concurrency: this.config.durableConcurrency,
+      maxRecoveries: this.config.durableMaxRecoveries,
       flows: this.registry.flows,
       execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
       consumers: durableConsumers(this.registry.signals, this.registry.subscribers),

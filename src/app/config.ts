@@ -92,6 +92,11 @@ export interface OkeSettings {
     retentionMs?: number;
     /** Resumes (wake, orphan scan, wake early, redelivery) running at once per instance. Default 32. */
     concurrency?: number;
+    /**
+     * Recoveries (takeovers after the run's holder died or hung past its lease) a run may have; the
+     * next one ends it from its journal, failed with OKE1303 after its undos. Default 10.
+     */
+    maxRecoveries?: number;
   };
   /** The operator Console (docs/console.md), served by `app.start()` on its own port. */
   console?: {
@@ -133,7 +138,7 @@ export const CONFIG_SECTIONS = {
     idempotencyWindowMs: true,
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
-  durable: { retentionMs: true, leaseMs: true, concurrency: true },
+  durable: { retentionMs: true, leaseMs: true, concurrency: true, maxRecoveries: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
   console: { port: true, host: true, tokens: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
@@ -207,6 +212,7 @@ export interface ResolvedConfig {
   durableLeaseMs: number;
   durableRetentionMs: number;
   durableConcurrency: number;
+  durableMaxRecoveries: number;
   liveMaxConnections: number;
   liveMaxBufferBytes: number;
   liveHeartbeatMs: number;
@@ -339,6 +345,7 @@ export function resolveConfig(
     durableLeaseMs: positive("durable.leaseMs", durable.leaseMs ?? 30_000),
     durableRetentionMs: positive("durable.retentionMs", durable.retentionMs ?? 7 * 24 * 3_600_000),
     durableConcurrency: positiveWhole("durable.concurrency", durable.concurrency ?? 32),
+    durableMaxRecoveries: nonNegative("durable.maxRecoveries", durable.maxRecoveries ?? 10),
     liveMaxConnections: positive("live.maxConnections", live.maxConnections ?? 10_000),
     liveMaxBufferBytes: positive("live.maxBufferBytes", live.maxBufferBytes ?? 1024 * 1024),
     liveHeartbeatMs: positive("live.heartbeatMs", live.heartbeatMs ?? 15_000),

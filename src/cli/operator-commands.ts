@@ -55,6 +55,8 @@ interface RunRow {
   createdAt: number;
   updatedAt: number;
   wakeAt: number | null;
+  /** Takeovers after a lapsed lease (absent from an older app). */
+  recoveries?: number;
   parentRunId?: string | null;
   sleepingOn?: string | null;
   error?: { code?: string; message?: string } | null;
@@ -234,13 +236,14 @@ function formatDead(signal: string, page: { items: Message[]; next: string | nul
 function formatRuns(page: { items: RunRow[]; next: string | null }, query: string): string {
   if (page.items.length === 0) return "no runs";
   const out = table(
-    ["RUN", "FLOW", "STATUS", "SLEEPING ON", "WAKE AT", "CREATED", "PARENT", "ERROR"],
+    ["RUN", "FLOW", "STATUS", "SLEEPING ON", "WAKE AT", "RECOVERIES", "CREATED", "PARENT", "ERROR"],
     page.items.map((r) => [
       r.id,
       r.flow,
       r.status,
       r.sleepingOn,
       when(r.wakeAt),
+      r.recoveries,
       when(r.createdAt),
       r.parentRunId,
       r.error ? short(`${r.error.code ?? ""} ${r.error.message ?? ""}`.trim(), 50) : undefined,
@@ -264,7 +267,7 @@ function detailOf(t: TimelineItem): string | undefined {
 function formatRun(d: RunDetail): string {
   const r = d.run;
   const out: string[] = [`run ${r.id}  flow ${r.flow}  ${r.status}`];
-  out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}`);
+  out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}  recoveries ${r.recoveries ?? 0}`);
   if (r.status === "sleeping")
     out.push(
       `sleeping on ${d.sleepingOn ?? "-"} until ${when(r.wakeAt) ?? "-"}  (oke wake ${r.id} to wake it now)`,

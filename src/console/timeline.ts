@@ -31,6 +31,8 @@ export interface RunSummary {
   createdAt: number;
   updatedAt: number;
   wakeAt: number | null;
+  /** Takeovers after a lapsed lease (RunRecord.recoveries). */
+  recoveries: number;
 }
 
 export interface RunDetail {
@@ -64,6 +66,7 @@ export const summary = (r: RunRecord): RunSummary => ({
   createdAt: r.createdAt,
   updatedAt: r.updatedAt,
   wakeAt: r.wakeAt,
+  recoveries: r.recoveries,
 });
 
 export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDetail | undefined> {

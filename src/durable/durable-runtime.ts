@@ -8,6 +8,7 @@ import { releaseRetried } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
+import { RECOVERIES_EXCEEDED, recoveriesExceeded } from "./recoveries.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
@@ -23,9 +24,14 @@ export interface WakeEarlyResult {
   runId: string;
 }
 
-/** What one delivery of a message to a durable consumer came to (the worker pool settles it). */
+/**
+ * What one delivery of a message to a durable consumer came to (the worker pool settles it). A
+ * `final` error settles the message for good (dead) with attempts left: its run ended for good.
+ */
 export type DurableDelivery =
-  { kind: "ok" } | { kind: "error"; failure: { code: string; message: string } } | { kind: "abandon" };
+  | { kind: "ok" }
+  | { kind: "error"; failure: { code: string; message: string }; final?: boolean }
+  | { kind: "abandon" };
 
 /** The frame one attempt of a durable flow body runs in. */
 export interface DurableFrame {
@@ -45,6 +51,11 @@ export interface DurableRuntimeOptions {
   leaseMs: number;
   /** Resumes running at once (`durable.concurrency`); new starts are bounded by their callers. */
   concurrency: number;
+  /**
+   * Recoveries a run may have (`durable.maxRecoveries`): a run taken over more often than this after
+   * its lease lapsed is ended from its journal, failed with OKE1303. Default: unbounded.
+   */
+  maxRecoveries?: number;
   /** The flows this app has, by name (a run of any other flow is left for another instance). */
   flows: ReadonlyMap<string, AnyFlow>;
   /** Runs one attempt of a flow body inside its journal session (the app wires it to fx). */
@@ -135,6 +146,27 @@ export class DurableRuntime {
    * it parked is held by this instance's scheduler, which claims it by id when due.
    */
   private drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
+    const [, acquired, , options] = args;
+    // Every path that takes a run over comes through here: past the bound it only replays and fails.
+    const poison =
+      options?.end === undefined
+        ? recoveriesExceeded(acquired.run, this.o.maxRecoveries ?? Infinity)
+        : undefined;
+    if (poison !== undefined) {
+      // Once: the run ends now (a crash while it ends resumes it as compensating, already failed).
+      if (acquired.run.status !== "compensating")
+        this.o.logger.error(
+          {
+            runId: acquired.run.id,
+            flow: acquired.run.flow,
+            recoveries: acquired.run.recoveries,
+            maxRecoveries: this.o.maxRecoveries,
+            code: poison.code,
+          },
+          poison.message,
+        );
+      args[3] = { ...options, end: poison };
+    }
     const p = driveRun(...args);
     const settled = p.then(
       (outcome) => {
@@ -196,8 +228,7 @@ export class DurableRuntime {
     try {
       const { runId, run: existing } = await this.currentRun(m.id);
       if (existing?.status === "completed") return { kind: "ok" };
-      if (existing?.status === "failed")
-        return { kind: "error", failure: existing.error ?? { code: "Error", message: "run failed" } };
+      if (existing?.status === "failed") return failedDelivery(existing);
       // Parked: the wake scheduler owns it now; the message's job is done.
       if (existing?.status === "sleeping" && (existing.wakeAt ?? 0) > clock.now()) return { kind: "ok" };
       // A redelivery continues a run: it counts against durable.concurrency like every resume.
@@ -381,7 +412,10 @@ export class DurableRuntime {
           }),
         { retryable },
       );
-      if (outcome.kind === "failed") return { kind: "error", failure: errorRecord(outcome.error) };
+      if (outcome.kind === "failed") {
+        const failure = errorRecord(outcome.error);
+        return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
+      }
       return { kind: "ok" };
     }
   }
@@ -526,7 +560,8 @@ export class DurableRuntime {
             undos,
           }),
         );
-    if (outcome.kind === "failed")
+    // A run ended past durable.maxRecoveries was logged at error level as it began ending.
+    if (outcome.kind === "failed" && errorRecord(outcome.error).code !== RECOVERIES_EXCEEDED)
       logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
     return outcome.kind === "completed"
       ? { kind: "returned", value: outcome.value }
@@ -580,6 +615,16 @@ export class DurableRuntime {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * A delivery that found its run failed: the run's failure. Final when the run was ended past
+ * durable.maxRecoveries: a retry of the message would only read that failure again, so the message
+ * is dead-lettered at once with the run's code, not after the rest of its attempts.
+ */
+function failedDelivery(run: RunRecord): DurableDelivery {
+  const failure = run.error ?? { code: "Error", message: "run failed" };
+  return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
 }
 
 /**

@@ -81,7 +81,7 @@ export class SettleQueue {
       settlement = { id: m.id, worker: this.o.worker, attempt: m.attempts, status: "delivered" };
     } else {
       const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
-      const exhausted = m.attempts > s.retries;
+      const exhausted = m.attempts > s.retries || outcome.final === true;
       settlement = {
         id: m.id,
         worker: this.o.worker,

@@ -376,7 +376,7 @@ async function runsView(params) {
     h("h1", {}, "Runs"),
     form,
     table(
-      ["Run", "Flow", "Status", "Sleeping on", "Created", "Updated"],
+      ["Run", "Flow", "Status", "Sleeping on", "Recoveries", "Created", "Updated"],
       page.items.map((r) =>
         h(
           "tr",
@@ -385,6 +385,7 @@ async function runsView(params) {
           h("td", {}, r.flow),
           h("td", { class: r.status === "failed" ? "bad" : "" }, r.status),
           h("td", {}, r.sleepingOn ?? ""),
+          h("td", { class: r.recoveries > 0 ? "bad" : "" }, String(r.recoveries ?? 0)),
           h("td", {}, time(r.createdAt)),
           h("td", {}, time(r.updatedAt)),
         ),
@@ -437,6 +438,8 @@ async function runView(id) {
       h("strong", { id: "run-status" }, r.status),
       d.sleepingOn ? ` on "${d.sleepingOn}" until ${time(r.wakeAt)}` : "",
       ` · created ${time(r.createdAt)}`,
+      // Takeovers after its holder died or hung past its lease (durable.maxRecoveries bounds them).
+      ` · recoveries ${r.recoveries ?? 0}`,
     ),
     r.status === "sleeping"
       ? h(
