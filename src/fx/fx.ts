@@ -45,8 +45,8 @@ class FxContext implements Fx {
   readonly flow: string;
   readonly runId: string;
   readonly attempt: number;
-  readonly clock: FxClock;
   private logger: Fx["log"] | undefined;
+  private clockImpl: FxClock | undefined;
   /** Emits and calls made so far: the position a derived id is built from. */
   private position = 0;
 
@@ -57,7 +57,16 @@ class FxContext implements Fx {
     this.flow = frame.flow.name ?? "(unnamed)";
     this.runId = frame.runId;
     this.attempt = frame.attempt;
-    this.clock = new FxClockImpl(rt, frame.session, this.flow, frame.flow.durable);
+  }
+
+  /** Built on first use, like `log`: most queue handlers never read the clock. */
+  get clock(): FxClock {
+    return (this.clockImpl ??= new FxClockImpl(
+      this.rt,
+      this.frame.session,
+      this.flow,
+      this.frame.flow.durable,
+    ));
   }
 
   /** A child logger costs more than a no-op handler: built on first use. */

@@ -10,6 +10,13 @@ import { LiveRuntime } from "./live-runtime.ts";
 import type { BroadcastSignal, LiveSignal, OnceSignal, SignalHandle } from "./signal.ts";
 import { WorkerPool, type HandlerOutcome, type SlotReservation } from "./worker-pool.ts";
 
+const OK: HandlerOutcome = Object.freeze({ kind: "ok" });
+const ABANDON: HandlerOutcome = Object.freeze({ kind: "abandon" });
+const ran = (): HandlerOutcome => OK;
+/** A plain consumer's attempt failed; another instance holding the run leaves the message to its lease. */
+const failed = (e: unknown): HandlerOutcome =>
+  e instanceof JournalLeaseBusy ? ABANDON : { kind: "error", failure: errorRecord(e) };
+
 /** How the signal runtime runs flows; the app wires it to fx and to the durable runtime. */
 export interface SignalFlowRunner {
   /** One attempt of a flow body that keeps no journal (a plain consumer, a broadcast subscriber). */
@@ -115,18 +122,14 @@ export class SignalRuntime {
   private handler(signal: OnceSignal, flow: AnyFlow): (m: ClaimedMessage) => Promise<HandlerOutcome> {
     const { runner } = this.o;
     if (flow.durable) return (m) => runner.deliverDurable(flow, m, m.attempts <= signal.retries);
-    return async (m) => {
+    // A promise chain with shared callbacks, not an async arrow: no async frame per message.
+    return (m) => {
       try {
-        await runner.execute(flow, m.payload, {
-          runId: m.id,
-          attempt: m.attempts,
-          parentRunId: m.parentRunId,
-        });
-        return { kind: "ok" };
+        return runner
+          .execute(flow, m.payload, { runId: m.id, attempt: m.attempts, parentRunId: m.parentRunId })
+          .then(ran, failed);
       } catch (e) {
-        // Another instance holds the run: leave the message to its lease.
-        if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
-        return { kind: "error", failure: errorRecord(e) };
+        return Promise.resolve(failed(e));
       }
     };
   }

@@ -17,7 +17,10 @@ export function cloneJson<T>(value: T): T {
   if (proto !== Object.prototype && proto !== null) return structuredClone(value);
   const src = value as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const k of Object.keys(src)) {
+  // for…in, not Object.keys: no key array per copy. The prototype is Object.prototype or null
+  // (checked above), so only own keys are enumerable unless something polluted Object.prototype.
+  for (const k in src) {
+    if (!Object.hasOwn(src, k)) continue;
     // JSON.parse makes "__proto__" an own key; plain assignment would set the prototype instead.
     if (k === "__proto__")
       Object.defineProperty(out, k, {
