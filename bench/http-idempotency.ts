@@ -2,11 +2,15 @@
  * The cost of the Idempotency-Key lookup: the same POST over a real socket with and without a
  * (fresh, unique) key, on the memory, file and postgres drivers, in alternating segments so load
  * from other processes lands on both alike (same flow, same connections, same body; the key is
- * made before the clock starts for each request). Target: keyed ≥ 0.9× unkeyed. Also reports
- * latency (p50/p99 of all segments) and statements per request on postgres.
+ * made before the clock starts for each request). Target: keyed ≥ 0.9× unkeyed. Two flows:
+ * `noio` answers without touching the store (the bound: a keyed request must make its answer
+ * durable, a request that writes nothing does no I/O); `emit` is the canonical POST /orders, whose
+ * flow emits one once signal (a bound consumer takes it). Also reports latency (p50/p99 of all
+ * segments), statements per request on postgres and commits (fsyncs) per request on file.
  *
  *   node --import tsx bench/http-idempotency.ts
- *   # BENCH_SECONDS (6), BENCH_CONNECTIONS (16; a list like "16,128" runs each), BENCH_DRIVERS (memory,file,postgres)
+ *   # BENCH_SECONDS (6), BENCH_CONNECTIONS (16; a list like "16,128" runs each),
+ *   # BENCH_DRIVERS (memory,file,postgres), BENCH_FLOWS (noio,emit)
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
@@ -15,8 +19,8 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import type pgTypes from "pg";
 import { pino } from "pino";
-import { createApp, flow, http, on } from "../src/index.ts";
-import { createFileStore } from "../src/store/file/file-store.ts";
+import { createApp, flow, http, on, signal } from "../src/index.ts";
+import { createFileStore, type FileStore } from "../src/store/file/file-store.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { Store } from "../src/store/types.ts";
@@ -28,6 +32,7 @@ const pg = createRequire(new URL("../src/store/postgres/", import.meta.url))("pg
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const CONNECTION_LIST = (process.env.BENCH_CONNECTIONS ?? "16").split(",").map(Number);
 const DRIVERS = (process.env.BENCH_DRIVERS ?? "memory,file,postgres").split(",");
+const FLOWS = (process.env.BENCH_FLOWS ?? "noio,emit").split(",") as Array<"noio" | "emit">;
 let CONNECTIONS = CONNECTION_LIST[0]!;
 const PG_URL = process.env.DATABASE_URL_TEST ?? "postgres://postgres@127.0.0.1:5432/test";
 const body = JSON.stringify({ sku: "sku-1", qty: 2 });
@@ -62,11 +67,16 @@ function post(port: number, agent: Agent, key: string | undefined): Promise<void
   });
 }
 
+/** The file store under test, whose commits (one fsync each) are counted like statements. */
+let fileStore: FileStore | undefined;
+const commits = (): number => fileStore?.diagnostics().commits ?? 0;
+
 /** Requests per second for `ms` of closed-loop load with CONNECTIONS in flight. */
 let seq = 0;
 async function segment(port: number, agent: Agent, keyed: boolean, ms: number): Promise<number> {
   let n = 0;
   const sent = statements;
+  const committed = commits();
   const into = latencies[keyed ? "keyed" : "plain"];
   const end = Date.now() + ms;
   await Promise.all(
@@ -81,19 +91,30 @@ async function segment(port: number, agent: Agent, keyed: boolean, ms: number): 
     }),
   );
   perRequest[keyed ? "keyed" : "plain"].push((statements - sent) / Math.max(1, n));
+  commitsPer[keyed ? "keyed" : "plain"].push((commits() - committed) / Math.max(1, n));
   return n / (ms / 1000);
 }
 const perRequest = { plain: [] as number[], keyed: [] as number[] };
+const commitsPer = { plain: [] as number[], keyed: [] as number[] };
 const latencies = { plain: [] as number[], keyed: [] as number[] };
 const pct = (xs: number[], p: number): string =>
   ([...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) * p)] ?? 0).toFixed(2);
 
-async function measure(name: string, store: Store): Promise<void> {
+async function measure(name: string, store: Store, kind: "noio" | "emit"): Promise<void> {
+  const placed = signal.once("orders.placed");
   const create = on(
     http.post("/orders"),
-    flow("orders.create", { do: (input: { sku: string }, fx) => ({ orderId: fx.id(), sku: input.sku }) }),
+    flow("orders.create", {
+      do: async (input: { sku: string }, fx) => {
+        const orderId = fx.id();
+        if (kind === "emit") await fx.emit(placed, { orderId, sku: input.sku });
+        return { orderId, sku: input.sku };
+      },
+    }),
   );
-  const app = createApp({ env: "test", modules: [{ create }], store, logger: pino({ level: "silent" }) });
+  const consume = on(placed, flow("orders.placed", { do: () => undefined }));
+  const modules = kind === "emit" ? [{ create, consume }] : [{ create }];
+  const app = createApp({ env: "test", modules, store, logger: pino({ level: "silent" }) });
   const { port } = await app.start({ port: 0, host: "127.0.0.1" });
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS });
   await segment(port, agent, true, 500); // warm-up (JIT, pool)
@@ -101,6 +122,8 @@ async function measure(name: string, store: Store): Promise<void> {
   const keyed: number[] = [];
   perRequest.plain = [];
   perRequest.keyed = [];
+  commitsPer.plain = [];
+  commitsPer.keyed = [];
   latencies.plain = [];
   latencies.keyed = [];
   const rounds = Math.max(1, Math.round(SECONDS / 1));
@@ -112,16 +135,23 @@ async function measure(name: string, store: Store): Promise<void> {
   const p = median(plain);
   const k = median(keyed);
   const lat = (xs: number[]) => `p50 ${pct(xs, 0.5)} p99 ${pct(xs, 0.99)} ms`;
+  const per =
+    name === "postgres"
+      ? `   statements/request ${median(perRequest.plain).toFixed(2)} / ${median(perRequest.keyed).toFixed(2)}`
+      : name === "file"
+        ? `   commits/request ${median(commitsPer.plain).toFixed(2)} / ${median(commitsPer.keyed).toFixed(2)}`
+        : "";
   console.log(
-    `${name.padEnd(9)} c${String(CONNECTIONS).padEnd(4)} without key ${p.toFixed(0).padStart(6)} req/s (${lat(latencies.plain)})   with key ${k.toFixed(0).padStart(6)} req/s (${lat(latencies.keyed)})   ratio ${(k / p).toFixed(2)}×   statements/request ${median(perRequest.plain).toFixed(2)} / ${median(perRequest.keyed).toFixed(2)}`,
+    `${kind.padEnd(5)} ${name.padEnd(9)} c${String(CONNECTIONS).padEnd(4)} without key ${p.toFixed(0).padStart(6)} req/s (${lat(latencies.plain)})   with key ${k.toFixed(0).padStart(6)} req/s (${lat(latencies.keyed)})   ratio ${(k / p).toFixed(2)}×${per}`,
   );
   agent.destroy();
   await app.stop();
   await store.close(); // a store passed in stays open after app.stop()
+  fileStore = undefined;
 }
 
 console.log(
-  `POST /orders, ${CONNECTION_LIST.join("/")} connections, loadavg ${loadavg()
+  `POST /orders (${FLOWS.join(", ")}), ${CONNECTION_LIST.join("/")} connections, loadavg ${loadavg()
     .map((l) => l.toFixed(1))
     .join(" ")}`,
 );
@@ -129,10 +159,15 @@ const schema = `oke_bench_idem_${process.pid}`;
 const dir = mkdtempSync(join(tmpdir(), "oke-bench-idem-"));
 for (const c of CONNECTION_LIST) {
   CONNECTIONS = c;
-  if (DRIVERS.includes("memory")) await measure("memory", createMemoryStore());
-  if (DRIVERS.includes("file")) await measure("file", createFileStore({ dir: join(dir, `c${c}`) }));
-  if (DRIVERS.includes("postgres"))
-    await measure("postgres", createPostgresStore({ connectionString: PG_URL, schema }));
+  for (const kind of FLOWS) {
+    if (DRIVERS.includes("memory")) await measure("memory", createMemoryStore(), kind);
+    if (DRIVERS.includes("file")) {
+      fileStore = createFileStore({ dir: join(dir, `c${c}-${kind}`) });
+      await measure("file", fileStore, kind);
+    }
+    if (DRIVERS.includes("postgres"))
+      await measure("postgres", createPostgresStore({ connectionString: PG_URL, schema }), kind);
+  }
 }
 rmSync(dir, { recursive: true, force: true });
 const admin = new pg.Client({ connectionString: PG_URL });

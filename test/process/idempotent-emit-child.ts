@@ -4,7 +4,7 @@
  * message, one `orders.seen` broadcast and one `orders.live` tape entry, then answers — or, with
  * OKE_HANG=1, prints {"event":"hanging","runId"} after the emits and never answers. The store is
  * PostgreSQL (DATABASE_URL + OKE_SCHEMA) or the file driver (OKE_FILE_DIR). Consumers are bound
- * but paused by nothing: the test counts the stored messages, whatever their status.
+ * (an emit needs one); the test counts the stored messages, whatever their status.
  */
 import { pino } from "pino";
 import { createApp, flow, http, on, signal } from "../../src/index.ts";
