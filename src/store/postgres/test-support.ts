@@ -26,3 +26,44 @@ export async function openStore(schema: string, extra: Partial<PostgresStoreOpti
   await store.open();
   return store;
 }
+
+/**
+ * Empties a migrated schema back to the state open() leaves a new one in: every table but
+ * `migrations` without rows, every sequence restarted; the tables, indexes and functions stay.
+ * Migrating a new schema costs ~0.3 s of DDL on the server (12 tables, 22 indexes) and dropping it
+ * ~0.1 s more; emptying one takes a few ms. The caller closes every store on the schema first.
+ */
+export async function emptySchema(schema: string, url = PG_URL): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    // Referenced tables (schedules ← schedule_fires) can only be emptied after their referrers: each
+    // pass deletes what the foreign keys allow, until a pass finds no rows left anywhere.
+    await c.query(
+      `DO $$
+       DECLARE t record; left_rows boolean; passes int := 0;
+       BEGIN
+         FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = ${pg.escapeLiteral(schema)} AND c.relkind = 'S' LOOP
+           EXECUTE format('ALTER SEQUENCE %I.%I RESTART', ${pg.escapeLiteral(schema)}, t.relname);
+         END LOOP;
+         LOOP
+           left_rows := false;
+           passes := passes + 1;
+           FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = ${pg.escapeLiteral(schema)} AND c.relkind = 'r' AND c.relname <> 'migrations' LOOP
+             BEGIN
+               EXECUTE format('DELETE FROM %I.%I', ${pg.escapeLiteral(schema)}, t.relname);
+             EXCEPTION WHEN foreign_key_violation THEN
+               left_rows := true;
+             END;
+           END LOOP;
+           EXIT WHEN NOT left_rows;
+           IF passes > 50 THEN RAISE EXCEPTION 'emptySchema: foreign keys keep rows in %', ${pg.escapeLiteral(schema)}; END IF;
+         END LOOP;
+       END $$`,
+    );
+  } finally {
+    await c.end();
+  }
+}
