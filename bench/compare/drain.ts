@@ -22,6 +22,8 @@ export async function drain(
   all: JobSpec[],
   options: Omit<QueueOptions, "handler">,
   onCall?: (c: HandlerCall) => void,
+  /** Called after the preload, before the workers start, and once the drain is over (bench/s5-ab.ts: CPU). */
+  around?: { before(): Promise<void>; after(): Promise<void> },
 ): Promise<Drain> {
   let done = 0;
   let t0 = 0;
@@ -39,6 +41,7 @@ export async function drain(
     );
     const ticker = setInterval(() => ctx.progress.tick(`${done} / ${all.length}`), 250);
     try {
+      await around?.before();
       const startedAt = performance.now();
       await h.start();
       const capMs = ctx.sizes.capSeconds * 1_000;
@@ -47,6 +50,7 @@ export async function drain(
         done < all.length;
       if (capped) {
         const seconds = t0 === 0 ? 0 : (performance.now() - t0) / 1_000;
+        await around?.after();
         return { rate: seconds === 0 ? 0 : done / seconds, capped, ran: done, seconds };
       }
       // Every handler ran: the clock stops when the store has them all settled (completion batches included).
@@ -56,6 +60,7 @@ export async function drain(
         10,
       );
       const seconds = (performance.now() - t0) / 1_000;
+      await around?.after();
       return { rate: all.length / seconds, capped: !settled, ran: all.length, seconds };
     } finally {
       clearInterval(ticker);
