@@ -1,0 +1,113 @@
+// A poison durable run — its step SIGKILLs every process that runs it — stops after durable.maxRecoveries + 1 attempts (real processes, one PostgreSQL).
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { entryName, type Store } from "../../src/store/types.ts";
+import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
+import { Child } from "./spawn.ts";
+
+const SCRIPT = fileURLToPath(new URL("./poison-child.ts", import.meta.url));
+const schema = `poison_run_${process.pid}`;
+const MAX_RECOVERIES = 2;
+const dir = mkdtempSync(join(tmpdir(), "oke-poison-"));
+const TRACE = join(dir, "trace.log");
+const children: Child[] = [];
+let store: Store;
+const spawnChild = (env: Record<string, string> = {}): Child => {
+  const c = new Child(
+    {
+      DATABASE_URL: TEST_DATABASE_URL,
+      OKE_SCHEMA: schema,
+      OKE_LEASE_MS: "1000",
+      OKE_MAX_RECOVERIES: String(MAX_RECOVERIES),
+      OKE_TRACE: TRACE,
+      ...env,
+    },
+    SCRIPT,
+  );
+  children.push(c);
+  return c;
+};
+
+/** What the step bodies and undos recorded, for one run: "charge", "boom", "refund" lines with their pids. */
+const traced = (id: string): Array<{ what: string; pid: number }> =>
+  readFileSync(TRACE, { encoding: "utf8", flag: "a+" })
+    .split("\n")
+    .filter((l) => l.split(" ")[1] === id)
+    .map((l) => ({ what: l.split(" ")[0]!, pid: Number(l.split(" ")[2]) }));
+
+beforeAll(async () => {
+  store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
+  await store.open();
+});
+
+afterAll(async () => {
+  for (const c of children) if (!c.dead) await c.kill();
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
+});
+
+it("a step that SIGKILLs its process: restarted until the run fails with OKE1303 — the step ran maxRecoveries + 1 times, the undo once, the message is dead with the same failure", async () => {
+  const id = `poison-${Date.now()}`;
+  let ended = false;
+  // Each process either dies inside "boom" (a takeover ran it again) or ends the run; a bound on
+  // the restarts keeps a regression from looping: maxRecoveries + 1 deaths, then one that ends it.
+  for (let n = 0; n < MAX_RECOVERIES + 3 && !ended; n++) {
+    const child = spawnChild(n === 0 ? { OKE_EMIT: id } : {});
+    const outcome = await Promise.race([
+      child.exited.then(() => "died" as const),
+      (async () => {
+        for (;;) {
+          const r = await store.getRun(id);
+          if (r?.status === "failed" || r?.status === "completed") return "ended" as const;
+          await new Promise((res) => setTimeout(res, 50));
+          if (child.dead) return "died" as const;
+        }
+      })(),
+    ]);
+    if (outcome === "ended") {
+      ended = true;
+      // The message settles after the run ends: wait for its dead letter before stopping the process.
+      for (const end = Date.now() + 30_000; (await store.getMessage(id))?.status !== "dead";) {
+        if (Date.now() > end) throw new Error("the message was not dead-lettered");
+        await new Promise((res) => setTimeout(res, 50));
+      }
+      await child.kill("SIGTERM");
+    } else expect(child.proc.signalCode).toBe("SIGKILL");
+  }
+
+  const run = (await store.getRun(id))!;
+  expect(run).toMatchObject({
+    status: "failed",
+    recoveries: MAX_RECOVERIES + 1,
+    leaseOwner: null,
+    error: {
+      code: "OKE1303",
+      message: `journal: run "${id}" (poison.jobs) was recovered ${MAX_RECOVERIES + 1} times, more than durable.maxRecoveries (${MAX_RECOVERIES}); ended without running again`,
+    },
+  });
+  expect((await store.getJournal(id)).map(entryName)).toEqual(["charge", "undo:charge"]);
+  const t = traced(id);
+  expect(t.filter((e) => e.what === "charge")).toHaveLength(1);
+  expect(t.filter((e) => e.what === "boom")).toHaveLength(MAX_RECOVERIES + 1);
+  // Each attempt of boom died with its own process; the undo ran once, in the process that ended the run.
+  expect(new Set(t.filter((e) => e.what === "boom").map((e) => e.pid)).size).toBe(MAX_RECOVERIES + 1);
+  expect(t.filter((e) => e.what === "refund").map((e) => e.pid)).toEqual([children.at(-1)!.proc.pid]);
+  const message = (await store.getMessage(id))!;
+  expect(message.status).toBe("dead");
+  const last = message.failures.at(-1)!;
+  expect({ code: last.code, message: last.message }).toEqual(run.error);
+  // The run ended at the bound, far inside the message's own budget of 21 attempts.
+  expect(message.attempts).toBeLessThan(21);
+  expect(children).toHaveLength(MAX_RECOVERIES + 2);
+  console.log(
+    `poison run: ${MAX_RECOVERIES + 1} SIGKILLs in boom over ${children.length} processes; run failed ${run.error!.code} after ${run.recoveries} recoveries, refund 1×, message dead after ${message.attempts} claims`,
+  );
+}, 120_000);
