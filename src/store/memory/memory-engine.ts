@@ -418,8 +418,16 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.claimIdempotency(op.req);
     case "renewIdempotency":
       return engine.renewIdempotency(op.req);
-    case "completeIdempotency":
-      return engine.completeIdempotency(op.req);
+    case "completeIdempotency": {
+      // An op logged before completions carried runId and windowMs (the old file format): a
+      // record it restores is born expired, as the old completion of an expired record left it.
+      const logged: Partial<CompleteIdempotencyRequest> = op.req;
+      return engine.completeIdempotency({
+        ...op.req,
+        runId: logged.runId ?? "",
+        windowMs: logged.windowMs ?? 0,
+      });
+    }
     case "releaseIdempotency":
       return engine.releaseIdempotency(op.req);
     case "pruneIdempotency":
