@@ -153,17 +153,15 @@ export class DurableRuntime {
         ? recoveriesExceeded(acquired.run, this.o.maxRecoveries ?? Infinity)
         : undefined;
     if (poison !== undefined) {
-      // Once: the run ends now (a crash while it ends resumes it as compensating, already failed).
-      if (acquired.run.status !== "compensating")
+      const { id, flow, status, recoveries } = acquired.run;
+      const at = { runId: id, flow, recoveries, maxRecoveries: this.o.maxRecoveries, code: poison.code };
+      // Once: the run ends now. A compensating run already failed: its undos only finish, and they
+      // are not bounded (skipping one would lose it), so each such recovery is said, as what it is.
+      if (status !== "compensating") this.o.logger.error(at, poison.message);
+      else
         this.o.logger.error(
-          {
-            runId: acquired.run.id,
-            flow: acquired.run.flow,
-            recoveries: acquired.run.recoveries,
-            maxRecoveries: this.o.maxRecoveries,
-            code: poison.code,
-          },
-          poison.message,
+          at,
+          `durable run "${id}" (${flow}) is compensating and was recovered ${recoveries} times, more than durable.maxRecoveries (${this.o.maxRecoveries}): one of its undos may be killing its process; they run again`,
         );
       args[3] = { ...options, end: poison };
     }

@@ -95,6 +95,27 @@ describe.each(drivers)("durable.maxRecoveries on the $name driver", (driver) => 
     expect((await app.operator.run(RUN))?.run).toMatchObject({ recoveries: 3, error: { code: "OKE1303" } });
   });
 
+  it("a compensating run past the bound still finishes its undos (they are not skipped), and each such recovery is logged at error level", async () => {
+    const store = await apps.store();
+    const { ran, f } = body(FLOW);
+    await diedRepeatedly(store, FLOW, 0);
+    const failure = { code: "E_SHIP", message: "ship failed" };
+    await store.beginCompensation({ runId: RUN, owner: "dead/0", now: T0, error: failure });
+    for (let n = 1; n <= 2; n++)
+      await store.acquireRun({ runId: RUN, owner: `dead/${n}`, now: T0 + n * 1_000, leaseMs: 1_000 });
+    const { app, records } = await boot(store, { f: on(http.post("/w"), f) }, 1);
+    await until(async () => (await store.getRun(RUN))?.status === "failed", "the run ended");
+    await app.idle();
+    expect(await store.getRun(RUN)).toMatchObject({ recoveries: 3, error: failure });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+    const errors = records.filter((r) => r.level === 50 && r.runId === RUN);
+    // Then the resume's own "durable run failed" line, as for any compensating run it finishes.
+    expect(errors.map((r) => r.msg)).toEqual([
+      `durable run "${RUN}" (${FLOW}) is compensating and was recovered 3 times, more than durable.maxRecoveries (1): one of its undos may be killing its process; they run again`,
+      "durable run failed",
+    ]);
+  });
+
   it("within the bound the run resumes as before and its count shows how often it was taken over", async () => {
     const store = await apps.store();
     const { ran, f } = body(FLOW);
