@@ -324,9 +324,12 @@ export class WorkerPool {
         "settle ignored: the lease was reclaimed by another holder",
       );
     }
-    // A retry is claimable again right away, and a settled key head frees its successor. After a
-    // hand-off refilled the buffer, a claim waits until the buffer is half empty (as in run()).
-    const refill = handed.length === 0 || this.buffer.length <= this.o.prefetch / 2;
+    // A retry is claimable again right away, and a settled key head frees its successor. Otherwise a
+    // claim waits until the buffer is half empty, as in finish(): a settle frees no slot (the
+    // handler's end did), and claiming after every settle made claims of a handful of messages —
+    // at concurrency 1 one claim per message. While the buffer holds more, handlers are running
+    // and the last of them to find it half empty claims.
+    const refill = this.buffer.length <= this.o.prefetch / 2;
     if ((this.mayHaveMore && refill) || frees) this.wake();
   }
 
