@@ -1,13 +1,13 @@
 /**
  * `npm run bench` — okengine against graphile-worker, pg-boss, BullMQ and
  * DBOS, every scenario of bench/README.md on the local PostgreSQL (and Redis
- * for BullMQ), one measurement after another. Full mode runs each S1–S6 measurement in a fresh
+ * for BullMQ), one measurement after another. Full mode runs each S1–S6 and S9 measurement in a fresh
  * child process after a warm-up pass (compare/isolated.ts); the rest run in this process.
  *
  *   npm run bench                      full mode (~27 min, 3 rounds, medians; rewrites its bench/README.md section)
  *   npm run bench -- --quick           about 2 min, 1 round, small sizes (bench/README.md untouched)
  *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
- *   --isolate / --in-process           force or skip the child process per S1–S6 measurement
+ *   --isolate / --in-process           force or skip the child process per S1–S6 and S9 measurement
  *
  * Peers live only in bench/package.json; they are installed on first use.
  * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/okengine_bench, created if
@@ -135,7 +135,7 @@ const workflows = [
   okengineWorkflows("postgres"),
   dbosWorkflows(versions["@dbos-inc/dbos-sdk"]!),
 ].filter((s) => !pick || pick.includes(s.id));
-// Full mode runs each S1–S6 measurement in a fresh process after a warm-up pass (compare/isolated.ts):
+// Full mode runs each S1–S6 and S9 measurement in a fresh process after a warm-up pass (compare/isolated.ts):
 // in one long-lived process a figure depended on the heap and JIT state earlier scenarios left.
 // --quick stays in-process (a child per measurement would add ~40 s); --isolate / --in-process override.
 const isolate = args.includes("--isolate") || (!quick && !args.includes("--in-process"));
@@ -167,7 +167,14 @@ for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
 }
 if (wanted("S9"))
   for (const w of workflows)
-    steps.push({ scenario: "S9", system: w.id, run: () => s9(w, { sizes: once, progress }) });
+    steps.push({
+      scenario: "S9",
+      system: w.id,
+      run: () =>
+        isolate
+          ? runIsolated({ scenario: "S9", system: w.id, sizes: once }, { sizes: once, progress })
+          : s9(w, { sizes: once, progress }),
+    });
 // S14–S16 run the stand-alone scripts (bench/broadcast-latency.ts, sse-streams.ts, clock-lag.ts) as
 // child processes; S16 also measures graphile-worker's crontab (full mode: it fires once a minute).
 const ctxOnce = {
@@ -339,7 +346,7 @@ const result: import("./compare/report.ts").RunResult = {
   }),
   figures: filled,
   notes: [
-    `${isolate ? "Each S1–S6 measurement runs in a fresh Node process after an unmeasured warm-up pass of the same scenario at a tenth of its size (the heap and JIT state left by earlier scenarios moved figures by 2×); the other scenarios run in the bench process, one after another" : "One process runs every measurement in turn"}; each measurement gets a fresh namespace (PostgreSQL schema in the bench database, temp directory, or Redis key prefix) that is dropped afterwards.`,
+    `${isolate ? "Each S1–S6 and S9 measurement runs in a fresh Node process after an unmeasured warm-up pass of the same scenario at a tenth of its size (the heap and JIT state left by earlier scenarios moved figures by 2×); the other scenarios run in the bench process, one after another" : "One process runs every measurement in turn"}; each measurement gets a fresh namespace (PostgreSQL schema in the bench database, temp directory, or Redis key prefix) that is dropped afterwards.`,
     "Durability: PostgreSQL with synchronous_commit and fsync as listed above for okengine, graphile-worker, pg-boss and DBOS; the okengine file driver fdatasyncs before a call resolves; BullMQ's durability is the Redis persistence listed above.",
     `Throughput scenarios stop after ${sizes.capSeconds} s and report the rate so far (marked "capped"); S4 takes samples for at most ${sizes.latencyCapSeconds} s per run.`,
     "S3/S5: jobs are preloaded with each system's fastest batch call (untimed); the clock runs from the first handler start until the store reports every job settled (polled every 10 ms: okengine stats pending + inflight, graphile jobs left, pg-boss state < completed, BullMQ waiting + active + delayed), so batched completion is included.",

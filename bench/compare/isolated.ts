@@ -1,5 +1,5 @@
 /**
- * One queue measurement (scenario × system × round) in a fresh Node process, after an unmeasured
+ * One S1–S6 or S9 measurement (scenario × system × round) in a fresh Node process, after an unmeasured
  * warm-up pass of the same scenario at a tenth of its size. In one long-lived bench process a
  * figure depended on what ran before it: the memory driver's S3 drain came out at 302k jobs/s in
  * round 1 and 99k–142k in rounds 2–3 of the same full run. The cause (bench/README.md, "Why the
@@ -10,16 +10,19 @@
  * the same start, whatever ran before.
  */
 import { fork } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Progress } from "./progress.ts";
 import type { QueueScenarioId } from "./queue-scenarios.ts";
 import type { Ctx } from "./scenario-kit.ts";
-import type { Figure, Sizes } from "./types.ts";
+import type { JournalDriverName } from "../../src/index.ts";
+import type { Figure, Sizes, WorkflowSystem } from "./types.ts";
 
 type ToParent =
   { t: "tick"; text: string } | { t: "figures"; figures: Figure[] } | { t: "error"; message: string };
 interface Job {
-  scenario: QueueScenarioId;
+  /** A queue scenario, or S9 (durable workflows: `system` is a workflow system's id). */
+  scenario: QueueScenarioId | "S9";
   system: string;
   sizes: Sizes;
 }
@@ -37,6 +40,8 @@ export function warmupSizes(s: Sizes): Sizes {
     s4: tenth(s.s4, 50),
     s5Keys: tenth(s.s5Keys, 10),
     s6: tenth(s.s6, 100),
+    s9: tenth(s.s9, 50),
+    s9Sleeps: tenth(s.s9Sleeps, 5),
     repeats: 1,
   };
 }
@@ -76,12 +81,33 @@ class ChildProgress extends Progress {
 
 /** Child side: warm up, measure, hand the figures back. */
 async function childMain(job: Job): Promise<Figure[]> {
+  const measure = await scenarioOf(job);
+  await measure({ sizes: warmupSizes(job.sizes), progress: new ChildProgress("warm-up: ") });
+  return measure({ sizes: job.sizes, progress: new ChildProgress("") });
+}
+
+/** The scenario function of a job, bound to its system (looked up by id, as run.ts builds them). */
+async function scenarioOf(job: Job): Promise<(ctx: Ctx) => Promise<Figure[]>> {
+  const { scenario } = job;
+  if (scenario === "S9") {
+    const { s9 } = await import("./workflows.ts");
+    const system = await workflowSystem(job.system);
+    return (ctx) => s9(system, ctx);
+  }
   const { QUEUE_SCENARIOS } = await import("./queue-scenarios.ts");
   const { queueSystem } = await import("./systems.ts");
   const system = queueSystem(job.system);
-  const fn = QUEUE_SCENARIOS[job.scenario];
-  await fn(system, { sizes: warmupSizes(job.sizes), progress: new ChildProgress("warm-up: ") });
-  return fn(system, { sizes: job.sizes, progress: new ChildProgress("") });
+  return (ctx) => QUEUE_SCENARIOS[scenario](system, ctx);
+}
+
+async function workflowSystem(id: string): Promise<WorkflowSystem> {
+  if (id === "dbos") {
+    const { dbosWorkflows } = await import("./dbos.ts");
+    const pkg = new URL("../node_modules/@dbos-inc/dbos-sdk/package.json", import.meta.url);
+    return dbosWorkflows((JSON.parse(readFileSync(pkg, "utf8")) as { version: string }).version);
+  }
+  const { okengineWorkflows } = await import("./okengine-workflows.ts");
+  return okengineWorkflows(id.replace(/^okengine-/, "") as JournalDriverName);
 }
 
 if (process.argv[1] === CHILD && process.send !== undefined) {

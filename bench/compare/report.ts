@@ -322,7 +322,7 @@ export function readmeSection(r: RunResult, mdName: string): string {
     "a full run also rewrites this section (a quick run leaves it alone).",
     "Peers live in `bench/package.json` and are installed on first use (`npm install --prefix bench`).",
     "Options: `--only=S3,S4`, `--systems=okengine-postgres,graphile-worker`, `--repeats=N`, `--no-readme`.",
-    "Full mode runs each S1–S6 measurement in a fresh Node process after an unmeasured warm-up pass at a tenth of its",
+    "Full mode runs each S1–S6 and S9 measurement in a fresh Node process after an unmeasured warm-up pass at a tenth of its",
     'size (`--isolate` / `--in-process` force either way; `--quick` stays in one process): see "Memory in an app, second pass".',
     "",
     `Last run: ${r.date}, ${r.mode} mode — full report: [results/${mdName}](results/${mdName}).`,
