@@ -1,5 +1,6 @@
 import { defineConfig } from "vitest/config";
 
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 
 export default defineConfig({
@@ -16,5 +17,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
+    // Two files at a time at least. Vitest's default is one worker per core but one, which on a
+    // 2-core machine runs the files one after another; most of this suite's time is spent waiting on
+    // child processes, PostgreSQL and timers rather than on a core. Each file has its own schemas,
+    // temp dirs and ports, so files never share state.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
   },
 });
