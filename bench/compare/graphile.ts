@@ -65,7 +65,9 @@ export function graphileSystem(pollIntervalMs?: number): QueueSystem {
       "no setting: graphile-worker frees the jobs of a worker that died without cleanup after a fixed 4 h lock timeout (sql: locked_at < now() - interval '4 hours')",
     describe: () => [
       "preset.worker: concurrentJobs = scenario concurrency, maxPoolSize = max(10, concurrency + 2), localQueue.size = 500, completeJobBatchDelay = 0, failJobBatchDelay = 0 (worker.graphile.org/docs/performance)",
-      "pollInterval 2 000 ms (default; new jobs arrive by LISTEN/NOTIFY), prepared statements on",
+      pollIntervalMs === undefined
+        ? "pollInterval 2 000 ms (default; new jobs arrive by LISTEN/NOTIFY), prepared statements on"
+        : `pollInterval ${pollIntervalMs} ms (tuned: a queue freed by a completion is found at the next poll), prepared statements on`,
       "S5: queueName = key (named queues run one job at a time, FIFO); S6: maxAttempts = retries + 1 (retry backoff is fixed at exp(attempt) s)",
       "bulk enqueue = workerUtils.addJobs(batch of 1 000)",
     ],
