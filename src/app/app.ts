@@ -486,6 +486,11 @@ class OkeApp implements App, FxRuntime {
       this.durable.stop(left()),
       until("http server", this.server?.close({ timeoutMs: left() })),
     ]);
+    // Keyed answers already sent whose completions are still on their way to the store (answers
+    // go out ahead of them, see src/http/idempotency.ts). Not cut short by the deadline: each is a
+    // statement already queued, which store.close() would wait for anyway — the store must not
+    // close under it (the server's close waits for its own too, but stop may stop waiting for that).
+    await Promise.all([this.server?.drain(), this.httpHandler?.drain()]);
     await until("console server", this.consoleServer?.close());
     await until("heartbeat", this.heartbeat?.stop());
     this.fleetClock?.stop();

@@ -72,6 +72,11 @@ export interface HttpHandler {
   handle(req: IncomingMessage, res: ServerResponse): void;
   /** The same routing core for in-process requests (app.request()). */
   fetch(request: Request): Promise<Response>;
+  /**
+   * Resolves once every keyed answer already sent has been stored (its completion is sent
+   * after the answer, see idempotency.ts): the app waits for it before closing the store.
+   */
+  drain(): Promise<void>;
 }
 
 type HeaderRecord = RouteRequest["headers"];
@@ -345,6 +350,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   };
 
   return {
+    drain: () => idempotency?.drain() ?? Promise.resolve(),
     handle(req, res) {
       // Inline callbacks, not named closures: see the note in body.ts.
       try {

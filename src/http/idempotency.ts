@@ -124,47 +124,87 @@ export function createIdempotency(deps: IdempotencyDeps) {
     renewer.unref();
   };
 
+  // Answers handed to the store whose completion has not settled yet. The answer is sent as soon
+  // as its completion is queued: the completion commits asynchronously on PostgreSQL (and resolves
+  // before its fsync on the file driver), so waiting for its reply would buy visibility ordering
+  // only, never durability — a lost completion is already allowed for (postgres-idempotency.ts).
+  // Meanwhile a retry that reaches this instance is answered from here; one that reaches another
+  // instance finds the key running (409 OKE1442) for that round trip. drain() waits for them all.
+  const completing = new Map<string, { fingerprint: string; reply: Reply; expiresAt: number }>();
+  const inFlight = new Set<Promise<void>>();
+
   /** Ends a keyed request: store its answer (a 5xx frees the key instead, so a retry runs again), then send it. */
-  const finish = (key: string, fingerprint: string, runId: string, reply: Reply, done: Done): void => {
-    // A live stream has no body to store: like a 5xx, the key is freed.
+  const finish = (
+    key: string,
+    fingerprint: string,
+    runId: string,
+    expiresAt: number,
+    reply: Reply,
+    done: Done,
+  ): void => {
+    // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
+    // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
     if (reply.status >= 500 || reply.live !== undefined) {
       store.releaseIdempotencyKey({ key, fingerprint }).then(
         () => done(reply),
-        (e: unknown) => stored(e, key, reply, done),
+        (e: unknown) => {
+          notStored(e, key);
+          done(reply);
+        },
       );
       return;
     }
-    store
-      .completeIdempotencyKey({
-        key,
-        fingerprint,
-        response: { status: reply.status, body: reply.body ?? null },
-        now: deps.now(),
-        runId,
-        windowMs: deps.windowMs,
-      })
-      .then(
-        (outcome) => {
-          // Not an error: the answer goes out, and a retry gets it (restored) or the other record's.
-          if (outcome === "restored")
-            logger.warn(
-              { key, runId },
-              "idempotency: the key's record was gone when its request finished (it outran the window, or was pruned); its answer is stored anew",
-            );
-          else if (outcome === "superseded")
-            logger.warn(
-              { key, runId },
-              "idempotency: another request holds the key now (it took the request over, or claimed the key after the window); this answer is not stored",
-            );
-          done(reply);
-        },
-        (e: unknown) => stored(e, key, reply, done),
-      );
+    const response = { status: reply.status, body: reply.body ?? null };
+    const entry = {
+      fingerprint,
+      reply: { status: response.status, body: response.body ?? undefined, replayed: true },
+      expiresAt,
+    };
+    completing.set(key, entry);
+    let pending: Promise<void>;
+    try {
+      pending = store
+        .completeIdempotencyKey({
+          key,
+          fingerprint,
+          response,
+          now: deps.now(),
+          runId,
+          windowMs: deps.windowMs,
+        })
+        .then(
+          (outcome) => {
+            // Not an error: the answer went out, and a retry gets it (restored) or the other record's.
+            if (outcome === "restored")
+              logger.warn(
+                { key, runId },
+                "idempotency: the key's record was gone when its request finished (it outran the window, or was pruned); its answer is stored anew",
+              );
+            else if (outcome === "superseded")
+              logger.warn(
+                { key, runId },
+                "idempotency: another request holds the key now (it took the request over, or claimed the key after the window); this answer is not stored",
+              );
+          },
+          (e: unknown) => notStored(e, key),
+        )
+        .finally(() => {
+          // A later request's entry for the key (a takeover in this instance) stays.
+          if (completing.get(key) === entry) completing.delete(key);
+          inFlight.delete(pending);
+        });
+    } catch (e) {
+      // A store that throws instead of rejecting: the answer still goes out.
+      if (completing.get(key) === entry) completing.delete(key);
+      notStored(e, key);
+      return done(reply);
+    }
+    inFlight.add(pending);
+    done(reply);
   };
   // The flow ran; its answer still goes out. A retry within the lock window gets 409, after it runs again.
-  const stored = (e: unknown, key: string, reply: Reply, done: Done): void => {
+  const notStored = (e: unknown, key: string): void => {
     logger.error({ err: e, key }, "idempotency: could not store the response of a keyed request");
-    done(reply);
   };
 
   return {
@@ -180,7 +220,11 @@ export function createIdempotency(deps: IdempotencyDeps) {
       done: Done,
       fail: (e: unknown) => Reply,
     ): void {
+      // Answered here while its completion is on its way to the store (the store would say 409).
+      const answer = completing.get(key);
       const now = deps.now();
+      if (answer !== undefined && answer.fingerprint === fingerprint && now < answer.expiresAt)
+        return done(answer.reply);
       maybePrune(now);
       const fresh = newId(now);
       void store
@@ -200,19 +244,26 @@ export function createIdempotency(deps: IdempotencyDeps) {
             return done(replay(r));
           }
           const runId = claim.kind === "claimed" ? fresh : claim.record.runId;
+          // The record's window (a claim's from its own now): past it the key is forgotten.
+          const expiresAt = claim.kind === "claimed" ? now + deps.windowMs : claim.record.expiresAt;
           if (claim.kind === "takenOver") {
             // The first request's process died; its durable run may have gone on without it.
             const answered = fromRun(await store.getRun(runId));
-            if (answered !== undefined) return finish(key, fingerprint, runId, answered, done);
+            if (answered !== undefined) return finish(key, fingerprint, runId, expiresAt, answered, done);
           }
           const held: Held = { key, fingerprint };
           hold(held);
           run(runId, (reply) => {
             running.delete(held);
-            finish(key, fingerprint, runId, reply, done);
+            finish(key, fingerprint, runId, expiresAt, reply, done);
           });
         })
         .catch((e: unknown) => done(fail(e)));
+    },
+
+    /** Resolves once every answer handed to the store has been stored (or its failure logged). */
+    async drain(): Promise<void> {
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     },
   };
 }

@@ -26,9 +26,11 @@ export interface HttpServer {
   /**
    * Stops accepting, lets in-flight requests finish, then closes the idle
    * keep-alive sockets. After `timeoutMs` (default: no deadline) the remaining
-   * connections are cut.
+   * connections are cut. Resolves once the keyed answers sent are stored too.
    */
   close(options?: { timeoutMs?: number }): Promise<void>;
+  /** Resolves once every keyed answer sent has been stored (HttpHandler.drain). */
+  drain(): Promise<void>;
 }
 
 export async function startHttpServer(app: HttpApp, options: HttpServerOptions): Promise<HttpServer> {
@@ -71,12 +73,13 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
       server.close(() => {
         unwatch();
         if (deadline) clearTimeout(deadline);
-        resolve();
+        // The last answers went out ahead of their completions: close only once those are stored.
+        void handler.drain().then(resolve);
       });
       server.closeIdleConnections();
     });
     return closed;
   };
 
-  return { port, host, close };
+  return { port, host, close, drain: () => handler.drain() };
 }

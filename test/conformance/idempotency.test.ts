@@ -4,6 +4,7 @@ import { z } from "zod";
 import { flow, http, on, signal, OkeError } from "../../src/index.ts";
 import { appFactory, gate, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
+import type { Store } from "../../src/store/types.ts";
 
 // Idempotency-Key and app.emit(…, { id }) on every driver: a retry never runs the work twice.
 
@@ -201,6 +202,59 @@ describe.each(drivers)("idempotent retries on the $name driver", (driver) => {
     expect(seen).toHaveLength(3);
     expect((await app.operator.stats("tasks.placed")).delivered).toBe(2);
     expect((await app.operator.stats("tasks.audit")).delivered).toBe(1);
+  });
+
+  it("answers before its completion is stored: a retry meanwhile gets the answer here, 409 elsewhere; stop waits for it", async () => {
+    // The store's completions are held until the gate opens, as a slow round trip would hold them.
+    const real = await apps.store();
+    const held = gate();
+    let completions = 0;
+    const store = new Proxy(real, {
+      get(target, prop) {
+        if (prop === "completeIdempotencyKey")
+          return async (req: Parameters<Store["completeIdempotencyKey"]>[0]) => {
+            await held.promise;
+            const outcome = await target.completeIdempotencyKey(req);
+            completions++;
+            return outcome;
+          };
+        const v: unknown = Reflect.get(target, prop, target);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    let runs = 0;
+    const make = () =>
+      apps.make(
+        [{ create: on(http.post("/orders"), flow("orders.create", { do: () => ({ run: ++runs }) })) }],
+        { store },
+      );
+    const app = await make();
+    const other = await make();
+    const first = await app.request("/orders", post({ sku: "a" }, "key-9"));
+    expect(first.status).toBe(200);
+    const body = await first.text();
+    expect((await real.getIdempotencyKey("key-9"))?.status).toBe("running");
+    // This instance holds the answer until it is stored; another instance finds the key running.
+    const here = await app.request("/orders", post({ sku: "a" }, "key-9"));
+    expect(here.headers.get("idempotent-replayed")).toBe("true");
+    expect(await here.text()).toBe(body);
+    expect((await app.request("/orders", post({ sku: "b" }, "key-9"))).status).toBe(422);
+    const elsewhere = await other.request("/orders", post({ sku: "a" }, "key-9"));
+    expect(elsewhere.status).toBe(409);
+    expect(((await elsewhere.json()) as { error: { code: string } }).error.code).toBe("OKE1442");
+    // stop() cannot return (and an owned store could not close) before the completion is stored.
+    let stopped = false;
+    const stopping = app.stop().then(() => (stopped = true));
+    await until(() => app.readiness().ready === false, "stopping");
+    expect(stopped).toBe(false);
+    held.open();
+    await stopping;
+    expect(completions).toBe(1);
+    expect((await real.getIdempotencyKey("key-9"))?.status).toBe("done");
+    const after = await other.request("/orders", post({ sku: "a" }, "key-9"));
+    expect(await after.text()).toBe(body);
+    expect(after.headers.get("idempotent-replayed")).toBe("true");
+    expect(runs).toBe(1);
   });
 
   it("app.emit with an id enqueues once, however often it is retried", async () => {

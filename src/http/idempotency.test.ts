@@ -1,0 +1,105 @@
+// createIdempotency's completion off the answer's path: a failed completion is logged, a 5xx waits for its release, drain() for all.
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { Store } from "../store/types.ts";
+import type { Reply } from "./envelope.ts";
+import { createIdempotency } from "./idempotency.ts";
+
+const recording = () => {
+  const records: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: "debug" },
+    { write: (l: string) => void records.push(JSON.parse(l) as Record<string, unknown>) },
+  );
+  return { logger, records };
+};
+
+/** A memory store whose completion and release go through `hook` first. */
+const hooked = (hook: { complete?: () => Promise<void>; release?: () => Promise<void> }): Store => {
+  const real = createMemoryStore();
+  return Object.assign(Object.create(real) as Store, {
+    completeIdempotencyKey: async (req: Parameters<Store["completeIdempotencyKey"]>[0]) => {
+      await hook.complete?.();
+      return real.completeIdempotencyKey(req);
+    },
+    releaseIdempotencyKey: async (req: Parameters<Store["releaseIdempotencyKey"]>[0]) => {
+      await hook.release?.();
+      return real.releaseIdempotencyKey(req);
+    },
+    claimIdempotencyKey: real.claimIdempotencyKey.bind(real),
+    getIdempotencyKey: real.getIdempotencyKey.bind(real),
+    pruneIdempotencyKeys: real.pruneIdempotencyKeys.bind(real),
+    renewIdempotencyKey: real.renewIdempotencyKey.bind(real),
+    getRun: real.getRun.bind(real),
+  });
+};
+
+const request = (idem: ReturnType<typeof createIdempotency>, key: string, answer: Reply) =>
+  new Promise<Reply>((resolve) =>
+    idem.handle(
+      key,
+      "fp",
+      (_runId, finished) => finished(answer),
+      resolve,
+      () => ({ status: 500, body: undefined }),
+    ),
+  );
+
+describe("createIdempotency", () => {
+  it("a completion that fails after the answer went out is logged with its key; a retry then finds the key running", async () => {
+    const { logger, records } = recording();
+    const store = hooked({ complete: () => Promise.reject(new Error("connection lost")) });
+    const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
+    expect(await request(idem, "k1", { status: 200, body: '{"ok":true}' })).toEqual({
+      status: 200,
+      body: '{"ok":true}',
+    });
+    await idem.drain();
+    expect(records).toContainEqual(
+      expect.objectContaining({
+        level: 50,
+        key: "k1",
+        msg: "idempotency: could not store the response of a keyed request",
+      }),
+    );
+    expect((await request(idem, "k1", { status: 200, body: "{}" })).status).toBe(409);
+  });
+
+  it("a 5xx is answered only once its key is released, so a retry on receipt runs again", async () => {
+    const { logger } = recording();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const store = hooked({ release: () => released });
+    const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
+    let answered = false;
+    const first = request(idem, "k2", { status: 503, body: "{}" }).then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toBe(false);
+    release();
+    expect((await first).status).toBe(503);
+    expect(await request(idem, "k2", { status: 201, body: '{"n":2}' })).toEqual({
+      status: 201,
+      body: '{"n":2}',
+    });
+  });
+
+  it("drain() resolves once the answers already sent are stored", async () => {
+    const { logger } = recording();
+    let open!: () => void;
+    const held = new Promise<void>((r) => (open = r));
+    const store = hooked({ complete: () => held });
+    const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
+    expect((await request(idem, "k3", { status: 200, body: "{}" })).status).toBe(200);
+    let drained = false;
+    const draining = idem.drain().then(() => (drained = true));
+    await new Promise((r) => setImmediate(r));
+    expect(drained).toBe(false);
+    open();
+    await draining;
+    expect((await store.getIdempotencyKey("k3"))?.status).toBe("done");
+  });
+});
