@@ -26,8 +26,8 @@ await s.open();
 await s.close();
 
 const load0 = loadavg()[0]!;
-const starts: Array<{ clock: number; slot: number; at: number; attempt: number }> = [];
-const procs = Array.from({ length: instances }, () => {
+const starts: Array<{ clock: number; slot: number; at: number; attempt: number; instance: number }> = [];
+const procs = Array.from({ length: instances }, (_, instance) => {
   const p = spawn(process.execPath, ["--import", "tsx", child], {
     env: { ...process.env, DATABASE_URL: url, OKE_SCHEMA: schema, CLOCKS: String(clocks) },
     stdio: ["ignore", "pipe", "inherit"],
@@ -36,7 +36,7 @@ const procs = Array.from({ length: instances }, () => {
     createInterface({ input: p.stdout }).on("line", (line) => {
       if (line === "ready") return resolve();
       const [c, slot, at, attempt] = line.split(" ").map(Number);
-      starts.push({ clock: c!, slot: slot!, at: at!, attempt: attempt! });
+      starts.push({ clock: c!, slot: slot!, at: at!, attempt: attempt!, instance });
     });
   });
   return { p, ready, exited: new Promise((r) => p.on("exit", r)) };
@@ -56,6 +56,18 @@ const expected = clocks * seconds;
 const lags = window.map((x) => x.at - x.slot).sort((a, b) => a - b);
 const pct = (p: number): number =>
   lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? NaN;
+// Each second's latest start and how many instances ran its slots: the p99 of a run is its worst seconds.
+const bySecond = new Map<number, { lag: number; instances: Set<number> }>();
+for (const x of window) {
+  const e = bySecond.get(x.slot) ?? { lag: 0, instances: new Set<number>() };
+  e.lag = Math.max(e.lag, x.at - x.slot);
+  e.instances.add(x.instance);
+  bySecond.set(x.slot, e);
+}
+const worstSeconds = [...bySecond.values()]
+  .sort((a, b) => b.lag - a.lag)
+  .slice(0, 5)
+  .map((e) => ({ lagMs: e.lag, instances: e.instances.size }));
 const { rows } = await admin.query<{ n: string }>(
   `SELECT count(*)::text AS n FROM "${schema}".schedule_fires WHERE slot >= $1 AND slot < $2`,
   [from, to],
@@ -73,6 +85,7 @@ console.log(
       slotsRun: perSlot.size,
       duplicates,
       lagMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: lags.at(-1) },
+      worstSeconds,
       loadavg1: { before: Number(load0.toFixed(2)), after: Number(loadavg()[0]!.toFixed(2)) },
     },
     null,
