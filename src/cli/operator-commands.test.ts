@@ -205,8 +205,10 @@ describe.each(drivers)(
       expect(await app.post("/emit", { n: 2, fail: true })).toBe(200);
       expect(await app.post("/emit", { n: 3, fail: true })).toBe(200);
       expect(await app.post("/place", { id: "o1" })).toBe(200);
+      // Waits read the Console API straight (what --json prints): a command per poll would be a
+      // process start each; the checks below go through the commands.
       await until(async () => {
-        const o = await json("status");
+        const o = await app.api<Json>("/api/overview");
         const jobs = o.signals.find((s: Json) => s.name === "jobs.run");
         const placed = o.signals.find((s: Json) => s.name === "orders.placed");
         return jobs.dead === 2 && jobs.delivered === 1 && placed.copies.every((c: Json) => c.delivered === 1);
@@ -309,7 +311,10 @@ describe.each(drivers)(
       expect(app.read("delivered.log")).toEqual(["1", "2"]);
       // A paced replay (--rate) runs in the background: a poison message goes dead again, its history growing.
       expect(await app.post("/emit", { n: 9, fail: "always" })).toBe(200);
-      await until(async () => (await json("dead", "jobs.run")).items.length === 1, "the poison message dead");
+      await until(
+        async () => (await app.api<Json>("/api/signals/jobs.run/dead")).items.length === 1,
+        "the poison message dead",
+      );
       const [poison] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
       const paced = await run("replay", "jobs.run", "--all", "--rate", "50");
       expect(paced.code).toBe(0);
@@ -332,7 +337,7 @@ describe.each(drivers)(
     it("runs filters by status and flow; run shows the timeline; wake completes a sleeping run early", async () => {
       expect(await app.post("/trip", { id: "t1" })).toBe(204);
       await until(
-        async () => (await json("runs", "--status", "sleeping")).items.length === 1,
+        async () => (await app.api<Json>("/api/runs?status=sleeping")).items.length === 1,
         "a sleeping run",
       );
       const [r] = (await json("runs", "--status", "sleeping")).items;
@@ -357,7 +362,10 @@ describe.each(drivers)(
       expect(woke.stderr).toBe("");
       expect(woke.code).toBe(0);
       expect(woke.stdout).toMatch(new RegExp(`^woke ${r.id}`));
-      await until(async () => (await json("run", r.id)).run.status === "completed", "the run completed");
+      await until(
+        async () => (await app.api<Json>(`/api/runs/${r.id}`)).run.status === "completed",
+        "the run completed",
+      );
       expect(app.read("trips.log")).toEqual(["done t1"]);
       expect((await run("run", r.id)).stdout).toMatch(/\b2\s+step\s+finish\b/);
       const again = await run("wake", r.id);
