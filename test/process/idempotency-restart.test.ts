@@ -66,6 +66,71 @@ describe("Idempotency-Key across a process restart (PostgreSQL)", () => {
     }
   });
 
+  it("an answer goes out before its completion is stored: its process replays it, SIGTERM stores it before exiting, another process then replays it", async () => {
+    const lockId = 7_000 + (process.pid % 1_000);
+    const gate = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    const holder = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await gate.connect();
+    await holder.connect();
+    await gate.query("SELECT pg_advisory_lock($1)", [lockId]);
+    const a = await start({ OKE_GATE_LOCK: String(lockId), OKE_REPORT_KEY: "gated-key-1" });
+    const b = await start();
+    const urlA = a.url.replace("/orders", "/gated-orders");
+    const urlB = b.url.replace("/orders", "/gated-orders");
+    const record = async () =>
+      (
+        await admin.query<{ status: string; response_body: string | null }>(
+          `SELECT status, response_body FROM "${schema}".idempotency_keys WHERE key = 'gated-key-1'`,
+        )
+      ).rows[0];
+    try {
+      const answering = fetch(urlA, keyed("gated-key-1", "sku-g"));
+      // The claim is in (the flow waits for the gate): hold the key's row so its completion waits.
+      for (let i = 0; i < 2_000 && (await record()) === undefined; i++)
+        await new Promise((r) => setImmediate(r));
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM "${schema}".idempotency_keys WHERE key = 'gated-key-1' FOR UPDATE`);
+      await gate.query("SELECT pg_advisory_unlock($1)", [lockId]);
+      // Before the change this waited for the completion, i.e. for the row held above.
+      const first = await answering;
+      expect(first.status).toBe(200);
+      const body = await first.text();
+      expect((await record())?.status).toBe("running");
+      const here = await fetch(urlA, keyed("gated-key-1", "sku-g"));
+      expect(here.headers.get("idempotent-replayed")).toBe("true");
+      expect(await here.text()).toBe(body);
+      // (Another instance would find the key running, 409 — not asked here: its claim's
+      // INSERT … ON CONFLICT would wait for the row held above. The conformance case asks it.)
+
+      const stopped = a.child.waitFor((ev) => ev.event === "stopped", "stopped");
+      a.child.proc.kill("SIGTERM");
+      // The server stops listening first; stop() then waits for the completion, which waits for the row.
+      for (let i = 0; i < 2_000; i++) {
+        const refused = await fetch(a.url, { method: "GET" }).then(
+          () => false,
+          () => true,
+        );
+        if (refused) break;
+      }
+      expect(a.child.dead).toBe(false);
+      expect((await record())?.status).toBe("running");
+      await holder.query("COMMIT");
+      // stop() returned only once the answer was stored.
+      expect((await stopped).status).toBe("done");
+      expect(await a.child.exited).toBe(0);
+      expect(await record()).toEqual({ status: "done", response_body: body });
+      const after = await fetch(urlB, keyed("gated-key-1", "sku-g"));
+      expect(after.headers.get("idempotent-replayed")).toBe("true");
+      expect(await after.text()).toBe(body);
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      await b.child.kill("SIGKILL");
+      if (!a.child.dead) await a.child.kill("SIGKILL");
+      await gate.end();
+      await holder.end();
+    }
+  });
+
   it("a process killed between the claim and the answer: the retry on the next process continues the same durable run; its step ran once", async () => {
     const a = await start({ OKE_HANG: "1" });
     const durableUrl = a.url.replace("/orders", "/durable-orders");

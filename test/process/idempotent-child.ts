@@ -3,7 +3,10 @@
  * A real app process serving keyed routes on PostgreSQL (DATABASE_URL + OKE_SCHEMA): each run of
  * a flow inserts a row, so the test counts runs across processes. Prints {"event":"listening","port"}.
  * `/durable-orders` is durable: its first step inserts the row, its second hangs with OKE_HANG=1
- * (printing {"event":"hanging"}).
+ * (printing {"event":"hanging"}). `/gated-orders` waits for the advisory lock OKE_GATE_LOCK (shared)
+ * that the test holds, so the test can act between the claim and the answer. On SIGTERM the app
+ * stops (printing {"event":"stopped","status"}: OKE_REPORT_KEY's record then), then the store and
+ * pool close and the process exits.
  */
 import pg from "pg";
 import { pino } from "pino";
@@ -57,11 +60,36 @@ const createDurable = on(
   }),
 );
 
+const createGated = on(
+  http.post("/gated-orders"),
+  flow("orders.gated", {
+    do: async (input: { sku: string }) => {
+      // Transaction-scoped: taken once the test lets go, released when the statement ends.
+      await pool.query("SELECT pg_advisory_xact_lock_shared($1)", [Number(process.env.OKE_GATE_LOCK ?? 0)]);
+      return { sku: input.sku, pid: process.pid };
+    },
+  }),
+);
+
+const store = createPostgresStore({ connectionString: url, schema });
 const app = createApp({
   env: "test",
-  modules: [{ create, createDurable }],
-  store: createPostgresStore({ connectionString: url, schema }),
+  modules: [{ create, createDurable, createGated }],
+  store,
   logger: pino({ level: "silent" }),
 });
 const { port } = await app.start({ port: 0, host: "127.0.0.1" });
 say({ event: "listening", port });
+process.once("SIGTERM", () => {
+  void app
+    .stop()
+    .then(async () => {
+      // What the store holds for OKE_REPORT_KEY once stop() returned (it must not return earlier).
+      const key = process.env.OKE_REPORT_KEY;
+      const record = key === undefined ? undefined : await store.getIdempotencyKey(key);
+      say({ event: "stopped", status: record?.status });
+      await store.close();
+      await pool.end();
+    })
+    .catch((e: unknown) => say({ event: "stop failed", err: String(e) }));
+});
