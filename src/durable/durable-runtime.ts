@@ -486,7 +486,7 @@ export class DurableRuntime {
 
   private async wakeEarlyWatched(runId: string, resumeHere: boolean): Promise<WakeEarlyResult["outcome"]> {
     const { store, clock } = this.o;
-    // Claimed here ahead of its wake time (the store reads it as running): resumed now, under its permit.
+    // Reserved here ahead of its wake time (its lease is ours): resumed now, under its permit.
     if (this.scheduler.wakeNow(runId)) return "resumed";
     const moved = await store.wakeEarly(runId, clock.now());
     if (!moved) throw new ClockResourceNotFoundError(runId);
@@ -529,8 +529,62 @@ export class DurableRuntime {
     }
   }
 
+  /**
+   * A run the wake scheduler reserved ahead of its wake time (the store still reads it sleeping,
+   * its lease ours) resumes now: the claim that makes it running is sent and not awaited, so the
+   * code after the sleep starts at once, and every write of the run (append, park, finish, renew,
+   * release: a call carrying its id and our owner) waits for that claim first. The store thus sees
+   * the run running before its next write on every driver — the order is kept here, not by a
+   * connection (a postgres pool may send two statements on two connections). A claim that finds
+   * the reservation gone leaves the run's writes refused by their fence, as a lost lease.
+   */
+  private reservedStart(acquired: AcquiredRun): { acquired: AcquiredRun; deps: DurableDeps } {
+    const run = acquired.run;
+    const owner = run.leaseOwner;
+    if (run.status !== "sleeping" || owner === null) return { acquired, deps: this.deps };
+    const { store, clock, logger } = this.o;
+    const claim = () =>
+      store.claimDueRuns({
+        owner,
+        now: clock.now(),
+        max: 1,
+        leaseMs: this.o.leaseMs,
+        runIds: [run.id],
+        sleepersDueBy: run.wakeAt ?? clock.now(),
+      });
+    const started = claim()
+      .catch(() => claim())
+      .then(
+        () => undefined,
+        (e: unknown) =>
+          logger.warn(
+            { err: e, runId: run.id },
+            "durable run: resuming a reserved run failed; its writes will be refused",
+          ),
+      );
+    const ours = (a: unknown): boolean =>
+      typeof a === "object" &&
+      a !== null &&
+      (a as { runId?: unknown }).runId === run.id &&
+      (a as { owner?: unknown }).owner === owner;
+    const gated = new Proxy(store, {
+      get(target, prop) {
+        const v: unknown = Reflect.get(target, prop, target);
+        if (typeof v !== "function") return v;
+        const f = v as (...args: unknown[]) => unknown;
+        return (...args: unknown[]) =>
+          ours(args[0]) ? started.then(() => f.apply(target, args)) : f.apply(target, args);
+      },
+    });
+    return {
+      acquired: { ...acquired, run: { ...run, status: "running", wakeAt: null } },
+      deps: { ...this.deps, store: gated },
+    };
+  }
+
   /** Continues a run this instance holds: replay its journal, then run on. */
-  private async resume(acquired: AcquiredRun): Promise<InvokeResult | undefined> {
+  private async resume(reservedOrHeld: AcquiredRun): Promise<InvokeResult | undefined> {
+    const { acquired, deps } = this.reservedStart(reservedOrHeld);
     const { store, clock, logger } = this.o;
     const flow = this.o.flows.get(acquired.run.flow);
     if (!flow) {
@@ -549,7 +603,7 @@ export class DurableRuntime {
     const ending = await this.spentEnd(acquired);
     const outcome = ending
       ? await this.driveEnded(flow, acquired, ending, "resume")
-      : await this.drive(this.deps, acquired, (session, undos) =>
+      : await this.drive(deps, acquired, (session, undos) =>
           this.o.execute(flow, run.input, {
             runId: run.id,
             attempt: 1,

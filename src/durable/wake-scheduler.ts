@@ -48,12 +48,12 @@ const HOLD_MAX = 10_000;
  *
  * With `lookaheadMs` (L > 0; the postgres driver's `wakeLookaheadMs`), every
  * claim also takes sleepers due within L (`sleepersDueBy`) and the timer fires
- * L early: a run claimed before its `wakeAt` waits here, lease and permit held,
- * on a local timer at its `dueAt` and resumes then. The claim is the same
- * committed, fenced claim, made earlier; what it costs is that the run reads as
- * `running` up to L before it resumes. Such a run is *pre-claimed* until its
- * timer fires: `wakeNow` resumes it at once (wake early here), and a stop
- * shortens its lease to lapse at its `dueAt`, when any instance may take it.
+ * L early: a sleeper claimed before its `wakeAt` is *reserved* — its lease is
+ * taken, the store still reads it sleeping — and waits here, lease and permit
+ * held, on a local timer at its `dueAt`; then `resume` runs it (the runtime
+ * sends the claim that sets it running, not awaited before the replay).
+ * `wakeNow` resumes a reserved run at once (wake early here), and a stop
+ * releases its reservation (still sleeping; a wake event tells the others).
  */
 export class WakeScheduler {
   private running = false;
@@ -72,7 +72,7 @@ export class WakeScheduler {
   private again = false;
   private unsubscribe: (() => void) | undefined;
   private readonly resuming = new Set<Promise<void>>();
-  /** Pre-claimed runs waiting for their dueAt: lease and permit held, a local timer each. */
+  /** Reserved runs waiting for their dueAt: lease and permit held, a local timer each. */
   private readonly waiting = new Map<string, { run: AcquiredRun; cancel: () => void }>();
   private round: Promise<void> = Promise.resolve();
 
@@ -108,8 +108,8 @@ export class WakeScheduler {
   }
 
   /**
-   * Wake early of a run this instance pre-claimed (it reads as running in the store, so the store
-   * cannot move its wake time): resumes it now. False when the run is not waiting here.
+   * Wake early of a run this instance reserved (another instance's claim could not take it before
+   * its reservation lapses): resumes it now. False when the run is not waiting here.
    */
   wakeNow(runId: string): boolean {
     const w = this.waiting.get(runId);
@@ -280,7 +280,7 @@ export class WakeScheduler {
     return false;
   }
 
-  /** A run a claim just took: resumed now, or — claimed ahead of its wake time — at its dueAt. */
+  /** A run a claim just took: resumed now, or — reserved ahead of its wake time — at its dueAt. */
   private begin(run: AcquiredRun): void {
     const at = run.dueAt;
     if (at === undefined || at <= this.o.clock.now()) {
@@ -352,8 +352,8 @@ export class WakeScheduler {
   }
 
   /**
-   * Stops claiming; the leases of pre-claimed runs are cut to lapse at their dueAt (any instance's
-   * scheduler takes them then; a failed cut leaves them to their full lease); then waits up to
+   * Stops claiming; reserved runs are released (still sleeping: any instance's scheduler takes them
+   * at their wakeAt; a failed release leaves them to their lease lapsing); then waits up to
    * `timeoutMs` for the resumes running.
    */
   async stop(timeoutMs: number): Promise<void> {
@@ -379,23 +379,23 @@ export class WakeScheduler {
   }
 
   /**
-   * Gives a pre-claimed run back by shortening its lease to lapse at its dueAt, and frees its permit.
-   * Not releaseRun: a run without a lease owner is an orphan to a boot scan and free to acquireRun at
-   * once, which would run the code after the sleep before its wake time.
+   * Gives a reserved run back (its lease cleared, still sleeping with its wakeAt) and frees its
+   * permit. The retry time is its wake time, so the release is a store wake event: every
+   * instance's scheduler re-reads the deadline and whichever claims first wakes it then. Nothing
+   * ran, so the taker counts no recovery; a sleeper is no boot orphan to be run early.
    */
   private async release(run: AcquiredRun): Promise<void> {
     try {
-      const now = this.o.clock.now();
-      await this.o.store.renewLease({
+      await this.o.store.releaseRun({
         runId: run.run.id,
         owner: run.run.leaseOwner!,
-        now,
-        leaseMs: Math.max(0, run.dueAt! - now),
+        now: this.o.clock.now(),
+        retryAt: run.dueAt!,
       });
     } catch (e) {
       this.o.logger.warn(
         { err: e, runId: run.run.id },
-        "wake scheduler: cutting the lease of a run claimed ahead of its wake time failed at stop; it wakes when its lease lapses",
+        "wake scheduler: releasing a run reserved ahead of its wake time failed at stop; it wakes when its lease lapses",
       );
     } finally {
       this.o.permits.giveBack(1);

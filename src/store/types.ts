@@ -156,8 +156,8 @@ export interface AcquiredRun {
   /** True when this call created the run. */
   created: boolean;
   /**
-   * claimDueRuns only: the deadline the claim found the run due at — a sleeper's `wakeAt` (which may
-   * be later than `now` under `sleepersDueBy`), a lapsed lease's expiry.
+   * claimDueRuns only: the deadline the claim found the run due at — a sleeper's `wakeAt` (later than
+   * `now` for a reservation, under `sleepersDueBy`), a lapsed lease's expiry.
    */
   dueAt?: number;
 }
@@ -212,9 +212,15 @@ export interface ClaimDueRunsRequest extends RunFlowFilter {
    */
   runIds?: readonly string[];
   /**
-   * Sleepers whose `wakeAt` is at most this (≥ `now`) are due too: a scheduler claims a sleeper a
-   * little ahead of its wake time and resumes it at its `dueAt`, so the claim's commit is not on the
-   * wake's path. Leases still lapse at `now` only (a live lease is never taken early). Absent: `now`.
+   * Sleepers whose `wakeAt` is at most this (≥ `now`) are due too, and one not due yet at `now` is
+   * *reserved*: the claim takes its lease (owner, expiry) and leaves it `sleeping` with its `wakeAt`
+   * (listed as a sleeper; the recovery count is untouched). A scheduler reserves a sleeper a little
+   * ahead of its wake time, so the claim's commit is not on the wake's path, and at its `dueAt`
+   * resumes it with a second claim by id under the same owner — a holder's own reservation is due to
+   * it at any time and that claim sets it `running`. Other claimers skip a sleeper whose reservation
+   * lease is live; one whose reservation lapsed is an ordinary due sleeper (no recovery: nothing ran).
+   * `releaseRun` gives a reservation back (still sleeping). Leases of running runs still lapse at
+   * `now` only (never taken early). Absent: `now`.
    */
   sleepersDueBy?: number;
 }
@@ -306,7 +312,9 @@ export interface JournalStore {
    * `retryAt`, the run becomes claimable by claimDueRuns from then on, as if
    * its lease had expired at that time — for an instance that cannot run it
    * (its flow is not in this version of the app) — and schedulers are told
-   * (a `wake` event), so another instance takes it over.
+   * (a `wake` event), so another instance takes it over. A reserved
+   * sleeper (see `sleepersDueBy`) stays sleeping with its `wakeAt`, its lease
+   * cleared: due to any claimer at its wake time.
    */
   releaseRun(req: ReleaseRequest): Promise<void>;
   /**
@@ -314,6 +322,8 @@ export interface JournalStore {
    * `wakeAt <= now` (set `running`), and running runs whose lease expired
    * (`leaseExpiresAt <= now`, not released) — a dead instance's runs, taken
    * over lazily like expired message leases. Each run goes to one claimer.
+   * A sleeper another owner reserved (`sleepersDueBy`) is skipped while its
+   * lease is live.
    * With `flows`, only runs of those flows: others keep their status and
    * `wakeAt` until an instance that has their flow claims them. With
    * `runIds`, only those runs (each still only if due).

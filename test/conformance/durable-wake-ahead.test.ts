@@ -1,4 +1,4 @@
-// PostgreSQL: the instance that parked a run claims it wakeLookaheadMs before its wake time and resumes it at that time.
+// PostgreSQL: the instance that parked a run reserves it wakeLookaheadMs before its wake time (lease taken, still sleeping) and resumes it at that time.
 import { describe, expect, it } from "vitest";
 import { createTimeTravel, flow } from "../../src/index.ts";
 import type { Store } from "../../src/store/types.ts";
@@ -27,7 +27,13 @@ async function onlyRun(store: Store) {
   return run!;
 }
 
-describe("postgres: a sleeper is claimed ahead of its wake time", () => {
+/** The run is reserved: its lease taken ahead of the wake, its status and wakeAt still a sleeper's. */
+async function reserved(store: Store): Promise<boolean> {
+  const run = await onlyRun(store);
+  return run.status === "sleeping" && run.leaseOwner !== null;
+}
+
+describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   const apps = appFactory(postgres);
 
   it("is claimed within the lookahead, held, and resumed at its wake time, not before", async () => {
@@ -42,21 +48,27 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     app.time.set(WAKE - 60);
     await app.idle();
     expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE, leaseOwner: null });
-    // Inside it: claimed (a committed lease), but the code after the sleep waits for the wake time.
+    // Inside it: reserved (a committed lease), still sleeping and listed as a sleeper with its wake
+    // time; the code after the sleep waits for the wake time.
     app.time.set(WAKE - 20);
-    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await until(() => reserved(store), "reserved ahead");
     await app.idle();
-    expect((await onlyRun(store)).leaseOwner).not.toBeNull();
+    const { id } = await onlyRun(store);
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE, recoveries: 0 });
+    expect(await app.operator.sleepers()).toMatchObject([{ runId: id, wakeAt: WAKE }]);
+    expect((await app.operator.run(id))?.run).toMatchObject({ status: "sleeping", wakeAt: WAKE });
     expect(ran).toEqual(["before"]);
     app.time.set(WAKE - 1);
     await app.idle();
     expect(ran).toEqual(["before"]);
+    expect((await onlyRun(store)).status).toBe("sleeping");
     app.time.set(WAKE);
     await until(async () => (await onlyRun(store)).status === "completed", "resumed at its wake time");
     expect(ran).toEqual(["before", "after"]);
+    expect((await onlyRun(store)).recoveries).toBe(0);
   });
 
-  it("a sleeper past the hold horizon is claimed ahead by the scan of due runs, and resumed at its wake time", async () => {
+  it("a sleeper past the hold horizon is reserved ahead by the scan of due runs, and resumed at its wake time", async () => {
     const store = await apps.store();
     const ran: string[] = [];
     const long = flow("ahead.long", {
@@ -71,29 +83,30 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     await app.invoke(long, {});
     const wake = T0 + 3_600_000;
     app.time.set(wake - 20);
-    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await until(() => reserved(store), "reserved ahead");
     await app.idle();
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: wake });
     expect(ran).toEqual(["before"]);
     app.time.set(wake);
     await until(async () => (await onlyRun(store)).status === "completed", "resumed at its wake time");
     expect(ran).toEqual(["before", "after"]);
   });
 
-  it("wake early of a run claimed ahead resumes it at once on the instance that holds it", async () => {
+  it("wake early of a reserved run resumes it at once on the instance that holds it", async () => {
     const store = await apps.store();
     const ran: string[] = [];
     const nap = napper("ahead.early", ran);
     const app = await apps.make([{ nap }], { store });
     await app.invoke(nap, {});
     app.time.set(WAKE - 20);
-    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await until(() => reserved(store), "reserved ahead");
     const { id } = await onlyRun(store);
     expect(await app.wakeEarly(id)).toEqual({ outcome: "resumed", runId: id });
     await until(async () => (await onlyRun(store)).status === "completed", "resumed early");
     expect(ran).toEqual(["before", "after"]);
   });
 
-  it("a stop cuts the lease of a run claimed ahead to its wake time: another instance resumes it then, not before", async () => {
+  it("a stop releases a reservation (still sleeping, no lease): another instance resumes it at its wake time, no recovery", async () => {
     const store = await apps.store();
     const ran: string[] = [];
     const nap = napper("ahead.stop", ran);
@@ -101,12 +114,10 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     const a = await apps.make([{ nap }], { store, time });
     await a.invoke(nap, {});
     time.set(WAKE - 20);
-    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
-    const { leaseOwner } = await onlyRun(store);
+    await until(() => reserved(store), "reserved ahead");
     await a.stop({ timeoutMs: 2_000 });
-    // Not resumed: its lease now lapses at the wake time, when any instance may take it — not before
-    // (a run with no lease owner would be an orphan to the next boot).
-    expect(await onlyRun(store)).toMatchObject({ status: "running", leaseOwner, leaseExpiresAt: WAKE });
+    // Not resumed, and not running: a sleeper again, its wake time unchanged.
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE, leaseOwner: null });
     expect(ran).toEqual(["before"]);
     const b = await apps.make([{ nap }], { store, time });
     await b.idle();
@@ -114,9 +125,28 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     time.set(WAKE);
     await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
     expect(ran).toEqual(["before", "after"]);
+    // Nothing ran under the reservation: its takeover is a sleeper's wake, not a recovery.
+    expect((await onlyRun(store)).recoveries).toBe(0);
   });
 
-  it("an instance that dies between the claim and the wake time: its lease lapses and another instance wakes the run, once", async () => {
+  it("another instance's claim skips a live reservation", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.skip", ran);
+    const frozen = createTimeTravel(T0);
+    const a = await apps.make([{ nap }], { store, time: frozen });
+    await a.invoke(nap, {});
+    frozen.set(WAKE - 20);
+    await until(() => reserved(store), "reserved ahead");
+    const held = await onlyRun(store);
+    // B is past the wake time but inside A's reservation lease: it takes nothing.
+    const got = await store.claimDueRuns({ owner: "b/1", now: WAKE + 1, max: 10, leaseMs: 30_000 });
+    expect(got).toEqual([]);
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", leaseOwner: held.leaseOwner });
+    await a.stop({ timeoutMs: 2_000 });
+  });
+
+  it("an instance that dies holding a reservation: its lease lapses and another instance wakes the run, once, no recovery", async () => {
     const store = await apps.store();
     const ran: string[] = [];
     const nap = napper("ahead.died", ran);
@@ -125,19 +155,20 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     const a = await apps.make([{ nap }], { store, time: frozen });
     await a.invoke(nap, {});
     frozen.set(WAKE - 20);
-    await until(async () => (await onlyRun(store)).status === "running", "claimed ahead");
+    await until(() => reserved(store), "reserved ahead");
     const held = await onlyRun(store);
     expect(held.leaseExpiresAt).toBeGreaterThan(WAKE);
     const b = await apps.make([{ nap }], { store, time: createTimeTravel(held.leaseExpiresAt! + 1) });
     await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
     await b.idle();
     expect(ran).toEqual(["before", "after"]);
+    expect((await onlyRun(store)).recoveries).toBe(0);
     // A's stop releases nothing it no longer holds.
     await a.stop({ timeoutMs: 2_000 });
     expect(await onlyRun(store)).toMatchObject({ status: "completed" });
   });
 
-  it("a run claimed ahead holds its resume permit: with concurrency 1 a second sleeper waits for it", async () => {
+  it("a reserved run holds its resume permit: with concurrency 1 a second sleeper waits for it", async () => {
     const store = await apps.store();
     const ran: string[] = [];
     const nap = napper("ahead.permits", ran);
@@ -148,11 +179,13 @@ describe("postgres: a sleeper is claimed ahead of its wake time", () => {
     const statuses = async () =>
       (await store.listRuns({})).map((r) => `${r.status}:${r.wakeAt === null ? "-" : r.wakeAt - WAKE}`);
     expect(await statuses()).toEqual(["sleeping:0", "sleeping:5"]);
-    // Both are inside the lookahead; one permit, so only the first is claimed.
+    // Both are inside the lookahead; one permit, so only the first is reserved.
     app.time.set(WAKE - 20);
-    await until(async () => (await statuses()).includes("running:-"), "first claimed ahead");
+    const leased = async () => (await store.listRuns({})).map((r) => r.leaseOwner !== null);
+    await until(async () => (await leased()).includes(true), "first reserved ahead");
     await app.idle();
-    expect(await statuses()).toEqual(["running:-", "sleeping:5"]);
+    expect(await statuses()).toEqual(["sleeping:0", "sleeping:5"]);
+    expect(await leased()).toEqual([true, false]);
     expect(ran).toEqual(["before", "before"]);
     app.time.set(WAKE + 5);
     await until(

@@ -93,7 +93,14 @@ async function wakeStatements(
   let claimedAhead = parked;
   if (ahead > 0) {
     time.advance(parseDuration(advance) - ahead);
-    await until(async () => (await statusOf()).join() === "running", "claimed ahead");
+    // Reserved: the lease is taken, the run still reads sleeping until its wake time.
+    const reserved = async (): Promise<boolean> =>
+      (
+        await reader.query<{ n: string }>(
+          `SELECT count(*) AS n FROM "${schema}".runs WHERE status = 'sleeping' AND lease_owner IS NOT NULL`,
+        )
+      ).rows[0]?.n === "1";
+    await until(reserved, "reserved ahead");
     await app.idle();
     claimedAhead = seen.length;
     time.advance(ahead);
@@ -137,13 +144,14 @@ describe("postgres: the wake of one sleeping run", () => {
     expect([...wake].sort()).toEqual(["claim by id", "finish", "nextWakeAt"]);
   });
 
-  it("a run its instance claimed ahead of its wake time: from the wake time on, only the finish", async () => {
+  it("a run its instance reserved ahead of its wake time: from the wake time on, its resume's claim then the finish", async () => {
     // 10 ms before the wake time, inside the postgres driver's 50 ms lookahead.
     const { ran, ahead, wake } = await wakeStatements("30s", "30s", 10);
     expect(ran).toEqual(["before", "after"]);
     expect(ahead[0]).toBe("claim by id");
     expect([...ahead].sort()).toEqual(["claim by id", "nextWakeAt"]);
-    // The claim's round trip is off the wake's path: the wake replays the journal the claim returned.
-    expect(wake).toEqual(["finish"]);
+    // The resume's claim (sleeping → running, under the reserved lease) is sent at the wake time and
+    // not awaited before the replay; the finish waits for it, so it comes after.
+    expect(wake).toEqual(["claim by id", "finish"]);
   });
 });

@@ -152,7 +152,7 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(other.map((a) => a.run.id)).toEqual(["r7"]);
     });
 
-    it("claimDueRuns with sleepersDueBy takes sleepers due by then, never a live lease early, and says when each is due", async () => {
+    it("claimDueRuns with sleepersDueBy reserves sleepers due by then (lease taken, still sleeping), never takes a live lease early, and says when each is due", async () => {
       await sleepingRun(store(), "s1", T0 + 110);
       await sleepingRun(store(), "s2", T0 + 140);
       await sleepingRun(store(), "s3", T0 + 200);
@@ -167,20 +167,66 @@ export function journalParkCases(factory: StoreFactory): void {
         ["s1", T0 + 110],
         ["s2", T0 + 140],
       ]);
-      for (const a of scan)
-        expect(a.run).toMatchObject({ status: "running", wakeAt: null, leaseOwner: "inst-2" });
+      expect(scan[0]!.run).toMatchObject({ status: "running", wakeAt: null, leaseOwner: "inst-2" });
+      // Sleepers not due yet are reserved: leased by the claimer, still sleeping with their wakeAt.
+      expect(scan[1]!.run).toMatchObject({ status: "sleeping", wakeAt: T0 + 110, leaseOwner: "inst-2" });
+      expect(await store().getRun("s2")).toMatchObject({
+        status: "sleeping",
+        wakeAt: T0 + 140,
+        leaseOwner: "inst-2",
+        leaseExpiresAt: T0 + 100 + LEASE,
+        recoveries: 0,
+      });
+      expect(sortedIds(await store().listRuns({ status: "sleeping" }))).toEqual(["s1", "s2", "s3"]);
       expect(await store().getRun("l1")).toMatchObject({ status: "running", leaseOwner: "inst-1" });
-      expect(await store().getRun("s3")).toMatchObject({ status: "sleeping", wakeAt: T0 + 200 });
+      expect(await store().getRun("s3")).toMatchObject({
+        status: "sleeping",
+        wakeAt: T0 + 200,
+        leaseOwner: null,
+      });
       // By id: the same rule.
       await sleepingRun(store(), "s4", T0 + 150);
       const byId = await store().claimDueRuns({ ...req, runIds: ["l1", "s3", "s4"] });
       expect(byId.map((a) => [a.run.id, a.dueAt])).toEqual([["s4", T0 + 150]]);
       // A sleepersDueBy before now counts as now; without it, nothing is due before its deadline.
       expect(await store().claimDueRuns({ ...req, sleepersDueBy: T0, runIds: ["l1", "s3"] })).toEqual([]);
+      // Another claimer past the wake times skips the live reservations (s1, s2, s4).
       const late = await store().claimDueRuns({ owner: "inst-3", now: T0 + 200, max: 10, leaseMs: LEASE });
       expect(late.map((a) => [a.run.id, a.dueAt])).toEqual([
         ["l1", T0 + 120],
         ["s3", T0 + 200],
+      ]);
+      // The holder's own claim resumes its reservation: running, even before the wake time.
+      const own = await store().claimDueRuns({
+        owner: "inst-2",
+        now: T0 + 105,
+        max: 1,
+        leaseMs: LEASE,
+        runIds: ["s1"],
+        sleepersDueBy: T0 + 110,
+      });
+      expect(own.map((a) => a.run)).toMatchObject([
+        { id: "s1", status: "running", wakeAt: null, leaseOwner: "inst-2", recoveries: 0 },
+      ]);
+      // A released reservation is a plain sleeper again.
+      await store().releaseRun({ runId: "s2", owner: "inst-2", now: T0 + 110, retryAt: T0 + 140 });
+      expect(await store().getRun("s2")).toMatchObject({
+        status: "sleeping",
+        wakeAt: T0 + 140,
+        leaseOwner: null,
+      });
+      // A lapsed reservation (its holder died) is a due sleeper: taken, and no recovery (nothing ran).
+      const after = T0 + 100 + LEASE + 1;
+      const lapsed = await store().claimDueRuns({
+        owner: "inst-4",
+        now: after,
+        max: 10,
+        leaseMs: LEASE,
+        runIds: ["s2", "s4"],
+      });
+      expect(lapsed.map((a) => a.run)).toMatchObject([
+        { id: "s2", status: "running", leaseOwner: "inst-4", recoveries: 0 },
+        { id: "s4", status: "running", leaseOwner: "inst-4", recoveries: 0 },
       ]);
     });
 

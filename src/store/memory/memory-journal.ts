@@ -227,12 +227,13 @@ export class MemoryJournal {
     ) {
       const at = deadline(r);
       if (at > dueBy) break;
-      if (r.status !== "sleeping" && at > req.now) {
+      // A live lease (a running run's, or a sleeper's reservation) is never taken before it lapses.
+      if (at > req.now && (r.status !== "sleeping" || leaseLive(r, req.now))) {
         this.heapOf(r.flow).remove(r);
         passed.push(r);
         continue;
       }
-      out.push({ ...this.take(r, req.owner, req.now, req.leaseMs), dueAt: at });
+      out.push({ ...this.claim(r, req.owner, req.now, req.leaseMs), dueAt: at });
     }
     for (const r of passed) this.reheap(r);
     return out;
@@ -247,13 +248,14 @@ export class MemoryJournal {
       const r = this.runs.get(id);
       // deadline() is Infinity for a released run; terminal runs are never due.
       if (r === undefined || r.status === "completed" || r.status === "failed") continue;
-      if (deadline(r) > (r.status === "sleeping" ? dueBy : req.now)) continue;
+      if (dueAtFor(r, req.owner) > (r.status === "sleeping" ? dueBy : req.now)) continue;
+      if (r.leaseOwner !== req.owner && leaseLive(r, req.now)) continue;
       if (flows === undefined || flows.has(r.flow)) due.push(r);
     }
     due.sort((a, b) => (earlier(a, b) ? -1 : 1));
     return due.slice(0, Math.max(0, req.max)).map((r) => {
-      const dueAt = deadline(r);
-      return { ...this.take(r, req.owner, req.now, req.leaseMs), dueAt };
+      const dueAt = dueAtFor(r, req.owner);
+      return { ...this.claim(r, req.owner, req.now, req.leaseMs), dueAt };
     });
   }
 
@@ -393,6 +395,20 @@ export class MemoryJournal {
     }
   }
 
+  /**
+   * claimDueRuns' take: a sleeper not yet due (claimed ahead under sleepersDueBy) is reserved — the
+   * lease is taken, the run stays sleeping with its wakeAt; its holder's later claim resumes it.
+   */
+  private claim(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
+    if (r.status !== "sleeping" || r.wakeAt === null || r.wakeAt <= now || r.leaseOwner === owner)
+      return this.take(r, owner, now, leaseMs);
+    r.leaseOwner = owner;
+    r.leaseExpiresAt = now + leaseMs;
+    r.updatedAt = now;
+    this.reheap(r);
+    return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
+  }
+
   /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others. */
   private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
     if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
@@ -459,12 +475,21 @@ export class MemoryJournal {
 const leased = (r: RunRec): boolean => r.status === "running" || r.status === "compensating";
 
 /** When the run next needs an owner: wake time if sleeping, lease expiry if leased. */
+// A reserved sleeper (lease taken ahead of its wake, still sleeping) is due to others once both its
+// wake time and its reservation lease have passed.
 const deadline = (r: RunRec): number =>
   r.status === "sleeping"
-    ? (r.wakeAt ?? Infinity)
+    ? Math.max(
+        r.wakeAt ?? Infinity,
+        r.leaseOwner !== null && r.leaseExpiresAt !== null ? r.leaseExpiresAt : -Infinity,
+      )
     : leased(r) && r.leaseExpiresAt !== null
       ? r.leaseExpiresAt
       : Infinity;
+
+/** When a claim by `owner` finds the run due: its own reservation is due at its wake time. */
+const dueAtFor = (r: RunRec, owner: string): number =>
+  r.status === "sleeping" && r.leaseOwner === owner ? (r.wakeAt ?? Infinity) : deadline(r);
 
 /** Deadline order, ties by id. */
 const earlier = (a: RunRec, b: RunRec): boolean =>

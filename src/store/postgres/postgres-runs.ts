@@ -206,6 +206,16 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
 }
 
 /**
+ * A claim of a sleeper not yet due (claimed ahead under sleepersDueBy) reserves it: the lease is
+ * taken, the run stays sleeping with its wake_at. Its holder's own later claim resumes it.
+ */
+const reserve = "(r.status = 'sleeping' AND r.wake_at > $2 AND r.lease_owner IS DISTINCT FROM $1)";
+
+/** A sleeper free to claim: no reservation, a lapsed one, or the claimer's own. */
+const freeSleeper =
+  "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $2 OR lease_owner = $1)";
+
+/**
  * What claimDueSql and claimDueByIdSql share after their `due` CTE: the claim
  * of the due rows and the claimed runs joined to their entries, ordered by
  * deadline, id, seq. A run's row repeats once per entry; its input, output and
@@ -215,8 +225,8 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
 function claimedWithJournal(s: string): string {
   return `claimed AS (
        UPDATE ${s}.runs r
-       SET status = CASE WHEN r.status = 'compensating' THEN r.status ELSE 'running' END,
-           wake_at = NULL, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2,
+       SET status = CASE WHEN r.status = 'compensating' THEN r.status WHEN ${reserve} THEN 'sleeping' ELSE 'running' END,
+           wake_at = CASE WHEN ${reserve} THEN r.wake_at END, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2,
            recoveries = ${countRecovery("r.", "$1")}
        FROM due WHERE r.id = due.id
        RETURNING r.*, due.due_at)
@@ -237,7 +247,7 @@ export function claimDueSql(s: string, byFlow: boolean): string {
   return `WITH due AS (
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${s}.runs
-       WHERE (${mine} status = 'sleeping' AND wake_at <= $5::bigint)
+       WHERE (${mine} status = 'sleeping' AND wake_at <= $5::bigint AND ${freeSleeper})
           OR (${mine} status = 'running' AND lease_expires_at <= $2)
           OR (${mine} status = 'compensating' AND lease_expires_at <= $2)
        ORDER BY due_at, id COLLATE "C"
@@ -262,7 +272,7 @@ export function claimDueByIdSql(s: string): string {
        SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
        FROM ${s}.runs
        WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))
-         AND ((status = 'sleeping' AND wake_at <= $7::bigint)
+         AND ((status = 'sleeping' AND wake_at <= $7::bigint AND ${freeSleeper})
               OR (status IN ('running', 'compensating') AND lease_expires_at <= $2))
        ORDER BY due_at, id COLLATE "C"
        LIMIT $3
@@ -292,14 +302,26 @@ export async function listOrphans(
   return rows.map(toRunRecord);
 }
 
-/** Earliest deadline: a sleeper's wake_at or a running run's lease expiry; among `flows` if given (one index probe per flow). */
+/** A bound above every deadline (bigint max), for a comparison with no free sleeper. */
+const NO_DEADLINE = "9223372036854775807";
+
+/**
+ * Earliest deadline: a sleeper's wake_at or a running run's lease expiry; among `flows` if given (index
+ * probes per flow). A reserved sleeper (its lease taken ahead of its wake) is due to others once its
+ * lease lapses too: read among the sleepers before the first free one only (the few in a lookahead).
+ */
 export async function nextWakeAt(ctx: PgContext, filter: RunFlowFilter = {}): Promise<number | null> {
   if (filter.flows?.length === 0) return null;
-  if (filter.flows !== undefined) {
+  const perFlow = filter.flows !== undefined;
+  const flowIs = perFlow ? "flow = f.name AND" : "";
+  const sleepers = `(SELECT LEAST(u.at, (SELECT min(GREATEST(wake_at, lease_expires_at)) FROM ${ctx.s}.runs
+         WHERE ${flowIs} status = 'sleeping' AND lease_owner IS NOT NULL AND wake_at <= coalesce(u.at, ${NO_DEADLINE})))
+       FROM (SELECT min(wake_at) AS at FROM ${ctx.s}.runs WHERE ${flowIs} status = 'sleeping' AND lease_owner IS NULL) u)`;
+  if (perFlow) {
     const { rows } = await q<{ at: number | null }>(
       ctx.pool,
       `SELECT min(LEAST(
-         (SELECT wake_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'sleeping' AND wake_at IS NOT NULL ORDER BY flow, wake_at LIMIT 1),
+         ${sleepers},
          (SELECT lease_expires_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'running' AND lease_expires_at IS NOT NULL ORDER BY flow, lease_expires_at LIMIT 1),
          (SELECT lease_expires_at FROM ${ctx.s}.runs WHERE flow = f.name AND status = 'compensating' AND lease_expires_at IS NOT NULL ORDER BY flow, lease_expires_at LIMIT 1))) AS at
        FROM unnest($1::text[]) AS f(name)`,
@@ -309,7 +331,7 @@ export async function nextWakeAt(ctx: PgContext, filter: RunFlowFilter = {}): Pr
   }
   const { rows } = await q<{ at: number | null }>(
     ctx.pool,
-    `SELECT LEAST((SELECT min(wake_at) FROM ${ctx.s}.runs WHERE status = 'sleeping'),
+    `SELECT LEAST(${sleepers},
                   (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'running'),
                   (SELECT min(lease_expires_at) FROM ${ctx.s}.runs WHERE status = 'compensating')) AS at`,
     [],

@@ -239,7 +239,20 @@ const leaseLive = (r: RunRow, now: number): boolean =>
   r.lease_owner !== null && r.lease_expires_at !== null && r.lease_expires_at > now;
 /** When the run next needs an owner (the memory journal's deadline(); null = never). */
 const deadlineOf = (r: RunRow): number | null =>
-  r.status === "sleeping" ? r.wake_at : leased(r) ? r.lease_expires_at : null;
+  r.status === "sleeping"
+    ? r.wake_at === null
+      ? null
+      : // A reserved sleeper (lease taken ahead of its wake) is due to others once its lease lapses too.
+        Math.max(
+          r.wake_at,
+          r.lease_owner !== null && r.lease_expires_at !== null ? r.lease_expires_at : -Infinity,
+        )
+    : leased(r)
+      ? r.lease_expires_at
+      : null;
+/** When a claim by `owner` finds the run due: its own reservation is due at its wake time. */
+const dueAtFor = (r: RunRow, owner: string): number | null =>
+  r.status === "sleeping" && r.lease_owner === owner ? r.wake_at : r.deadline;
 
 export interface SqliteEngineOptions {
   /** Turns a failed write (disk full, I/O error) into the error callers see; the engine then refuses calls. */
@@ -793,6 +806,20 @@ export class SqliteEngine {
     }
   }
 
+  /**
+   * claimDueRuns' take: a sleeper not yet due (claimed ahead under sleepersDueBy) is reserved — the
+   * lease is taken, the run stays sleeping with its wakeAt; its holder's later claim resumes it.
+   */
+  private claimRun(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
+    if (r.status !== "sleeping" || r.wake_at === null || r.wake_at <= now || r.lease_owner === owner)
+      return this.take(r, owner, now, leaseMs);
+    r.lease_owner = owner;
+    r.lease_expires_at = now + leaseMs;
+    r.updated_at = now;
+    this.saveRun(r);
+    return { run: toRun(r), entries: this.entries(r.id), created: false };
+  }
+
   /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others. */
   private take(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
     if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
@@ -966,9 +993,11 @@ export class SqliteEngine {
   private due(now: number, dueBy: number, max: number, flows: readonly string[] | undefined): RunRow[] {
     if (flows === undefined)
       return this.all<RunRow>(
-        `SELECT * FROM runs WHERE deadline IS NOT NULL AND deadline <= ? AND (status = 'sleeping' OR deadline <= ?)
+        `SELECT * FROM runs WHERE deadline IS NOT NULL AND deadline <= ?
+             AND (deadline <= ? OR (status = 'sleeping' AND (lease_owner IS NULL OR lease_expires_at <= ?)))
            ORDER BY deadline, id LIMIT ?`,
         dueBy,
+        now,
         now,
         max,
       );
@@ -977,10 +1006,11 @@ export class SqliteEngine {
       out.push(
         ...this.all<RunRow>(
           `SELECT * FROM runs WHERE flow = ? AND deadline IS NOT NULL AND deadline <= ?
-             AND (status = 'sleeping' OR deadline <= ?)
+             AND (deadline <= ? OR (status = 'sleeping' AND (lease_owner IS NULL OR lease_expires_at <= ?)))
              ORDER BY deadline, id LIMIT ?`,
           flow,
           dueBy,
+          now,
           now,
           max,
         ),
@@ -995,8 +1025,10 @@ export class SqliteEngine {
     const due: RunRow[] = [];
     for (const id of new Set(ids)) {
       const r = this.runRow(id);
-      if (r === undefined || r.deadline === null) continue;
-      if (r.deadline > (r.status === "sleeping" ? dueBy : req.now)) continue;
+      const at = r === undefined ? null : dueAtFor(r, req.owner);
+      if (r === undefined || at === null) continue;
+      if (at > (r.status === "sleeping" ? dueBy : req.now)) continue;
+      if (r.lease_owner !== req.owner && leaseLive(r, req.now)) continue;
       if (flows === undefined || flows.has(r.flow)) due.push(r);
     }
     due.sort((a, b) => a.deadline! - b.deadline! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -1014,8 +1046,8 @@ export class SqliteEngine {
     if (due.length === 0) return [];
     return this.write(() =>
       due.map((r) => {
-        const dueAt = r.deadline!;
-        return { ...this.take(r, req.owner, req.now, req.leaseMs), dueAt };
+        const dueAt = dueAtFor(r, req.owner)!;
+        return { ...this.claimRun(r, req.owner, req.now, req.leaseMs), dueAt };
       }),
     );
   }
