@@ -532,7 +532,7 @@ export class DurableRuntime {
   /**
    * A run the wake scheduler reserved ahead of its wake time (the store still reads it sleeping,
    * its lease ours) resumes now: the claim that makes it running is sent and not awaited, so the
-   * code after the sleep starts at once, and every write of the run (append, park, finish, renew,
+   * code after the sleep starts at once (the claim goes out just after it), and every write of the run (append, park, finish, renew,
    * release: a call carrying its id and our owner) waits for that claim first. The store thus sees
    * the run running before its next write on every driver — the order is kept here, not by a
    * connection (a postgres pool may send two statements on two connections). A claim that finds
@@ -552,7 +552,10 @@ export class DurableRuntime {
         runIds: [run.id],
         sleepersDueBy: run.wakeAt ?? clock.now(),
       });
-    const started = claim()
+    // Sent from the check phase, after the replay's microtasks have reached the code after the sleep:
+    // building and sending the statement is event-loop work the wake would otherwise wait behind.
+    const started = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(claim)
       .catch(() => claim())
       .then(
         () => undefined,
