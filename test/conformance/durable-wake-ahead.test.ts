@@ -106,6 +106,27 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
     expect(ran).toEqual(["before", "after"]);
   });
 
+  it("wake early of a reserved run on another instance moves its wake time only; its holder resumes it at the original one", async () => {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper("ahead.early-elsewhere", ran);
+    const time = createTimeTravel(T0);
+    const a = await apps.make([{ nap }], { store, time });
+    await a.invoke(nap, {});
+    time.set(WAKE - 20);
+    await until(() => reserved(store), "reserved ahead");
+    const { id, leaseOwner } = await onlyRun(store);
+    const b = await apps.make([{ nap }], { store, time });
+    expect(await b.wakeEarly(id)).toEqual({ outcome: "wake time only", runId: id });
+    await b.idle();
+    expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE - 20, leaseOwner });
+    expect(ran).toEqual(["before"]);
+    time.set(WAKE);
+    await until(async () => (await onlyRun(store)).status === "completed", "resumed by its holder");
+    expect(ran).toEqual(["before", "after"]);
+    expect((await onlyRun(store)).recoveries).toBe(0);
+  });
+
   it("a stop releases a reservation (still sleeping, no lease): another instance resumes it at its wake time, no recovery", async () => {
     const store = await apps.store();
     const ran: string[] = [];
