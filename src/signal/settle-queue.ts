@@ -214,7 +214,8 @@ export class SettleQueue {
 
   /**
    * A failed settle is retried with backoff (the store fences it by holder and
-   * attempt, so a retry never applies twice) until it commits, the pool stops,
+   * attempt, so a retry never applies twice, and a retry of one that did commit
+   * returns its result again) until it commits, the pool stops,
    * or a message's lease ran out a whole lease ago: by then it is another
    * holder's to run, so it is given up and logged. Dropping it at the first
    * failure re-ran every handler of the batch after a short database blip.
@@ -228,7 +229,11 @@ export class SettleQueue {
     let live = batch;
     // Only a failing settle asks for a message's lease; the lookup is built then.
     let leaseOf: Map<Settlement, number> | undefined;
-    const r = await commitWithRetry(() => this.o.store.settle(live, this.o.clock.now(), handoff), {
+    // One `now` for every try: a retry after a commit whose answer was lost (a connection reset)
+    // is then the same request, which the store answers as the first commit did (applied and the
+    // hand-off's claimed), not as a fenced-off settle that strands the handed message.
+    const settleNow = this.o.clock.now();
+    const r = await commitWithRetry(() => this.o.store.settle(live, settleNow, handoff), {
       signal: this.abort.signal,
       giveUp: () => {
         const now = this.o.clock.now();

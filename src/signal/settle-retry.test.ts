@@ -14,8 +14,10 @@ function setup(failures: number) {
   const store: Store = Object.create(inner) as Store;
   let left = failures;
   let tries = 0;
+  const nows: number[] = [];
   store.settle = (batch, now) => {
     tries++;
+    nows.push(now);
     if (left-- > 0) return Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:5432"));
     return inner.settle(batch, now);
   };
@@ -38,7 +40,7 @@ function setup(failures: number) {
   });
   const emit = (id: string) =>
     inner.enqueue([{ id, signal: "retry.test", key: null, payload: null, parentRunId: null }], 1_000_000);
-  return { inner, pool, clock, lines, ran, emit, tries: () => tries };
+  return { inner, pool, clock, lines, ran, emit, nows, tries: () => tries };
 }
 
 describe("WorkerPool settle retries", () => {
@@ -53,6 +55,21 @@ describe("WorkerPool settle retries", () => {
     expect(t.tries()).toBe(4);
     expect(t.ran).toEqual(["m1"]);
     expect(t.lines.filter((l) => l.msg === "settle failed; retrying")).toHaveLength(3);
+    await t.pool.stop(1_000);
+  });
+
+  it("every retry of a settle sends the first try's now: a retry after a lost commit is the same request", async () => {
+    const t = setup(2);
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.tries() >= 1, "first settle tried");
+    t.clock.advance(1_000);
+    await until(
+      async () => (await t.inner.getMessage("m1"))?.status === "delivered",
+      "delivered after retries",
+    );
+    expect(t.nows).toHaveLength(3);
+    expect(new Set(t.nows).size).toBe(1);
     await t.pool.stop(1_000);
   });
 

@@ -274,7 +274,13 @@ export interface QueueStore {
    * Sets `inflight`, `lockedBy`, `leaseExpiresAt = now + leaseMs`, `attempts + 1`.
    */
   claim(req: ClaimRequest): Promise<ClaimedMessage[]>;
-  /** Applies outcomes in one batch, fenced by (worker, attempt); `handoff`: see SettleHandoff. */
+  /**
+   * Applies outcomes in one batch, fenced by (worker, attempt); `handoff`: see SettleHandoff.
+   * Idempotent: a settle retried with the same request (settlements, `now`, handoff) after its
+   * commit — the client lost the answer — applies nothing more and returns the same result: the
+   * same `applied`, and as `claimed` the messages its first commit handed off. Callers retry with
+   * the first try's `now`. (Memory and file settle in-process: a commit cannot fail after it.)
+   */
   settle(settlements: Settlement[], now: number, handoff?: SettleHandoff): Promise<SettleResult>;
   /** Dead messages of one signal, oldest first. */
   deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;

@@ -22,7 +22,7 @@ import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
  */
 const handoffSql = (s: string, p: { now: string; worker: string; lease: string; max: string }): string => `
 settled_keys AS (
-  SELECT DISTINCT ON (signal, key) signal, key, seq FROM upd
+  SELECT DISTINCT ON (signal, key) signal, key, seq FROM settled
   WHERE key IS NOT NULL AND status <> 'pending'
   ORDER BY signal, key, seq
 ),
@@ -36,6 +36,16 @@ held AS (
   WHERE o.signal IN (SELECT signal FROM settled_keys) AND o.status = 'inflight' AND o.key IS NOT NULL
     AND o.id NOT IN (SELECT id FROM upd)
 ),
+rehanded AS (
+  -- A retry of this batch (same request, same now): what its first commit handed to this worker.
+  -- Those successors are inflight (in held), so they are not handed again; they are returned as
+  -- claimed again, else nothing would run them until their lease lapsed. Empty unless done is.
+  SELECT r.* FROM (SELECT DISTINCT signal, key FROM done WHERE key IS NOT NULL AND status <> 'pending') k
+  CROSS JOIN LATERAL (
+    SELECT o.* FROM ${s}.messages o
+    WHERE o.signal = k.signal AND o.key = k.key AND o.status = 'inflight' AND o.locked_by = ${p.worker}
+      AND o.updated_at = ${p.now}::bigint AND o.lease_expires_at = ${p.now}::bigint + ${p.lease}::bigint) r
+),
 heads AS (
   SELECT h.id FROM settled_keys k CROSS JOIN LATERAL (
     SELECT o.id, o.seq, o.status FROM ${s}.messages o
@@ -43,7 +53,7 @@ heads AS (
     ORDER BY o.seq LIMIT 1) h
   WHERE h.status = 'pending' AND (k.signal, k.key) NOT IN (SELECT signal, key FROM held)
   ORDER BY h.seq
-  LIMIT GREATEST(${p.max}::integer, 0)
+  LIMIT GREATEST(${p.max}::integer - (SELECT count(*) FROM rehanded)::integer, 0)
 ),
 locked AS (
   SELECT m.ctid FROM ${s}.messages m
@@ -57,12 +67,15 @@ handed AS (
   WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM locked))
   RETURNING m.*
 ),
+handed_all AS (
+  SELECT * FROM handed UNION ALL SELECT * FROM rehanded
+),
 announce AS (
-  SELECT DISTINCT signal FROM upd WHERE status = 'pending'
+  SELECT DISTINCT signal FROM settled WHERE status = 'pending'
   UNION
   -- NOT IN over a subquery is a hashed subplan (a NOT EXISTS here was a nested loop, 13 ms at 256).
   SELECT k.signal FROM settled_keys k
-  WHERE (k.signal, k.key) NOT IN (SELECT h.signal, h.key FROM handed h)
+  WHERE (k.signal, k.key) NOT IN (SELECT h.signal, h.key FROM handed_all h)
     -- Another live row of the key (messages_key_head; "status = 'pending'" here was planned on
     -- messages_ready_keyed, a walk of the signal's whole keyed backlog per key).
     AND EXISTS (SELECT 1 FROM ${s}.messages o
@@ -70,7 +83,7 @@ announce AS (
                   AND o.key IS NOT NULL AND o.seq <> k.seq)
 ),
 summary AS (
-  SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
+  SELECT (SELECT coalesce(array_agg(id), '{}') FROM settled) AS applied,
          (SELECT coalesce(array_agg(signal), '{}') FROM announce) AS signals
 )`;
 
@@ -84,7 +97,7 @@ notified AS (
   WHERE ${channel}::text IS NOT NULL
 )
 SELECT s.applied, s.signals, (SELECT count(*) FROM notified) AS notified, h.*
-FROM summary s LEFT JOIN handed h ON true`;
+FROM summary s LEFT JOIN handed_all h ON true`;
 
 /**
  * The settle's input and its fenced UPDATE, up to (not including) RETURNING: shared by settleSql
@@ -123,6 +136,42 @@ upd AS (
 `;
 
 /**
+ * Idempotent retry. A settle whose COMMIT succeeded but whose answer the client lost (a connection
+ * reset) is sent again with the same request and the same `now`; the fence then refuses every row,
+ * since it is no longer inflight. `done`: the rows this same settle already left in its target
+ * state — status, attempt, lease cleared, updated_at = now (and, for a failure, the last failure
+ * recorded) — counted as applied again, so the retry returns what the first commit did. Only read
+ * when `upd` missed some input (the gate is a one-time filter): the common settle pays nothing.
+ * `settled`: upd and done, which the summaries and the hand-off read. `cols` over m: the columns
+ * of upd's RETURNING.
+ */
+const generalDone = (s: string, cols: string): string => `),
+done AS (
+  SELECT DISTINCT ON (m.id) ${cols}
+  FROM input i JOIN ${s}.messages m ON m.id = i.id
+  WHERE (SELECT count(*) FROM upd) < cardinality($1::text[])
+    AND m.id = ANY (ARRAY(SELECT id FROM input))
+    AND m.status = i.status AND m.locked_by IS NULL AND m.attempts = i.attempt AND m.updated_at = $6::bigint
+    AND (i.failure IS NULL OR m.failures -> -1 = i.failure::jsonb)
+  ORDER BY m.id, i.ord
+),
+settled AS (
+  SELECT * FROM upd UNION ALL SELECT * FROM done
+`;
+
+/** generalDone for the all-delivered statements ($1 ids, $2 attempts, $3 now). */
+const deliveredDone = (s: string, cols: string): string => `),
+done AS (
+  SELECT ${cols} FROM ${s}.messages m JOIN unnest($1::text[], $2::integer[]) AS i(id, attempt) ON m.id = i.id
+  WHERE (SELECT count(*) FROM upd) < cardinality($1::text[])
+    AND m.id = ANY (ARRAY(SELECT unnest($1::text[])))
+    AND m.status = 'delivered' AND m.locked_by IS NULL AND m.attempts = i.attempt AND m.updated_at = $3::bigint
+),
+settled AS (
+  SELECT * FROM upd UNION ALL SELECT * FROM done
+`;
+
+/**
  * The all-delivered settle's UPDATE, up to (not including) RETURNING: shared by settleDeliveredSql
  * and settleDeliveredHandoffSql. Parameters: $1 ids, $2 attempts, $3 now, $4 worker.
  */
@@ -151,12 +200,12 @@ const deliveredUpdate = (s: string): string => `WITH upd AS (
  */
 export const settleSql = (s: string): string => `
 ${generalUpdate(s)}  RETURNING m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees
-),
+${generalDone(s, "m.id, m.signal, (m.status = 'pending' OR m.key IS NOT NULL) AS frees")}),
 woke AS (
-  SELECT json_build_object('o', $8::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd WHERE frees HAVING count(*) > 0
+  SELECT json_build_object('o', $8::text, 's', array_agg(DISTINCT signal))::text AS payload FROM settled WHERE frees HAVING count(*) > 0
 )
-SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
-       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
+SELECT (SELECT coalesce(array_agg(id), '{}') FROM settled) AS applied,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM settled WHERE frees) AS signals,
        (SELECT pg_notify($7, CASE WHEN length(payload) <= 7000 THEN payload
                               ELSE json_build_object('o', $8::text, 'w', 1)::text END)
         FROM woke WHERE $7::text IS NOT NULL) AS notified`;
@@ -171,7 +220,7 @@ SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
  */
 export const settleDeliveredSql = (s: string): string => `
 ${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
-)
+${deliveredDone(s, "m.id, m.signal, m.key IS NOT NULL AS frees")})
 ${deliveredTail("count(*) = cardinality($1::text[])")}`;
 
 /**
@@ -188,6 +237,15 @@ export const settleDeliveredOneSql = (s: string): string => `WITH upd AS (
   SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3::bigint
   WHERE m.id = $1::text AND m.locked_by = $4::text AND m.attempts = $2::integer
   RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
+),
+done AS (
+  -- A retry of a settle that committed (see generalDone).
+  SELECT m.id, m.signal, m.key IS NOT NULL AS frees FROM ${s}.messages m
+  WHERE NOT EXISTS (SELECT 1 FROM upd) AND m.id = $1::text AND m.status = 'delivered' AND m.locked_by IS NULL
+    AND m.attempts = $2::integer AND m.updated_at = $3::bigint
+),
+settled AS (
+  SELECT * FROM upd UNION ALL SELECT * FROM done
 )
 ${deliveredTail("false")}`;
 
@@ -199,24 +257,24 @@ ${deliveredTail("false")}`;
  */
 const deliveredTail = (
   all: string,
-): string => `SELECT (SELECT CASE WHEN ${all} THEN NULL ELSE coalesce(array_agg(id), '{}') END FROM upd) AS applied,
-       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd WHERE frees) AS signals,
+): string => `SELECT (SELECT CASE WHEN ${all} THEN NULL ELSE coalesce(array_agg(id), '{}') END FROM settled) AS applied,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM settled WHERE frees) AS signals,
        (SELECT pg_notify($5, CASE WHEN length(payload) <= 7000 THEN payload
                               ELSE json_build_object('o', $6::text, 'w', 1)::text END)
         FROM (SELECT json_build_object('o', $6::text, 's', array_agg(DISTINCT signal))::text AS payload
-              FROM upd WHERE frees HAVING count(*) > 0) woke
+              FROM settled WHERE frees HAVING count(*) > 0) woke
         WHERE $5::text IS NOT NULL) AS notified`;
 
 /** settleSql with the hand-off ($9 worker, $10 lease ms, $11 max). */
 export const settleHandoffSql = (s: string): string => `
 ${generalUpdate(s)}  RETURNING m.id, m.signal, m.key, m.status, m.seq
-),
+${generalDone(s, "m.id, m.signal, m.key, m.status, m.seq")}),
 ${handoffSql(s, { now: "$6", worker: "$9", lease: "$10", max: "$11" })}${settleTail("$7", "$8")}`;
 
 /** settleDeliveredSql with the hand-off to the settling worker ($7 lease ms, $8 max). */
 export const settleDeliveredHandoffSql = (s: string): string => `
 ${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key, m.status, m.seq
-),
+${deliveredDone(s, "m.id, m.signal, m.key, m.status, m.seq")}),
 ${handoffSql(s, { now: "$3", worker: "$4", lease: "$7", max: "$8" })}${settleTail("$5", "$6")}`;
 
 export async function settle(
