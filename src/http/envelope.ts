@@ -15,6 +15,11 @@ export interface Reply {
   replayed?: boolean;
   /** The flow returned fx.live(…): the adapter streams the tape instead (src/http/sse.ts). */
   live?: LiveStream;
+  /**
+   * A passing refusal (the durable run is leased by another holder, 409 JournalLeaseBusy): an
+   * Idempotency-Key is freed rather than answered with it, so a retry asks again.
+   */
+  transient?: boolean;
 }
 
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";

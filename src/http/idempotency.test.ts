@@ -47,6 +47,20 @@ const request = (idem: ReturnType<typeof createIdempotency>, key: string, answer
   );
 
 describe("createIdempotency", () => {
+  it("a passing refusal (the run leased by another holder) frees the key instead of becoming its stored answer", async () => {
+    const { logger } = recording();
+    const store = createMemoryStore();
+    const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
+    const busy: Reply = { status: 409, body: '{"ok":false}', transient: true };
+    expect((await request(idem, "k-busy", busy)).status).toBe(409);
+    await idem.drain();
+    expect(await store.getIdempotencyKey("k-busy")).toBeUndefined();
+    // The retry runs the flow again and its answer is the one stored.
+    expect((await request(idem, "k-busy", { status: 200, body: '{"ok":true}' })).status).toBe(200);
+    await idem.drain();
+    expect((await store.getIdempotencyKey("k-busy"))?.response).toEqual({ status: 200, body: '{"ok":true}' });
+  });
+
   it("a completion that fails after the answer went out is logged with its key; a retry then finds the key running", async () => {
     const { logger, records } = recording();
     const store = hooked({ complete: () => Promise.reject(new Error("connection lost")) });

@@ -144,7 +144,8 @@ export function createIdempotency(deps: IdempotencyDeps) {
   ): void => {
     // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
     // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
-    if (reply.status >= 500 || reply.live !== undefined) {
+    // So is a passing refusal (the run leased elsewhere): storing it would answer every retry with it.
+    if (reply.status >= 500 || reply.live !== undefined || reply.transient === true) {
       store.releaseIdempotencyKey({ key, fingerprint }).then(
         () => done(reply),
         (e: unknown) => {
