@@ -146,10 +146,14 @@ describe("Idempotency-Key across a process restart (PostgreSQL)", () => {
     const b = await start();
     try {
       const url = b.url.replace("/orders", "/durable-orders");
-      // Its orphan scan may be finishing the run at this moment: a 409 then means "ask again".
+      // Its orphan scan may be finishing the run at this moment: a 409 (the run leased by the scan;
+      // the key is freed, not answered with it) then means "ask again" — a pause between tries so
+      // the scan gets the machine, however loaded.
       let retry = await fetch(url, keyed("durable-key-1", "sku-d"));
-      for (let i = 0; i < 500 && retry.status === 409; i++)
+      for (let i = 0; i < 500 && retry.status === 409; i++) {
+        await new Promise((r) => setTimeout(r, 20));
         retry = await fetch(url, keyed("durable-key-1", "sku-d"));
+      }
       expect(retry.status).toBe(200);
       const answer = await retry.text();
       expect(JSON.parse(answer)).toMatchObject({ data: { orderId: hanging.runId } });
