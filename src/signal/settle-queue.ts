@@ -17,6 +17,11 @@ import type { HandlerOutcome } from "./worker-pool-types.ts";
 const SETTLE_BATCH = 256;
 const SETTLE_PARALLEL = 2;
 
+/** A lease as log text: 30000 → "30 s". */
+export function leaseSeconds(ms: number): string {
+  return `${ms / 1000} s`;
+}
+
 /** What one settle statement came to, handed back to the pool. */
 export interface SettledBatch {
   batch: Settlement[];

@@ -25,7 +25,7 @@ export interface WorkerPoolOptions {
   /**
    * Messages claimed ahead of free slots and kept locally, so one claim round
    * trip feeds many handlers. A buffered message whose lease ran out before a
-   * slot freed up is dropped (it will be reclaimed), never run late.
+   * slot freed up is dropped (logged; it will be reclaimed), never run late.
    */
   prefetch: number;
   leaseMs: number;

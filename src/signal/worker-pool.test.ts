@@ -1,4 +1,5 @@
 // The worker pool against a real memory store, with every store call counted.
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
@@ -12,6 +13,7 @@ import { WorkerPool, type HandlerOutcome } from "./worker-pool.ts";
 function setup(o: {
   concurrency?: number;
   prefetch?: number;
+  retries?: number;
   handle?: (m: ClaimedMessage) => Promise<HandlerOutcome>;
 }) {
   const inner = createMemoryStore();
@@ -30,11 +32,14 @@ function setup(o: {
     return inner.settle(batch, now);
   };
   const ran: string[] = [];
+  const clock = createTimeTravel(1_000_000);
+  // Warnings and errors, parsed: what an operator would see.
+  const lines: Array<Record<string, unknown> & { msg: string }> = [];
   const pool = new WorkerPool({
     store,
-    clock: createTimeTravel(1_000_000),
-    logger: createLogger({ format: "silent" }),
-    signal: signal.once("pool.test"),
+    clock,
+    logger: pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) }),
+    signal: signal.once("pool.test", o.retries === undefined ? {} : { retries: o.retries }),
     worker: "w1",
     concurrency: o.concurrency ?? 4,
     prefetch: o.prefetch ?? 4,
@@ -49,7 +54,7 @@ function setup(o: {
   pools.push(pool);
   const emit = (id: string) =>
     inner.enqueue([{ id, signal: "pool.test", key: null, payload: null, parentRunId: null }], 1_000_000);
-  return { store: inner, pool, calls, ran, emit };
+  return { store: inner, pool, calls, ran, emit, clock, lines };
 }
 
 const pools: WorkerPool[] = [];
@@ -81,6 +86,69 @@ describe("WorkerPool", () => {
     await until(() => ran.length === 50, "all 50 ran");
     await pool.whenIdle();
     expect(new Set(ran).size).toBe(50);
+  });
+
+  it("a buffered message whose lease ran out before a slot freed up is dropped, logged once, and runs as its next attempt", async () => {
+    let release!: () => void;
+    const blocked = new Promise<HandlerOutcome>((r) => (release = () => r({ kind: "ok" })));
+    const t = setup({
+      concurrency: 1,
+      prefetch: 1,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return m.id === "m1" ? blocked : Promise.resolve({ kind: "ok" });
+      },
+    });
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.ran.length === 1, "m1 started, m2 buffered");
+    expect(t.ran).toEqual(["m1#1"]);
+    t.clock.advance(30_000); // m2's lease (claimed with m1) runs out in the buffer
+    release();
+    await until(() => t.ran.includes("m2#2"), "m2 claimed again and run");
+    await t.pool.whenIdle();
+    const drops = t.lines.filter((l) => l.msg.startsWith("buffered message dropped"));
+    expect(drops).toHaveLength(1);
+    expect(drops[0]).toMatchObject({
+      level: 40,
+      signal: "pool.test",
+      messageId: "m2",
+      attempt: 1,
+      msg: "buffered message dropped: its lease (30 s) ran out before a slot freed up; it is claimable again now and runs as attempt 2",
+    });
+    expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual(["m2#2"]); // never run late at attempt 1
+    expect(await t.store.getMessage("m2")).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+
+  it("a buffered message dropped with its last attempt is logged as settled unrun at its next claim", async () => {
+    let release!: () => void;
+    const blocked = new Promise<HandlerOutcome>((r) => (release = () => r({ kind: "ok" })));
+    const t = setup({
+      concurrency: 1,
+      prefetch: 1,
+      retries: 0,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return m.id === "m1" ? blocked : Promise.resolve({ kind: "ok" });
+      },
+    });
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.ran.length === 1, "m1 started, m2 buffered");
+    t.clock.advance(30_000);
+    release();
+    await until(async () => (await t.store.getMessage("m2"))?.status === "dead", "m2 dead-lettered");
+    await t.pool.whenIdle();
+    const drops = t.lines.filter((l) => l.msg.startsWith("buffered message dropped"));
+    expect(drops).toHaveLength(1);
+    expect(drops[0]).toMatchObject({
+      messageId: "m2",
+      attempt: 1,
+      msg: "buffered message dropped: its lease (30 s) ran out before a slot freed up; its next claim finds its 1 attempt(s) spent and settles it (LEASE_EXPIRED) without running it",
+    });
+    expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
   });
 
   it("reserve() holds a slot for a message written already claimed and runs it; release() gives it back", async () => {

@@ -1,7 +1,7 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
 import type { ClaimedMessage } from "../store/types.ts";
-import { budgetSpent } from "./attempt-budget.ts";
-import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
+import { budgetSpent, LEASE_EXPIRED } from "./attempt-budget.ts";
+import { leaseSeconds, SettleQueue, type SettledBatch } from "./settle-queue.ts";
 import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
 export type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
@@ -226,14 +226,35 @@ export class WorkerPool {
     );
   }
 
-  /** Starts buffered messages while slots are free; drops those whose lease already ran out. */
+  /** Starts buffered messages while slots are free; drops (and logs) those whose lease already ran out. */
   private startBuffered(): void {
     const now = this.o.clock.now();
+    let dropped = false;
     while (this.inflight + this.reserved < this.o.concurrency && this.buffer.length > 0) {
       const m = this.buffer.shift()!;
-      if (m.leaseExpiresAt <= now) continue;
+      if (m.leaseExpiresAt <= now) {
+        this.dropped(m, now);
+        dropped = true;
+        continue;
+      }
       this.run(m);
     }
+    // The dropped message is claimable again now: claim it rather than wait for another wake-up.
+    if (dropped) this.wake();
+  }
+
+  /**
+   * A buffered message not started within its lease: never run late. Its claim counted as an attempt,
+   * so the next claim is a new one, or finds the budget spent and settles it unrun (LEASE_EXPIRED).
+   */
+  private dropped(m: ClaimedMessage, now: number): void {
+    const next = budgetSpent({ attempts: m.attempts + 1 }, this.o.signal)
+      ? `its next claim finds its ${this.o.signal.retries + 1} attempt(s) spent and settles it (${LEASE_EXPIRED}) without running it`
+      : `it is claimable again now and runs as attempt ${m.attempts + 1}`;
+    this.o.logger.warn(
+      { signal: this.o.signal.name, messageId: m.id, attempt: m.attempts, lateMs: now - m.leaseExpiresAt },
+      `buffered message dropped: its lease (${leaseSeconds(this.o.leaseMs)}) ran out before a slot freed up; ${next}`,
+    );
   }
 
   private run(m: ClaimedMessage): void {
