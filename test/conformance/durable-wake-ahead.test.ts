@@ -1,6 +1,6 @@
 // PostgreSQL: the instance that parked a run reserves it wakeLookaheadMs before its wake time (lease taken, still sleeping) and resumes it at that time.
 import { describe, expect, it } from "vitest";
-import { createTimeTravel, flow } from "../../src/index.ts";
+import { createTimeTravel, flow, type Duration } from "../../src/index.ts";
 import type { Store } from "../../src/store/types.ts";
 import { appFactory, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
@@ -10,13 +10,13 @@ const NAP = 30_000;
 const WAKE = T0 + NAP;
 const postgres = drivers.find((d) => d.name === "postgres")!;
 
-/** A durable flow: a step, a 30 s sleep, then a line in `ran`. */
-function napper(name: string, ran: string[]) {
+/** A durable flow: a step, a sleep (30 s unless told), then a line in `ran`. */
+function napper(name: string, ran: string[], nap: Duration = "30s") {
   return flow(name, {
     durable: true,
     do: async (_: unknown, fx) => {
       await fx.step("before", () => ran.push("before"));
-      await fx.clock.sleep("nap", "30s");
+      await fx.clock.sleep("nap", nap);
       ran.push("after");
     },
   });
@@ -35,6 +35,23 @@ async function reserved(store: Store): Promise<boolean> {
 
 describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   const apps = appFactory(postgres);
+
+  /**
+   * One instance, on its own time travel from T0, parks a napper's run, is moved to 20 ms before the
+   * wake time (inside the lookahead) and has reserved the run: `held` is the run as reserved.
+   */
+  async function reservedRun(name: string, opts: { nap?: Duration; wakeAt?: number } = {}) {
+    const store = await apps.store();
+    const ran: string[] = [];
+    const nap = napper(name, ran, opts.nap);
+    const time = createTimeTravel(T0);
+    const app = await apps.make([{ nap }], { store, time });
+    await app.invoke(nap, {});
+    time.set((opts.wakeAt ?? WAKE) - 20);
+    await until(() => reserved(store), "reserved ahead");
+    const held = await onlyRun(store);
+    return { store, ran, nap, time, app, held };
+  }
 
   it("is claimed within the lookahead, held, and resumed at its wake time, not before", async () => {
     const store = await apps.store();
@@ -69,21 +86,8 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   });
 
   it("a sleeper past the hold horizon is reserved ahead by the scan of due runs, and resumed at its wake time", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const long = flow("ahead.long", {
-      durable: true,
-      do: async (_: unknown, fx) => {
-        await fx.step("before", () => ran.push("before"));
-        await fx.clock.sleep("nap", "1h");
-        ran.push("after");
-      },
-    });
-    const app = await apps.make([{ long }], { store });
-    await app.invoke(long, {});
     const wake = T0 + 3_600_000;
-    app.time.set(wake - 20);
-    await until(() => reserved(store), "reserved ahead");
+    const { store, ran, app } = await reservedRun("ahead.long", { nap: "1h", wakeAt: wake });
     await app.idle();
     expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: wake });
     expect(ran).toEqual(["before"]);
@@ -93,29 +97,16 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   });
 
   it("wake early of a reserved run resumes it at once on the instance that holds it", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const nap = napper("ahead.early", ran);
-    const app = await apps.make([{ nap }], { store });
-    await app.invoke(nap, {});
-    app.time.set(WAKE - 20);
-    await until(() => reserved(store), "reserved ahead");
-    const { id } = await onlyRun(store);
+    const { store, ran, app, held } = await reservedRun("ahead.early");
+    const { id } = held;
     expect(await app.wakeEarly(id)).toEqual({ outcome: "resumed", runId: id });
     await until(async () => (await onlyRun(store)).status === "completed", "resumed early");
     expect(ran).toEqual(["before", "after"]);
   });
 
   it("wake early of a reserved run on another instance moves its wake time only; its holder resumes it at the original one", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const nap = napper("ahead.early-elsewhere", ran);
-    const time = createTimeTravel(T0);
-    const a = await apps.make([{ nap }], { store, time });
-    await a.invoke(nap, {});
-    time.set(WAKE - 20);
-    await until(() => reserved(store), "reserved ahead");
-    const { id, leaseOwner } = await onlyRun(store);
+    const { store, ran, nap, time, held } = await reservedRun("ahead.early-elsewhere");
+    const { id, leaseOwner } = held;
     const b = await apps.make([{ nap }], { store, time });
     expect(await b.wakeEarly(id)).toEqual({ outcome: "wake time only", runId: id });
     await b.idle();
@@ -128,14 +119,7 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   });
 
   it("a stop releases a reservation (still sleeping, no lease): another instance resumes it at its wake time, no recovery", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const nap = napper("ahead.stop", ran);
-    const time = createTimeTravel(T0);
-    const a = await apps.make([{ nap }], { store, time });
-    await a.invoke(nap, {});
-    time.set(WAKE - 20);
-    await until(() => reserved(store), "reserved ahead");
+    const { store, ran, nap, time, app: a } = await reservedRun("ahead.stop");
     await a.stop({ timeoutMs: 2_000 });
     // Not resumed, and not running: a sleeper again, its wake time unchanged.
     expect(await onlyRun(store)).toMatchObject({ status: "sleeping", wakeAt: WAKE, leaseOwner: null });
@@ -151,15 +135,7 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   });
 
   it("another instance's claim skips a live reservation", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const nap = napper("ahead.skip", ran);
-    const frozen = createTimeTravel(T0);
-    const a = await apps.make([{ nap }], { store, time: frozen });
-    await a.invoke(nap, {});
-    frozen.set(WAKE - 20);
-    await until(() => reserved(store), "reserved ahead");
-    const held = await onlyRun(store);
+    const { store, app: a, held } = await reservedRun("ahead.skip");
     // B is past the wake time but inside A's reservation lease: it takes nothing.
     const got = await store.claimDueRuns({ owner: "b/1", now: WAKE + 1, max: 10, leaseMs: 30_000 });
     expect(got).toEqual([]);
@@ -168,16 +144,8 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
   });
 
   it("an instance that dies holding a reservation: its lease lapses and another instance wakes the run, once, no recovery", async () => {
-    const store = await apps.store();
-    const ran: string[] = [];
-    const nap = napper("ahead.died", ran);
     // A's clock stops inside the lookahead: its local timer never fires, as if its process were gone.
-    const frozen = createTimeTravel(T0);
-    const a = await apps.make([{ nap }], { store, time: frozen });
-    await a.invoke(nap, {});
-    frozen.set(WAKE - 20);
-    await until(() => reserved(store), "reserved ahead");
-    const held = await onlyRun(store);
+    const { store, ran, nap, app: a, held } = await reservedRun("ahead.died");
     expect(held.leaseExpiresAt).toBeGreaterThan(WAKE);
     const b = await apps.make([{ nap }], { store, time: createTimeTravel(held.leaseExpiresAt! + 1) });
     await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
