@@ -20,6 +20,17 @@ import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { cloneJson } from "./clone-json.ts";
 import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
+import {
+  claimLease,
+  dueForClaim,
+  leased,
+  leaseLive,
+  passedByWalk,
+  runDeadline,
+  sleepersHorizon,
+  takeLease,
+  type RunState,
+} from "../wake-rules.ts";
 
 export interface LeaseRequest {
   runId: string;
@@ -208,7 +219,7 @@ export class MemoryJournal {
     if (r === undefined || r.leaseOwner !== req.owner) return false;
     r.leaseOwner = null;
     // A retry time makes the run due then, like an expired lease (deadline() reads it).
-    r.leaseExpiresAt = leased(r) ? (req.retryAt ?? null) : null;
+    r.leaseExpiresAt = leased(r.status) ? (req.retryAt ?? null) : null;
     r.updatedAt = req.now;
     this.reheap(r);
     return true;
@@ -217,7 +228,7 @@ export class MemoryJournal {
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     if (req.runIds !== undefined) return this.claimDueByIds(req, req.runIds);
     const out: AcquiredRun[] = [];
-    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
+    const dueBy = sleepersHorizon(req.now, req.sleepersDueBy);
     // Live leases that lapse before dueBy: out of the heap while the walk passes them, then back.
     const passed: RunRec[] = [];
     for (
@@ -227,8 +238,7 @@ export class MemoryJournal {
     ) {
       const at = deadline(r);
       if (at > dueBy) break;
-      // A live lease (a running run's, or a sleeper's reservation) is never taken before it lapses.
-      if (at > req.now && (r.status !== "sleeping" || leaseLive(r, req.now))) {
+      if (passedByWalk(r, at, req.now)) {
         this.heapOf(r.flow).remove(r);
         passed.push(r);
         continue;
@@ -242,21 +252,18 @@ export class MemoryJournal {
   /** claimDueRuns among `ids`: the same eligibility and order as the heap walk, looked up by id. */
   private claimDueByIds(req: ClaimDueRunsRequest, ids: readonly string[]): AcquiredRun[] {
     const flows = req.flows === undefined ? undefined : new Set(req.flows);
-    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
-    const due: RunRec[] = [];
+    const horizon = sleepersHorizon(req.now, req.sleepersDueBy);
+    const due: Array<{ r: RunRec; dueAt: number }> = [];
     for (const id of new Set(ids)) {
       const r = this.runs.get(id);
-      // deadline() is Infinity for a released run; terminal runs are never due.
-      if (r === undefined || r.status === "completed" || r.status === "failed") continue;
-      if (dueAtFor(r, req.owner) > (r.status === "sleeping" ? dueBy : req.now)) continue;
-      if (r.leaseOwner !== req.owner && leaseLive(r, req.now)) continue;
-      if (flows === undefined || flows.has(r.flow)) due.push(r);
+      const dueAt = r === undefined ? null : dueForClaim(r, req.owner, req.now, horizon);
+      if (r === undefined || dueAt === null) continue;
+      if (flows === undefined || flows.has(r.flow)) due.push({ r, dueAt });
     }
-    due.sort((a, b) => (earlier(a, b) ? -1 : 1));
-    return due.slice(0, Math.max(0, req.max)).map((r) => {
-      const dueAt = dueAtFor(r, req.owner);
-      return { ...this.claim(r, req.owner, req.now, req.leaseMs), dueAt };
-    });
+    due.sort((a, b) => (earlier(a.r, b.r) ? -1 : 1));
+    return due
+      .slice(0, Math.max(0, req.max))
+      .map(({ r, dueAt }) => ({ ...this.claim(r, req.owner, req.now, req.leaseMs), dueAt }));
   }
 
   listOrphans(now: number, limit = Infinity, filter: RunFlowFilter = {}): RunRecord[] {
@@ -395,37 +402,32 @@ export class MemoryJournal {
     }
   }
 
-  /**
-   * claimDueRuns' take: a sleeper not yet due (claimed ahead under sleepersDueBy) is reserved — the
-   * lease is taken, the run stays sleeping with its wakeAt; its holder's later claim resumes it.
-   */
+  /** claimDueRuns' take: reserves a sleeper claimed ahead of its wake, takes anything else (claimLease). */
   private claim(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
-    if (r.status !== "sleeping" || r.wakeAt === null || r.wakeAt <= now || r.leaseOwner === owner)
-      return this.take(r, owner, now, leaseMs);
-    r.leaseOwner = owner;
-    r.leaseExpiresAt = now + leaseMs;
-    r.updatedAt = now;
-    this.reheap(r);
+    this.apply(r, claimLease(r, owner, now, leaseMs));
     return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
   }
 
-  /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others. */
+  /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others (takeLease). */
   private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
-    if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
-    if (leaseLive(r, now) && r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
-    if (lapsedTakeover(r, owner)) r.recoveries++;
-    if (r.status === "sleeping") this.setStatus(r, "running");
-    r.wakeAt = null;
-    r.leaseOwner = owner;
-    r.leaseExpiresAt = now + leaseMs;
-    r.updatedAt = now;
-    this.reheap(r);
+    this.apply(r, takeLease(r, owner, now, leaseMs));
     return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
+  }
+
+  /** Writes a state a rule decided, and moves the run in its indexes. */
+  private apply(r: RunRec, s: RunState): void {
+    this.setStatus(r, s.status);
+    r.leaseOwner = s.leaseOwner;
+    r.leaseExpiresAt = s.leaseExpiresAt;
+    r.wakeAt = s.wakeAt;
+    r.recoveries = s.recoveries;
+    r.updatedAt = s.updatedAt;
+    this.reheap(r);
   }
 
   private holder(runId: string, owner: string): RunRec {
     const r = this.mustGet(runId);
-    if (!leased(r) || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
+    if (!leased(r.status) || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
     return r;
   }
 
@@ -471,39 +473,12 @@ export class MemoryJournal {
   }
 }
 
-/** Running and compensating runs are leased, fenced, and taken over once their lease lapses. */
-const leased = (r: RunRec): boolean => r.status === "running" || r.status === "compensating";
-
-/** When the run next needs an owner: wake time if sleeping, lease expiry if leased. */
-// A reserved sleeper (lease taken ahead of its wake, still sleeping) is due to others once both its
-// wake time and its reservation lease have passed.
-const deadline = (r: RunRec): number =>
-  r.status === "sleeping"
-    ? Math.max(
-        r.wakeAt ?? Infinity,
-        r.leaseOwner !== null && r.leaseExpiresAt !== null ? r.leaseExpiresAt : -Infinity,
-      )
-    : leased(r) && r.leaseExpiresAt !== null
-      ? r.leaseExpiresAt
-      : Infinity;
-
-/** When a claim by `owner` finds the run due: its own reservation is due at its wake time. */
-const dueAtFor = (r: RunRec, owner: string): number =>
-  r.status === "sleeping" && r.leaseOwner === owner ? (r.wakeAt ?? Infinity) : deadline(r);
+/** When the run next needs an owner (wake-rules runDeadline); Infinity = never, for the heap. */
+const deadline = (r: RunRec): number => runDeadline(r) ?? Infinity;
 
 /** Deadline order, ties by id. */
 const earlier = (a: RunRec, b: RunRec): boolean =>
   deadline(a) < deadline(b) || (deadline(a) === deadline(b) && a.id < b.id);
-
-/**
- * A take (called with no live lease of another) is a recovery when the run is leased by someone
- * else whose lease lapsed: not a sleeper's wake, not a released run, not the holder itself.
- */
-const lapsedTakeover = (r: RunRec, owner: string): boolean =>
-  leased(r) && r.leaseOwner !== null && r.leaseOwner !== owner && r.leaseExpiresAt !== null;
-
-const leaseLive = (r: RunRec, now: number): boolean =>
-  r.leaseOwner !== null && r.leaseExpiresAt !== null && r.leaseExpiresAt > now;
 
 function lowerBound(entries: readonly JournalEntry[], seq: number): number {
   let lo = 0;

@@ -60,6 +60,17 @@ import {
   fireApplies,
   planReconcile,
 } from "../../schedule-rules.ts";
+import {
+  claimLease,
+  dueAtFor,
+  dueForClaim,
+  leased,
+  runDeadline,
+  sleepersHorizon,
+  takeLease,
+  type RunState,
+  type RunStateOf,
+} from "../../wake-rules.ts";
 import { decodeCursor, encodeCursor } from "../../console-cursor.ts";
 import { sameEntryContent } from "../../journal-same.ts";
 import type { EngineSettleResult } from "../../memory/memory-queue.ts";
@@ -233,26 +244,16 @@ const toTape = (t: TapeRow): TapeEntry => ({
 const nameOf = (e: JournalEntry): string =>
   e.kind === "sleep" ? (e.label ?? (e as unknown as { name: string }).name) : e.name;
 
-/** Running and compensating runs are leased, fenced, and taken over once their lease lapses. */
-const leased = (r: RunRow): boolean => r.status === "running" || r.status === "compensating";
-const leaseLive = (r: RunRow, now: number): boolean =>
-  r.lease_owner !== null && r.lease_expires_at !== null && r.lease_expires_at > now;
-/** When the run next needs an owner (the memory journal's deadline(); null = never). */
-const deadlineOf = (r: RunRow): number | null =>
-  r.status === "sleeping"
-    ? r.wake_at === null
-      ? null
-      : // A reserved sleeper (lease taken ahead of its wake) is due to others once its lease lapses too.
-        Math.max(
-          r.wake_at,
-          r.lease_owner !== null && r.lease_expires_at !== null ? r.lease_expires_at : -Infinity,
-        )
-    : leased(r)
-      ? r.lease_expires_at
-      : null;
-/** When a claim by `owner` finds the run due: its own reservation is due at its wake time. */
-const dueAtFor = (r: RunRow, owner: string): number | null =>
-  r.status === "sleeping" && r.lease_owner === owner ? r.wake_at : r.deadline;
+/** The row's scheduling state by the rules' names (wake-rules.ts). */
+const stateOfRow = (r: RunRow): RunStateOf => ({
+  id: r.id,
+  status: r.status,
+  leaseOwner: r.lease_owner,
+  leaseExpiresAt: r.lease_expires_at,
+  wakeAt: r.wake_at,
+  recoveries: r.recoveries,
+  updatedAt: r.updated_at,
+});
 
 export interface SqliteEngineOptions {
   /** Turns a failed write (disk full, I/O error) into the error callers see; the engine then refuses calls. */
@@ -742,7 +743,7 @@ export class SqliteEngine {
 
   private holder(runId: string, owner: string): RunRow {
     const r = this.mustGet(runId);
-    if (!leased(r) || r.lease_owner !== owner) throw new JournalLeaseBusy(runId);
+    if (!leased(r.status) || r.lease_owner !== owner) throw new JournalLeaseBusy(runId);
     return r;
   }
 
@@ -752,8 +753,19 @@ export class SqliteEngine {
     r.status_seq = ++this.statusSeq;
   }
 
+  /** Writes a state a rule decided onto the row, and saves it. */
+  private apply(r: RunRow, s: RunState): void {
+    this.setStatus(r, s.status);
+    r.lease_owner = s.leaseOwner;
+    r.lease_expires_at = s.leaseExpiresAt;
+    r.wake_at = s.wakeAt;
+    r.recoveries = s.recoveries;
+    r.updated_at = s.updatedAt;
+    this.saveRun(r);
+  }
+
   private saveRun(r: RunRow): void {
-    r.deadline = deadlineOf(r);
+    r.deadline = runDeadline(stateOfRow(r));
     this.run(
       `UPDATE runs SET status = ?, output = ?, error = ?, lease_owner = ?, lease_expires_at = ?, wake_at = ?,
          deadline = ?, status_seq = ?, recoveries = ?, updated_at = ? WHERE id = ?`,
@@ -806,33 +818,15 @@ export class SqliteEngine {
     }
   }
 
-  /**
-   * claimDueRuns' take: a sleeper not yet due (claimed ahead under sleepersDueBy) is reserved — the
-   * lease is taken, the run stays sleeping with its wakeAt; its holder's later claim resumes it.
-   */
+  /** claimDueRuns' take: reserves a sleeper claimed ahead of its wake, takes anything else (claimLease). */
   private claimRun(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
-    if (r.status !== "sleeping" || r.wake_at === null || r.wake_at <= now || r.lease_owner === owner)
-      return this.take(r, owner, now, leaseMs);
-    r.lease_owner = owner;
-    r.lease_expires_at = now + leaseMs;
-    r.updated_at = now;
-    this.saveRun(r);
+    this.apply(r, claimLease(stateOfRow(r), owner, now, leaseMs));
     return { run: toRun(r), entries: this.entries(r.id), created: false };
   }
 
-  /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others. */
+  /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others (takeLease). */
   private take(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
-    if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
-    if (leaseLive(r, now) && r.lease_owner !== owner) throw new JournalLeaseBusy(r.id);
-    // A recovery: another holder's lease lapsed (not a sleeper's wake, a released run, the holder itself).
-    if (leased(r) && r.lease_owner !== null && r.lease_owner !== owner && r.lease_expires_at !== null)
-      r.recoveries++;
-    if (r.status === "sleeping") this.setStatus(r, "running");
-    r.wake_at = null;
-    r.lease_owner = owner;
-    r.lease_expires_at = now + leaseMs;
-    r.updated_at = now;
-    this.saveRun(r);
+    this.apply(r, takeLease(stateOfRow(r), owner, now, leaseMs));
     return { run: toRun(r), entries: this.entries(r.id), created: false };
   }
 
@@ -980,7 +974,7 @@ export class SqliteEngine {
     if (r === undefined || r.lease_owner !== req.owner) return false;
     r.lease_owner = null;
     // A retry time makes the run due then, like an expired lease (deadlineOf reads it).
-    r.lease_expires_at = leased(r) ? (req.retryAt ?? null) : null;
+    r.lease_expires_at = leased(r.status) ? (req.retryAt ?? null) : null;
     r.updated_at = req.now;
     this.write(() => this.saveRun(r));
     return true;
@@ -988,7 +982,8 @@ export class SqliteEngine {
 
   /**
    * Due runs, earliest first, ties by id, per flow through runs_due_by_flow: deadline <= now, and
-   * sleepers with wake_at <= dueBy (>= now; a live lease is never due before now).
+   * sleepers with wake_at <= dueBy (>= now; a live lease is never due before now) — wake-rules
+   * passedByWalk in SQL.
    */
   private due(now: number, dueBy: number, max: number, flows: readonly string[] | undefined): RunRow[] {
     if (flows === undefined)
@@ -1025,10 +1020,7 @@ export class SqliteEngine {
     const due: RunRow[] = [];
     for (const id of new Set(ids)) {
       const r = this.runRow(id);
-      const at = r === undefined ? null : dueAtFor(r, req.owner);
-      if (r === undefined || at === null) continue;
-      if (at > (r.status === "sleeping" ? dueBy : req.now)) continue;
-      if (r.lease_owner !== req.owner && leaseLive(r, req.now)) continue;
+      if (r === undefined || dueForClaim(stateOfRow(r), req.owner, req.now, dueBy) === null) continue;
       if (flows === undefined || flows.has(r.flow)) due.push(r);
     }
     due.sort((a, b) => a.deadline! - b.deadline! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -1038,7 +1030,7 @@ export class SqliteEngine {
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     this.check();
     if (req.max <= 0) return [];
-    const dueBy = Math.max(req.now, req.sleepersDueBy ?? req.now);
+    const dueBy = sleepersHorizon(req.now, req.sleepersDueBy);
     const due =
       req.runIds === undefined
         ? this.due(req.now, dueBy, req.max, req.flows)
@@ -1046,7 +1038,7 @@ export class SqliteEngine {
     if (due.length === 0) return [];
     return this.write(() =>
       due.map((r) => {
-        const dueAt = dueAtFor(r, req.owner)!;
+        const dueAt = dueAtFor(stateOfRow(r), req.owner)!;
         return { ...this.claimRun(r, req.owner, req.now, req.leaseMs), dueAt };
       }),
     );
