@@ -7,14 +7,9 @@
  */
 import { pino } from "pino";
 import { createApp, flow } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { bootUntilSigterm, databaseUrl as url, envStore, leaseMs, say } from "./child-kit.ts";
 
-const say = (event: Record<string, unknown>): void => {
-  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
-};
-
-const url = process.env.DATABASE_URL ?? "";
-const store = createPostgresStore({ connectionString: url, schema: process.env.OKE_SCHEMA ?? "okengine" });
+const store = envStore();
 const hang = process.env.OKE_HANG === "1";
 
 const place = flow("orders.place", {
@@ -35,7 +30,6 @@ const place = flow("orders.place", {
   },
 });
 
-const leaseMs = Number(process.env.OKE_LEASE_MS ?? 30_000);
 const app = createApp({
   modules: [{ place }],
   env: "prod",
@@ -43,16 +37,9 @@ const app = createApp({
   logger: pino({ level: "silent" }),
   config: { database: { url }, durable: { leaseMs } },
 });
-await app.boot();
-say({ event: "ready" });
+await bootUntilSigterm(app, store);
 if (process.env.OKE_INVOKE) {
   app.invoke("orders.place", { id: process.env.OKE_INVOKE }).catch((e: unknown) => {
     say({ event: "failed", error: e instanceof Error ? e.message : String(e) });
   });
 }
-process.on("SIGTERM", () => {
-  void app.stop({ timeoutMs: 2_000 }).then(async () => {
-    await store.close();
-    process.exit(0);
-  });
-});

@@ -1,39 +1,20 @@
 // A process SIGKILLed while compensating: another process finishes the compensation (real processes, one PostgreSQL).
 import { fileURLToPath } from "node:url";
-import pg from "pg";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { entryName, type Store } from "../../src/store/types.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { expect, it } from "vitest";
+import { entryName } from "../../src/store/types.ts";
+import { useFleet, waitUntil } from "./fleet.ts";
 
-const SCRIPT = fileURLToPath(new URL("./compensate-child.ts", import.meta.url));
-const schema = `oke_comp_${process.pid}`;
-const children: Child[] = [];
-let store: Store;
-const spawnChild = (env: Record<string, string>): Child => {
-  const c = new Child(
-    { DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema, OKE_LEASE_MS: "1500", ...env },
-    SCRIPT,
-  );
-  children.push(c);
-  return c;
-};
-
-beforeAll(async () => {
-  store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
+const fleet = useFleet({
+  schema: `oke_comp_${process.pid}`,
+  script: fileURLToPath(new URL("./compensate-child.ts", import.meta.url)),
+  env: { OKE_LEASE_MS: "1500" },
+  store: true,
 });
-
-afterAll(async () => {
-  for (const c of children) if (c.proc.exitCode === null) await c.kill();
-  await store.close();
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
-});
+const { children } = fleet;
+const spawnChild = (env: Record<string, string>) => fleet.spawn(env);
 
 it("a process killed during compensation: the run stays compensating, another process finishes it, then failed", async () => {
+  const { store } = fleet;
   const id = `order-${Date.now()}`;
   const first = spawnChild({ OKE_HANG: "1", OKE_INVOKE: id });
   const release = await first.waitFor((e) => e.event === "release" && e.id === id, "the second undo started");
@@ -53,10 +34,7 @@ it("a process killed during compensation: the run stays compensating, another pr
   const second = spawnChild({});
   const again = await second.waitFor((e) => e.event === "release" && e.id === id, "the release runs again");
   expect(again.status).toBe("compensating");
-  for (const deadline = Date.now() + 30_000; (await store.getRun(run!.id))?.status !== "failed";) {
-    if (Date.now() > deadline) throw new Error("the run never became failed");
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitUntil(async () => (await store.getRun(run!.id))?.status === "failed", "the run failed");
   expect(await store.getRun(run!.id)).toMatchObject({
     status: "failed",
     error: { code: "Error", message: "no stock" },

@@ -1,37 +1,16 @@
 /** A PostgreSQL cut while a durable run begins its compensation or releases its lease: both writes are retried until they commit. */
-import pg from "pg";
-import { pino } from "pino";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, flow, on, signal } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import type { RunStatus } from "../../src/store/types.ts";
 import { until } from "../conformance/app-fixture.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+import { dropSchemaAfterAll, proxiedStore } from "./fleet.ts";
 
 const schema = `followups_cut_${process.pid}`;
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
-});
+dropSchemaAfterAll(schema);
 
 /** A store through a proxy the test cuts, and a logger whose lines it reads. */
-async function setup() {
-  const target = new URL(TEST_DATABASE_URL);
-  const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const store = createPostgresStore({
-    connectionString: viaProxy(TEST_DATABASE_URL, proxy),
-    schema,
-    poolSize: 4,
-  });
-  const lines: Array<{ msg: string; [k: string]: unknown }> = [];
-  const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-  const logged = (msg: string) => lines.filter((l) => l.msg === msg);
-  return { proxy, store, lines, logger, logged };
-}
+const setup = () => proxiedStore(schema, { poolSize: 4 });
 
 describe("compensation and release during a PostgreSQL cut", () => {
   it("a run that fails while the database is cut off begins its compensation once it is back: undo once, failed with the body's error", async () => {

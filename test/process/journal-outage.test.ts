@@ -1,33 +1,16 @@
 /** A PostgreSQL blip during a durable run: the fenced journal append is retried until it commits; the run completes, each step once. */
-import pg from "pg";
-import { pino } from "pino";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, flow } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { entryName } from "../../src/store/types.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+import { dropSchemaAfterAll, proxiedStore } from "./fleet.ts";
 
 const schema = `safety_journal_blip_${process.pid}`;
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
-});
+dropSchemaAfterAll(schema);
 
 describe("journal writes during a PostgreSQL blip", () => {
   it("a step that ends while the database is cut off is journaled once it is back; no step runs twice", async () => {
-    const target = new URL(TEST_DATABASE_URL);
-    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const store = createPostgresStore({
-      connectionString: viaProxy(TEST_DATABASE_URL, proxy),
-      schema,
-      poolSize: 4,
-    });
-    const lines: Array<{ msg: string; [k: string]: unknown }> = [];
-    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const { proxy, store, lines, logger } = await proxiedStore(schema, { poolSize: 4 });
     const ran = { a: 0, b: 0, c: 0 };
     let restored: Promise<void> | undefined;
     const trip = flow("blip.trip", {

@@ -11,17 +11,12 @@
 import { appendFileSync } from "node:fs";
 import { pino } from "pino";
 import { createApp, flow, on, signal } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { bootUntilSigterm, databaseUrl as url, envStore, leaseMs } from "./child-kit.ts";
 
-const say = (event: Record<string, unknown>): void => {
-  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
-};
 const trace = (what: string, id: string): void =>
   appendFileSync(process.env.OKE_TRACE ?? "", `${what} ${id} ${process.pid}\n`);
 
-const url = process.env.DATABASE_URL ?? "";
-const store = createPostgresStore({ connectionString: url, schema: process.env.OKE_SCHEMA ?? "okengine" });
-const leaseMs = Number(process.env.OKE_LEASE_MS ?? 30_000);
+const store = envStore();
 const maxRecoveries = Number(process.env.OKE_MAX_RECOVERIES ?? 10);
 
 const jobs = signal.once("poison.jobs", { retries: 20 });
@@ -50,12 +45,5 @@ const app = createApp({
   logger: pino({ level: "error" }, process.stderr),
   config: { database: { url }, signals: { leaseMs }, durable: { leaseMs, maxRecoveries } },
 });
-await app.boot();
-say({ event: "ready" });
+await bootUntilSigterm(app, store);
 if (process.env.OKE_EMIT) await app.emit(jobs, {}, { id: process.env.OKE_EMIT });
-process.on("SIGTERM", () => {
-  void app.stop({ timeoutMs: 2_000 }).then(async () => {
-    await store.close();
-    process.exit(0);
-  });
-});

@@ -3,35 +3,21 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { entryName, type Store } from "../../src/store/types.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { afterAll, expect, it } from "vitest";
+import { entryName } from "../../src/store/types.ts";
+import { useFleet, waitUntil } from "./fleet.ts";
 
-const SCRIPT = fileURLToPath(new URL("./poison-child.ts", import.meta.url));
-const schema = `poison_run_${process.pid}`;
 const MAX_RECOVERIES = 2;
 const dir = mkdtempSync(join(tmpdir(), "oke-poison-"));
 const TRACE = join(dir, "trace.log");
-const children: Child[] = [];
-let store: Store;
-const spawnChild = (env: Record<string, string> = {}): Child => {
-  const c = new Child(
-    {
-      DATABASE_URL: TEST_DATABASE_URL,
-      OKE_SCHEMA: schema,
-      OKE_LEASE_MS: "1000",
-      OKE_MAX_RECOVERIES: String(MAX_RECOVERIES),
-      OKE_TRACE: TRACE,
-      ...env,
-    },
-    SCRIPT,
-  );
-  children.push(c);
-  return c;
-};
+const fleet = useFleet({
+  schema: `poison_run_${process.pid}`,
+  script: fileURLToPath(new URL("./poison-child.ts", import.meta.url)),
+  env: { OKE_LEASE_MS: "1000", OKE_MAX_RECOVERIES: String(MAX_RECOVERIES), OKE_TRACE: TRACE },
+  store: true,
+});
+const { children } = fleet;
+const spawnChild = (env: Record<string, string> = {}) => fleet.spawn(env);
 
 /** What the step bodies and undos recorded, for one run: "charge", "boom", "refund" lines with their pids. */
 const traced = (id: string): Array<{ what: string; pid: number }> =>
@@ -40,21 +26,10 @@ const traced = (id: string): Array<{ what: string; pid: number }> =>
     .filter((l) => l.split(" ")[1] === id)
     .map((l) => ({ what: l.split(" ")[0]!, pid: Number(l.split(" ")[2]) }));
 
-beforeAll(async () => {
-  store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
-});
-
-afterAll(async () => {
-  for (const c of children) if (!c.dead) await c.kill();
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
-});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 it("a step that SIGKILLs its process: restarted until the run fails with OKE1303 — the step ran maxRecoveries + 1 times, the undo once, the message is dead with the same failure", async () => {
+  const { store } = fleet;
   const id = `poison-${Date.now()}`;
   let ended = false;
   // Each process either dies inside "boom" (a takeover ran it again) or ends the run; a bound on
@@ -75,10 +50,10 @@ it("a step that SIGKILLs its process: restarted until the run fails with OKE1303
     if (outcome === "ended") {
       ended = true;
       // The message settles after the run ends: wait for its dead letter before stopping the process.
-      for (const end = Date.now() + 30_000; (await store.getMessage(id))?.status !== "dead";) {
-        if (Date.now() > end) throw new Error("the message was not dead-lettered");
-        await new Promise((res) => setTimeout(res, 50));
-      }
+      await waitUntil(
+        async () => (await store.getMessage(id))?.status === "dead",
+        "the message dead-lettered",
+      );
       await child.kill("SIGTERM");
     } else expect(child.proc.signalCode).toBe("SIGKILL");
   }

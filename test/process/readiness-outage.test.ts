@@ -1,21 +1,13 @@
 /** /_/ready follows the store: 503 store_unavailable while PostgreSQL is cut off (through a TCP proxy), 200 once it is back. */
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, flow, on, signal } from "../../src/index.ts";
 import { createLogger } from "../../src/log/logger.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { until } from "../conformance/app-fixture.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+import { dropSchemaAfterAll, proxiedStore } from "./fleet.ts";
 
 const schema = `oke_ready_${process.pid}`;
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
-});
+dropSchemaAfterAll(schema);
 
 const sample = async (app: { request(p: string): Promise<Response> }, path: string) => {
   const res = await app.request(path);
@@ -24,13 +16,7 @@ const sample = async (app: { request(p: string): Promise<Response> }, path: stri
 
 describe("readiness during a PostgreSQL outage", () => {
   it("answers 503 store_unavailable while the store cannot commit, 200 again after; /_/health stays 200", async () => {
-    const target = new URL(TEST_DATABASE_URL);
-    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const store = createPostgresStore({
-      connectionString: viaProxy(TEST_DATABASE_URL, proxy),
-      schema,
-      pollIntervalMs: 500,
-    });
+    const { proxy, store } = await proxiedStore(schema, { pollIntervalMs: 500 });
     const jobs = signal.once("ready.jobs");
     const done: number[] = [];
     const w = on(jobs, flow("ready.jobs", { do: ({ n }: { n: number }) => void done.push(n) }));

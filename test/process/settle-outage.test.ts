@@ -1,35 +1,16 @@
 /** A database blip while handlers finish: their settles are retried until they commit, so none runs again after its lease. */
-import pg from "pg";
-import { pino } from "pino";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp, flow, on, signal } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { gate, until } from "../conformance/app-fixture.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { startTcpProxy, viaProxy } from "./tcp-proxy.ts";
+import { dropSchemaAfterAll, proxiedStore } from "./fleet.ts";
 
 const schema = `oke_settle_${process.pid}`;
 
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await c.end();
-});
-
-/** A pino logger whose lines the test can read. */
-function capturingLogger() {
-  const lines: Array<{ msg: string; [k: string]: unknown }> = [];
-  const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-  return { logger, lines };
-}
+dropSchemaAfterAll(schema);
 
 describe("settles during a PostgreSQL blip", () => {
   it("handlers that finished while the database was cut off are settled once it is back, never run again", async () => {
-    const target = new URL(TEST_DATABASE_URL);
-    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const store = createPostgresStore({ connectionString: viaProxy(TEST_DATABASE_URL, proxy), schema });
-    const { logger, lines } = capturingLogger();
+    const { proxy, store, logger, lines } = await proxiedStore(schema);
     const jobs = signal.once("blip.jobs");
     const release = gate();
     const runs = new Map<number, number>();

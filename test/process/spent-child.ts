@@ -8,16 +8,10 @@
  */
 import { pino } from "pino";
 import { createApp, flow, on, signal } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { bootUntilSigterm, databaseUrl as url, envStore, leaseMs, say } from "./child-kit.ts";
 
-const say = (event: Record<string, unknown>): void => {
-  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
-};
-
-const url = process.env.DATABASE_URL ?? "";
-const store = createPostgresStore({ connectionString: url, schema: process.env.OKE_SCHEMA ?? "okengine" });
+const store = envStore();
 const hang = process.env.OKE_HANG === "1";
-const leaseMs = Number(process.env.OKE_LEASE_MS ?? 30_000);
 
 const jobs = signal.once("spent.jobs", { retries: 1 });
 const consumer = on(
@@ -45,12 +39,5 @@ const app = createApp({
   logger: pino({ level: "silent" }),
   config: { database: { url }, signals: { leaseMs }, durable: { leaseMs } },
 });
-await app.boot();
-say({ event: "ready" });
+await bootUntilSigterm(app, store);
 if (process.env.OKE_EMIT) await app.emit(jobs, {}, { id: process.env.OKE_EMIT });
-process.on("SIGTERM", () => {
-  void app.stop({ timeoutMs: 2_000 }).then(async () => {
-    await store.close();
-    process.exit(0);
-  });
-});

@@ -1,47 +1,20 @@
 // A durable consumer whose processes are SIGKILLed through every attempt: its message and its run end the same way (real processes, one PostgreSQL).
 import { fileURLToPath } from "node:url";
-import pg from "pg";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-import { entryName, type Store } from "../../src/store/types.ts";
-import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
-import { Child } from "./spawn.ts";
+import { expect, it } from "vitest";
+import { entryName } from "../../src/store/types.ts";
+import { useFleet, waitUntil as until } from "./fleet.ts";
 
-const SCRIPT = fileURLToPath(new URL("./spent-child.ts", import.meta.url));
-const schema = `followups_spent_${process.pid}`;
-const children: Child[] = [];
-let store: Store;
-const spawnChild = (env: Record<string, string>): Child => {
-  const c = new Child(
-    { DATABASE_URL: TEST_DATABASE_URL, OKE_SCHEMA: schema, OKE_LEASE_MS: "1500", ...env },
-    SCRIPT,
-  );
-  children.push(c);
-  return c;
-};
-
-/** Polls the store (real processes: no clock to advance) until `check` holds. */
-async function until(check: () => Promise<boolean>, what: string, ms = 30_000): Promise<void> {
-  for (const deadline = Date.now() + ms; !(await check());) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-beforeAll(async () => {
-  store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
-  await store.open();
+const fleet = useFleet({
+  schema: `followups_spent_${process.pid}`,
+  script: fileURLToPath(new URL("./spent-child.ts", import.meta.url)),
+  env: { OKE_LEASE_MS: "1500" },
+  store: true,
 });
-
-afterAll(async () => {
-  for (const c of children) if (!c.dead) await c.kill();
-  await store.close();
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
-});
+const { children } = fleet;
+const spawnChild = (env: Record<string, string>) => fleet.spawn(env);
 
 it("both attempts' processes SIGKILLed inside the run: the next process fails the run with LEASE_EXPIRED after its undo, the message is dead with the same failure, no step runs a third time", async () => {
+  const { store } = fleet;
   const id = `spent-${Date.now()}`;
   // Attempt 1: charge is journaled, ship hangs; the process dies.
   const first = spawnChild({ OKE_HANG: "1", OKE_EMIT: id });

@@ -1,0 +1,34 @@
+// What the process tests' child programs share: the JSON-lines report, the store from the env, a boot that says "ready" and stops on SIGTERM.
+import type { App } from "../../src/index.ts";
+import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import type { Store } from "../../src/store/types.ts";
+
+/** One event as a JSON line on stdout, with this process's pid (what spawn.ts's Child reads). */
+export const say = (event: Record<string, unknown>): void => {
+  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
+};
+
+/** DATABASE_URL, as the child got it. */
+export const databaseUrl = process.env.DATABASE_URL ?? "";
+
+/** A PostgreSQL store on DATABASE_URL and OKE_SCHEMA (default "okengine"). */
+export function envStore(): Store {
+  return createPostgresStore({ connectionString: databaseUrl, schema: process.env.OKE_SCHEMA ?? "okengine" });
+}
+
+/** OKE_LEASE_MS, else 30 s: the tests shorten leases so a SIGKILLed holder's lapse comes soon. */
+export const leaseMs = Number(process.env.OKE_LEASE_MS ?? 30_000);
+
+/**
+ * Boots `app`, prints {"event":"ready"}, and on SIGTERM stops it (2 s), closes `store` and exits 0.
+ */
+export async function bootUntilSigterm(app: App, store: Store): Promise<void> {
+  await app.boot();
+  say({ event: "ready" });
+  process.on("SIGTERM", () => {
+    void app.stop({ timeoutMs: 2_000 }).then(async () => {
+      await store.close();
+      process.exit(0);
+    });
+  });
+}
