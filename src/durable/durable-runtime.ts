@@ -31,7 +31,7 @@ export interface WakeEarlyResult {
 export type DurableDelivery =
   | { kind: "ok" }
   | { kind: "error"; failure: { code: string; message: string }; final?: boolean }
-  | { kind: "abandon" };
+  | { kind: "abandon"; runId: string };
 
 /** The frame one attempt of a durable flow body runs in. */
 export interface DurableFrame {
@@ -239,7 +239,7 @@ export class DurableRuntime {
       }
     } catch (e) {
       // Another instance holds the run: leave the message to its lease.
-      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+      if (e instanceof JournalLeaseBusy) return { kind: "abandon", runId: e.runId };
       return { kind: "error", failure: errorRecord(e) };
     }
   }
@@ -260,7 +260,8 @@ export class DurableRuntime {
     // Also a run ended for a spent budget (here or by a resume): the message gets its LEASE_EXPIRED failure.
     if (run.status === "failed")
       return { kind: "error", failure: run.error ?? { code: "Error", message: "run failed" } };
-    if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now()) return { kind: "abandon" };
+    if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now())
+      return { kind: "abandon", runId };
     if (run.leaseOwner === null) return this.deliver(flow, m, false);
     return this.endSpent(flow, m, runId);
   }
@@ -311,7 +312,7 @@ export class DurableRuntime {
       if (outcome.kind === "completed" || outcome.kind === "parked") return { kind: "ok" };
       return { kind: "error", failure: errorRecord(outcome.error) };
     } catch (e) {
-      if (e instanceof JournalLeaseBusy) return { kind: "abandon" };
+      if (e instanceof JournalLeaseBusy) return { kind: "abandon", runId: e.runId };
       // Ended meanwhile by a resume elsewhere (terminal): settle with what it ended as.
       if (e instanceof OkeError && e.code === "OKE1310") return this.deliverSpent(flow, m);
       throw e;

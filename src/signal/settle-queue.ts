@@ -81,9 +81,9 @@ export class SettleQueue {
     return this.settling.size === 0 && this.pending.length === 0;
   }
 
-  /** Queues the settlement of a handler's outcome (`abandon` leaves the message to lazy reclaim). */
+  /** Queues the settlement of a handler's outcome (`abandon` leaves the message to lazy reclaim, logged). */
   outcome(m: ClaimedMessage, outcome: HandlerOutcome): void {
-    if (outcome.kind === "abandon") return;
+    if (outcome.kind === "abandon") return this.abandoned(m, outcome.runId);
     const s = this.o.signal;
     let settlement: Settlement;
     if (outcome.kind === "ok") {
@@ -115,6 +115,27 @@ export class SettleQueue {
     if (this.o.handoff === true && settlement.status !== "pending" && m.key !== null)
       this.holdForHandoff(m.id);
     this.flush();
+  }
+
+  /**
+   * Another holder has the message's run leased (JournalLeaseBusy): nothing is settled, the message
+   * stays inflight under this claim's lease and is claimed again once it lapses — as a new attempt,
+   * which then finds the run as its holder left it.
+   */
+  private abandoned(m: ClaimedMessage, runId: string | undefined): void {
+    const now = this.o.clock.now();
+    this.o.logger.warn(
+      {
+        signal: this.o.signal.name,
+        messageId: m.id,
+        attempt: m.attempts,
+        code: "JournalLeaseBusy",
+        runId: runId ?? m.id,
+        retryInMs: Math.max(0, m.leaseExpiresAt - now),
+      },
+      `attempt ${m.attempts} left to its lease: run "${runId ?? m.id}" is leased by another holder; ` +
+        `the message is redelivered after its lease (${leaseSeconds(this.o.leaseMs)}) lapses`,
+    );
   }
 
   /**

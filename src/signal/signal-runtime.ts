@@ -11,11 +11,12 @@ import type { BroadcastSignal, LiveSignal, OnceSignal, SignalHandle } from "./si
 import { WorkerPool, type HandlerOutcome, type SlotReservation } from "./worker-pool.ts";
 
 const OK: HandlerOutcome = Object.freeze({ kind: "ok" });
-const ABANDON: HandlerOutcome = Object.freeze({ kind: "abandon" });
 const ran = (): HandlerOutcome => OK;
 /** A plain consumer's attempt failed; another instance holding the run leaves the message to its lease. */
 const failed = (e: unknown): HandlerOutcome =>
-  e instanceof JournalLeaseBusy ? ABANDON : { kind: "error", failure: errorRecord(e) };
+  e instanceof JournalLeaseBusy
+    ? { kind: "abandon", runId: e.runId }
+    : { kind: "error", failure: errorRecord(e) };
 
 /** How the signal runtime runs flows; the app wires it to fx and to the durable runtime. */
 export interface SignalFlowRunner {

@@ -5,14 +5,15 @@ import type { ClaimedMessage, FailureReason, Store } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
 
 /**
- * What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim. An error
+ * What running one claimed message came to. `abandon` leaves it inflight for lazy reclaim (another
+ * holder has its run, `runId`, leased: JournalLeaseBusy); the pool logs it. An error
  * that is `final` is not retried whatever attempts are left (a durable consumer's run that ended for
  * good: every redelivery would only read its failure again).
  */
 export type HandlerOutcome =
   | { kind: "ok" }
   | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt">; final?: boolean }
-  | { kind: "abandon" };
+  | { kind: "abandon"; runId?: string };
 
 export interface WorkerPoolOptions {
   store: Store;

@@ -151,6 +151,36 @@ describe("WorkerPool", () => {
     expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
   });
 
+  it("an abandoned attempt (its run leased by another holder) is logged once and redelivered after its lease", async () => {
+    const t = setup({
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return Promise.resolve(m.attempts === 1 ? { kind: "abandon", runId: m.id } : { kind: "ok" });
+      },
+    });
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.ran.length === 1, "attempt 1 ran");
+    await t.pool.whenIdle();
+    const abandons = () => t.lines.filter((l) => l.code === "JournalLeaseBusy");
+    expect(abandons()).toEqual([
+      expect.objectContaining({
+        level: 40,
+        signal: "pool.test",
+        messageId: "m1",
+        attempt: 1,
+        runId: "m1",
+        retryInMs: 30_000,
+        msg: 'attempt 1 left to its lease: run "m1" is leased by another holder; the message is redelivered after its lease (30 s) lapses',
+      }),
+    ]);
+    expect(await t.store.getMessage("m1")).toMatchObject({ status: "inflight", attempts: 1 });
+    t.clock.advance(30_000); // the lease lapses: the pool's lease timer claims it again
+    await until(async () => (await t.store.getMessage("m1"))?.status === "delivered", "m1 delivered");
+    expect(t.ran).toEqual(["m1#1", "m1#2"]);
+    expect(abandons()).toHaveLength(1);
+  });
+
   it("reserve() holds a slot for a message written already claimed and runs it; release() gives it back", async () => {
     const { store, pool, ran, emit } = setup({ concurrency: 1, prefetch: 0 });
     pool.start();

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { flow, on, signal } from "../../src/index.ts";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
-import { appFactory, gate, until } from "./app-fixture.ts";
+import { appFactory, gate, recordingLogger, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
 describe.each(drivers)("durable once consumer, run held elsewhere, on the $name driver", (driver) => {
@@ -35,11 +35,16 @@ describe.each(drivers)("durable once consumer, run held elsewhere, on the $name 
     const store = await apps.store();
     const time = createTimeTravel(1_000_000);
     const config = { signals: { leaseMs: 1_000 }, durable: { leaseMs: 60_000 } };
-    const a = await apps.make([{ w }], { store, time, config });
-    const b = await apps.make([{ w }], { store, time, config });
+    // One recorder for both instances: either may claim a redelivery.
+    const { logger, records } = recordingLogger();
+    const a = await apps.make([{ w }], { store, time, config, logger });
+    const b = await apps.make([{ w }], { store, time, config, logger });
     await a.emit(task, { n: 1 });
     await until(() => bodies.length === 1, "the first delivery runs the step");
     const id = bodies[0]!.runId;
+    // Each claim that finds the run held reports it (the attempt it was, left to its lease).
+    const reported = (attempt: number) => () =>
+      records.some((r) => r.code === "JournalLeaseBusy" && r.messageId === id && r.attempt === attempt);
     // Three message leases lapse while the run's lease is live: attempts 2 and 3 find the run held.
     for (let attempt = 2; attempt <= 3; attempt++) {
       time.advance("1s");
@@ -47,12 +52,14 @@ describe.each(drivers)("durable once consumer, run held elsewhere, on the $name 
         const m = await store.getMessage(id);
         return m !== undefined && (m.attempts >= attempt || m.status !== "inflight");
       }, `claim ${attempt}`);
+      await until(reported(attempt), `attempt ${attempt} reported as left to its lease`);
     }
     time.advance("1s");
     await until(async () => {
       const m = await store.getMessage(id);
       return m !== undefined && (m.attempts >= 4 || m.status !== "inflight");
     }, "the claim past the budget");
+    await until(reported(4), "attempt 4 reported as left to its lease");
     slow.open();
     // The message settles at its next claim, once its lease lapses; a released run's last attempt runs then.
     for (let lapse = 0; ; lapse++) {
@@ -64,11 +71,23 @@ describe.each(drivers)("durable once consumer, run held elsewhere, on the $name 
     }
     await a.idle();
     await b.idle();
-    return { store, id, bodies, a };
+    return { store, id, bodies, a, records };
   }
 
   it("the run completes: the message is delivered, no dead letter, the step ran once", async () => {
-    const { store, id, bodies, a } = await scenario("complete");
+    const { store, id, bodies, a, records } = await scenario("complete");
+    // Each attempt that found the run held is reported once, naming the run, as a warning.
+    const busy = records.filter((r) => r.code === "JournalLeaseBusy" && r.messageId === id);
+    const attempts = busy.map((r) => r.attempt as number);
+    expect(attempts).toEqual(expect.arrayContaining([2, 3, 4]));
+    expect(new Set(attempts).size).toBe(attempts.length);
+    for (const r of busy)
+      expect(r).toMatchObject({
+        level: 40,
+        signal: "jobs.durable-lease",
+        runId: id,
+        msg: expect.stringContaining("redelivered after its lease (1 s) lapses"),
+      });
     expect(await store.getRun(id)).toMatchObject({ status: "completed" });
     expect(bodies).toHaveLength(1);
     expect(await a.operator.deadLetters("jobs.durable-lease")).toEqual([]);
