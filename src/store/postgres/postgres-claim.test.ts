@@ -1,33 +1,17 @@
 // The postgres claim under concurrency: exclusivity, the per-key guard, hot keys, pruning.
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ClaimedMessage, NewMessage, Store } from "../types.ts";
 import { claimSql } from "./postgres-claim.ts";
-import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
+import { newMessage, PG_URL, T0, useSchemaStores } from "./test-support.ts";
 
-const T0 = 1_700_000_000_000;
 const LEASE = 60_000;
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-const msg = (id: string, key: string | null, signal = "sig.c"): NewMessage => ({
-  id,
-  signal,
-  key,
-  payload: { id },
-  parentRunId: null,
-});
+const msg = (id: string, key: string | null, signal = "sig.c"): NewMessage => newMessage(id, key, signal);
 
 describe("postgres claim under concurrency", () => {
-  const schema = freshSchema("claim");
-  const stores: Store[] = [];
-
-  beforeAll(async () => {
-    // Four stores = four pools = four independent sets of connections, as four processes would have.
-    for (let i = 0; i < 4; i++) stores.push(await openStore(schema, { poolSize: 3 }));
-  });
-  afterAll(async () => {
-    for (const s of stores) await s.close();
-    await dropSchema(schema);
-  });
+  // Four stores = four pools = four independent sets of connections, as four processes would have.
+  const { schema, stores } = useSchemaStores("claim", { count: 4, poolSize: 3 });
 
   it("4 stores draining 2 000 messages over 50 keys: each claimed once, never two of one key inflight, FIFO per key", async () => {
     const N = 2_000;

@@ -1,38 +1,14 @@
 // The postgres settle hand-off: a settled keyed message claims its key's next message in the same commit.
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ClaimedMessage, NewMessage, Store, StoreEvent } from "../types.ts";
-import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
+import { describe, expect, it } from "vitest";
+import type { ClaimedMessage, Store, StoreEvent } from "../types.ts";
+import { newMessage as msg, PG_URL, settlement as done, T0, useSchemaStores } from "./test-support.ts";
 
-const T0 = 1_700_000_000_000;
 const LEASE = 60_000;
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-const msg = (id: string, key: string | null, signal: string): NewMessage => ({
-  id,
-  signal,
-  key,
-  payload: { id },
-  parentRunId: null,
-});
-const done = (c: ClaimedMessage, status: "delivered" | "dead" | "pending" = "delivered") => ({
-  id: c.id,
-  worker: c.lockedBy,
-  attempt: c.attempts,
-  status,
-  ...(status === "delivered" ? {} : { failure: { code: "E", message: "boom", at: T0, attempt: c.attempts } }),
-});
 
 describe("postgres settle hand-off", () => {
-  const schema = freshSchema("handoff");
-  const stores: Store[] = [];
-
-  beforeAll(async () => {
-    for (let i = 0; i < 4; i++) stores.push(await openStore(schema, { poolSize: 3 }));
-  });
-  afterAll(async () => {
-    for (const s of stores) await s.close();
-    await dropSchema(schema);
-  });
+  const { schema, stores } = useSchemaStores("handoff", { count: 4, poolSize: 3 });
 
   it("hands each settled key its next message, oldest first, up to max; unkeyed and retried rows are not handed on", async () => {
     const store = stores[0]!;

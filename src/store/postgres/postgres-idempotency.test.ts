@@ -1,22 +1,12 @@
 // Group-committed idempotency claims and completions on postgres: one winner per key, answers stored per key.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Store } from "../types.ts";
-import { dropSchema, freshSchema, openStore } from "./test-support.ts";
-
-const T0 = 1_700_000_000_000;
+import { describe, expect, it } from "vitest";
+import { T0, useSchemaStores } from "./test-support.ts";
 
 describe("postgres idempotency group commit", () => {
-  const schema = freshSchema("idem");
-  let store: Store;
-  beforeAll(async () => {
-    store = await openStore(schema, { poolSize: 4 });
-  });
-  afterAll(async () => {
-    await store.close();
-    await dropSchema(schema);
-  });
+  const db = useSchemaStores("idem", { poolSize: 4 });
 
   it("60 concurrent claims over 20 keys (3 each): one claimed per key, the others see it running; concurrent completions store each key's answer", async () => {
+    const { store } = db;
     const claim = (key: string, i: number, now = T0) =>
       store.claimIdempotencyKey({
         key,

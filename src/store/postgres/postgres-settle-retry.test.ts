@@ -1,42 +1,19 @@
 // A postgres settle sent again after its commit (the client lost the answer) returns what the first commit did.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ClaimedMessage, NewMessage, Settlement, SettleResult, Store } from "../types.ts";
-import { dropSchema, freshSchema, openStore } from "./test-support.ts";
+import { describe, expect, it } from "vitest";
+import type { SettleResult } from "../types.ts";
+import { newMessage as msg, settlement as done, T0, useSchemaStores } from "./test-support.ts";
 
-const T0 = 1_700_000_000_000;
 const LEASE = 60_000;
-const msg = (id: string, key: string | null, signal: string): NewMessage => ({
-  id,
-  signal,
-  key,
-  payload: { id },
-  parentRunId: null,
-});
-const done = (c: ClaimedMessage, status: "delivered" | "dead" | "pending" = "delivered"): Settlement => ({
-  id: c.id,
-  worker: c.lockedBy,
-  attempt: c.attempts,
-  status,
-  ...(status === "delivered" ? {} : { failure: { code: "E", message: "boom", at: T0, attempt: c.attempts } }),
-});
 const shape = (r: SettleResult) => ({
   applied: r.applied,
   claimed: r.claimed?.map((c) => [c.id, c.lockedBy, c.attempts, c.leaseExpiresAt]),
 });
 
 describe("postgres settle retried after its commit", () => {
-  const schema = freshSchema("settleretry");
-  let store: Store;
-
-  beforeAll(async () => {
-    store = await openStore(schema, { poolSize: 2 });
-  });
-  afterAll(async () => {
-    await store.close();
-    await dropSchema(schema);
-  });
+  const db = useSchemaStores("settleretry", { poolSize: 2 });
 
   it("all-delivered batch with hand-off: the resend returns the same applied and the handed messages as claimed", async () => {
+    const { store } = db;
     const signal = "sig.r.delivered";
     await store.enqueue(
       [msg("a-1", "a", signal), msg("b-1", "b", signal), msg("a-2", "a", signal), msg("b-2", "b", signal)],
@@ -63,6 +40,7 @@ describe("postgres settle retried after its commit", () => {
   });
 
   it("general batch (dead, retry, failure) with hand-off to the settling worker: same result on the resend, one failure recorded", async () => {
+    const { store } = db;
     const signal = "sig.r.general";
     await store.enqueue(
       [msg("c-1", "c", signal), msg("d-1", "d", signal), msg("c-2", "c", signal), msg("u-1", null, signal)],
@@ -83,6 +61,7 @@ describe("postgres settle retried after its commit", () => {
   });
 
   it("a lone settle and a batch without hand-off: the resend counts as applied", async () => {
+    const { store } = db;
     const signal = "sig.r.plain";
     await store.enqueue([msg("p-1", null, signal), msg("p-2", null, signal), msg("p-3", null, signal)], T0);
     const got = await store.claim({ signal, worker: "w1", max: 10, now: T0, leaseMs: LEASE });

@@ -1,8 +1,9 @@
 /** Test helpers for postgres: a fresh schema per case, from DATABASE_URL_TEST only. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { afterAll, beforeAll } from "vitest";
 import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";
-import type { Store } from "../types.ts";
+import type { ClaimedMessage, NewMessage, Settlement, Store } from "../types.ts";
 
 /** Test database; each test file (or case) works in a schema of its own. */
 export const PG_URL = process.env.DATABASE_URL_TEST ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -26,6 +27,59 @@ export async function openStore(schema: string, extra: Partial<PostgresStoreOpti
   await store.open();
   return store;
 }
+
+/**
+ * Registers beforeAll/afterAll for `count` stores on one fresh schema (each its own pool, as that
+ * many processes would have): opened before the file's cases, closed and the schema dropped after.
+ * `store` is the first.
+ */
+export function useSchemaStores(
+  tag: string,
+  opts: { count?: number } & Partial<PostgresStoreOptions> = {},
+): { readonly schema: string; readonly stores: Store[]; readonly store: Store } {
+  const { count = 1, ...extra } = opts;
+  const schema = freshSchema(tag);
+  const stores: Store[] = [];
+  beforeAll(async () => {
+    for (let i = 0; i < count; i++) stores.push(await openStore(schema, extra));
+  });
+  afterAll(async () => {
+    for (const s of stores) await s.close();
+    await dropSchema(schema);
+  });
+  return {
+    schema,
+    stores,
+    get store(): Store {
+      if (!stores[0]) throw new Error("useSchemaStores: the stores open in beforeAll");
+      return stores[0];
+    },
+  };
+}
+
+/** The time the store cases run at (fixed: a test passes `now` to every store call). */
+export const T0 = 1_700_000_000_000;
+
+/** A new message on `signal` whose payload names its id. */
+export const newMessage = (id: string, key: string | null, signal: string): NewMessage => ({
+  id,
+  signal,
+  key,
+  payload: { id },
+  parentRunId: null,
+});
+
+/** The settlement of a claimed message by its holder; a dead or retried one carries a failure at T0. */
+export const settlement = (
+  c: ClaimedMessage,
+  status: "delivered" | "dead" | "pending" = "delivered",
+): Settlement => ({
+  id: c.id,
+  worker: c.lockedBy,
+  attempt: c.attempts,
+  status,
+  ...(status === "delivered" ? {} : { failure: { code: "E", message: "boom", at: T0, attempt: c.attempts } }),
+});
 
 /**
  * Empties a migrated schema back to the state open() leaves a new one in: every table but
