@@ -6,22 +6,11 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
 } from "../idempotency-types.ts";
+import { decideClaim, decideComplete, runningFor } from "../idempotency-rules.ts";
 
 const clone = (r: IdempotencyRecord): IdempotencyRecord => ({
   ...r,
   response: r.response === null ? null : { ...r.response },
-});
-
-/** The done record a completion makes when its key has none live (CompleteOutcome `restored`). */
-export const restoredRecord = (req: CompleteIdempotencyRequest): IdempotencyRecord => ({
-  key: req.key,
-  fingerprint: req.fingerprint,
-  status: "done",
-  response: { ...req.response },
-  runId: req.runId,
-  lockedUntil: req.now,
-  createdAt: req.now,
-  expiresAt: req.now + req.windowMs,
 });
 
 export class MemoryIdempotency {
@@ -35,32 +24,19 @@ export class MemoryIdempotency {
     return [...this.records.values()].map(clone);
   }
 
-  /** Returns the claim and whether state changed (only then is the op logged). */
+  /** Returns the claim (idempotency-rules decideClaim) and whether state changed (only then is the op logged). */
   claim(req: ClaimIdempotencyRequest): { claim: IdempotencyClaim; changed: boolean } {
-    const r = this.records.get(req.key);
-    if (r === undefined || r.expiresAt <= req.now) {
-      this.records.set(req.key, {
-        key: req.key,
-        fingerprint: req.fingerprint,
-        status: "running",
-        response: null,
-        runId: req.runId,
-        lockedUntil: req.now + req.lockMs,
-        createdAt: req.now,
-        expiresAt: req.now + req.windowMs,
-      });
-      return { claim: { kind: "claimed" }, changed: true };
-    }
-    if (r.status === "running" && r.fingerprint === req.fingerprint && r.lockedUntil <= req.now) {
-      r.lockedUntil = req.now + req.lockMs;
-      return { claim: { kind: "takenOver", record: clone(r) }, changed: true };
-    }
-    return { claim: { kind: "existing", record: clone(r) }, changed: false };
+    const { claim, write } = decideClaim(this.records.get(req.key), req);
+    if (write !== null) this.records.set(req.key, write);
+    // The claim's record is the stored one: the caller gets a copy.
+    const out: IdempotencyClaim =
+      claim.kind === "claimed" ? claim : { kind: claim.kind, record: clone(claim.record) };
+    return { claim: out, changed: write !== null };
   }
 
   private running(key: string, fingerprint: string): IdempotencyRecord | undefined {
     const r = this.records.get(key);
-    return r !== undefined && r.status === "running" && r.fingerprint === fingerprint ? r : undefined;
+    return runningFor(r, fingerprint) ? r : undefined;
   }
 
   renew(req: { key: string; fingerprint: string; now: number; lockMs: number }): boolean {
@@ -71,15 +47,9 @@ export class MemoryIdempotency {
   }
 
   complete(req: CompleteIdempotencyRequest): CompleteOutcome {
-    const r = this.records.get(req.key);
-    if (r === undefined || r.expiresAt <= req.now) {
-      this.records.set(req.key, restoredRecord(req));
-      return "restored";
-    }
-    if (r.status !== "running" || r.fingerprint !== req.fingerprint) return "superseded";
-    r.status = "done";
-    r.response = { ...req.response };
-    return "completed";
+    const { outcome, write } = decideComplete(this.records.get(req.key), req);
+    if (write !== null) this.records.set(req.key, write);
+    return outcome;
   }
 
   release(req: { key: string; fingerprint: string }): boolean {

@@ -43,7 +43,7 @@ import type {
   IdempotencyRecord,
   StoredResponse,
 } from "../../idempotency-types.ts";
-import { restoredRecord } from "../../memory/memory-idempotency.ts";
+import { decideClaim, decideComplete, runningFor } from "../../idempotency-rules.ts";
 import type {
   DeclaredSchedule,
   FireRequest,
@@ -1471,35 +1471,17 @@ export class SqliteEngine {
     );
   }
 
+  /** idempotency-rules decideClaim over the key's row. */
   claimIdempotency(req: ClaimIdempotencyRequest): { claim: IdempotencyClaim; changed: boolean } {
     this.check();
-    const r = this.idem(req.key);
-    if (r === undefined || r.expiresAt <= req.now) {
-      this.write(() =>
-        this.putIdem({
-          key: req.key,
-          fingerprint: req.fingerprint,
-          status: "running",
-          response: null,
-          runId: req.runId,
-          lockedUntil: req.now + req.lockMs,
-          createdAt: req.now,
-          expiresAt: req.now + req.windowMs,
-        }),
-      );
-      return { claim: { kind: "claimed" }, changed: true };
-    }
-    if (r.status === "running" && r.fingerprint === req.fingerprint && r.lockedUntil <= req.now) {
-      r.lockedUntil = req.now + req.lockMs;
-      this.write(() => this.putIdem(r));
-      return { claim: { kind: "takenOver", record: r }, changed: true };
-    }
-    return { claim: { kind: "existing", record: r }, changed: false };
+    const { claim, write } = decideClaim(this.idem(req.key), req);
+    if (write !== null) this.write(() => this.putIdem(write));
+    return { claim, changed: write !== null };
   }
 
   private runningIdem(key: string, fingerprint: string): IdempotencyRecord | undefined {
     const r = this.idem(key);
-    return r !== undefined && r.status === "running" && r.fingerprint === fingerprint ? r : undefined;
+    return runningFor(r, fingerprint) ? r : undefined;
   }
 
   renewIdempotency(req: { key: string; fingerprint: string; now: number; lockMs: number }): boolean {
@@ -1513,16 +1495,9 @@ export class SqliteEngine {
 
   completeIdempotency(req: CompleteIdempotencyRequest): CompleteOutcome {
     this.check();
-    const r = this.idem(req.key);
-    if (r === undefined || r.expiresAt <= req.now) {
-      this.write(() => this.putIdem(restoredRecord(req)));
-      return "restored";
-    }
-    if (r.status !== "running" || r.fingerprint !== req.fingerprint) return "superseded";
-    r.status = "done";
-    r.response = { ...req.response };
-    this.write(() => this.putIdem(r));
-    return "completed";
+    const { outcome, write } = decideComplete(this.idem(req.key), req);
+    if (write !== null) this.write(() => this.putIdem(write));
+    return outcome;
   }
 
   releaseIdempotency(req: { key: string; fingerprint: string }): boolean {
