@@ -1,5 +1,7 @@
 // What the process tests' child programs share: the JSON-lines report, the store from the env, a boot that says "ready" and stops on SIGTERM.
-import type { App } from "../../src/index.ts";
+import { pino } from "pino";
+import { createApp, type App, type CreateAppOptions } from "../../src/index.ts";
+import { createFileStore } from "../../src/store/file/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import type { Store } from "../../src/store/types.ts";
 
@@ -11,8 +13,10 @@ export const say = (event: Record<string, unknown>): void => {
 /** DATABASE_URL, as the child got it. */
 export const databaseUrl = process.env.DATABASE_URL ?? "";
 
-/** A PostgreSQL store on DATABASE_URL and OKE_SCHEMA (default "okengine"). */
+/** The file driver in OKE_FILE_DIR when set, else PostgreSQL on DATABASE_URL and OKE_SCHEMA (default "okengine"). */
 export function envStore(): Store {
+  const dir = process.env.OKE_FILE_DIR;
+  if (dir !== undefined) return createFileStore({ dir });
   return createPostgresStore({ connectionString: databaseUrl, schema: process.env.OKE_SCHEMA ?? "okengine" });
 }
 
@@ -31,4 +35,15 @@ export async function bootUntilSigterm(app: App, store: Store): Promise<void> {
       process.exit(0);
     });
   });
+}
+
+/**
+ * Starts `modules` as an app in env test (silent logger) on a free port of 127.0.0.1 and prints
+ * {"event":"listening","port"}.
+ */
+export async function listenOnFreePort(modules: CreateAppOptions["modules"], store: Store): Promise<App> {
+  const app = createApp({ env: "test", modules, store, logger: pino({ level: "silent" }) });
+  const { port } = await app.start({ port: 0, host: "127.0.0.1" });
+  say({ event: "listening", port });
+  return app;
 }

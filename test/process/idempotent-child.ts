@@ -9,17 +9,11 @@
  * pool close and the process exits.
  */
 import pg from "pg";
-import { pino } from "pino";
-import { createApp, flow, http, on } from "../../src/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
+import { flow, http, on } from "../../src/index.ts";
+import { databaseUrl, envStore, listenOnFreePort, say } from "./child-kit.ts";
 
-const say = (event: Record<string, unknown>): void => {
-  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
-};
-
-const url = process.env.DATABASE_URL ?? "";
 const schema = process.env.OKE_SCHEMA ?? "okengine";
-const pool = new pg.Pool({ connectionString: url, max: 2 });
+const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 
 const create = on(
   http.post("/orders"),
@@ -71,15 +65,8 @@ const createGated = on(
   }),
 );
 
-const store = createPostgresStore({ connectionString: url, schema });
-const app = createApp({
-  env: "test",
-  modules: [{ create, createDurable, createGated }],
-  store,
-  logger: pino({ level: "silent" }),
-});
-const { port } = await app.start({ port: 0, host: "127.0.0.1" });
-say({ event: "listening", port });
+const store = envStore();
+const app = await listenOnFreePort([{ create, createDurable, createGated }], store);
 process.once("SIGTERM", () => {
   void app
     .stop()

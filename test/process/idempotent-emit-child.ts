@@ -6,14 +6,8 @@
  * PostgreSQL (DATABASE_URL + OKE_SCHEMA) or the file driver (OKE_FILE_DIR). Consumers are bound
  * (an emit needs one); the test counts the stored messages, whatever their status.
  */
-import { pino } from "pino";
-import { createApp, flow, http, on, signal } from "../../src/index.ts";
-import { createFileStore } from "../../src/store/file/index.ts";
-import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
-
-const say = (event: Record<string, unknown>): void => {
-  process.stdout.write(JSON.stringify({ pid: process.pid, ...event }) + "\n");
-};
+import { flow, http, on, signal } from "../../src/index.ts";
+import { envStore, listenOnFreePort, say } from "./child-kit.ts";
 
 const placed = signal.once("orders.placed", { retries: 0 });
 const seen = signal.broadcast("orders.seen");
@@ -37,19 +31,4 @@ const create = on(
 const consume = on(placed, flow("orders.placed.consume", { do: () => undefined }));
 const watch = on(seen, flow("orders.seen.watch", { do: () => undefined }));
 
-const fileDir = process.env.OKE_FILE_DIR;
-const store =
-  fileDir !== undefined
-    ? createFileStore({ dir: fileDir })
-    : createPostgresStore({
-        connectionString: process.env.DATABASE_URL ?? "",
-        schema: process.env.OKE_SCHEMA ?? "okengine",
-      });
-const app = createApp({
-  env: "test",
-  modules: [{ create, consume, watch }],
-  store,
-  logger: pino({ level: "silent" }),
-});
-const { port } = await app.start({ port: 0, host: "127.0.0.1" });
-say({ event: "listening", port });
+await listenOnFreePort([{ create, consume, watch }], envStore());
