@@ -21,8 +21,8 @@ function kindOf(text: string): string {
   if (/^WITH due AS/.test(text)) return "claim";
   if (/^SELECT \* FROM \S+\.journal_entries/.test(text)) return "journal read";
   if (/^SELECT (min\()?LEAST/.test(text)) return "nextWakeAt";
-  if (/^UPDATE \S+\.runs SET status = \$4/.test(text)) return "finish";
-  if (/^INSERT INTO \S+\.journal_entries/.test(text)) return "append";
+  if (/^SELECT \S+\.run_finish\(/.test(text)) return "finish";
+  if (/^SELECT \S+\.journal_append\(/.test(text)) return "append";
   return "other";
 }
 

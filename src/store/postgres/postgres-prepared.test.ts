@@ -1,4 +1,4 @@
-// Prepared statements on postgres: a lone emit is prepared on its server connection in the default mode (a settle, an UPDATE whose generic plan could go stale, never), and nothing in poll-only mode (the PgBouncer transaction-pooling setting).
+// Prepared statements on postgres: a lone emit, a run's start and its journal functions' calls are prepared on their server connection in the default mode (a settle, an UPDATE whose generic plan could go stale, never), and nothing in poll-only mode (the PgBouncer transaction-pooling setting); the functions' own plans stay on the runs primary key.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
@@ -11,10 +11,14 @@ afterEach(async () => {
 });
 
 /** A store on a pool of one connection, so the test reads the same server session the store wrote on. */
-async function storeOnOneConnection(notify: boolean): Promise<{ store: Store; pool: pg.Pool }> {
+async function storeOnOneConnection(
+  notify: boolean,
+  onNotice?: (text: string) => void,
+): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
   const schema = freshSchema("prep");
   cleanups.push(() => dropSchema(schema));
   const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  if (onNotice) pool.on("connect", (c) => c.on("notice", (n) => onNotice(n.message ?? "")));
   cleanups.push(() => pool.end());
   const store = createPostgresStore({
     pool,
@@ -25,7 +29,29 @@ async function storeOnOneConnection(notify: boolean): Promise<{ store: Store; po
   });
   cleanups.push(() => store.close());
   await store.open();
-  return { store, pool };
+  return { store, pool, schema };
+}
+
+/** A run started, three one-entry appends and its finish, as a 3-step durable run sends them. */
+async function threeStepRun(store: Store, id: string, now: number): Promise<void> {
+  await store.startRun({
+    id,
+    flow: "f",
+    input: { i: 1 },
+    parentRunId: null,
+    owner: "o",
+    now,
+    leaseMs: 60_000,
+  });
+  for (let seq = 0; seq < 3; seq++)
+    await store.append({
+      runId: id,
+      owner: "o",
+      now,
+      leaseMs: 60_000,
+      entries: [{ runId: id, seq, kind: "step", name: `s${seq}`, value: seq, at: now }],
+    });
+  await store.finish({ runId: id, owner: "o", now, status: "completed", output: 3 });
 }
 
 /** A lone emit, its claim and its lone delivered settle; the message ends delivered. */
@@ -56,6 +82,75 @@ describe("postgres prepared statements", () => {
   it("prepares nothing in poll-only mode, where a pooler may hand the next statement another connection", async () => {
     const { store, pool } = await storeOnOneConnection(false);
     await emitClaimSettle(store);
+    await threeStepRun(store, "r1", 10);
     expect(await preparedOn(pool)).toEqual([]);
+    expect(await store.getJournal("r1")).toHaveLength(3);
+  });
+
+  it("prepares a run's start and the calls of its journal functions (append, finish), which keep the fence", async () => {
+    const { store, pool } = await storeOnOneConnection(true);
+    await threeStepRun(store, "r1", 10);
+    const names = await preparedOn(pool);
+    expect(names).toHaveLength(3);
+    expect(names.map((n) => n.split("_")[1]).sort()).toEqual(["append1", "finish1", "start1"]);
+    expect(await store.getRun("r1")).toMatchObject({ status: "completed", output: 3, leaseOwner: null });
+    expect((await store.getJournal("r1")).map((e) => e.seq)).toEqual([0, 1, 2]);
+    // The fence: another owner's append and finish are refused, and a finished run takes no more.
+    await store.startRun({
+      id: "r2",
+      flow: "f",
+      input: null,
+      parentRunId: null,
+      owner: "o",
+      now: 10,
+      leaseMs: 60_000,
+    });
+    const entry = { runId: "r2", seq: 0, kind: "step" as const, name: "a", value: 1, at: 10 };
+    await expect(store.append({ runId: "r2", owner: "x", now: 11, entries: [entry] })).rejects.toThrow();
+    await expect(store.finish({ runId: "r2", owner: "x", now: 11, status: "completed" })).rejects.toThrow();
+    await expect(
+      store.append({ runId: "r1", owner: "o", now: 11, entries: [{ ...entry, runId: "r1", seq: 3 }] }),
+    ).rejects.toThrow();
+    expect(await store.getJournal("r2")).toEqual([]);
+    expect(await store.getRun("r2")).toMatchObject({ status: "running", leaseOwner: "o" });
+  });
+
+  it("keeps the journal functions' plans on the runs primary key when they were made on a tiny, analysed table", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const s = `"${schema}"`;
+    // Statistics of a 3-row runs (one page): a plan made on them without the function's
+    // enable_seqscan = off updates by a sequential scan, and keeps doing so once the table is big.
+    for (let i = 0; i < 3; i++)
+      await store.startRun({
+        id: `tiny${i}`,
+        flow: "f",
+        input: null,
+        parentRunId: null,
+        owner: "o",
+        now: 10,
+        leaseMs: 60_000,
+      });
+    await pool.query(`ANALYZE ${s}.runs`);
+    // Planned now (more than the five custom plans PL/pgSQL makes before it keeps a generic one).
+    for (let i = 0; i < 8; i++) await threeStepRun(store, `r${i}`, 20);
+    await pool.query(`INSERT INTO ${s}.runs (id, flow, status, created_at, updated_at)
+      SELECT 'big' || g, 'f', 'completed', g, g FROM generate_series(1, 20000) g`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
+    );
+    for (let i = 0; i < 3; i++) await threeStepRun(store, `last${i}`, 30);
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    const updates = plans.filter((p) => /Update on runs/.test(p));
+    // Per run three appends and the finish, each an UPDATE of runs through its primary key: a plain
+    // or a bitmap index scan (PostgreSQL may keep planning per call when the generic plan's cost
+    // is not the lower), never a sequential scan or another index.
+    expect(updates).toHaveLength(12);
+    for (const p of updates) {
+      expect(p).toMatch(/Index Scan (using|on) runs_pkey/);
+      expect(p).not.toMatch(/Seq Scan|runs_list|runs_page/);
+    }
+    expect(await store.getRun("last2")).toMatchObject({ status: "completed" });
   });
 });
