@@ -108,22 +108,29 @@ const wakes = sides.map((): number[] => []);
 const nodeCpu = sides.map(() => 0);
 const pgCpu = sides.map(() => 0);
 const runs = sides.map(() => 0);
+/** Per round and tree: Node CPU, PostgreSQL CPU (ms per run) and the run p50 (ms). */
+const perRound = sides.map((): { node: number; pg: number; p50: number }[] => []);
 let id = 0;
 for (let r = 0; r < rounds; r++) {
   for (const [k, side] of sides.entries()) {
     const t0 = await backendTicks(side.schema);
     counting = k;
     const c0 = process.cpuUsage();
+    const round: number[] = [];
     for (let j = 0; j < 60; j++) {
       const t = performance.now();
       await side.app.invoke(side.three, { i: id++ });
-      latency[k]!.push(performance.now() - t);
+      round.push(performance.now() - t);
     }
     const c = process.cpuUsage(c0);
     counting = null;
+    latency[k]!.push(...round);
     nodeCpu[k]! += (c.user + c.system) / 1_000;
     runs[k]! += 60;
-    for (const [pid, v] of await backendTicks(side.schema)) pgCpu[k]! += (v - (t0.get(pid) ?? 0)) * 10;
+    let pgRound = 0;
+    for (const [pid, v] of await backendTicks(side.schema)) pgRound += (v - (t0.get(pid) ?? 0)) * 10;
+    pgCpu[k]! += pgRound;
+    perRound[k]!.push({ node: (c.user + c.system) / 1_000 / 60, pg: pgRound / 60, p50: median(round) });
     await Promise.all(
       Array.from({ length: 8 }, async (_, s) => {
         await new Promise((res) => setTimeout(res, s * 15));
@@ -136,6 +143,10 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
 const at = (xs: number[], p: number): string => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(s.length * p))]!.toFixed(2);
@@ -147,6 +158,13 @@ for (const [k, side] of sides.entries()) {
     `${side.tree}: run ms p25 ${at(l, 0.25)} p50 ${at(l, 0.5)} p90 ${at(l, 0.9)} | statements/run ${(statements[k]! / runs[k]!).toFixed(2)}` +
       ` | Node CPU ${(nodeCpu[k]! / runs[k]!).toFixed(3)} ms/run, PostgreSQL CPU ${(pgCpu[k]! / runs[k]!).toFixed(3)} ms/run` +
       ` | wake ms p25 ${at(w, 0.25)} p50 ${at(w, 0.5)} p90 ${at(w, 0.9)} (${w.length} sleeps)`,
+  );
+}
+for (const [k, side] of sides.entries()) {
+  const f = (pick: (r: { node: number; pg: number; p50: number }) => number): string =>
+    perRound[k]!.map((r) => pick(r).toFixed(2)).join(" / ");
+  console.log(
+    `${side.tree} per round: Node CPU ${f((r) => r.node)} | PostgreSQL CPU ${f((r) => r.pg)} | run p50 ${f((r) => r.p50)}`,
   );
 }
 for (const side of sides) {
