@@ -50,4 +50,73 @@ describe("postgres idempotency group commit", () => {
     const later = await Promise.all(keys.map((key) => claim(key, 9, T0 + 3_600_001)));
     expect(later.every((r) => r.kind === "claimed")).toBe(true);
   });
+
+  it("claims and completions sent together share statements and each gets its own outcome: claimed, completed, restored (missing or expired key), superseded, a second item of one key after the first", async () => {
+    const { store } = db;
+    const W = 3_600_000;
+    const T1 = T0 + 10 * W; // clear of the first test's keys
+    const claim = (key: string, now = T1, fingerprint = `fp-${key}`) =>
+      store.claimIdempotencyKey({ key, fingerprint, runId: `run-${key}`, now, lockMs: 60_000, windowMs: W });
+    const complete = (key: string, now: number, fingerprint = `fp-${key}`) =>
+      store.completeIdempotencyKey({
+        key,
+        fingerprint,
+        response: { status: 201, body: `{"${key}":1}` },
+        now,
+        runId: `run-${key}`,
+        windowMs: W,
+      });
+    const done = Array.from({ length: 12 }, (_, i) => `mix-done-${i}`);
+    const expired = Array.from({ length: 4 }, (_, i) => `mix-expired-${i}`);
+    const other = Array.from({ length: 4 }, (_, i) => `mix-other-${i}`);
+    for (const key of done) expect((await claim(key)).kind).toBe("claimed");
+    for (const key of expired) expect((await claim(key, T1 - 2 * W)).kind).toBe("claimed");
+    for (const key of other) expect((await claim(key, T1, "someone-else")).kind).toBe("claimed");
+    const fresh = Array.from({ length: 12 }, (_, i) => `mix-fresh-${i}`);
+    const missing = Array.from({ length: 4 }, (_, i) => `mix-missing-${i}`);
+    // All at once, claims and completions interleaved, so the lane's statements carry both.
+    const at = T1 + 5;
+    const results = await Promise.all([
+      ...fresh.flatMap((key, i) => [claim(key, at), complete(done[i]!, at)]),
+      ...expired.map((key) => complete(key, at)),
+      ...other.map((key) => complete(key, at)),
+      ...missing.map((key) => complete(key, at)),
+      // One key twice: the same completion again, queued behind the first (it goes alone after it).
+      complete("mix-done-0", at),
+    ]);
+    const fromFresh = results.slice(0, 24);
+    for (let i = 0; i < 12; i++) {
+      expect(fromFresh[2 * i]).toEqual({ kind: "claimed" });
+      expect(fromFresh[2 * i + 1]).toBe("completed");
+    }
+    expect(results.slice(24, 28)).toEqual(["restored", "restored", "restored", "restored"]);
+    expect(results.slice(28, 32)).toEqual(["superseded", "superseded", "superseded", "superseded"]);
+    expect(results.slice(32, 36)).toEqual(["restored", "restored", "restored", "restored"]);
+    // The repeat found its key already done by the first completion.
+    expect(results[36]).toBe("superseded");
+    for (const key of [...done, ...expired, ...missing])
+      expect(await store.getIdempotencyKey(key)).toMatchObject({
+        status: "done",
+        response: { status: 201, body: `{"${key}":1}` },
+      });
+    expect(await store.getIdempotencyKey("mix-done-3")).toMatchObject({ createdAt: T1, expiresAt: T1 + W });
+    expect(await store.getIdempotencyKey("mix-expired-1")).toMatchObject({
+      createdAt: at,
+      expiresAt: at + W,
+      lockedUntil: at,
+    });
+    expect(await store.getIdempotencyKey("mix-missing-1")).toMatchObject({
+      createdAt: at,
+      expiresAt: at + W,
+      lockedUntil: at,
+      runId: "run-mix-missing-1",
+    });
+    for (const key of other)
+      expect(await store.getIdempotencyKey(key)).toMatchObject({
+        status: "running",
+        fingerprint: "someone-else",
+      });
+    for (const key of fresh)
+      expect(await store.getIdempotencyKey(key)).toMatchObject({ status: "running", createdAt: at });
+  });
 });
