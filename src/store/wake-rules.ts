@@ -99,11 +99,11 @@ export function takeLease(r: RunStateOf, owner: string, now: number, leaseMs: nu
 export function claimLease(r: RunStateOf, owner: string, now: number, leaseMs: number): RunState {
   if (r.status !== "sleeping" || r.wakeAt === null || r.wakeAt <= now || r.leaseOwner === owner)
     return takeLease(r, owner, now, leaseMs);
-  return { ...stateOf(r), leaseOwner: owner, leaseExpiresAt: now + leaseMs, updatedAt: now };
+  return { ...runState(r), leaseOwner: owner, leaseExpiresAt: now + leaseMs, updatedAt: now };
 }
 
-/** Just the state fields of `r` (a record may carry more). */
-const stateOf = (r: RunState): RunState => ({
+/** Just the state fields of `r` (a record may carry more): what a rule returns changed. */
+export const runState = (r: RunState): RunState => ({
   status: r.status,
   leaseOwner: r.leaseOwner,
   leaseExpiresAt: r.leaseExpiresAt,

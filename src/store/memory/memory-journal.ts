@@ -20,10 +20,10 @@ import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { cloneJson } from "./clone-json.ts";
 import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
+import { assertHolder, finishState, parkState, releaseState } from "../journal-rules.ts";
 import {
   claimLease,
   dueForClaim,
-  leased,
   leaseLive,
   passedByWalk,
   runDeadline,
@@ -184,23 +184,15 @@ export class MemoryJournal {
     const r = this.holder(req.runId, req.owner);
     this.checkSeqs(r, [req.entry]);
     this.insertEntries(r, [req.entry]);
-    this.setStatus(r, "sleeping");
-    r.wakeAt = req.entry.wakeAt ?? req.now;
-    r.leaseOwner = null;
-    r.leaseExpiresAt = null;
-    r.updatedAt = req.now;
-    this.reheap(r);
+    this.apply(r, parkState(r, req));
   }
 
   finish(req: FinishRequest): void {
     const r = this.holder(req.runId, req.owner);
-    this.setStatus(r, req.status);
+    const { state, error } = finishState(r, req);
     r.output = cloneJson(req.output);
-    r.error = req.error === undefined ? undefined : { code: req.error.code, message: req.error.message };
-    r.leaseOwner = null;
-    r.leaseExpiresAt = null;
-    r.updatedAt = req.now;
-    this.reheap(r);
+    r.error = error;
+    this.apply(r, state);
   }
 
   /** running → compensating, fenced like a write; the failure becomes the run's error. */
@@ -217,11 +209,7 @@ export class MemoryJournal {
   releaseRun(req: ReleaseRequest): boolean {
     const r = this.runs.get(req.runId);
     if (r === undefined || r.leaseOwner !== req.owner) return false;
-    r.leaseOwner = null;
-    // A retry time makes the run due then, like an expired lease (deadline() reads it).
-    r.leaseExpiresAt = leased(r.status) ? (req.retryAt ?? null) : null;
-    r.updatedAt = req.now;
-    this.reheap(r);
+    this.apply(r, releaseState(r, req));
     return true;
   }
 
@@ -427,7 +415,7 @@ export class MemoryJournal {
 
   private holder(runId: string, owner: string): RunRec {
     const r = this.mustGet(runId);
-    if (!leased(r.status) || r.leaseOwner !== owner) throw new JournalLeaseBusy(runId);
+    assertHolder(r, owner);
     return r;
   }
 

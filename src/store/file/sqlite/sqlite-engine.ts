@@ -60,11 +60,11 @@ import {
   fireApplies,
   planReconcile,
 } from "../../schedule-rules.ts";
+import { assertHolder, finishState, parkState, releaseState } from "../../journal-rules.ts";
 import {
   claimLease,
   dueAtFor,
   dueForClaim,
-  leased,
   runDeadline,
   sleepersHorizon,
   takeLease,
@@ -743,7 +743,7 @@ export class SqliteEngine {
 
   private holder(runId: string, owner: string): RunRow {
     const r = this.mustGet(runId);
-    if (!leased(r.status) || r.lease_owner !== owner) throw new JournalLeaseBusy(runId);
+    assertHolder(stateOfRow(r), owner);
     return r;
   }
 
@@ -935,26 +935,17 @@ export class SqliteEngine {
     this.checkSeqs(r.id, [req.entry]);
     this.write(() => {
       this.insertEntries(r.id, [req.entry]);
-      this.setStatus(r, "sleeping");
-      r.wake_at = req.entry.wakeAt ?? req.now;
-      r.lease_owner = null;
-      r.lease_expires_at = null;
-      r.updated_at = req.now;
-      this.saveRun(r);
+      this.apply(r, parkState(stateOfRow(r), req));
     });
   }
 
   finish(req: FinishRequest): void {
     this.check();
     const r = this.holder(req.runId, req.owner);
-    this.setStatus(r, req.status);
+    const { state, error } = finishState(stateOfRow(r), req);
     r.output = enc(req.output);
-    r.error =
-      req.error === undefined ? null : JSON.stringify({ code: req.error.code, message: req.error.message });
-    r.lease_owner = null;
-    r.lease_expires_at = null;
-    r.updated_at = req.now;
-    this.write(() => this.saveRun(r));
+    r.error = error === undefined ? null : JSON.stringify(error);
+    this.write(() => this.apply(r, state));
   }
 
   /** running → compensating, fenced like a write; the failure becomes the run's error. */
@@ -972,11 +963,8 @@ export class SqliteEngine {
     this.check();
     const r = this.runRow(req.runId);
     if (r === undefined || r.lease_owner !== req.owner) return false;
-    r.lease_owner = null;
-    // A retry time makes the run due then, like an expired lease (deadlineOf reads it).
-    r.lease_expires_at = leased(r.status) ? (req.retryAt ?? null) : null;
-    r.updated_at = req.now;
-    this.write(() => this.saveRun(r));
+    const state = releaseState(stateOfRow(r), req);
+    this.write(() => this.apply(r, state));
     return true;
   }
 
