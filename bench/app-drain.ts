@@ -5,7 +5,7 @@
  *
  *   node --import tsx bench/app-drain.ts [count] [memory|postgres] [concurrency] [prefetch]
  */
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, on, signal } from "../src/index.ts";
 import pg from "pg";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
@@ -33,7 +33,7 @@ async function dropSchema(): Promise<void> {
   await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await c.end();
 }
-const logger = pino({ level: "silent" });
+const logger = benchLogger();
 
 async function drain(label: string, keys: number, concurrency: number): Promise<number> {
   const jobs = signal.once("bench.noop");

@@ -1,5 +1,5 @@
 /** Instance B of bench/broadcast-latency.ts: runs the broadcast flow and prints each event's arrival time. */
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, on, signal } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 
@@ -17,7 +17,7 @@ const app = createApp({
   modules: [{ ping, sink }],
   env: "prod",
   store,
-  logger: pino({ level: "silent" }),
+  logger: benchLogger(),
   config: { database: { url } },
 });
 await app.boot();

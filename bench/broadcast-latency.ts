@@ -12,7 +12,7 @@ import { loadavg } from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, signal } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 
@@ -47,7 +47,7 @@ const a = createApp({
   modules: [{ ping }],
   env: "prod",
   store,
-  logger: pino({ level: "silent" }),
+  logger: benchLogger(),
   config: { database: { url } },
 });
 await a.boot();

@@ -1,5 +1,5 @@
 /** One instance of bench/clock-lag.ts: N `every("1s")` clocks; prints one line per handler start. */
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { clock, createApp, flow, on } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 
@@ -29,7 +29,7 @@ const app = createApp({
   modules,
   env: "prod",
   store,
-  logger: pino({ level: "warn" }),
+  logger: benchLogger(),
   config: { database: { url: process.env.DATABASE_URL! }, signals: { concurrency: 64 } },
 });
 await app.boot();

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow } from "../src/index.ts";
 import { createFileStore } from "../src/store/file/file-store.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
@@ -25,7 +25,7 @@ const RUNS = Number(arg("runs", "2000"));
 const SLEEPERS = Number(arg("sleepers", "100000"));
 const DRIVERS = arg("drivers", "memory,file,postgres").split(",");
 const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const logger = pino({ level: "silent" });
+const logger = benchLogger();
 
 const threeSteps = flow("bench.three", {
   durable: true,

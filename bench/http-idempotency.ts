@@ -22,7 +22,7 @@ import { createRequire } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import type pgTypes from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, http, on, signal } from "../src/index.ts";
 import { createFileStore, type FileStore } from "../src/store/file/file-store.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
@@ -153,7 +153,7 @@ async function measure(name: string, store: Store, kind: "noio" | "emit"): Promi
   );
   const consume = on(placed, flow("orders.placed", { do: () => undefined }));
   const modules = kind === "emit" ? [{ create, consume }] : [{ create }];
-  const app = createApp({ env: "test", modules, store, logger: pino({ level: "silent" }) });
+  const app = createApp({ env: "test", modules, store, logger: benchLogger() });
   const { port } = await app.start({ port: 0, host: "127.0.0.1" });
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS });
   if (name === "postgres") {

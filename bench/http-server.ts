@@ -8,6 +8,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { createApp, flow, http, on } from "../src/index.ts";
+import { benchLogger } from "./compare/logger.ts";
 
 const Order = z.object({
   name: z.string().min(1),
@@ -50,6 +51,7 @@ async function startRaw(): Promise<number> {
 async function startOke(): Promise<number> {
   const app = createApp({
     env: "test",
+    logger: benchLogger(),
     config: { drivers: { journal: "memory", send: "memory" } },
     modules: [
       {

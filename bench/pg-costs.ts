@@ -12,13 +12,13 @@
  */
 import { createRequire } from "node:module";
 import type pgTypes from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, on, signal } from "../src/index.ts";
 
 /** The root `pg` (the one src/ uses), not bench/node_modules' copy the peers use. */
 const pg = createRequire(new URL("../package.json", import.meta.url))("pg") as typeof pgTypes;
 const DB_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const silent = pino({ level: "silent" });
+const logger = benchLogger();
 
 /** Counts every query the process sends, by a short label (the CTE names or first words). */
 const counts = new Map<string, number>();
@@ -156,7 +156,7 @@ async function drain(label: string, n: number, keys: number): Promise<void> {
   const app = createApp({
     modules: [{ exports: { jobs, work } }],
     env: "prod",
-    logger: silent,
+    logger,
     config: {
       drivers: { journal: "postgres", send: "memory" },
       database: { url: DB_URL, schema },
@@ -219,7 +219,7 @@ async function workflows(label: string, n: number, parallel: number, sleep: bool
   const app = createApp({
     modules: [{ exports: { wf } }],
     env: "prod",
-    logger: silent,
+    logger,
     config: { drivers: { journal: "postgres", send: "memory" }, database: { url: DB_URL, schema } },
   });
   await app.boot();

@@ -142,7 +142,7 @@ for (let r = 0; r < rounds; r++) {
     const at = (q: number): string =>
       (((starts[Math.floor(q * (starts.length - 1))] ?? t0) - t0) / 1_000).toFixed(2);
     console.log(
-      `round ${r + 1} ${system.id.padEnd(18)} ${d.rate.toFixed(0).padStart(7)} jobs/s in ${total.toFixed(2)} s; CPU per 1 000 jobs: server ${((serverMs / d.ran) * 1_000).toFixed(0)} ms, node ${((nodeMs / d.ran) * 1_000).toFixed(0)} ms (10/50/90/100 % started at ${at(0.1)}/${at(0.5)}/${at(0.9)}/${at(1)} s, longest gap ${gap.toFixed(0)} ms)  violations ${violations}${d.capped ? " CAPPED" : ""}  load ${before} → ${la()}`,
+      `round ${r + 1} ${system.id.padEnd(18)} ${d.rate.toFixed(0).padStart(7)} jobs/s in ${total.toFixed(2)} s; CPU per 1 000 jobs: server ${((serverMs / d.ran) * 1_000).toFixed(0)} ms, node ${((nodeMs / d.ran) * 1_000).toFixed(0)} ms (10/50/90/100 % started at ${at(0.1)}/${at(0.5)}/${at(0.9)}/${at(1)} s, longest gap ${gap.toFixed(0)} ms)  violations ${violations}${d.duplicates > 0 ? `  duplicates ${d.duplicates}` : ""}${d.capped ? " CAPPED" : ""}  load ${before} → ${la()}`,
     );
   }
 }

@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type pgTypes from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 
 // The root package's pg (the one src/ loads), not bench/node_modules' copy.
 const pg = createRequire(new URL("../package.json", import.meta.url))("pg") as typeof pgTypes;
@@ -71,7 +71,7 @@ for (const [k, tree] of trees.entries()) {
   const app = createApp({
     modules: [{ exports: { three, sleeper } }],
     env: "prod",
-    logger: pino({ level: "silent" }),
+    logger: benchLogger(),
     root: tree,
     config: {
       drivers: { journal: "postgres", send: "memory" },

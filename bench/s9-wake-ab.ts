@@ -12,7 +12,7 @@
 import { createRequire } from "node:module";
 import { loadavg } from "node:os";
 import type pgTypes from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { dbosWorkflows } from "./compare/dbos.ts";
 import { DATABASE_URL, dropSchema, ensureDatabase, percentile, randomName, sleep } from "./compare/env.ts";
 
@@ -86,7 +86,7 @@ for (const spec of trees) {
     modules: [{ exports: { sleeper } }],
     env: "prod",
     store,
-    logger: pino({ level: "silent" }),
+    logger: benchLogger(),
     root: tree,
     config: { drivers: { journal: "postgres", send: "memory" }, database: { url: DATABASE_URL, schema } },
   });

@@ -8,7 +8,7 @@
  */
 import { createRequire } from "node:module";
 import type pgTypes from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import { fastClaimSql } from "../src/store/postgres/postgres-claim.ts";
 import { settleDeliveredSql } from "../src/store/postgres/postgres-settle.ts";
@@ -24,7 +24,7 @@ const schema = `hotpath_idx_${process.pid}`;
 const s = `"${schema}"`;
 const BATCH = 500;
 
-const store = createPostgresStore({ connectionString: DB_URL, schema, logger: pino({ level: "silent" }) });
+const store = createPostgresStore({ connectionString: DB_URL, schema, logger: benchLogger() });
 await store.open();
 const c = new pg.Client({ connectionString: DB_URL });
 await c.connect();

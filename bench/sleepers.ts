@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow } from "../src/index.ts";
 import { createFileStore } from "../src/store/file/file-store.ts";
 import { DB_FILE, openDb } from "../src/store/file/sqlite/sqlite-db.ts";
@@ -40,7 +40,7 @@ const JSON_OUT = process.argv.includes("--json");
 const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const FLOW = "bench.s13";
 const DAY = 86_400_000;
-const logger = pino({ level: "silent" });
+const logger = benchLogger();
 
 export interface SleepersFigures {
   driver: string;

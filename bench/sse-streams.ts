@@ -10,7 +10,7 @@ import { loadavg } from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { pino } from "pino";
+import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, http, on, signal } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 
@@ -26,7 +26,7 @@ const app = createApp({
   modules: [{ feed, route }],
   env: "prod",
   store,
-  logger: pino({ level: "warn" }),
+  logger: benchLogger(),
   config: {
     database: { url },
     live: { maxConnections: streams + 10 },

@@ -11,6 +11,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { ToChild, ToParent } from "./crash-worker.ts";
 import { signalled, sleep, until, type Signalled } from "./env.ts";
+import { forwardStderr } from "./logger.ts";
 import type { Progress } from "./progress.ts";
 import type { Figure, QueueSystem, Sizes } from "./types.ts";
 
@@ -43,10 +44,11 @@ function spawnWorker(name: "A" | "B", system: QueueSystem, ns: string, tally: Ta
   });
   const ready = signalled();
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2_000)));
+  // Shown as it comes; what is not a warning counts as the worker's error.
+  const stderr = forwardStderr(child.stderr);
   void exited.then(() => {
-    if (stderr.trim()) tally.errors.push(`${name}: ${stderr.trim().split("\n").slice(-3).join(" | ")}`);
+    const errors = stderr().trim();
+    if (errors) tally.errors.push(`${name}: ${errors.split("\n").slice(-3).join(" | ")}`);
   });
   child.on("message", (m: ToParent) => {
     const at = performance.now();

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { deletePrefix } from "./bullmq.ts";
 import { DATABASE_URL, REDIS, dropSchema, peer, percentile, randomName, sleep } from "./env.ts";
 import { graphileSystem } from "./graphile.ts";
+import { forwardStderr } from "./logger.ts";
 import type { Ctx } from "./scenario-kit.ts";
 import type { Figure, ScenarioId } from "./types.ts";
 
@@ -72,9 +73,9 @@ export async function runScript(
     },
   );
   let out = "";
-  let err = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-  child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+  // The script's warnings show here; the rest of its stderr also explains an exit without figures.
+  const stderr = forwardStderr(child.stderr);
   const started = performance.now();
   const tick = setInterval(
     () => o.ctx.progress.tick(`${name}: ${((performance.now() - started) / 1000).toFixed(0)} s`),
@@ -84,7 +85,7 @@ export async function runScript(
   clearInterval(tick);
   const figures = code === 0 ? figuresIn(out, o.key) : undefined;
   if (figures !== undefined) return figures;
-  throw new Error(`${name} exited ${String(code)} without its figures: ${(err || out).slice(-300)}`);
+  throw new Error(`${name} exited ${String(code)} without its figures: ${(stderr() || out).slice(-300)}`);
 }
 
 const fig = (

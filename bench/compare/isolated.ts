@@ -12,6 +12,7 @@
 import { fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { forwardStderr } from "./logger.ts";
 import { Progress } from "./progress.ts";
 import type { QueueScenarioId } from "./queue-scenarios.ts";
 import type { Ctx } from "./scenario-kit.ts";
@@ -52,8 +53,8 @@ export async function runIsolated(job: Job, ctx: Ctx): Promise<Figure[]> {
     execArgv: ["--import", "tsx"],
     stdio: ["ignore", "ignore", "pipe", "ipc"],
   });
-  let stderr = "";
-  child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-2_000)));
+  // The child's warnings show here; the rest of its stderr also explains an exit without figures.
+  const stderr = forwardStderr(child.stderr);
   let figures: Figure[] | undefined;
   let failure: string | undefined;
   child.on("message", (m: ToParent) => {
@@ -63,7 +64,7 @@ export async function runIsolated(job: Job, ctx: Ctx): Promise<Figure[]> {
   });
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   if (figures !== undefined) return figures;
-  throw new Error(failure ?? `measurement process exited ${String(code)}: ${stderr.trim().slice(-300)}`);
+  throw new Error(failure ?? `measurement process exited ${String(code)}: ${stderr().trim().slice(-300)}`);
 }
 
 /** Progress inside the child: ticks go to the parent's line. */

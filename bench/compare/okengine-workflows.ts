@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { benchLogger } from "./logger.ts";
 import { createApp, flow, type JournalDriverName } from "../../src/index.ts";
 import { dropSchema, randomName, signalled } from "./env.ts";
 import { okengineConfig } from "./okengine.ts";
@@ -50,7 +50,7 @@ export function okengineWorkflows(driver: JournalDriverName): WorkflowSystem {
         modules: [{ exports: { three, sleeper } }],
         env: "prod",
         config: okengineConfig(driver, { name: ns }, { concurrency: 32 }),
-        logger: pino({ level: "silent" }),
+        logger: benchLogger(),
         root: tmpdir(),
       });
       await app.boot();

@@ -8,7 +8,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
 import {
   createApp,
   flow,
@@ -19,6 +18,7 @@ import {
   type OnceSignal,
 } from "../../src/index.ts";
 import { DATABASE_URL, dropSchema, randomName, withClient } from "./env.ts";
+import { benchLogger } from "./logger.ts";
 import type { JobSpec, Namespace, QueueHarness, QueueOptions, QueueSystem } from "./types.ts";
 
 interface Payload {
@@ -28,7 +28,8 @@ interface Payload {
 }
 
 const SIGNAL = "bench.jobs";
-const silent = pino({ level: "silent" });
+// Warnings and errors on stderr: a silent logger hid a bench app's errors.
+const logger = benchLogger();
 
 /** The app config each driver gets; `ns` is a schema (postgres) or a directory (file). */
 export function okengineConfig(
@@ -159,7 +160,7 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
       bulk === "store"
         ? "S2 through app.store.enqueue(batch of 1 000) — the driver's batch call, not public API"
         : "bulk enqueue = Promise.all(app.emit × 1 000) (no public bulk emit)",
-      "env prod, silent pino logger",
+      "env prod, pino logger at warn on stderr (planned failures withheld)",
     ],
     async fresh() {
       if (driver === "postgres") return { name: randomName("oke_bench") };
@@ -172,7 +173,7 @@ export function okengineSystem(driver: JournalDriverName, bulk: "emit" | "store"
         modules: [{ exports }],
         env: "prod",
         config: okengineConfig(driver, ns, o),
-        logger: silent,
+        logger,
         root: tmpdir(),
       });
       return new OkengineHarness(app, sig, bulk, driver === "postgres" ? ns.name : undefined);

@@ -12,7 +12,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { benchLogger } from "./logger.ts";
 import { createApp, type JournalDriverName } from "../../src/index.ts";
 import type { ClaimedMessage, ClaimRequest, Store } from "../../src/store/types.ts";
 import { dropSchema, ensureDatabase, randomName, signalled } from "./env.ts";
@@ -83,7 +83,7 @@ async function run(simulate: boolean): Promise<void> {
     modules: [{ exports }],
     env: "prod",
     config: okengineConfig(driver, { name: ns }, { concurrency }),
-    logger: pino({ level: "silent" }),
+    logger: benchLogger(),
     root: tmpdir(),
   });
   await app.store.open();

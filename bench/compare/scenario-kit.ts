@@ -30,6 +30,44 @@ export const keyedJobs = (keys: number, perKey: number): JobSpec[] => {
   return out;
 };
 
+/**
+ * Jobs handled, by their `n` (0 ≤ n < total): a job handled again (a redelivery after a lease ran out,
+ * a duplicate) is not progress, so it is counted apart; so is an `n` outside the list.
+ */
+export class JobTally {
+  private readonly seen: Uint8Array;
+  distinct = 0;
+  duplicates = 0;
+  outside = 0;
+  constructor(readonly total: number) {
+    this.seen = new Uint8Array(total);
+  }
+
+  /** Counts one handler call; true when it is the first of its job. */
+  add(n: number): boolean {
+    if (!Number.isInteger(n) || n < 0 || n >= this.total) {
+      this.outside++;
+      return false;
+    }
+    if (this.seen[n] === 1) {
+      this.duplicates++;
+      return false;
+    }
+    this.seen[n] = 1;
+    this.distinct++;
+    return true;
+  }
+
+  /** "; 3 duplicate handler calls" when there were any (a note's tail), else "". */
+  note(): string {
+    const parts = [
+      this.duplicates > 0 ? `${this.duplicates} duplicate handler call(s)` : "",
+      this.outside > 0 ? `${this.outside} call(s) for jobs not in the list` : "",
+    ].filter(Boolean);
+    return parts.length > 0 ? `; ${parts.join(", ")}` : "";
+  }
+}
+
 export async function inBatches(
   all: JobSpec[],
   fn: (batch: JobSpec[]) => Promise<void>,

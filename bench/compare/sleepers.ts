@@ -29,11 +29,19 @@ export function s13(driver: (typeof S13_DRIVERS)[number], sizes: Sizes): Figure[
       String(sizes.s13Due),
       "--json",
     ],
-    { encoding: "utf8", env: { ...process.env, DATABASE_URL }, maxBuffer: 1 << 20 },
+    // Its stderr (warnings and errors of the app) goes straight to this process's stderr.
+    {
+      encoding: "utf8",
+      env: { ...process.env, DATABASE_URL },
+      maxBuffer: 1 << 20,
+      stdio: ["ignore", "pipe", "inherit"],
+    },
   );
   const line = r.stdout.trim().split("\n").at(-1) ?? "";
   if (r.status !== 0 || !line.startsWith("{"))
-    throw new Error(`bench/sleepers.ts exited ${r.status ?? r.signal}: ${r.stderr.slice(-300)}`);
+    throw new Error(
+      `bench/sleepers.ts exited ${r.status ?? r.signal} (its stderr is above): ${r.stdout.slice(-300)}`,
+    );
   const f = JSON.parse(line) as SleepersFigures;
   const system = `okengine-${driver}`;
   const n = f.runs.toLocaleString("en-US").replace(/,/g, " ");

@@ -1,0 +1,146 @@
+// The bench's own machinery: drains count distinct jobs, bench apps log warnings and errors to stderr.
+import { PassThrough, Writable } from "node:stream";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { drain } from "../bench/compare/drain.ts";
+import { benchLogger, forwardStderr, plannedFailuresWithheld } from "../bench/compare/logger.ts";
+import { okengineSystem } from "../bench/compare/okengine.ts";
+import { Progress } from "../bench/compare/progress.ts";
+import { jobs, type Ctx } from "../bench/compare/scenario-kit.ts";
+import type { QueueOptions, QueueSystem, Sizes } from "../bench/compare/types.ts";
+import { until } from "./conformance/app-fixture.ts";
+
+/** A queue that calls the handler with the given job numbers, in order, once started. */
+function scripted(calls: number[]): QueueSystem {
+  return {
+    id: "scripted",
+    label: "scripted",
+    backend: "memory",
+    unsupported: {},
+    describe: () => [],
+    fresh: () => Promise.resolve({ name: "scripted" }),
+    drop: () => Promise.resolve(),
+    open: (_ns, o: QueueOptions) => {
+      const handled = new Set<number>();
+      return Promise.resolve({
+        add: () => Promise.resolve(),
+        addBulk: () => Promise.resolve(),
+        start: async () => {
+          for (const n of calls) {
+            await o.handler({ n, j: 0, key: undefined, attempt: handled.has(n) ? 2 : 1 });
+            handled.add(n);
+          }
+        },
+        deadCount: () => Promise.resolve(0),
+        remaining: () => Promise.resolve(3 - handled.size),
+        close: () => Promise.resolve(),
+      });
+    },
+  };
+}
+
+const ctx = (capSeconds: number): Ctx => ({
+  sizes: { capSeconds } as Sizes,
+  progress: new Progress(1),
+});
+
+/** What is written to process.stderr until the test ends (not passed on). */
+function captureStderr(): string[] {
+  const written: string[] = [];
+  vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+    written.push(String(chunk));
+    return true;
+  });
+  return written;
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("bench drain", () => {
+  it("a duplicate handler call is not progress: it does not finish the drain and is reported", async () => {
+    // Three jobs; job 0 runs twice and job 2 never: three calls, two jobs.
+    const r = await drain(scripted([0, 0, 1]), ctx(0.05), jobs(3), {
+      concurrency: 1,
+      retries: 3,
+      keyed: false,
+    });
+    expect(r).toMatchObject({ capped: true, ran: 2, duplicates: 1 });
+  });
+
+  it("every job handled, one of them twice: the drain finishes with all jobs and one duplicate", async () => {
+    const r = await drain(scripted([0, 1, 0, 2]), ctx(5), jobs(3), {
+      concurrency: 1,
+      retries: 3,
+      keyed: false,
+    });
+    expect(r).toMatchObject({ capped: false, ran: 3, duplicates: 1 });
+  });
+});
+
+describe("bench logger", () => {
+  it("writes warnings and errors, not info, and withholds the bench's planned failures", () => {
+    const lines: Array<{ level: number; msg: string }> = [];
+    const dest = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(JSON.parse(chunk.toString()) as { level: number; msg: string });
+        done();
+      },
+    });
+    const log = benchLogger(dest);
+    const before = plannedFailuresWithheld();
+    log.info("started");
+    log.warn({ signal: "s" }, "attempt 1 failed: Error: boom");
+    log.warn({ signal: "s" }, "attempt 1 failed: Error: bench: job 10 fails on purpose");
+    log.error("store unavailable");
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, "attempt 1 failed: Error: boom"],
+      [50, "store unavailable"],
+    ]);
+    expect(plannedFailuresWithheld() - before).toBe(1);
+  });
+
+  it("an okengine bench app's failed attempt shows on stderr", async () => {
+    const written = captureStderr();
+    const system = okengineSystem("memory");
+    const ns = await system.fresh();
+    const attempts: number[] = [];
+    const h = await system.open(ns, {
+      concurrency: 1,
+      retries: 1,
+      keyed: false,
+      handler: (c) => {
+        attempts.push(c.attempt);
+        if (c.attempt === 1) throw new Error(`job ${c.n} hit an unexpected error`);
+      },
+    });
+    try {
+      await h.start();
+      await h.add({ n: 7 });
+      await until(async () => attempts.length === 2 && (await h.remaining()) === 0, "retried and settled");
+    } finally {
+      await h.close();
+      await system.drop(ns);
+    }
+    const records = written
+      .filter((w) => w.startsWith("{"))
+      .map((w) => JSON.parse(w) as { level: number; msg: string });
+    expect(records).toContainEqual(
+      expect.objectContaining({ level: 40, msg: "attempt 1 failed: job 7 hit an unexpected error" }),
+    );
+  });
+
+  it("forwardStderr shows a child's lines and keeps only what is not a warning for its error", async () => {
+    const shown = captureStderr();
+    const child = new PassThrough();
+    const tail = forwardStderr(child);
+    child.write('{"level":40,"msg":"settle failed; retrying"}\nError: connect ECONN');
+    child.write("REFUSED\n");
+    await new Promise((r) => setImmediate(r));
+    expect(shown.map((s) => s.replace("\r\x1b[K", ""))).toEqual([
+      '{"level":40,"msg":"settle failed; retrying"}\n',
+      "Error: connect ECONNREFUSED\n",
+    ]);
+    expect(tail()).toBe("Error: connect ECONNREFUSED\n");
+  });
+});
