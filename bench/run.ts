@@ -4,8 +4,10 @@
  * for BullMQ), one measurement after another. Full mode runs each S1–S6 and S9 measurement in a fresh
  * child process after a warm-up pass (compare/isolated.ts); the rest run in this process.
  *
- *   npm run bench                      full mode (~27 min, 3 rounds, medians; rewrites its bench/README.md section)
- *   npm run bench -- --quick           about 2 min, 1 round, small sizes (bench/README.md untouched)
+ *   npm run bench                      full mode (~27 min, 3 rounds, medians; rewrites its bench/README.md section
+ *                                      and records bench/results/<date>.json and .md)
+ *   npm run bench -- --quick           about 2 min, 1 round, small sizes (bench/README.md and bench/results/<date>.*
+ *                                      untouched: results go to bench/results/scratch/, git-ignored; so with --no-readme)
  *   npm run bench -- --only=S3,S4 --systems=okengine-postgres,graphile-worker --repeats=5 --no-readme
  *   --isolate / --in-process           force or skip the child process per S1–S6 and S9 measurement
  *
@@ -363,16 +365,17 @@ const result: import("./compare/report.ts").RunResult = {
   ],
 };
 
-const stem = `${result.date.slice(0, 10)}${quick ? "-quick" : ""}`;
-const files = report.writeResults(here("./results"), result, stem);
-// Quick figures are too rough for the README: only a full run (without --no-readme) rewrites its section.
+// Quick figures are too rough for the README: only a full run (without --no-readme) rewrites its section,
+// and only that run records bench/results/<date>.*; the others go to bench/results/scratch/ (git-ignored).
 const readme = !quick && !args.includes("--no-readme");
+const place = report.resultsPlace(result, readme);
+const files = report.writeResults(here(`./${place.dir}`), result, place.stem);
 if (readme) report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
 console.log(report.consoleTable(result));
 console.log("");
 for (const t of report.targets(result))
   console.log(`${t.ok === null ? "·" : t.ok ? "✓" : "✗"} ${t.what}: ${t.detail}`);
 console.log(
-  `\nwrote bench/results/${files.json} and bench/results/${files.md}${readme ? "; updated bench/README.md" : ""}`,
+  `\nwrote bench/${place.dir}/${files.json} and bench/${place.dir}/${files.md}${readme ? "; updated bench/README.md" : ""}`,
 );
 process.exit(0);

@@ -5,6 +5,7 @@ import { drain } from "../bench/compare/drain.ts";
 import { benchLogger, forwardStderr, plannedFailuresWithheld } from "../bench/compare/logger.ts";
 import { okengineSystem } from "../bench/compare/okengine.ts";
 import { Progress } from "../bench/compare/progress.ts";
+import { resultsPlace } from "../bench/compare/report.ts";
 import { jobs, type Ctx } from "../bench/compare/scenario-kit.ts";
 import type { QueueOptions, QueueSystem, Sizes } from "../bench/compare/types.ts";
 import { until } from "./conformance/app-fixture.ts";
@@ -142,5 +143,24 @@ describe("bench logger", () => {
       "Error: connect ECONNREFUSED\n",
     ]);
     expect(tail()).toBe("Error: connect ECONNREFUSED\n");
+  });
+});
+
+describe("bench results", () => {
+  const date = "2026-12-01T21:08:05.414Z";
+
+  it("only a full run that rewrites the README records bench/results/<date>.*", () => {
+    expect(resultsPlace({ date, mode: "full" }, true)).toEqual({ dir: "results", stem: "2026-12-01" });
+  });
+
+  it("a quick run or --no-readme writes to the git-ignored scratch directory, never over a recorded result", () => {
+    expect(resultsPlace({ date, mode: "quick" }, false)).toEqual({
+      dir: "results/scratch",
+      stem: "2026-12-01T21-08-05-quick",
+    });
+    expect(resultsPlace({ date, mode: "full" }, false)).toEqual({
+      dir: "results/scratch",
+      stem: "2026-12-01T21-08-05",
+    });
   });
 });

@@ -318,8 +318,9 @@ export function readmeSection(r: RunResult, mdName: string): string {
     "## Comparison with graphile-worker, pg-boss, BullMQ and DBOS",
     "",
     "`npm run bench` (full, ~27 min) or `npm run bench -- --quick` (~2 min) runs every scenario for every system against",
-    "the local PostgreSQL (and Redis for BullMQ), prints this table and writes `bench/results/<date>[-quick].json` and `.md`;",
-    "a full run also rewrites this section (a quick run leaves it alone).",
+    "the local PostgreSQL (and Redis for BullMQ) and prints this table. A full run records `bench/results/<date>.json`",
+    "and `.md` and rewrites this section; a quick run or `--no-readme` writes `bench/results/scratch/<date>T<time>[-quick].*`",
+    "instead (git-ignored), so it never overwrites a recorded result.",
     "Peers live in `bench/package.json` and are installed on first use (`npm install --prefix bench`).",
     "Options: `--only=S3,S4`, `--systems=okengine-postgres,graphile-worker`, `--repeats=N`, `--no-readme`.",
     "Bench apps log warnings and errors as JSON lines on stderr (pino level `warn`, `bench/compare/logger.ts`; S6's",
@@ -357,6 +358,22 @@ export function updateReadme(file: string, section: string): void {
     next = text.slice(0, start) + section + (after === -1 ? "" : `\n${rest.slice(after)}`);
   }
   writeFileSync(file, `${next.trimEnd()}\n`);
+}
+
+/**
+ * Where a run's results go. Only a run that rewrites the README section (full mode, without
+ * --no-readme) records bench/results/<date>.json and .md, the files that section links to; any other
+ * run (quick, --no-readme) writes bench/results/scratch/<date and time>[-quick].* (git-ignored), so
+ * trying something never overwrites a recorded result nor leaves a stray file to commit.
+ */
+export function resultsPlace(
+  r: Pick<RunResult, "date" | "mode">,
+  readme: boolean,
+): { dir: "results" | "results/scratch"; stem: string } {
+  const suffix = r.mode === "quick" ? "-quick" : "";
+  if (readme) return { dir: "results", stem: `${r.date.slice(0, 10)}${suffix}` };
+  // To the second, so scratch runs of one day sit side by side.
+  return { dir: "results/scratch", stem: `${r.date.slice(0, 19).replace(/:/g, "-")}${suffix}` };
 }
 
 export function writeResults(dir: string, r: RunResult, stem: string): { json: string; md: string } {
