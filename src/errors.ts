@@ -22,6 +22,15 @@ export interface OkeErrorInit {
    * pass `true` for a 5xx written for clients (e.g. a 503 "retry later").
    */
   expose?: boolean;
+  /**
+   * A passing refusal: this request, sent again unchanged a little later, may
+   * well succeed (the thing it needs is busy, not wrong). Default false. An
+   * HTTP answer made of such an error frees the request's Idempotency-Key
+   * instead of becoming its stored answer (docs/http.md). Not for an answer a
+   * retry must get as it is — e.g. 409 OKE1442 "still running" tells a retry
+   * about another request's key, which it must not free.
+   */
+  passing?: boolean;
 }
 
 export class OkeError extends Error {
@@ -31,6 +40,8 @@ export class OkeError extends Error {
   readonly status: number;
   readonly details: unknown;
   readonly expose: boolean;
+  /** See OkeErrorInit.passing. */
+  readonly passing: boolean;
 
   constructor(init: OkeErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -39,6 +50,7 @@ export class OkeError extends Error {
     this.status = init.status ?? 500;
     this.details = init.details;
     this.expose = init.expose ?? this.status < 500;
+    this.passing = init.passing ?? false;
   }
 
   toJSON(): { code: string; message: string; fix?: string; details?: unknown } {
@@ -53,7 +65,11 @@ export class OkeError extends Error {
 
 export const isOkeError = (e: unknown): e is OkeError => e instanceof OkeError;
 
-/** A durable run's lease is held by another live instance; the caller should skip it. */
+/**
+ * A durable run's lease is held by another live instance; the caller should
+ * skip it. Passing: the holder finishes or gives the run up, and the same
+ * request then gets the run's answer.
+ */
 export class JournalLeaseBusy extends OkeError {
   override readonly name = "JournalLeaseBusy";
   readonly runId: string;
@@ -62,6 +78,7 @@ export class JournalLeaseBusy extends OkeError {
       code: "JournalLeaseBusy",
       message: `journal: run "${runId}" is leased by another instance`,
       status: 409,
+      passing: true,
     });
     this.runId = runId;
   }

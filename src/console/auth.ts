@@ -34,6 +34,7 @@ export const consoleErrors = {
       message: `console: too many failed sign-ins from this address; try again in ${retryAfterS} s`,
       status: 429,
       details: { retryAfterS },
+      passing: true,
     }),
   hostNotAllowed: (host: string) =>
     new OkeError({

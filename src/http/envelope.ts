@@ -16,10 +16,11 @@ export interface Reply {
   /** The flow returned fx.live(…): the adapter streams the tape instead (src/http/sse.ts). */
   live?: LiveStream;
   /**
-   * A passing refusal (the durable run is leased by another holder, 409 JournalLeaseBusy): an
-   * Idempotency-Key is freed rather than answered with it, so a retry asks again.
+   * A passing refusal (an OkeError with `passing`, e.g. 409 JournalLeaseBusy: the durable run is
+   * leased by another holder): an Idempotency-Key is freed rather than answered with it, so a
+   * retry asks again.
    */
-  transient?: boolean;
+  passing?: boolean;
 }
 
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
@@ -84,7 +85,7 @@ export const httpErrors = {
     }),
   internal: (details?: unknown) =>
     new OkeError({ code: "OKE1500", status: 500, message: "Internal error", details }),
-  notReady: () => new OkeError({ code: "OKE1503", status: 503, message: "not ready" }),
+  notReady: () => new OkeError({ code: "OKE1503", status: 503, message: "not ready", passing: true }),
 } as const;
 
 /**

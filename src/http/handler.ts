@@ -1,7 +1,7 @@
 /** The HTTP core: routes a request, reads its body, invokes the flow, writes the envelope (node:http and fetch). */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "./types.ts";
-import { JournalLeaseBusy, type OkeError } from "../errors.ts";
+import { isOkeError, type OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import {
   BodyInterrupted,
@@ -161,7 +161,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     // The reply as replyForError built it: it knows what this client may see.
     const { reply, error } = replyForError(e, exposeErrors && local, hideServerErrors);
     logFailure(method, path, reply.status, error, e);
-    return e instanceof JournalLeaseBusy ? { ...reply, transient: true } : reply;
+    // A passing refusal (OkeError.passing) must not become an Idempotency-Key's stored answer.
+    return isOkeError(e) && e.passing ? { ...reply, passing: true } : reply;
   };
 
   // Callback style on purpose: one promise hop per request instead of a

@@ -51,7 +51,7 @@ describe("createIdempotency", () => {
     const { logger } = recording();
     const store = createMemoryStore();
     const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
-    const busy: Reply = { status: 409, body: '{"ok":false}', transient: true };
+    const busy: Reply = { status: 409, body: '{"ok":false}', passing: true };
     expect((await request(idem, "k-busy", busy)).status).toBe(409);
     await idem.drain();
     expect(await store.getIdempotencyKey("k-busy")).toBeUndefined();

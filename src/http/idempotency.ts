@@ -31,6 +31,8 @@ export const idempotencyErrors = {
       message: "This Idempotency-Key was used for a different request (method, URL or body).",
       fix: "Use a new key for a new request; a retry must repeat the first request exactly.",
     }),
+  // Not passing although "retry later": it answers a request that holds no key with another
+  // request's running record, which a release (same fingerprint) would delete.
   inProgress: () =>
     new OkeError({
       code: "OKE1442",
@@ -144,8 +146,8 @@ export function createIdempotency(deps: IdempotencyDeps) {
   ): void => {
     // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
     // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
-    // So is a passing refusal (the run leased elsewhere): storing it would answer every retry with it.
-    if (reply.status >= 500 || reply.live !== undefined || reply.transient === true) {
+    // So is a passing refusal (OkeError.passing): storing it would answer every retry with it.
+    if (reply.status >= 500 || reply.live !== undefined || reply.passing === true) {
       store.releaseIdempotencyKey({ key, fingerprint }).then(
         () => done(reply),
         (e: unknown) => {

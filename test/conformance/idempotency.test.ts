@@ -126,6 +126,32 @@ describe.each(drivers)("idempotent retries on the $name driver", (driver) => {
     expect(calls).toBe(2);
   });
 
+  it("a passing refusal (any OkeError with passing, not only JournalLeaseBusy) frees the key; a retry runs again", async () => {
+    let calls = 0;
+    const book = on(
+      http.post("/book"),
+      flow("book", {
+        do: () => {
+          calls++;
+          if (calls === 1)
+            throw new OkeError({ code: "APP_BUSY", status: 409, message: "Seat held", passing: true });
+          return { booked: true };
+        },
+      }),
+    );
+    const app = await apps.make([{ book }]);
+    const busy = await app.request("/book", post({}, "key-busy"));
+    expect(busy.status).toBe(409);
+    expect(((await busy.json()) as { error: { code: string } }).error.code).toBe("APP_BUSY");
+    const retry = await app.request("/book", post({}, "key-busy"));
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get("idempotent-replayed")).toBeNull();
+    const replayed = await app.request("/book", post({}, "key-busy"));
+    expect(replayed.status).toBe(200);
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true");
+    expect(calls).toBe(2);
+  });
+
   it("forgets a key after the window (http.idempotencyWindowMs)", async () => {
     let runs = 0;
     const create = on(http.post("/orders"), flow("orders.create", { do: () => ({ run: ++runs }) }));
