@@ -149,6 +149,48 @@ describe.each(drivers)("durable.maxRecoveries on the $name driver", (driver) => 
     expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
   });
 
+  it("an operator replay of that OKE1303 dead letter runs it afresh as <id>.r1, which completes; the poisoned run stays failed with its count", async () => {
+    const store = await apps.store();
+    const { ran, f } = body("poison.jobs");
+    const jobs = signal.once("poison.jobs", { retries: 5 });
+    await store.open();
+    await store.enqueue([{ id: RUN, signal: "poison.jobs", key: null, payload: {}, parentRunId: null }], T0);
+    await store.claim({ signal: "poison.jobs", worker: "dead-worker", max: 1, now: T0, leaseMs: 1_000 });
+    await diedRepeatedly(store, "poison.jobs", 2);
+    const { app } = await boot(store, { w: on(jobs, f) }, 2);
+    await dead(app);
+    const [letter] = await app.operator.deadLetters("poison.jobs");
+    expect(letter).toMatchObject({ id: RUN, status: "dead" });
+    expect(letter!.failures.at(-1)).toMatchObject({ code: "OKE1303" });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 1 });
+
+    // The step is fixed (here: the process no longer dies in it); the operator replays the dead letter.
+    expect(await app.operator.replay("poison.jobs", [RUN])).toEqual([RUN]);
+    await until(
+      async () => (await store.getMessage(RUN))?.status === "delivered",
+      "the replayed message delivered",
+    );
+    await app.idle();
+    // A fresh run with a fresh journal and count: every step ran once more, nothing was undone again.
+    expect(await store.getRun(`${RUN}.r1`)).toMatchObject({
+      status: "completed",
+      output: "shipped",
+      flow: "poison.jobs",
+      recoveries: 0,
+    });
+    expect((await store.getJournal(`${RUN}.r1`)).map(entryName)).toEqual(["charge", "ship"]);
+    expect(ran).toEqual({ charge: 1, ship: 1, undo: 1 });
+    expect(await store.getMessage(RUN)).toMatchObject({ status: "delivered", replays: 1 });
+    expect(await app.operator.deadLetters("poison.jobs")).toEqual([]);
+    // The poisoned run is kept for inspection, as it ended.
+    expect(await store.getRun(RUN)).toMatchObject({
+      status: "failed",
+      recoveries: 3,
+      error: { code: "OKE1303", message: poisonText(3, 2, "poison.jobs") },
+    });
+    expect((await store.getJournal(RUN)).map(entryName)).toEqual(["charge", "undo:charge"]);
+  });
+
   /** Until the message is dead, letting its lease lapse (1 s) whenever it waits on one. */
   async function dead(app: TestApp): Promise<void> {
     for (let lapse = 0; lapse <= 10; lapse++) {
