@@ -39,8 +39,9 @@ pg.Client.prototype.query = function (this: pgTypes.Client, ...args: unknown[]):
     inTx = false;
     commits++;
   } else if (head.startsWith("ROLLBACK")) inTx = false;
-  // A statement outside BEGIN that writes is its own commit (a WITH … UPDATE included).
-  else if (!inTx && /\b(INSERT|UPDATE|DELETE)\b/i.test(text)) commits++;
+  // A statement outside BEGIN that writes is its own commit (a WITH … UPDATE included, and a call of
+  // the journal's writing functions, migrations 0017 and 0018).
+  else if (!inTx && /\b(INSERT|UPDATE|DELETE|journal_append\w*|run_finish\w*)\b/i.test(text)) commits++;
   const t0 = performance.now();
   const record = (r: { rowCount?: number | null } | undefined): void => {
     spent.set(label, (spent.get(label) ?? 0) + performance.now() - t0);

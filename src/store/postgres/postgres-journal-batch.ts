@@ -1,10 +1,10 @@
 /** Group commit for journal appends, finishes and starts of concurrent runs. */
 import type { AcquiredRun, AppendRequest, FinishRequest, StartRun } from "../types.ts";
-import { type PgContext, q } from "./postgres-context.ts";
+import { type PgContext, preparedName, q } from "./postgres-context.ts";
 import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";
 import { append, finish } from "./postgres-journal-write.ts";
 import { entryRecords, jsonParam, type RunRow, toRunRecord } from "./postgres-rows.ts";
-import { acquireRun, refusal, startRun } from "./postgres-runs.ts";
+import { acquireRun, refusal, runColumns, startRun } from "./postgres-runs.ts";
 
 /**
  * Group commit for journal appends: steps of many concurrent runs that finish
@@ -62,37 +62,15 @@ const fencedOutcomes = (
 };
 
 /**
- * The batch statement: `input` holds one row per append (a run's own appends
- * are serial, but a stale holder's may meet the current holder's). The
- * ANY (ARRAY(subquery)) keeps the runs primary key: the planner sizes it at 10
- * rows whatever the batch.
+ * The batch statement: one row per append in the arrays (a run's own appends
+ * are serial, but a stale holder's may meet the current holder's), the
+ * entries as one recordset, fenced by (run, owner). Migration 0018's
+ * journal_append_batch (planned once per connection, kept on runs_pkey, see
+ * there), called through a prepared statement. Before, the same CTE was sent
+ * unprepared and planned per batch.
  */
-const batchSql = (s: string): string => `
-WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x(run_id, owner, now, lease_ms)
-),
-run AS (
-  UPDATE ${s}.runs r
-  SET updated_at = i.now,
-      lease_expires_at = CASE WHEN i.lease_ms IS NULL THEN r.lease_expires_at ELSE i.now + i.lease_ms END
-  FROM input i
-  WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
-    AND r.id = i.run_id AND r.status IN ('running', 'compensating') AND r.lease_owner = i.owner
-  RETURNING r.id, r.lease_owner
-),
-entries AS (
-  -- Fenced by (run, owner), not run alone: a stale holder's append may share a batch with
-  -- the current holder's.
-  INSERT INTO ${s}.journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
-  SELECT e.run_id, e.seq, e.kind, e.name, e.value -> 'v', e.error, e.duration, e.wake_at, e.at
-  FROM jsonb_to_recordset($5::jsonb)
-    AS e(run_id text, owner text, seq integer, kind text, name text, value jsonb, error jsonb,
-         duration text, wake_at bigint, at bigint)
-  WHERE (e.run_id, e.owner) IN (SELECT id, lease_owner FROM run)
-  RETURNING 1
-)
-SELECT (SELECT coalesce(array_agg(id || ' ' || lease_owner), '{}') FROM run) AS fenced_in,
-       (SELECT count(*) FROM entries) AS written`;
+const batchSql = (s: string): string =>
+  `SELECT ${s}.journal_append_batch($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::jsonb) AS fenced_in`;
 
 const appends = groupCommit<AppendRequest, void>({
   what: "journal appends",
@@ -102,53 +80,57 @@ const appends = groupCommit<AppendRequest, void>({
     const entries = reqs.flatMap((r) =>
       entryRecords(r.runId, r.entries).map((e) => ({ ...e, owner: r.owner })),
     );
-    const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, batchSql(ctx.s), [
-      reqs.map((r) => r.runId),
-      reqs.map((r) => r.owner),
-      reqs.map((r) => r.now),
-      reqs.map((r) => r.leaseMs ?? null),
-      JSON.stringify(entries),
-    ]);
+    const sql = batchSql(ctx.s);
+    const { rows } = await q<{ fenced_in: string[] }>(
+      ctx.pool,
+      sql,
+      [
+        reqs.map((r) => r.runId),
+        reqs.map((r) => r.owner),
+        reqs.map((r) => r.now),
+        reqs.map((r) => r.leaseMs ?? null),
+        JSON.stringify(entries),
+      ],
+      preparedName("appendN", sql),
+    );
     return fencedOutcomes(ctx, reqs, rows[0]?.fenced_in ?? []);
   },
 });
 
-/** Like batchSql, for finishes: one fenced UPDATE; RETURNING names each (run, owner) that got in. */
-const finishBatchSql = (s: string): string => `
-WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
-    AS x(run_id, owner, now, status, output, error)
-),
-run AS (
-  UPDATE ${s}.runs r
-  SET status = i.status, output = i.output::jsonb, error = i.error::jsonb,
-      lease_owner = NULL, lease_expires_at = NULL, updated_at = i.now
-  FROM input i
-  WHERE r.id = ANY (ARRAY(SELECT run_id FROM input))
-    AND r.id = i.run_id AND r.status IN ('running', 'compensating') AND r.lease_owner = i.owner
-  RETURNING r.id, i.owner
-)
-SELECT coalesce(array_agg(id || ' ' || owner), '{}') AS fenced_in FROM run`;
+/** Like batchSql, for finishes: migration 0018's run_finish_batch, one fenced UPDATE; it names each (run, owner) that got in. */
+const finishBatchSql = (s: string): string =>
+  `SELECT ${s}.run_finish_batch($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS fenced_in`;
 
 const finishes = groupCommit<FinishRequest, void>({
   what: "run finishes",
   maxInFlight: MAX_IN_FLIGHT,
   single: finish,
   async batch(ctx, reqs) {
-    const { rows } = await q<{ fenced_in: string[] }>(ctx.pool, finishBatchSql(ctx.s), [
-      reqs.map((r) => r.runId),
-      reqs.map((r) => r.owner),
-      reqs.map((r) => r.now),
-      reqs.map((r) => r.status),
-      reqs.map((r) => jsonParam(r.output)),
-      reqs.map((r) =>
-        r.error === undefined ? null : JSON.stringify({ code: r.error.code, message: r.error.message }),
-      ),
-    ]);
+    const sql = finishBatchSql(ctx.s);
+    const { rows } = await q<{ fenced_in: string[] }>(
+      ctx.pool,
+      sql,
+      [
+        reqs.map((r) => r.runId),
+        reqs.map((r) => r.owner),
+        reqs.map((r) => r.now),
+        reqs.map((r) => r.status),
+        reqs.map((r) => jsonParam(r.output)),
+        reqs.map((r) =>
+          r.error === undefined ? null : JSON.stringify({ code: r.error.code, message: r.error.message }),
+        ),
+      ],
+      preparedName("finishN", sql),
+    );
     return fencedOutcomes(ctx, reqs, rows[0]?.fenced_in ?? []);
   },
 });
 
+/**
+ * Prepared by name like the one-run start: an INSERT … SELECT from unnest has
+ * no plan to choose (its conflict check is always the primary key). Named
+ * columns in RETURNING: a prepared statement's result type is fixed.
+ */
 const startBatchSql = (s: string): string => `
 INSERT INTO ${s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
 SELECT x.id, x.flow, 'running', x.input::jsonb, x.parent_run_id, x.owner, x.now + x.lease_ms, x.now, x.now
@@ -156,22 +138,28 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigi
   WITH ORDINALITY AS x(id, flow, input, parent_run_id, owner, now, lease_ms, ord)
 ORDER BY x.ord
 ON CONFLICT (id) DO NOTHING
-RETURNING *`;
+RETURNING ${runColumns}`;
 
 const starts = groupCommit<StartRun, AcquiredRun>({
   what: "run starts",
   maxInFlight: MAX_IN_FLIGHT,
   single: startRun,
   async batch(ctx, reqs) {
-    const { rows } = await q<RunRow>(ctx.pool, startBatchSql(ctx.s), [
-      reqs.map((r) => r.id),
-      reqs.map((r) => r.flow),
-      reqs.map((r) => jsonParam(r.input)),
-      reqs.map((r) => r.parentRunId),
-      reqs.map((r) => r.owner),
-      reqs.map((r) => r.now),
-      reqs.map((r) => r.leaseMs),
-    ]);
+    const sql = startBatchSql(ctx.s);
+    const { rows } = await q<RunRow>(
+      ctx.pool,
+      sql,
+      [
+        reqs.map((r) => r.id),
+        reqs.map((r) => r.flow),
+        reqs.map((r) => jsonParam(r.input)),
+        reqs.map((r) => r.parentRunId),
+        reqs.map((r) => r.owner),
+        reqs.map((r) => r.now),
+        reqs.map((r) => r.leaseMs),
+      ],
+      preparedName("startN", sql),
+    );
     const created = new Map(rows.map((r) => [r.id, r]));
     return reqs.map((r): BatchOutcome<AcquiredRun> => {
       const row = created.get(r.id);

@@ -65,6 +65,34 @@ async function emitClaimSettle(store: Store): Promise<void> {
   expect(await store.getMessage("m1")).toMatchObject({ status: "delivered", updatedAt: 3 });
 }
 
+/**
+ * Six 3-step runs in step: each write of the six at once, so two go alone (two statements in
+ * flight per kind) and four share a statement.
+ */
+async function sixAtOnce(store: Store, prefix: string, now: number): Promise<void> {
+  const ids = Array.from({ length: 6 }, (_, i) => `${prefix}${i}`);
+  await Promise.all(
+    ids.map((id) =>
+      store.startRun({ id, flow: "f", input: null, parentRunId: null, owner: "o", now, leaseMs: 60_000 }),
+    ),
+  );
+  for (let seq = 0; seq < 3; seq++)
+    await Promise.all(
+      ids.map((id) =>
+        store.append({
+          runId: id,
+          owner: "o",
+          now,
+          leaseMs: 60_000,
+          entries: [{ runId: id, seq, kind: "step", name: `s${seq}`, value: seq, at: now }],
+        }),
+      ),
+    );
+  await Promise.all(
+    ids.map((id) => store.finish({ runId: id, owner: "o", now, status: "completed", output: 3 })),
+  );
+}
+
 const preparedOn = async (pool: pg.Pool): Promise<string[]> =>
   (await pool.query<{ name: string }>("SELECT name FROM pg_prepared_statements ORDER BY name")).rows.map(
     (r) => r.name,
@@ -132,8 +160,10 @@ describe("postgres prepared statements", () => {
         leaseMs: 60_000,
       });
     await pool.query(`ANALYZE ${s}.runs`);
-    // Planned now (more than the five custom plans PL/pgSQL makes before it keeps a generic one).
+    // Planned now (more than the five custom plans PL/pgSQL makes before it keeps a generic one),
+    // alone and in batches (six runs at once: two statements in flight per kind, the rest share one).
     for (let i = 0; i < 8; i++) await threeStepRun(store, `r${i}`, 20);
+    for (let i = 0; i < 8; i++) await sixAtOnce(store, `b${i}`, 20);
     await pool.query(`INSERT INTO ${s}.runs (id, flow, status, created_at, updated_at)
       SELECT 'big' || g, 'f', 'completed', g, g FROM generate_series(1, 20000) g`);
     await pool.query("LOAD 'auto_explain'");
@@ -141,8 +171,15 @@ describe("postgres prepared statements", () => {
       "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
     );
     for (let i = 0; i < 3; i++) await threeStepRun(store, `last${i}`, 30);
+    await sixAtOnce(store, "lastb", 30);
     await pool.query("SET auto_explain.log_min_duration = -1");
-    const updates = plans.filter((p) => /Update on runs/.test(p));
+    const batched = plans.filter((p) => /Update on runs/.test(p) && /unnest/.test(p));
+    expect(batched.length).toBeGreaterThan(0);
+    for (const p of batched) {
+      expect(p).toMatch(/Index Scan (using|on) runs_pkey/);
+      expect(p).not.toMatch(/Seq Scan on runs|runs_list|runs_page/);
+    }
+    const updates = plans.filter((p) => /Update on runs/.test(p) && !/unnest/.test(p)).slice(0, 12);
     // Per run three appends and the finish, each an UPDATE of runs through its primary key: a plain
     // or a bitmap index scan (PostgreSQL may keep planning per call when the generic plan's cost
     // is not the lower), never a sequential scan or another index.
@@ -152,5 +189,9 @@ describe("postgres prepared statements", () => {
       expect(p).not.toMatch(/Seq Scan|runs_list|runs_page/);
     }
     expect(await store.getRun("last2")).toMatchObject({ status: "completed" });
+    expect(await store.getRun("lastb5")).toMatchObject({ status: "completed" });
+    expect(await store.getJournal("lastb5")).toHaveLength(3);
+    const names = (await preparedOn(pool)).map((n) => n.split("_")[1]).sort();
+    expect(names).toEqual(["append1", "appendN", "finish1", "finishN", "start1", "startN"]);
   });
 });

@@ -86,7 +86,7 @@ export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<Acquire
  * is prepared, so `RETURNING *` would fail on every connection that prepared it
  * once a later migration adds a column (a rolling deploy).
  */
-const runColumns =
+export const runColumns =
   "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, recoveries, created_at, updated_at";
 
 export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {

@@ -11,6 +11,7 @@ import { m0011 } from "./0011-due-runs-by-flow.ts";
 import { m0014 } from "./0014-delivered-by-signal.ts";
 import { m0015 } from "./0015-run-recoveries.ts";
 import { m0017 } from "./0017-journal-functions.ts";
+import { m0018 } from "./0018-journal-batch-functions.ts";
 import { m0019 } from "./0019-message-replays.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
@@ -31,5 +32,6 @@ export const migrations: readonly Migration[] = [
   m0014,
   m0015,
   m0017,
+  m0018,
   m0019,
 ];
