@@ -1,7 +1,7 @@
 // The oke operator commands against a real `oke start` process (file and PostgreSQL drivers) over its Console: status, dead, replay, discard, runs, run, wake, schedules, --json, refusals.
 import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -28,8 +28,28 @@ function cleanEnv(): Record<string, string | undefined> {
   return env;
 }
 
-/** One `oke` command run to its end. */
-function oke(args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
+/**
+ * How many `oke` commands run at once, across the suites running side by side: each is a Node start
+ * with tsx (~0.5 s of CPU, about half its wall time), so two per core keep the cores busy; more
+ * would only queue on them and stretch every case's wall time towards its timeout.
+ */
+const COMMANDS_AT_ONCE = 2 * Math.max(1, availableParallelism());
+let commandsRunning = 0;
+const commandSlots: Array<() => void> = [];
+
+/** One `oke` command run to its end (once a slot is free). */
+async function oke(args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
+  while (commandsRunning >= COMMANDS_AT_ONCE) await new Promise<void>((r) => commandSlots.push(r));
+  commandsRunning++;
+  try {
+    return await spawnOke(args, env);
+  } finally {
+    commandsRunning--;
+    commandSlots.shift()?.();
+  }
+}
+
+function spawnOke(args: string[], env: Record<string, string | undefined>): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd: REPO,
@@ -141,9 +161,15 @@ const drivers = [
   },
 ];
 
+// The three drivers' suites run side by side, and beside the production one: each has its own app
+// process, temp dir, ports and schema, and most of the time is spent waiting on processes (an `oke`
+// command is a Node start with tsx, ~0.5 s of CPU). Inside a driver's suite the cases run in order
+// (it.sequential), each on what the one before left; commands that only read, or are refused, run
+// side by side. A case's wall time is now its share of cores busy with the other suites' commands
+// (44 s at most at a load average of 23, against 18 s one suite after another): 150 s per case.
 describe.each(drivers)(
   "oke operator commands against `oke start` on the $name driver",
-  { timeout: 90_000 },
+  { timeout: 150_000, concurrent: true },
   (driver) => {
     let app: App;
     let dir: string;
@@ -183,69 +209,85 @@ describe.each(drivers)(
       if (dir) rmSync(dir, { recursive: true, force: true });
     }, 30_000);
 
-    it("refuses without a token or with a wrong one (exit 1), and says plainly when the Console cannot be reached (exit 2)", async () => {
-      const none = await oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl });
-      expect(none.code).toBe(1);
-      expect(none.stdout).toBe("");
-      expect(none.stderr).toContain("401 OKE1601");
-      expect(none.stderr).toContain("--token");
-      const wrong = await oke(["status", "--url", app.consoleUrl, "--token", "not-the-operator-token"]);
-      expect(wrong.code).toBe(1);
-      expect(wrong.stderr).toContain("401 OKE1602");
-      // A mutating command without a token changes nothing either.
-      expect((await oke(["replay", "jobs.run", "--all"], { OKE_CONSOLE_URL: app.consoleUrl })).code).toBe(1);
-      // The app's own port is not the Console: nothing listens on port 1.
-      const away = await oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN]);
-      expect(away.code).toBe(2);
-      expect(away.stderr).toContain("cannot reach the Console at http://127.0.0.1:1");
-    });
+    it.sequential(
+      "refuses without a token or with a wrong one (exit 1), and says plainly when the Console cannot be reached (exit 2)",
+      async () => {
+        // Nothing is dead yet: a refused replay has nothing it could change under the other three.
+        const [none, wrong, mutating, away] = await Promise.all([
+          oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl }),
+          oke(["status", "--url", app.consoleUrl, "--token", "not-the-operator-token"]),
+          oke(["replay", "jobs.run", "--all"], { OKE_CONSOLE_URL: app.consoleUrl }),
+          // The app's own port is not the Console: nothing listens on port 1.
+          oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN]),
+        ]);
+        expect(none.code).toBe(1);
+        expect(none.stdout).toBe("");
+        expect(none.stderr).toContain("401 OKE1601");
+        expect(none.stderr).toContain("--token");
+        expect(wrong.code).toBe(1);
+        expect(wrong.stderr).toContain("401 OKE1602");
+        // A mutating command without a token changes nothing either.
+        expect(mutating.code).toBe(1);
+        expect(away.code).toBe(2);
+        expect(away.stderr).toContain("cannot reach the Console at http://127.0.0.1:1");
+      },
+    );
 
-    it("status shows each signal with its counts, broadcast copies under their signal, and flows with their runs", async () => {
-      expect(await app.post("/emit", { n: 1 })).toBe(200);
-      expect(await app.post("/emit", { n: 2, fail: true })).toBe(200);
-      expect(await app.post("/emit", { n: 3, fail: true })).toBe(200);
-      expect(await app.post("/place", { id: "o1" })).toBe(200);
-      // Waits read the Console API straight (what --json prints): a command per poll would be a
-      // process start each; the checks below go through the commands.
-      await until(async () => {
-        const o = await app.api<Json>("/api/overview");
-        const jobs = o.signals.find((s: Json) => s.name === "jobs.run");
-        const placed = o.signals.find((s: Json) => s.name === "orders.placed");
-        return jobs.dead === 2 && jobs.delivered === 1 && placed.copies.every((c: Json) => c.delivered === 1);
-      }, "two dead letters, one delivery, both broadcast copies delivered");
-      const o = await json("status");
-      expect(o.env).toBe("prod");
-      // Broadcast copies are never signals of their own; they hang under the signal they copy.
-      expect(o.signals.map((s: Json) => s.name).filter((n: string) => n.startsWith("~"))).toEqual([]);
-      expect(o.signals.find((s: Json) => s.name === "orders.placed").copies).toEqual([
-        expect.objectContaining({ flow: "orders.charge", queue: "~broadcast:orders.placed:orders.charge" }),
-        expect.objectContaining({ flow: "orders.ship", queue: "~broadcast:orders.placed:orders.ship" }),
-      ]);
-      const text = await run("status");
-      expect(text.code).toBe(0);
-      const lines = text.stdout.split("\n");
-      expect(lines[0]).toContain(`okengine at ${app.consoleUrl} · env prod · 1 instance alive`);
-      expect(lines.find((l) => l.startsWith("jobs.run "))!.split(/\s+/)).toEqual([
-        "jobs.run",
-        "once",
-        "0",
-        "0",
-        "2",
-        "1",
-        "-",
-        "1",
-      ]);
-      expect(lines.find((l) => l.startsWith("orders.placed "))).toMatch(/^orders\.placed\s+broadcast\s/);
-      expect(lines.some((l) => /^\s+↳ copies for orders\.charge\s+copies\s+0\s+0\s+0\s+1\b/.test(l))).toBe(
-        true,
-      );
-      expect(lines.some((l) => l.includes("~broadcast"))).toBe(false);
-      expect(lines.find((l) => l.startsWith("clock:reports.nightly "))).toMatch(/\sclock\s/);
-      expect(text.stdout).toContain("2 dead letters on jobs.run: oke dead jobs.run");
-    });
+    it.sequential(
+      "status shows each signal with its counts, broadcast copies under their signal, and flows with their runs",
+      async () => {
+        expect(await app.post("/emit", { n: 1 })).toBe(200);
+        expect(await app.post("/emit", { n: 2, fail: true })).toBe(200);
+        expect(await app.post("/emit", { n: 3, fail: true })).toBe(200);
+        expect(await app.post("/place", { id: "o1" })).toBe(200);
+        // Waits read the Console API straight (what --json prints): a command per poll would be a
+        // process start each; the checks below go through the commands.
+        await until(async () => {
+          const o = await app.api<Json>("/api/overview");
+          const jobs = o.signals.find((s: Json) => s.name === "jobs.run");
+          const placed = o.signals.find((s: Json) => s.name === "orders.placed");
+          return (
+            jobs.dead === 2 && jobs.delivered === 1 && placed.copies.every((c: Json) => c.delivered === 1)
+          );
+        }, "two dead letters, one delivery, both broadcast copies delivered");
+        const [o, text] = await Promise.all([json("status"), run("status")]);
+        expect(o.env).toBe("prod");
+        // Broadcast copies are never signals of their own; they hang under the signal they copy.
+        expect(o.signals.map((s: Json) => s.name).filter((n: string) => n.startsWith("~"))).toEqual([]);
+        expect(o.signals.find((s: Json) => s.name === "orders.placed").copies).toEqual([
+          expect.objectContaining({ flow: "orders.charge", queue: "~broadcast:orders.placed:orders.charge" }),
+          expect.objectContaining({ flow: "orders.ship", queue: "~broadcast:orders.placed:orders.ship" }),
+        ]);
+        expect(text.code).toBe(0);
+        const lines = text.stdout.split("\n");
+        expect(lines[0]).toContain(`okengine at ${app.consoleUrl} · env prod · 1 instance alive`);
+        expect(lines.find((l) => l.startsWith("jobs.run "))!.split(/\s+/)).toEqual([
+          "jobs.run",
+          "once",
+          "0",
+          "0",
+          "2",
+          "1",
+          "-",
+          "1",
+        ]);
+        expect(lines.find((l) => l.startsWith("orders.placed "))).toMatch(/^orders\.placed\s+broadcast\s/);
+        expect(lines.some((l) => /^\s+↳ copies for orders\.charge\s+copies\s+0\s+0\s+0\s+1\b/.test(l))).toBe(
+          true,
+        );
+        expect(lines.some((l) => l.includes("~broadcast"))).toBe(false);
+        expect(lines.find((l) => l.startsWith("clock:reports.nightly "))).toMatch(/\sclock\s/);
+        expect(text.stdout).toContain("2 dead letters on jobs.run: oke dead jobs.run");
+      },
+    );
 
-    it("dead lists the dead letters with their failure history", async () => {
-      const page = await json("dead", "jobs.run");
+    it.sequential("dead lists the dead letters with their failure history", async () => {
+      const [page, text, one, unknown] = await Promise.all([
+        json("dead", "jobs.run"),
+        run("dead", "jobs.run"),
+        json("dead", "jobs.run", "--limit", "1"),
+        run("dead", "no.such.signal"),
+      ]);
       expect(page.items.map((m: Json) => m.payload)).toEqual([
         { n: 2, fail: true },
         { n: 3, fail: true },
@@ -255,59 +297,65 @@ describe.each(drivers)(
           expect.objectContaining({ attempt: 1, code: "E_JOB" }),
           expect.objectContaining({ attempt: 2, code: "E_JOB" }),
         ]);
-      const text = await run("dead", "jobs.run");
       expect(text.code).toBe(0);
       for (const m of page.items) expect(text.stdout).toContain(`${m.id}  attempts 2`);
       expect(text.stdout).toMatch(/attempt 1 {2}\S+ \S+ {2}E_JOB {2}job 2 broke/);
       expect(text.stdout).toMatch(/attempt 2 {2}\S+ \S+ {2}E_JOB {2}job 3 broke/);
-      const one = await json("dead", "jobs.run", "--limit", "1");
       expect(one.items).toHaveLength(1);
       expect(typeof one.next).toBe("string");
-      const unknown = await run("dead", "no.such.signal");
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toContain("404 OKE1606");
     });
 
-    it("replay --dry-run names what would go and changes nothing; replay delivers the message exactly once more, keeping its history", async () => {
-      const [two, three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
-      const dry = await run("replay", "jobs.run", "--all", "--dry-run");
-      expect(dry.code).toBe(0);
-      expect(dry.stdout).toContain("dry run: would replay 2 dead letters of jobs.run; nothing changed");
-      expect(dry.stdout).toContain(two);
-      expect((await json("replay", "jobs.run", two, "--dry-run")).wouldReplay).toEqual([two]);
-      expect((await json("status")).signals.find((s: Json) => s.name === "jobs.run").dead).toBe(2);
-      expect(app.read("delivered.log")).toEqual(["1"]);
+    it.sequential(
+      "replay --dry-run names what would go and changes nothing; replay delivers the message exactly once more, keeping its history",
+      async () => {
+        const [two, three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
+        const [dry, dryOne] = await Promise.all([
+          run("replay", "jobs.run", "--all", "--dry-run"),
+          json("replay", "jobs.run", two, "--dry-run"),
+        ]);
+        expect(dry.code).toBe(0);
+        expect(dry.stdout).toContain("dry run: would replay 2 dead letters of jobs.run; nothing changed");
+        expect(dry.stdout).toContain(two);
+        expect(dryOne.wouldReplay).toEqual([two]);
+        // After both dry runs: still two dead letters, nothing delivered again.
+        expect((await json("status")).signals.find((s: Json) => s.name === "jobs.run").dead).toBe(2);
+        expect(app.read("delivered.log")).toEqual(["1"]);
 
-      const neither = await run("replay", "jobs.run");
-      expect(neither.code).toBe(1);
-      expect(neither.stderr).toContain("or pass --all");
+        const neither = await run("replay", "jobs.run");
+        expect(neither.code).toBe(1);
+        expect(neither.stderr).toContain("or pass --all");
 
-      writeFileSync(join(dir, "fixed"), ""); // the handler succeeds from now on
-      const rep = await run("replay", "jobs.run", two, "m_not_dead");
-      expect(rep.code).toBe(0);
-      expect(rep.stdout).toContain("replayed 1 dead letter of jobs.run");
-      expect(rep.stdout).toContain("skipped): m_not_dead");
-      await until(() => app.read("delivered.log").includes("2"), "job 2 delivered");
-      const msg = await app.api<Json>(`/api/messages/${two}`);
-      expect(msg.status).toBe("delivered");
-      expect(msg.failures).toHaveLength(2); // history kept
-      // Once more, exactly: a second replay finds nothing dead to replay.
-      expect((await json("replay", "jobs.run", two)).replayed).toEqual([]);
-      const s = (await json("status")).signals.find((x: Json) => x.name === "jobs.run");
-      expect(s).toMatchObject({ dead: 1, delivered: 2, pending: 0, inflight: 0 });
-      expect(app.read("delivered.log")).toEqual(["1", "2"]);
-      expect((await json("dead", "jobs.run")).items.map((m: Json) => m.id)).toEqual([three]);
-    });
+        writeFileSync(join(dir, "fixed"), ""); // the handler succeeds from now on
+        const rep = await run("replay", "jobs.run", two, "m_not_dead");
+        expect(rep.code).toBe(0);
+        expect(rep.stdout).toContain("replayed 1 dead letter of jobs.run");
+        expect(rep.stdout).toContain("skipped): m_not_dead");
+        await until(() => app.read("delivered.log").includes("2"), "job 2 delivered");
+        const msg = await app.api<Json>(`/api/messages/${two}`);
+        expect(msg.status).toBe("delivered");
+        expect(msg.failures).toHaveLength(2); // history kept
+        // Once more, exactly: a second replay finds nothing dead to replay.
+        expect((await json("replay", "jobs.run", two)).replayed).toEqual([]);
+        const [status, dead] = await Promise.all([json("status"), json("dead", "jobs.run")]);
+        const s = status.signals.find((x: Json) => x.name === "jobs.run");
+        expect(s).toMatchObject({ dead: 1, delivered: 2, pending: 0, inflight: 0 });
+        expect(app.read("delivered.log")).toEqual(["1", "2"]);
+        expect(dead.items.map((m: Json) => m.id)).toEqual([three]);
+      },
+    );
 
-    it("discard --dry-run changes nothing; discard removes the dead letter", async () => {
+    it.sequential("discard --dry-run changes nothing; discard removes the dead letter", async () => {
       const [three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
       expect((await json("discard", "jobs.run", "--all", "--dry-run")).wouldDiscard).toEqual([three]);
       expect((await json("dead", "jobs.run")).items).toHaveLength(1);
       const d = await run("discard", "jobs.run", "--all");
       expect(d.code).toBe(0);
       expect(d.stdout).toContain(`discarded 1 dead letter of jobs.run\n${three}`);
-      expect((await json("dead", "jobs.run")).items).toEqual([]);
-      expect((await run("dead", "jobs.run")).stdout).toContain("no dead letters on jobs.run");
+      const [afterJson, afterText] = await Promise.all([json("dead", "jobs.run"), run("dead", "jobs.run")]);
+      expect(afterJson.items).toEqual([]);
+      expect(afterText.stdout).toContain("no dead letters on jobs.run");
       expect(app.read("delivered.log")).toEqual(["1", "2"]);
       // A paced replay (--rate) runs in the background: a poison message goes dead again, its history growing.
       expect(await app.post("/emit", { n: 9, fail: "always" })).toBe(200);
@@ -334,51 +382,62 @@ describe.each(drivers)(
       expect(audit.items.map((a: Json) => a.action)).toContain("discard");
     });
 
-    it("runs filters by status and flow; run shows the timeline; wake completes a sleeping run early", async () => {
-      expect(await app.post("/trip", { id: "t1" })).toBe(204);
-      await until(
-        async () => (await app.api<Json>("/api/runs?status=sleeping")).items.length === 1,
-        "a sleeping run",
-      );
-      const [r] = (await json("runs", "--status", "sleeping")).items;
-      expect(r).toMatchObject({ flow: "trips.book", status: "sleeping", sleepingOn: "wait-for-payment" });
-      expect((await json("runs", "--flow", "trips.book")).items.map((x: Json) => x.id)).toEqual([r.id]);
-      expect((await json("runs", "--flow", "nope")).items).toEqual([]);
-      expect((await json("runs", "--status", "completed")).items).toEqual([]);
-      const table = await run("runs", "--status", "sleeping");
-      expect(table.stdout.split("\n")[0]).toMatch(/^RUN\s+FLOW\s+STATUS\s+SLEEPING ON\s+WAKE AT/);
-      expect(table.stdout).toMatch(new RegExp(`${r.id}\\s+trips\\.book\\s+sleeping\\s+wait-for-payment`));
-      const badStatus = await run("runs", "--status", "asleep");
-      expect(badStatus.code).not.toBe(0);
+    it.sequential(
+      "runs filters by status and flow; run shows the timeline; wake completes a sleeping run early",
+      async () => {
+        expect(await app.post("/trip", { id: "t1" })).toBe(204);
+        await until(
+          async () => (await app.api<Json>("/api/runs?status=sleeping")).items.length === 1,
+          "a sleeping run",
+        );
+        const [r] = (await json("runs", "--status", "sleeping")).items;
+        expect(r).toMatchObject({ flow: "trips.book", status: "sleeping", sleepingOn: "wait-for-payment" });
+        // All reads of the sleeping run: side by side.
+        const [byFlow, noFlow, completed, table, badStatus, tl, timeline] = await Promise.all([
+          json("runs", "--flow", "trips.book"),
+          json("runs", "--flow", "nope"),
+          json("runs", "--status", "completed"),
+          run("runs", "--status", "sleeping"),
+          run("runs", "--status", "asleep"),
+          run("run", r.id),
+          json("timeline", r.id),
+        ]);
+        expect(byFlow.items.map((x: Json) => x.id)).toEqual([r.id]);
+        expect(noFlow.items).toEqual([]);
+        expect(completed.items).toEqual([]);
+        expect(table.stdout.split("\n")[0]).toMatch(/^RUN\s+FLOW\s+STATUS\s+SLEEPING ON\s+WAKE AT/);
+        expect(table.stdout).toMatch(new RegExp(`${r.id}\\s+trips\\.book\\s+sleeping\\s+wait-for-payment`));
+        expect(badStatus.code).not.toBe(0);
 
-      const tl = await run("run", r.id);
-      expect(tl.code).toBe(0);
-      expect(tl.stdout).toContain(`run ${r.id}  flow trips.book  sleeping`);
-      expect(tl.stdout).toMatch(/\b0\s+step\s+book\s.*→ \{.*"seat":"12A"/);
-      expect(tl.stdout).toMatch(/\b1\s+sleep\s+wait-for-payment\s.*label wait-for-payment for 1h/);
-      expect((await json("timeline", r.id)).timeline.map((t: Json) => t.kind)).toEqual(["step", "sleep"]);
+        expect(tl.code).toBe(0);
+        expect(tl.stdout).toContain(`run ${r.id}  flow trips.book  sleeping`);
+        expect(tl.stdout).toMatch(/\b0\s+step\s+book\s.*→ \{.*"seat":"12A"/);
+        expect(tl.stdout).toMatch(/\b1\s+sleep\s+wait-for-payment\s.*label wait-for-payment for 1h/);
+        expect(timeline.timeline.map((t: Json) => t.kind)).toEqual(["step", "sleep"]);
 
-      const woke = await run("wake", r.id);
-      expect(woke.stderr).toBe("");
-      expect(woke.code).toBe(0);
-      expect(woke.stdout).toMatch(new RegExp(`^woke ${r.id}`));
-      await until(
-        async () => (await app.api<Json>(`/api/runs/${r.id}`)).run.status === "completed",
-        "the run completed",
-      );
-      expect(app.read("trips.log")).toEqual(["done t1"]);
-      expect((await run("run", r.id)).stdout).toMatch(/\b2\s+step\s+finish\b/);
-      const again = await run("wake", r.id);
-      expect(again.code).toBe(1);
-      expect(again.stderr).toContain("is completed, not sleeping (409 OKE1608)");
-    });
+        const woke = await run("wake", r.id);
+        expect(woke.stderr).toBe("");
+        expect(woke.code).toBe(0);
+        expect(woke.stdout).toMatch(new RegExp(`^woke ${r.id}`));
+        await until(
+          async () => (await app.api<Json>(`/api/runs/${r.id}`)).run.status === "completed",
+          "the run completed",
+        );
+        expect(app.read("trips.log")).toEqual(["done t1"]);
+        // The run is completed: a second wake is refused, so it can read beside the timeline.
+        const [done, again] = await Promise.all([run("run", r.id), run("wake", r.id)]);
+        expect(done.stdout).toMatch(/\b2\s+step\s+finish\b/);
+        expect(again.code).toBe(1);
+        expect(again.stderr).toContain("is completed, not sleeping (409 OKE1608)");
+      },
+    );
 
-    it("schedules lists, pauses, resumes, edits and triggers a clock", async () => {
-      const list = await json("schedules");
+    it.sequential("schedules lists, pauses, resumes, edits and triggers a clock", async () => {
+      const [list, listText] = await Promise.all([json("schedules"), run("schedules")]);
       expect(list.schedules).toEqual([
         expect.objectContaining({ name: "reports.nightly", cron: "0 3 * * *", paused: false }),
       ]);
-      expect((await run("schedules")).stdout).toMatch(
+      expect(listText.stdout).toMatch(
         /reports\.nightly\s+reports\.nightly\s+cron 0 3 \* \* \*\s+UTC\s+active/,
       );
       expect((await run("schedules", "pause", "reports.nightly")).stdout).toContain(
@@ -426,7 +485,9 @@ async function listening(port: number): Promise<boolean> {
   });
 }
 
-describe("the Console of `oke start` in production", { timeout: 90_000 }, () => {
+// Beside the drivers' suites; its own two cases one after the other: each picks a free port for its
+// Console, and the first checks that nothing listens on its own, which the second must not take.
+describe("the Console of `oke start` in production", { timeout: 150_000, concurrent: true }, () => {
   const apps: App[] = [];
   const dirs: string[] = [];
   afterAll(async () => {
@@ -442,30 +503,33 @@ describe("the Console of `oke start` in production", { timeout: 90_000 }, () => 
     return dir;
   };
 
-  it("does not start without an operator token, and the boot log says why; the app itself runs", async () => {
-    const port = await freePort();
-    const app = new App(project(), { OKE_JOURNAL: "file", OKE_CONSOLE_PORT: String(port) }, false);
-    apps.push(app);
-    await app.start();
-    await until(() => app.lines.some((l) => l.includes("okengine console: not started")), "the warning");
-    const warning = app.lines.find((l) => l.includes("okengine console: not started"));
-    expect(warning).toBeDefined();
-    const record = JSON.parse(warning!) as { level: number; msg: string };
-    expect(record.level).toBe(40); // a warning
-    expect(record.msg).toBe(
-      "okengine console: not started — production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (16+ characters) to start it, or console.port: false to turn it off. The app runs on without a Console.",
-    );
-    expect(app.lines.some((l) => l.includes("okengine console on "))).toBe(false);
-    expect(app.lines.some((l) => l.includes("(prod)"))).toBe(true);
-    expect(await listening(port)).toBe(false);
-    // The app serves; the operator commands say plainly that there is no Console to talk to.
-    expect(await app.post("/emit", { n: 1 })).toBe(200);
-    const r = await oke(["status", "--url", `http://127.0.0.1:${port}`, "--token", TOKEN]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain("cannot reach the Console");
-  });
+  it.sequential(
+    "does not start without an operator token, and the boot log says why; the app itself runs",
+    async () => {
+      const port = await freePort();
+      const app = new App(project(), { OKE_JOURNAL: "file", OKE_CONSOLE_PORT: String(port) }, false);
+      apps.push(app);
+      await app.start();
+      await until(() => app.lines.some((l) => l.includes("okengine console: not started")), "the warning");
+      const warning = app.lines.find((l) => l.includes("okengine console: not started"));
+      expect(warning).toBeDefined();
+      const record = JSON.parse(warning!) as { level: number; msg: string };
+      expect(record.level).toBe(40); // a warning
+      expect(record.msg).toBe(
+        "okengine console: not started — production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (16+ characters) to start it, or console.port: false to turn it off. The app runs on without a Console.",
+      );
+      expect(app.lines.some((l) => l.includes("okengine console on "))).toBe(false);
+      expect(app.lines.some((l) => l.includes("(prod)"))).toBe(true);
+      expect(await listening(port)).toBe(false);
+      // The app serves; the operator commands say plainly that there is no Console to talk to.
+      expect(await app.post("/emit", { n: 1 })).toBe(200);
+      const r = await oke(["status", "--url", `http://127.0.0.1:${port}`, "--token", TOKEN]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("cannot reach the Console");
+    },
+  );
 
-  it("starts with OKE_CONSOLE_TOKEN, requires it, and answers it", async () => {
+  it.sequential("starts with OKE_CONSOLE_TOKEN, requires it, and answers it", async () => {
     const port = await freePort();
     const app = new App(project(), {
       OKE_JOURNAL: "file",
