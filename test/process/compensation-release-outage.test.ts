@@ -14,7 +14,7 @@ const setup = () => proxiedStore(schema, { poolSize: 4 });
 
 describe("compensation and release during a PostgreSQL cut", () => {
   it("a run that fails while the database is cut off begins its compensation once it is back: undo once, failed with the body's error", async () => {
-    const { proxy, store, lines, logger, logged } = await setup();
+    const { proxy, store, lines, logger, logged, teardown } = await setup();
     const undone: RunStatus[] = [];
     let charged = 0;
     let runId = "";
@@ -56,15 +56,12 @@ describe("compensation and release during a PostgreSQL cut", () => {
       expect(lines.filter((l) => String(l.msg).includes("given up"))).toEqual([]);
       expect(logged("durable run: could not record failure")).toEqual([]);
     } finally {
-      await proxy.restore();
-      await app.stop({ timeoutMs: 5_000 });
-      await store.close();
-      await proxy.close();
+      await teardown(app);
     }
   }, 60_000);
 
   it("a consumer's attempt that fails with attempts left while the database is cut off releases its run once it is back; the next attempt completes it", async () => {
-    const { proxy, store, lines, logger, logged } = await setup();
+    const { proxy, store, lines, logger, logged, teardown } = await setup();
     const jobs = signal.once("cut.jobs", { retries: 1 });
     let tries = 0;
     const consumer = on(
@@ -116,10 +113,7 @@ describe("compensation and release during a PostgreSQL cut", () => {
       expect(logged("durable run: release failed; retrying").every((l) => l.runId === id)).toBe(true);
       expect(lines.filter((l) => String(l.msg).includes("given up"))).toEqual([]);
     } finally {
-      await proxy.restore();
-      await app.stop({ timeoutMs: 5_000 });
-      await store.close();
-      await proxy.close();
+      await teardown(app);
     }
   }, 60_000);
 });

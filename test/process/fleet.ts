@@ -147,12 +147,17 @@ export function capturingLogger(level = "warn"): {
 
 /**
  * A store on `schema` of the shared server through a TCP proxy the test cuts and restores, and a
- * capturing logger. The caller closes the store, then the proxy.
+ * capturing logger. `teardown(app)` (in the test's finally) restores the proxy, stops the app, then
+ * closes the store and the proxy.
  */
 export async function proxiedStore(
   schema: string,
   options: Omit<PostgresStoreOptions, "connectionString" | "schema"> = {},
-): Promise<{ proxy: TcpProxy; store: Store } & ReturnType<typeof capturingLogger>> {
+): Promise<
+  { proxy: TcpProxy; store: Store; teardown: (app: Stoppable) => Promise<void> } & ReturnType<
+    typeof capturingLogger
+  >
+> {
   const target = new URL(TEST_DATABASE_URL);
   const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
   const store = createPostgresStore({
@@ -160,5 +165,14 @@ export async function proxiedStore(
     schema,
     ...options,
   });
-  return { proxy, store, ...capturingLogger() };
+  const teardown = async (app: Stoppable): Promise<void> => {
+    await proxy.restore();
+    await app.stop({ timeoutMs: 5_000 });
+    await store.close();
+    await proxy.close();
+  };
+  return { proxy, store, teardown, ...capturingLogger() };
 }
+
+/** An app as teardown() stops it. */
+type Stoppable = { stop(o: { timeoutMs: number }): Promise<void> };

@@ -10,7 +10,7 @@ dropSchemaAfterAll(schema);
 
 describe("journal writes during a PostgreSQL blip", () => {
   it("a step that ends while the database is cut off is journaled once it is back; no step runs twice", async () => {
-    const { proxy, store, lines, logger } = await proxiedStore(schema, { poolSize: 4 });
+    const { proxy, store, lines, logger, teardown } = await proxiedStore(schema, { poolSize: 4 });
     const ran = { a: 0, b: 0, c: 0 };
     let restored: Promise<void> | undefined;
     const trip = flow("blip.trip", {
@@ -46,10 +46,7 @@ describe("journal writes during a PostgreSQL blip", () => {
       expect(lines.filter((l) => String(l.msg).includes("given up"))).toEqual([]);
       console.log(`journal blip: ${retries.length} append retries, run ${run!.id} completed`);
     } finally {
-      await proxy.restore();
-      await app.stop({ timeoutMs: 5_000 });
-      await store.close();
-      await proxy.close();
+      await teardown(app);
     }
   }, 60_000);
 });
