@@ -63,7 +63,7 @@ interface Session {
 /**
  * Durable storage for one machine. Every call is one short transaction step
  * on prepared statements; calls of one event-loop turn share one commit and
- * one fsync (group commit, see SqliteEngine), and a call — a read included —
+ * one fsync (group commit, see SqliteBatch), and a call — a read included —
  * resolves only once the state it wrote or saw is committed.
  */
 export function createFileStore(options: FileStoreOptions): FileStore {
