@@ -3,7 +3,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { ClaimedMessage, NewMessage, Store } from "../types.ts";
 import { claimSql } from "./postgres-claim.ts";
-import { newMessage, PG_URL, T0, useSchemaStores } from "./test-support.ts";
+import { keyedDrain, newMessage, PG_URL, T0, useSchemaStores } from "./test-support.ts";
 
 const LEASE = 60_000;
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -24,10 +24,7 @@ describe("postgres claim under concurrency", () => {
     expect(new Set(all.map((m) => m.key)).size).toBe(50);
     for (let i = 0; i < N; i += 500) await stores[0]!.enqueue(all.slice(i, i + 500), T0);
 
-    const claims = new Map<string, number>();
-    const holding = new Map<string, string>(); // key -> id held right now
-    const orderByKey = new Map<string, string[]>();
-    const violations: string[] = [];
+    const drain = keyedDrain(all);
     let delivered = 0;
     let now = T0;
 
@@ -44,17 +41,9 @@ describe("postgres claim under concurrency", () => {
           await yieldTurn();
           continue;
         }
-        for (const c of got) {
-          claims.set(c.id, (claims.get(c.id) ?? 0) + 1);
-          const other = holding.get(c.key!);
-          if (other !== undefined) violations.push(`${c.key}: ${other} and ${c.id}`);
-          holding.set(c.key!, c.id);
-          orderByKey.set(c.key!, [...(orderByKey.get(c.key!) ?? []), c.id]);
-        }
+        drain.take(got);
         await yieldTurn(); // "work": let the other workers run while we hold these keys
-        // Released before settling: the set stays a subset of what the database holds
-        // inflight, so any overlap it sees is a real one.
-        for (const c of got) holding.delete(c.key!);
+        drain.release(got); // before settling (see keyedDrain)
         const res = await store.settle(
           got.map((c) => ({ id: c.id, worker: c.lockedBy, attempt: c.attempts, status: "delivered" })),
           now,
@@ -65,13 +54,7 @@ describe("postgres claim under concurrency", () => {
     };
     await Promise.all(stores.flatMap((s, i) => [worker(s, `s${i}a`), worker(s, `s${i}b`)]));
 
-    expect(violations).toEqual([]);
-    expect(claims.size).toBe(N);
-    expect([...claims.values()].every((n) => n === 1)).toBe(true);
-    for (const [key, ids] of orderByKey) {
-      expect(ids).toEqual(all.filter((m) => m.key === key).map((m) => m.id));
-    }
-    expect(await stores[0]!.stats("sig.c", now)).toMatchObject({ pending: 0, inflight: 0, delivered: N });
+    await drain.expectDrainedOnce(stores[0]!, "sig.c", now);
   });
 
   /*

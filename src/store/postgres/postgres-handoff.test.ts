@@ -2,7 +2,14 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { ClaimedMessage, Store, StoreEvent } from "../types.ts";
-import { newMessage as msg, PG_URL, settlement as done, T0, useSchemaStores } from "./test-support.ts";
+import {
+  keyedDrain,
+  newMessage as msg,
+  PG_URL,
+  settlement as done,
+  T0,
+  useSchemaStores,
+} from "./test-support.ts";
 
 const LEASE = 60_000;
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -104,21 +111,9 @@ describe("postgres settle hand-off", () => {
     );
     for (let i = 0; i < N; i += 500) await stores[0]!.enqueue(all.slice(i, i + 500), T0);
 
-    const claims = new Map<string, number>();
-    const holding = new Map<string, string>();
-    const orderByKey = new Map<string, string[]>();
-    const violations: string[] = [];
+    const { take, release, expectDrainedOnce } = keyedDrain(all);
     let delivered = 0;
     let now = T0;
-    const take = (got: readonly ClaimedMessage[]): void => {
-      for (const c of got) {
-        claims.set(c.id, (claims.get(c.id) ?? 0) + 1);
-        const other = holding.get(c.key!);
-        if (other !== undefined) violations.push(`${c.key}: ${other} and ${c.id}`);
-        holding.set(c.key!, c.id);
-        orderByKey.set(c.key!, [...(orderByKey.get(c.key!) ?? []), c.id]);
-      }
-    };
 
     const worker = async (store: Store, name: string): Promise<void> => {
       let local: ClaimedMessage[] = [];
@@ -132,7 +127,7 @@ describe("postgres settle hand-off", () => {
           continue;
         }
         await yieldTurn();
-        for (const c of local) holding.delete(c.key!);
+        release(local);
         const res = await store.settle(
           local.map((c) => done(c)),
           ++now,
@@ -146,12 +141,6 @@ describe("postgres settle hand-off", () => {
     };
     await Promise.all(stores.flatMap((s, i) => [worker(s, `s${i}a`), worker(s, `s${i}b`)]));
 
-    expect(violations).toEqual([]);
-    expect(claims.size).toBe(N);
-    expect([...claims.values()].every((n) => n === 1)).toBe(true);
-    for (const [key, ids] of orderByKey) {
-      expect(ids).toEqual(all.filter((m) => m.key === key).map((m) => m.id));
-    }
-    expect(await stores[0]!.stats(signal, now)).toMatchObject({ pending: 0, inflight: 0, delivered: N });
+    await expectDrainedOnce(stores[0]!, signal, now);
   });
 });

@@ -1,7 +1,7 @@
 /** Test helpers for postgres: a fresh schema per case, from DATABASE_URL_TEST only. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";
 import type { ClaimedMessage, NewMessage, Settlement, Store } from "../types.ts";
 
@@ -80,6 +80,51 @@ export const settlement = (
   status,
   ...(status === "delivered" ? {} : { failure: { code: "E", message: "boom", at: T0, attempt: c.attempts } }),
 });
+
+/**
+ * What concurrent workers draining the keyed messages `all` took: `take` records claimed messages
+ * (an overlap with a message of the same key still held is a violation), `release` lets their keys
+ * go — before the settle, so the held set stays a subset of what the database holds inflight and
+ * any overlap it sees is a real one. `expectDrainedOnce` checks the end: no overlap, each message
+ * claimed once, each key's messages in their order, nothing pending or inflight.
+ */
+export function keyedDrain(all: readonly NewMessage[]): {
+  take: (got: readonly ClaimedMessage[]) => void;
+  release: (got: readonly ClaimedMessage[]) => void;
+  expectDrainedOnce: (store: Store, signal: string, now: number) => Promise<void>;
+} {
+  const claims = new Map<string, number>();
+  const holding = new Map<string, string>(); // key -> id held right now
+  const orderByKey = new Map<string, string[]>();
+  const violations: string[] = [];
+  return {
+    take: (got) => {
+      for (const c of got) {
+        claims.set(c.id, (claims.get(c.id) ?? 0) + 1);
+        const other = holding.get(c.key!);
+        if (other !== undefined) violations.push(`${c.key}: ${other} and ${c.id}`);
+        holding.set(c.key!, c.id);
+        orderByKey.set(c.key!, [...(orderByKey.get(c.key!) ?? []), c.id]);
+      }
+    },
+    release: (got) => {
+      for (const c of got) holding.delete(c.key!);
+    },
+    expectDrainedOnce: async (store, signal, now) => {
+      expect(violations).toEqual([]);
+      expect(claims.size).toBe(all.length);
+      expect([...claims.values()].every((n) => n === 1)).toBe(true);
+      for (const [key, ids] of orderByKey) {
+        expect(ids).toEqual(all.filter((m) => m.key === key).map((m) => m.id));
+      }
+      expect(await store.stats(signal, now)).toMatchObject({
+        pending: 0,
+        inflight: 0,
+        delivered: all.length,
+      });
+    },
+  };
+}
 
 /**
  * Empties a migrated schema back to the state open() leaves a new one in: every table but
