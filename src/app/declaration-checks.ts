@@ -42,16 +42,21 @@ export function checkEffectSignals(registry: Declared): void {
 }
 
 /**
- * Once and broadcast signals that are not `optional` and have no flow bound:
- * every emit of them fails with OKE1240, so say it at boot instead of at the
- * first emit. Live signals feed browsers, not flows, and are left out.
+ * Once and broadcast signals that are not `optional` and have no flow bound in
+ * this app: say at boot what their emits will do instead of at the first emit.
+ * A once emit checks this app's bindings, so every emit fails with OKE1240. A
+ * broadcast emit checks the fleet's live subscribers, so an emitter-only app
+ * (its flows run on other instances) is fine, and the line says so. Live
+ * signals feed browsers, not flows, and are left out.
  */
 export function warnUnconsumedSignals(registry: Declared, logger: Logger): void {
   for (const s of registry.signals.values()) {
     if (s.optional || s.delivery === "live" || (registry.subscribers.get(s.name)?.length ?? 0) > 0) continue;
     logger.warn(
       { signal: s.name, delivery: s.delivery },
-      `signal "${s.name}" has no flow bound to it, so every emit of it fails (OKE1240): bind one with on(signal, flow(…)), or declare it optional: true`,
+      s.delivery === "broadcast"
+        ? `signal "${s.name}" has no flow bound to it in this app, so its emits fail (OKE1240) unless another instance of the fleet runs one: bind one with on(signal, flow(…)), or declare it optional: true`
+        : `signal "${s.name}" has no flow bound to it, so every emit of it fails (OKE1240): bind one with on(signal, flow(…)), or declare it optional: true`,
     );
   }
 }

@@ -119,6 +119,14 @@ describe("effects that name signals", () => {
       'signal "tasks.lonely" has no flow bound to it, so every emit of it fails (OKE1240): bind one with on(signal, flow(…)), or declare it optional: true',
     ]);
   });
+
+  it("an unbound broadcast warns that its emits need a subscriber elsewhere in the fleet, not that all fail", () => {
+    const ping = signal.broadcast("events.ping");
+    const { warnings } = devApp([{ ping }]);
+    expect(warnings()).toEqual([
+      'signal "events.ping" has no flow bound to it in this app, so its emits fail (OKE1240) unless another instance of the fleet runs one: bind one with on(signal, flow(…)), or declare it optional: true',
+    ]);
+  });
 });
 
 describe("fx.clock.sleep guards (dev)", () => {
