@@ -1,8 +1,16 @@
-// journal-rules: who may write a run's journal, and what park, finish and release write, as tables of state -> answer.
+// journal-rules: who may write a run's journal, and what park, finish, release, renew, compensation and an early wake write, as tables of state -> answer.
 import { describe, expect, it } from "vitest";
 import { JournalLeaseBusy } from "../errors.ts";
 import type { SleepEntry } from "./types.ts";
-import { assertHolder, finishState, parkState, releaseState } from "./journal-rules.ts";
+import {
+  assertHolder,
+  compensateState,
+  finishState,
+  parkState,
+  releaseState,
+  renewState,
+  wakeEarlyState,
+} from "./journal-rules.ts";
 import type { RunStateOf } from "./wake-rules.ts";
 
 const NOW = 1_000;
@@ -109,5 +117,56 @@ describe("releaseState", () => {
       recoveries: 2,
       updatedAt: NOW,
     });
+  });
+});
+
+describe("renewState", () => {
+  it("moves the lease to now + leaseMs, nothing else", () => {
+    expect(renewState(run({}), { now: NOW, leaseMs: 30 })).toEqual({
+      status: "running",
+      wakeAt: null,
+      leaseOwner: "a",
+      leaseExpiresAt: NOW + 30,
+      recoveries: 2,
+      updatedAt: NOW,
+    });
+  });
+});
+
+describe("compensateState", () => {
+  const req = { runId: "r1", owner: "a", now: NOW, error: { code: "E1", message: "boom" } };
+  it("running -> compensating, lease kept, the failure's code and message become the error", () => {
+    expect(compensateState(run({}), req)).toEqual({
+      state: {
+        status: "compensating",
+        wakeAt: null,
+        leaseOwner: "a",
+        leaseExpiresAt: 1_030,
+        recoveries: 2,
+        updatedAt: NOW,
+      },
+      error: { code: "E1", message: "boom" },
+    });
+  });
+  it("refuses a run that is not running (already compensating) with JournalLeaseBusy", () => {
+    expect(() => compensateState(run({ status: "compensating" }), req)).toThrow(JournalLeaseBusy);
+  });
+});
+
+describe("wakeEarlyState", () => {
+  const sleeping = (wakeAt: number | null) =>
+    run({ status: "sleeping", wakeAt, leaseOwner: null, leaseExpiresAt: null });
+  it.each([
+    ["a sleeper due later wakes now", sleeping(5_000), NOW],
+    ["a sleeper already due keeps its earlier wake time", sleeping(900), 900],
+    ["a sleeper without wake time wakes now", sleeping(null), NOW],
+  ])("%s", (_, r, wakeAt) => {
+    expect(wakeEarlyState(r, NOW)).toEqual({ ...r, id: undefined, wakeAt, updatedAt: NOW });
+  });
+  it.each([
+    ["running", run({})],
+    ["completed", run({ status: "completed" })],
+  ])("a %s run is not woken", (_, r) => {
+    expect(wakeEarlyState(r, NOW)).toBeNull();
   });
 });

@@ -1,6 +1,7 @@
-/** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish and release write. */
+/** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish, release, renew, compensation and an early wake write. */
 import { JournalLeaseBusy } from "../errors.ts";
 import type { FinishRequest, ParkRequest, ReleaseRequest } from "./types.ts";
+import type { BeginCompensationRequest } from "./compensation-types.ts";
 import { leased, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
 
 /**
@@ -47,3 +48,32 @@ export const releaseState = (r: RunState, req: ReleaseRequest): RunState => ({
   leaseExpiresAt: leased(r.status) ? (req.retryAt ?? null) : null,
   updatedAt: req.now,
 });
+
+/** What renewing the holder's lease writes (the caller checked it holds it). */
+export const renewState = (r: RunState, req: { now: number; leaseMs: number }): RunState => ({
+  ...runState(r),
+  leaseExpiresAt: req.now + req.leaseMs,
+  updatedAt: req.now,
+});
+
+/**
+ * What beginning compensation writes for the holder (checked by the caller):
+ * running → compensating, the failure becomes the run's error. A run that is
+ * not running (already compensating) refuses with JournalLeaseBusy, like a write.
+ */
+export function compensateState(
+  r: RunStateOf,
+  req: BeginCompensationRequest,
+): { state: RunState; error: { code: string; message: string } } {
+  if (r.status !== "running") throw new JournalLeaseBusy(r.id);
+  return {
+    state: { ...runState(r), status: "compensating", updatedAt: req.now },
+    error: { code: req.error.code, message: req.error.message },
+  };
+}
+
+/** What waking a run early writes: a sleeper's wake time moves to now (never later); null when it is not sleeping. */
+export const wakeEarlyState = (r: RunState, now: number): RunState | null =>
+  r.status !== "sleeping"
+    ? null
+    : { ...runState(r), wakeAt: r.wakeAt === null || r.wakeAt > now ? now : r.wakeAt, updatedAt: now };

@@ -1,5 +1,4 @@
 /** The memory engine's journal: runs, leases, entries, sleepers and due runs. */
-import { JournalLeaseBusy } from "../../errors.ts";
 import { entryName } from "../types.ts";
 import { sameEntryContent } from "../journal-same.ts";
 import { storeErrors } from "../index.ts";
@@ -20,7 +19,15 @@ import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { cloneJson } from "./clone-json.ts";
 import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
-import { assertHolder, finishState, parkState, releaseState } from "../journal-rules.ts";
+import {
+  assertHolder,
+  compensateState,
+  finishState,
+  parkState,
+  releaseState,
+  renewState,
+  wakeEarlyState,
+} from "../journal-rules.ts";
 import {
   claimLease,
   dueForClaim,
@@ -136,9 +143,7 @@ export class MemoryJournal {
 
   renewLease(req: LeaseRequest): void {
     const r = this.holder(req.runId, req.owner);
-    r.leaseExpiresAt = req.now + req.leaseMs;
-    r.updatedAt = req.now;
-    this.reheap(r);
+    this.apply(r, renewState(r, req));
   }
 
   /**
@@ -198,11 +203,9 @@ export class MemoryJournal {
   /** running → compensating, fenced like a write; the failure becomes the run's error. */
   beginCompensation(req: BeginCompensationRequest): void {
     const r = this.holder(req.runId, req.owner);
-    if (r.status !== "running") throw new JournalLeaseBusy(req.runId);
-    this.setStatus(r, "compensating");
-    r.error = { code: req.error.code, message: req.error.message };
-    r.updatedAt = req.now;
-    this.reheap(r);
+    const { state, error } = compensateState(r, req);
+    r.error = error;
+    this.apply(r, state);
   }
 
   /** Releases the lease if `owner` holds it; a non-holder changes nothing. Returns whether it did. */
@@ -279,10 +282,9 @@ export class MemoryJournal {
 
   wakeEarly(runId: string, now: number): boolean {
     const r = this.runs.get(runId);
-    if (r === undefined || r.status !== "sleeping") return false;
-    if (r.wakeAt === null || r.wakeAt > now) r.wakeAt = now;
-    r.updatedAt = now;
-    this.reheap(r);
+    const state = r === undefined ? null : wakeEarlyState(r, now);
+    if (r === undefined || state === null) return false;
+    this.apply(r, state);
     return true;
   }
 

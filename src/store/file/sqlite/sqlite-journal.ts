@@ -1,5 +1,4 @@
 /** The file engine's journal: runs, leases, entries, sleepers, due runs, and run retention. */
-import { JournalLeaseBusy } from "../../../errors.ts";
 import { storeErrors } from "../../index.ts";
 import type {
   AcquiredRun,
@@ -15,7 +14,15 @@ import type {
   StartRun,
 } from "../../types.ts";
 import type { BeginCompensationRequest } from "../../compensation-types.ts";
-import { assertHolder, finishState, parkState, releaseState } from "../../journal-rules.ts";
+import {
+  assertHolder,
+  compensateState,
+  finishState,
+  parkState,
+  releaseState,
+  renewState,
+  wakeEarlyState,
+} from "../../journal-rules.ts";
 import {
   claimLease,
   dueAtFor,
@@ -191,9 +198,8 @@ export class SqliteJournal {
   renewLease(req: LeaseRequest): void {
     this.b.check();
     const r = this.holder(req.runId, req.owner);
-    r.lease_expires_at = req.now + req.leaseMs;
-    r.updated_at = req.now;
-    this.b.write(() => this.saveRun(r));
+    const state = renewState(stateOfRow(r), req);
+    this.b.write(() => this.apply(r, state));
   }
 
   /**
@@ -262,11 +268,9 @@ export class SqliteJournal {
   beginCompensation(req: BeginCompensationRequest): void {
     this.b.check();
     const r = this.holder(req.runId, req.owner);
-    if (r.status !== "running") throw new JournalLeaseBusy(req.runId);
-    this.setStatus(r, "compensating");
-    r.error = JSON.stringify({ code: req.error.code, message: req.error.message });
-    r.updated_at = req.now;
-    this.b.write(() => this.saveRun(r));
+    const { state, error } = compensateState(stateOfRow(r), req);
+    r.error = JSON.stringify(error);
+    this.b.write(() => this.apply(r, state));
   }
 
   releaseRun(req: ReleaseRequest): boolean {
@@ -386,10 +390,9 @@ export class SqliteJournal {
   wakeEarly(runId: string, now: number): boolean {
     this.b.check();
     const r = this.runRow(runId);
-    if (r === undefined || r.status !== "sleeping") return false;
-    if (r.wake_at === null || r.wake_at > now) r.wake_at = now;
-    r.updated_at = now;
-    this.b.write(() => this.saveRun(r));
+    const state = r === undefined ? null : wakeEarlyState(stateOfRow(r), now);
+    if (r === undefined || state === null) return false;
+    this.b.write(() => this.apply(r, state));
     return true;
   }
 
