@@ -154,6 +154,47 @@ describe("oke from the installed package", () => {
     expect(await p.exit, p.lines.join("\n")).toBe(0);
   });
 
+  it("operator commands run without tsx; the commands that load the project import it", async () => {
+    const token = "package-test-operator-token-0123";
+    const app = oke(["start", "--port", "0", "--host", "127.0.0.1"], {
+      OKE_CONSOLE_PORT: "0",
+      OKE_CONSOLE_TOKEN: token,
+    });
+    await app.line(/listening on http:\/\//);
+    const consoleUrl = /okengine console on (http:\/\/[^\s"]+)/.exec(
+      await app.line(/okengine console on /),
+    )![1]!;
+    // A resolve hook that fails every import of tsx: a command that works under it never loaded tsx.
+    const hooks = writeTree({
+      "no-tsx.mjs": [
+        'import { register } from "node:module";',
+        "const hook = `export async function resolve(s, c, next) {",
+        '  if (s === "tsx" || s.startsWith("tsx/")) throw new Error("tsx imported: " + s);',
+        "  return next(s, c);",
+        "}`;",
+        'register("data:text/javascript," + encodeURIComponent(hook));',
+        "",
+      ].join("\n"),
+    });
+    try {
+      const noTsx = { NODE_OPTIONS: `--import=${join(hooks, "no-tsx.mjs")}` };
+      const conn = { OKE_CONSOLE_URL: consoleUrl, OKE_CONSOLE_TOKEN: token };
+      for (const args of [["status"], ["runs"]]) {
+        const p = oke(args, { ...conn, ...noTsx });
+        expect(await p.exit, p.lines.join("\n")).toBe(0);
+        if (args[0] === "status") expect(p.lines[0]).toMatch(/^okengine at http:\/\/.* env prod/);
+      }
+      // The hook does bite: routes imports the project, so it registers tsx, and fails here.
+      const routes = oke(["routes"], noTsx);
+      expect(await routes.exit).toBe(1);
+      expect(routes.lines.join("\n")).toContain("tsx imported: tsx/esm/api");
+    } finally {
+      rmSync(hooks, { recursive: true, force: true });
+      app.child.kill("SIGTERM");
+      await app.exit;
+    }
+  });
+
   it("createTestApp({ project }) works under node:test", async () => {
     const r = await runToEnd(process.execPath, ["--import", "tsx", "--test", "test/hello.test.ts"], {
       cwd: app,

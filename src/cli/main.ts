@@ -4,14 +4,21 @@ import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";
 import type { DoctorFlags } from "./doctor.ts";
 import { addOperatorCommands } from "./operator-commands.ts";
+import { registerTypeScript } from "./typescript.ts";
 
 // Each command loads its own module when it runs: dev, start, routes and manifest pull in the whole
 // framework (about a second of loading on a busy machine), which the operator commands (plain HTTP
-// to the Console) never need.
-const runApp = async (...args: Parameters<typeof import("./run-app.ts").runApp>): Promise<void> =>
-  (await import("./run-app.ts")).runApp(...args);
-const loadManifest = async (dir: string): ReturnType<typeof import("./inspect.ts").loadManifest> =>
-  (await import("./inspect.ts")).loadManifest(dir);
+// to the Console) never need. Only the commands that import the project register tsx: start, routes,
+// manifest and `oke dev`'s child (`__run`); the dev supervisor, init, doctor and the operator
+// commands never import it.
+const runApp = async (...args: Parameters<typeof import("./run-app.ts").runApp>): Promise<void> => {
+  await registerTypeScript();
+  return (await import("./run-app.ts")).runApp(...args);
+};
+const loadManifest = async (dir: string): ReturnType<typeof import("./inspect.ts").loadManifest> => {
+  await registerTypeScript();
+  return (await import("./inspect.ts")).loadManifest(dir);
+};
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;

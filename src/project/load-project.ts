@@ -100,7 +100,7 @@ const importFile = async (root: string, file: string): Promise<Record<string, un
 /**
  * Loads `<dir>/oke.config.ts` (optional) and every module under src/signals,
  * src/channels and src/flows, through tsx: TypeScript, `@/` and `okengine`
- * imports work without a build step. Requires tsx to be registered (bin/oke.js).
+ * imports work without a build step. Requires tsx to be registered (src/cli/typescript.ts).
  */
 export async function loadProject(dir: string): Promise<LoadedProject> {
   const root = resolve(dir);
