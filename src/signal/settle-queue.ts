@@ -11,16 +11,11 @@ import type {
   Store,
 } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
-import { LEASE_EXPIRED, spentSettlement } from "./attempt-budget.ts";
+import { LEASE_EXPIRED, leaseSeconds, spentSettlement, unstartedFailure } from "./attempt-budget.ts";
 import type { HandlerOutcome } from "./worker-pool-types.ts";
 
 const SETTLE_BATCH = 256;
 const SETTLE_PARALLEL = 2;
-
-/** A lease as log text: 30000 → "30 s". */
-export function leaseSeconds(ms: number): string {
-  return `${ms / 1000} s`;
-}
 
 /** What one settle statement came to, handed back to the pool. */
 export interface SettledBatch {
@@ -144,11 +139,10 @@ export class SettleQueue {
    * without running it again and `retries + 1` invocations holds.
    */
   spent(m: ClaimedMessage): void {
-    const s = this.o.signal;
-    const settlement = spentSettlement(m, s, this.o.worker, this.o.clock.now());
+    const settlement = spentSettlement(m, this.o.signal, this.o.worker, this.o.clock.now());
     this.o.logger.warn(
       {
-        signal: s.name,
+        signal: this.o.signal.name,
         messageId: m.id,
         attempt: settlement.failure!.attempt,
         code: LEASE_EXPIRED,
@@ -156,6 +150,29 @@ export class SettleQueue {
       },
       settlement.failure!.message,
     );
+    this.unrun(m, settlement);
+  }
+
+  /**
+   * A buffered message dropped with its last attempt (its lease ran out before a slot freed up):
+   * settled now, under the claim it still holds (a lapsed lease nobody reclaimed still settles), with
+   * a failure that says it never started — not left for the next claim's "did not finish" text.
+   * The pool's "buffered message dropped" line is its log line.
+   */
+  unstarted(m: ClaimedMessage): void {
+    const s = this.o.signal;
+    const now = this.o.clock.now();
+    this.unrun(m, {
+      id: m.id,
+      worker: this.o.worker,
+      attempt: m.attempts,
+      status: s.deadLetter ? "dead" : "delivered",
+      failure: { ...unstartedFailure(s, m.attempts, this.o.leaseMs), at: now, attempt: m.attempts },
+    });
+  }
+
+  /** Queues the settlement of a message settled without running its handler. */
+  private unrun(m: ClaimedMessage, settlement: Settlement): void {
     this.pending.push(settlement);
     this.pendingLeases.push(m.leaseExpiresAt);
     if (m.key !== null) this.freeing.add(m.id);

@@ -14,7 +14,9 @@ function setup(o: {
   concurrency?: number;
   prefetch?: number;
   retries?: number;
+  deadLetter?: boolean;
   handle?: (m: ClaimedMessage) => Promise<HandlerOutcome>;
+  whenSpent?: (m: ClaimedMessage) => Promise<HandlerOutcome | undefined>;
 }) {
   const inner = createMemoryStore();
   const calls = { claim: 0, nextLeaseExpiry: 0, settle: 0 };
@@ -39,7 +41,10 @@ function setup(o: {
     store,
     clock,
     logger: pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) }),
-    signal: signal.once("pool.test", o.retries === undefined ? {} : { retries: o.retries }),
+    signal: signal.once("pool.test", {
+      ...(o.retries === undefined ? {} : { retries: o.retries }),
+      ...(o.deadLetter === undefined ? {} : { deadLetter: o.deadLetter }),
+    }),
     worker: "w1",
     concurrency: o.concurrency ?? 4,
     prefetch: o.prefetch ?? 4,
@@ -50,11 +55,41 @@ function setup(o: {
         ran.push(m.id);
         return Promise.resolve({ kind: "ok" });
       }),
+    ...(o.whenSpent === undefined ? {} : { whenSpent: o.whenSpent }),
   });
   pools.push(pool);
   const emit = (id: string) =>
     inner.enqueue([{ id, signal: "pool.test", key: null, payload: null, parentRunId: null }], 1_000_000);
   return { store: inner, pool, calls, ran, emit, clock, lines };
+}
+
+/**
+ * One slot, prefetch 1: m1 runs and blocks it while m2 waits in the buffer; the clock then passes
+ * m2's lease (taken with m1's claim) and m1 finishes, so the pool finds m2 lapsed. `ran` holds id#attempt.
+ */
+async function dropBuffered(
+  o: Pick<Parameters<typeof setup>[0], "retries" | "deadLetter" | "whenSpent"> = {},
+) {
+  let release!: () => void;
+  const blocked = new Promise<HandlerOutcome>((r) => (release = () => r({ kind: "ok" })));
+  const t = setup({
+    ...o,
+    concurrency: 1,
+    prefetch: 1,
+    handle: (m) => {
+      t.ran.push(`${m.id}#${m.attempts}`);
+      return m.id === "m1" ? blocked : Promise.resolve({ kind: "ok" });
+    },
+  });
+  await t.emit("m1");
+  await t.emit("m2");
+  t.pool.start();
+  await until(() => t.ran.length === 1, "m1 started, m2 buffered");
+  expect(t.ran).toEqual(["m1#1"]);
+  t.clock.advance(30_000); // m2's lease (claimed with m1) runs out in the buffer
+  release();
+  const drops = () => t.lines.filter((l) => l.msg.startsWith("buffered message dropped"));
+  return { ...t, drops };
 }
 
 const pools: WorkerPool[] = [];
@@ -89,28 +124,11 @@ describe("WorkerPool", () => {
   });
 
   it("a buffered message whose lease ran out before a slot freed up is dropped, logged once, and runs as its next attempt", async () => {
-    let release!: () => void;
-    const blocked = new Promise<HandlerOutcome>((r) => (release = () => r({ kind: "ok" })));
-    const t = setup({
-      concurrency: 1,
-      prefetch: 1,
-      handle: (m) => {
-        t.ran.push(`${m.id}#${m.attempts}`);
-        return m.id === "m1" ? blocked : Promise.resolve({ kind: "ok" });
-      },
-    });
-    await t.emit("m1");
-    await t.emit("m2");
-    t.pool.start();
-    await until(() => t.ran.length === 1, "m1 started, m2 buffered");
-    expect(t.ran).toEqual(["m1#1"]);
-    t.clock.advance(30_000); // m2's lease (claimed with m1) runs out in the buffer
-    release();
+    const t = await dropBuffered();
     await until(() => t.ran.includes("m2#2"), "m2 claimed again and run");
     await t.pool.whenIdle();
-    const drops = t.lines.filter((l) => l.msg.startsWith("buffered message dropped"));
-    expect(drops).toHaveLength(1);
-    expect(drops[0]).toMatchObject({
+    expect(t.drops()).toHaveLength(1);
+    expect(t.drops()[0]).toMatchObject({
       level: 40,
       signal: "pool.test",
       messageId: "m2",
@@ -121,33 +139,64 @@ describe("WorkerPool", () => {
     expect(await t.store.getMessage("m2")).toMatchObject({ status: "delivered", attempts: 2 });
   });
 
-  it("a buffered message dropped with its last attempt is logged as settled unrun at its next claim", async () => {
-    let release!: () => void;
-    const blocked = new Promise<HandlerOutcome>((r) => (release = () => r({ kind: "ok" })));
-    const t = setup({
-      concurrency: 1,
-      prefetch: 1,
-      retries: 0,
-      handle: (m) => {
-        t.ran.push(`${m.id}#${m.attempts}`);
-        return m.id === "m1" ? blocked : Promise.resolve({ kind: "ok" });
-      },
-    });
-    await t.emit("m1");
-    await t.emit("m2");
-    t.pool.start();
-    await until(() => t.ran.length === 1, "m1 started, m2 buffered");
-    t.clock.advance(30_000);
-    release();
+  it("a buffered message dropped with its last attempt is dead-lettered at once with a failure that says it never started", async () => {
+    const t = await dropBuffered({ retries: 0 });
     await until(async () => (await t.store.getMessage("m2"))?.status === "dead", "m2 dead-lettered");
     await t.pool.whenIdle();
-    const drops = t.lines.filter((l) => l.msg.startsWith("buffered message dropped"));
-    expect(drops).toHaveLength(1);
-    expect(drops[0]).toMatchObject({
+    expect(t.drops()).toHaveLength(1);
+    expect(t.drops()[0]).toMatchObject({
       messageId: "m2",
       attempt: 1,
-      msg: "buffered message dropped: its lease (30 s) ran out before a slot freed up; its next claim finds its 1 attempt(s) spent and settles it (LEASE_EXPIRED) without running it",
+      msg: "buffered message dropped: its lease (30 s) ran out before a slot freed up; it held its last attempt (1), so it is settled dead (LEASE_EXPIRED, never started) without running it",
     });
+    // The one line for it: no spent-claim line blaming a crash.
+    expect(t.lines.filter((l) => l.messageId === "m2").map((l) => l.msg)).toEqual([t.drops()[0]!.msg]);
+    expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
+    // What an operator reads (Console, `oke dead`, app.operator): settled by the pool under its own
+    // claim, so attempts stays 1 (no further claim) and the failure names the buffer, not a crash.
+    const dead = await t.store.getMessage("m2");
+    expect(dead).toMatchObject({ status: "dead", attempts: 1 });
+    expect(dead!.failures).toEqual([
+      {
+        code: "LEASE_EXPIRED",
+        message:
+          'attempt 1 of "pool.test" never started: its lease (30 s) ran out while it waited in this instance\'s buffer for a worker slot, and all 1 attempts are spent',
+        at: 1_030_000,
+        attempt: 1,
+      },
+    ]);
+  });
+
+  it("with deadLetter: false a buffered message dropped with its last attempt is delivered with the never-started failure", async () => {
+    const t = await dropBuffered({ retries: 0, deadLetter: false });
+    await until(async () => (await t.store.getMessage("m2"))?.status === "delivered", "m2 settled");
+    await t.pool.whenIdle();
+    expect(t.drops()[0]!.msg).toBe(
+      "buffered message dropped: its lease (30 s) ran out before a slot freed up; it held its last attempt (1), so it is settled delivered (LEASE_EXPIRED, never started) without running it",
+    );
+    expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
+    const m2 = await t.store.getMessage("m2");
+    expect(m2).toMatchObject({ status: "delivered", attempts: 1 });
+    expect(m2!.failures.map((f) => f.message)).toEqual([
+      'attempt 1 of "pool.test" never started: its lease (30 s) ran out while it waited in this instance\'s buffer for a worker slot, and all 1 attempts are spent',
+    ]);
+  });
+
+  it("a durable consumer's buffered message dropped with its last attempt is left to its next claim, which asks whenSpent", async () => {
+    const asked: string[] = [];
+    const t = await dropBuffered({
+      retries: 0,
+      whenSpent: (m) => {
+        asked.push(`${m.id}#${m.attempts}`);
+        return Promise.resolve(undefined);
+      },
+    });
+    await until(async () => (await t.store.getMessage("m2"))?.status === "dead", "m2 dead-lettered");
+    await t.pool.whenIdle();
+    expect(asked).toEqual(["m2#2"]); // its run, if an earlier attempt started one, decides
+    expect(t.drops()[0]!.msg).toBe(
+      "buffered message dropped: its lease (30 s) ran out before a slot freed up; its next claim finds its 1 attempt(s) spent and settles it (LEASE_EXPIRED) without running it",
+    );
     expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
   });
 

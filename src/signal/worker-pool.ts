@@ -1,7 +1,7 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
 import type { ClaimedMessage } from "../store/types.ts";
-import { budgetSpent, LEASE_EXPIRED } from "./attempt-budget.ts";
-import { leaseSeconds, SettleQueue, type SettledBatch } from "./settle-queue.ts";
+import { budgetSpent, LEASE_EXPIRED, leaseSeconds } from "./attempt-budget.ts";
+import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
 import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
 export type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
@@ -51,6 +51,12 @@ export class WorkerPool {
   private reserved = 0;
   private readonly reservations = new Set<Promise<void>>();
   private stopped = false;
+  /**
+   * Dropped last attempts whose never-started settle is not back yet: the pool claims nothing until it
+   * is, or its own claim would reclaim the lapsed message first (fencing that settle off) and settle
+   * it with the spent-claim text. Empty but for that rare drop.
+   */
+  private readonly dropsSettling = new Set<string>();
 
   constructor(private readonly o: WorkerPoolOptions) {
     this.settles = new SettleQueue({
@@ -142,7 +148,7 @@ export class WorkerPool {
     try {
       do {
         this.again = false;
-        while (this.running && this.room() > 0) {
+        while (this.running && this.room() > 0 && this.dropsSettling.size === 0) {
           const want = this.room();
           this.roomHeld += want;
           let claimed: ClaimedMessage[];
@@ -245,14 +251,26 @@ export class WorkerPool {
 
   /**
    * A buffered message not started within its lease: never run late. Its claim counted as an attempt,
-   * so the next claim is a new one, or finds the budget spent and settles it unrun (LEASE_EXPIRED).
+   * so the next claim is a new one. When it held the last attempt it is settled at once as never
+   * started (SettleQueue.unstarted) rather than by the next claim, whose spent-claim text would blame
+   * a crash. A durable consumer's (whenSpent) still goes to that claim: its run, if an earlier attempt
+   * started one, decides the message's outcome.
    */
   private dropped(m: ClaimedMessage, now: number): void {
-    const next = budgetSpent({ attempts: m.attempts + 1 }, this.o.signal)
-      ? `its next claim finds its ${this.o.signal.retries + 1} attempt(s) spent and settles it (${LEASE_EXPIRED}) without running it`
-      : `it is claimable again now and runs as attempt ${m.attempts + 1}`;
+    const s = this.o.signal;
+    const last = m.attempts === s.retries + 1;
+    let next: string;
+    if (last && this.o.whenSpent === undefined) {
+      this.dropsSettling.add(m.id);
+      this.settles.unstarted(m);
+      next = `it held its last attempt (${s.retries + 1}), so it is settled ${s.deadLetter ? "dead" : "delivered"} (${LEASE_EXPIRED}, never started) without running it`;
+    } else if (budgetSpent({ attempts: m.attempts + 1 }, s)) {
+      next = `its next claim finds its ${s.retries + 1} attempt(s) spent and settles it (${LEASE_EXPIRED}) without running it`;
+    } else {
+      next = `it is claimable again now and runs as attempt ${m.attempts + 1}`;
+    }
     this.o.logger.warn(
-      { signal: this.o.signal.name, messageId: m.id, attempt: m.attempts, lateMs: now - m.leaseExpiresAt },
+      { signal: s.name, messageId: m.id, attempt: m.attempts, lateMs: now - m.leaseExpiresAt },
       `buffered message dropped: its lease (${leaseSeconds(this.o.leaseMs)}) ran out before a slot freed up; ${next}`,
     );
   }
@@ -320,7 +338,16 @@ export class WorkerPool {
 
   /** A settle returned: start what it handed off, warn about fenced settlements, claim when it freed work. */
   private settled({ batch, sent, keyed, frees }: SettledBatch): void {
-    if (sent === undefined) return;
+    // Claims waited for dropped last attempts' settles (committed or given up): claim again.
+    let resume = false;
+    if (this.dropsSettling.size > 0) {
+      for (const b of batch) this.dropsSettling.delete(b.id);
+      resume = this.dropsSettling.size === 0;
+    }
+    if (sent === undefined) {
+      if (resume) this.wake();
+      return;
+    }
     const { settled, result: r } = sent;
     const handed = r.claimed ?? [];
     if (handed.length > 0) {
@@ -351,7 +378,7 @@ export class WorkerPool {
     // at concurrency 1 one claim per message. While the buffer holds more, handlers are running
     // and the last of them to find it half empty claims.
     const refill = this.buffer.length <= this.o.prefetch / 2;
-    if ((this.mayHaveMore && refill) || frees) this.wake();
+    if ((this.mayHaveMore && refill) || frees || resume) this.wake();
   }
 
   /** True when nothing runs, nothing waits to settle, and the last claim found the queue drained. */
