@@ -1,4 +1,4 @@
-// Prepared statements on postgres: a lone emit, a run's start and its journal functions' calls are prepared on their server connection in the default mode (a settle, an UPDATE whose generic plan could go stale, never), and nothing in poll-only mode (the PgBouncer transaction-pooling setting); the functions' own plans stay on the runs primary key.
+// Prepared statements on postgres: a lone emit, a run's start, its journal functions' calls and the lone delivered settle's function call are prepared on their server connection in the default mode, and nothing in poll-only mode (the PgBouncer transaction-pooling setting); the functions' own plans stay on the runs and messages primary keys.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
@@ -99,12 +99,11 @@ const preparedOn = async (pool: pg.Pool): Promise<string[]> =>
   );
 
 describe("postgres prepared statements", () => {
-  it("prepares the lone emit on the connection that ran it, and not the settle", async () => {
+  it("prepares the lone emit and the call of the lone settle's function on the connection that ran them", async () => {
     const { store, pool } = await storeOnOneConnection(true);
     await emitClaimSettle(store);
     const names = await preparedOn(pool);
-    expect(names).toHaveLength(1);
-    expect(names[0]).toMatch(/^oke_enq1_/);
+    expect(names.map((n) => n.split("_")[1]).sort()).toEqual(["enq1", "settled1"]);
   });
 
   it("prepares nothing in poll-only mode, where a pooler may hand the next statement another connection", async () => {
@@ -193,5 +192,57 @@ describe("postgres prepared statements", () => {
     expect(await store.getJournal("lastb5")).toHaveLength(3);
     const names = (await preparedOn(pool)).map((n) => n.split("_")[1]).sort();
     expect(names).toEqual(["append1", "appendN", "finish1", "finishN", "start1", "startN"]);
+  });
+  it("keeps the lone delivered settle's plan on the messages primary key when it was made on a tiny, analysed table", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const s = `"${schema}"`;
+    let n = 0;
+    /** k keyed messages emitted, claimed by w and settled delivered at `now` (one settle), then the same settle again (a retry: applied again through `done`). */
+    const round = async (k: number, now: number): Promise<void> => {
+      const msgs = Array.from({ length: k }, () => ({
+        id: `m${n++}`,
+        signal: "s",
+        key: `k${n}`,
+        payload: null,
+        parentRunId: null,
+      }));
+      await store.enqueue(msgs, now);
+      const claimed = await store.claim({ signal: "s", worker: "w", max: k, now, leaseMs: 60_000 });
+      expect(claimed).toHaveLength(k);
+      const batch = claimed.map((c) => ({
+        id: c.id,
+        worker: "w",
+        attempt: c.attempts,
+        status: "delivered" as const,
+      }));
+      const ids = msgs.map((m) => m.id).sort();
+      for (let retry = 0; retry < 2; retry++)
+        expect((await store.settle(batch, now + 1)).applied.slice().sort()).toEqual(ids);
+    };
+    // Statistics of a 3-row messages (one page): a plan made on them without the function's
+    // enable_seqscan = off updates by a sequential scan, and keeps doing so once the table is big.
+    await round(3, 10);
+    await pool.query(`ANALYZE ${s}.messages`);
+    // Planned now: more than the five custom plans PL/pgSQL makes before it keeps a generic one.
+    for (let i = 0; i < 8; i++) await round(1, 20);
+    await pool.query(`INSERT INTO ${s}.messages (id, signal, key, status, attempts, created_at, updated_at)
+      SELECT 'big' || g, 's', 'b' || g, 'delivered', 1, g, g FROM generate_series(1, 20000) g`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
+    );
+    await round(1, 30);
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    // The lone settle and its retry (the settle's query text has the retry's `done`; the claim
+    // updates messages too), each an UPDATE of messages through its primary key.
+    const updates = plans.filter((p) => /Update on messages/.test(p) && /done AS/.test(p));
+    expect(updates).toHaveLength(2);
+    for (const p of updates) {
+      expect(p).toMatch(/Index Scan (using|on) messages_pkey/);
+      expect(p).not.toMatch(/Seq Scan on messages/);
+    }
+    expect(await store.getMessage(`m${n - 1}`)).toMatchObject({ status: "delivered", updatedAt: 31 });
+    expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("settled1");
   });
 });

@@ -1,6 +1,6 @@
 /** Batched, fenced settle of message outcomes on postgres. */
 import type { SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
-import { type PgContext, q, unique } from "./postgres-context.ts";
+import { type PgContext, preparedName, q, unique } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -226,10 +226,12 @@ ${deliveredTail("count(*) = cardinality($1::text[])")}`;
 /**
  * settleDeliveredSql for one message: a lone settle (S4: one emit at a time,
  * each handler's settle alone) as a plain UPDATE by primary key, less to parse
- * and plan than the array form. Not prepared: a generic plan made while
+ * and plan than the array form. Not prepared as is: a generic plan made while
  * `messages` holds a page or two is a sequential scan, and it stays one on that
  * connection until an ANALYZE invalidates it (measured on `runs`: 20–39 ms a
- * call once 200 000 rows had arrived; bench/README.md, S9 second pass).
+ * call once 200 000 rows had arrived; bench/README.md, S9 second pass). Sent as
+ * the body of migration 0020's settle_delivered_one (settleDeliveredOneCall),
+ * which keeps its plan off sequential scans.
  * Parameters: $1 id, $2 attempt, then as settleDeliveredSql.
  */
 export const settleDeliveredOneSql = (s: string): string => `WITH upd AS (
@@ -277,6 +279,24 @@ ${deliveredUpdate(s)}  RETURNING m.id, m.signal, m.key, m.status, m.seq
 ${deliveredDone(s, "m.id, m.signal, m.key, m.status, m.seq")}),
 ${handoffSql(s, { now: "$3", worker: "$4", lease: "$7", max: "$8" })}${settleTail("$5", "$6")}`;
 
+/**
+ * The call of migration 0020's settle_delivered_one, which runs settleDeliveredOneSql (same
+ * parameters) planned once per connection inside PL/pgSQL; prepared by name, text and name built
+ * once per schema. Backend CPU per lone settle 1 200 -> 475 µs (bench/README.md, "Settle
+ * planning"). The batch (settleDeliveredSql) is still sent as is: as a function its planning
+ * went (0.6 ms a call) but S5's backend CPU per message did not fall measurably.
+ */
+const deliveredOneCalls = new Map<string, { text: string; name: string }>();
+export function settleDeliveredOneCall(s: string): { text: string; name: string } {
+  let c = deliveredOneCalls.get(s);
+  if (c === undefined) {
+    const text = `SELECT applied, signals FROM ${s}.settle_delivered_one($1::text, $2::integer, $3::bigint, $4::text, $5::text, $6::text)`;
+    c = { text, name: preparedName("settled1", text) };
+    deliveredOneCalls.set(s, c);
+  }
+  return c;
+}
+
 export async function settle(
   ctx: PgContext,
   settlements: readonly Settlement[],
@@ -292,9 +312,10 @@ export async function settle(
   const max = handoff === undefined ? 0 : Math.max(0, Math.floor(handoff.max));
   const leaseMs = handoff?.leaseMs ?? 0;
   let sql: string;
+  let name: string | undefined;
   let params: unknown[];
   if (plain && max === 0 && settlements.length === 1) {
-    sql = settleDeliveredOneSql(ctx.s);
+    ({ text: sql, name } = settleDeliveredOneCall(ctx.s));
     const one = settlements[0]!;
     params = [one.id, one.attempt, now, worker, ctx.notify ? ctx.channel : null, ctx.origin];
   } else if (plain && (max === 0 || handoff!.worker === worker)) {
@@ -317,12 +338,12 @@ export async function settle(
   type Row = { applied: string[] | null; signals: string[] } & ({ id: null } | MessageRow);
   let rows: Row[];
   try {
-    ({ rows } = await q<Row>(ctx.pool, sql, params));
+    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
   } catch (err) {
     // Rows are updated in id order, so two settles should never deadlock; if the planner ever
     // breaks that order, PostgreSQL aborts one of them and it is safe to apply it again.
     if ((err as { code?: unknown }).code !== "40P01") throw err;
-    ({ rows } = await q<Row>(ctx.pool, sql, params));
+    ({ rows } = await q<Row>(ctx.pool, sql, params, name));
   }
   const row = rows[0];
   const ids = settlements.map((x) => x.id);
