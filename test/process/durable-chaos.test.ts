@@ -228,6 +228,19 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
           `(${inStep} inside a step, ${afterWake} of them in step b after a wake, ${whileParked} while runs were parked, ${starterKills} of starters) + 1 PostgreSQL restart (${selfDied.length} processes exited on their own and were replaced${selfDied.length > 0 ? `: ${selfDied[0]}` : ""}); ` +
           `${reRuns} step re-runs (${unexplained.length} not explained by a kill), ${missingSteps.length} steps never ran; ${Math.round((Date.now() - started) / 1000)} s`,
       );
+      // Why a run failed or a message went dead, in the assertion's own output: a failure under
+      // load is otherwise a count with no cause.
+      const failedRuns = (
+        await fleet.query<{ id: string; recoveries: number; error: unknown }>(
+          `SELECT id, recoveries, error FROM dchaos.runs WHERE flow IN ('chaos.run', 'chaos.consume') AND status <> 'completed'`,
+        )
+      ).rows;
+      const deadMessages = (
+        await fleet.query<{ id: string; attempts: number; failures: unknown }>(
+          `SELECT id, attempts, failures FROM dchaos.messages WHERE signal = 'chaos.runs' AND status <> 'delivered'`,
+        )
+      ).rows;
+      expect({ failedRuns, deadMessages }).toEqual({ failedRuns: [], deadMessages: [] });
       expect(ids.size).toBe(RUNS + CONSUMED);
       expect(runs).toHaveLength(RUNS + CONSUMED);
       expect(status).toEqual({ completed: RUNS + CONSUMED });
