@@ -129,15 +129,7 @@ describe.each(drivers)("durable.maxRecoveries on the $name driver", (driver) => 
 
   it("a durable consumer's run past the bound: the message is dead with the run's OKE1303 failure at once, attempts left or not", async () => {
     const store = await apps.store();
-    const { ran, f } = body("poison.jobs");
-    const jobs = signal.once("poison.jobs", { retries: 5 });
-    // The run's id is its message's: the message was claimed once by a worker that died with it.
-    await store.open();
-    await store.enqueue([{ id: RUN, signal: "poison.jobs", key: null, payload: {}, parentRunId: null }], T0);
-    await store.claim({ signal: "poison.jobs", worker: "dead-worker", max: 1, now: T0, leaseMs: 1_000 });
-    await diedRepeatedly(store, "poison.jobs", 2);
-    const { app } = await boot(store, { w: on(jobs, f) }, 2);
-    await dead(app);
+    const { ran } = await poisonedConsumer(store);
     const m = (await store.getMessage(RUN))!;
     const r = (await store.getRun(RUN))!;
     expect(r).toMatchObject({ status: "failed", recoveries: 3, error: { code: "OKE1303" } });
@@ -151,14 +143,7 @@ describe.each(drivers)("durable.maxRecoveries on the $name driver", (driver) => 
 
   it("an operator replay of that OKE1303 dead letter runs it afresh as <id>.r1, which completes; the poisoned run stays failed with its count", async () => {
     const store = await apps.store();
-    const { ran, f } = body("poison.jobs");
-    const jobs = signal.once("poison.jobs", { retries: 5 });
-    await store.open();
-    await store.enqueue([{ id: RUN, signal: "poison.jobs", key: null, payload: {}, parentRunId: null }], T0);
-    await store.claim({ signal: "poison.jobs", worker: "dead-worker", max: 1, now: T0, leaseMs: 1_000 });
-    await diedRepeatedly(store, "poison.jobs", 2);
-    const { app } = await boot(store, { w: on(jobs, f) }, 2);
-    await dead(app);
+    const { ran, app } = await poisonedConsumer(store);
     const [letter] = await app.operator.deadLetters("poison.jobs");
     expect(letter).toMatchObject({ id: RUN, status: "dead" });
     expect(letter!.failures.at(-1)).toMatchObject({ code: "OKE1303" });
@@ -190,6 +175,23 @@ describe.each(drivers)("durable.maxRecoveries on the $name driver", (driver) => 
     });
     expect((await store.getJournal(RUN)).map(entryName)).toEqual(["charge", "undo:charge"]);
   });
+
+  /**
+   * A durable consumer's run past the bound (maxRecoveries 2): its message, claimed once by a
+   * worker that died with it (the run's id is the message's), recovered twice more, then an app
+   * takes it over; returns once the message is dead.
+   */
+  async function poisonedConsumer(store: Store) {
+    const { ran, f } = body("poison.jobs");
+    const jobs = signal.once("poison.jobs", { retries: 5 });
+    await store.open();
+    await store.enqueue([{ id: RUN, signal: "poison.jobs", key: null, payload: {}, parentRunId: null }], T0);
+    await store.claim({ signal: "poison.jobs", worker: "dead-worker", max: 1, now: T0, leaseMs: 1_000 });
+    await diedRepeatedly(store, "poison.jobs", 2);
+    const { app } = await boot(store, { w: on(jobs, f) }, 2);
+    await dead(app);
+    return { ran, app };
+  }
 
   /** Until the message is dead, letting its lease lapse (1 s) whenever it waits on one. */
   async function dead(app: TestApp): Promise<void> {
