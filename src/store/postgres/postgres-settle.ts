@@ -224,35 +224,18 @@ ${deliveredDone(s, "m.id, m.signal, m.key IS NOT NULL AS frees")})
 ${deliveredTail("count(*) = cardinality($1::text[])")}`;
 
 /**
- * settleDeliveredSql for one message: a lone settle (S4: one emit at a time,
- * each handler's settle alone) as a plain UPDATE by primary key, less to parse
- * and plan than the array form. Not prepared as is: a generic plan made while
- * `messages` holds a page or two is a sequential scan, and it stays one on that
- * connection until an ANALYZE invalidates it (measured on `runs`: 20–39 ms a
- * call once 200 000 rows had arrived; bench/README.md, S9 second pass). Sent as
- * the body of migration 0020's settle_delivered_one (settleDeliveredOneCall),
- * which keeps its plan off sequential scans.
- * Parameters: $1 id, $2 attempt, then as settleDeliveredSql.
+ * A lone delivered settle (S4: one emit at a time, each handler's settle alone) is migration
+ * 0020's settle_delivered_one (settleDeliveredOneCall): settleDeliveredSql's UPDATE for one
+ * primary key plus the retry lookup (see generalDone), with this module's tail. Its text lives in
+ * the migration only (migrations are frozen; a copy here went dead when the call replaced it).
+ * Not sent as a prepared statement: a generic plan made while `messages` holds a page or two is a
+ * sequential scan, kept on that connection until an ANALYZE (measured on `runs`: 20–39 ms a call
+ * once 200 000 rows had arrived; bench/README.md, S9 second pass); the function keeps its plan off
+ * sequential scans. Parameters: $1 id, $2 attempt, then as settleDeliveredSql.
  */
-export const settleDeliveredOneSql = (s: string): string => `WITH upd AS (
-  UPDATE ${s}.messages m
-  SET status = 'delivered', locked_by = NULL, lease_expires_at = NULL, updated_at = $3::bigint
-  WHERE m.id = $1::text AND m.locked_by = $4::text AND m.attempts = $2::integer
-  RETURNING m.id, m.signal, m.key IS NOT NULL AS frees
-),
-done AS (
-  -- A retry of a settle that committed (see generalDone).
-  SELECT m.id, m.signal, m.key IS NOT NULL AS frees FROM ${s}.messages m
-  WHERE NOT EXISTS (SELECT 1 FROM upd) AND m.id = $1::text AND m.status = 'delivered' AND m.locked_by IS NULL
-    AND m.attempts = $2::integer AND m.updated_at = $3::bigint
-),
-settled AS (
-  SELECT * FROM upd UNION ALL SELECT * FROM done
-)
-${deliveredTail("false")}`;
 
 /**
- * What settleDeliveredSql and settleDeliveredOneSql return: applied ids, freed signals, the NOTIFY
+ * What settleDeliveredSql and settle_delivered_one (migration 0020) return: applied ids, freed signals, the NOTIFY
  * ($5 channel, $6 origin). `all` says every input row was applied: then `applied` is NULL instead
  * of the ids — the common batch, whose 256 ids the server aggregated and sent back and the driver
  * parsed, only for settle() to find each one applied (~1 µs of Node CPU per message).
@@ -280,8 +263,8 @@ ${deliveredDone(s, "m.id, m.signal, m.key, m.status, m.seq")}),
 ${handoffSql(s, { now: "$3", worker: "$4", lease: "$7", max: "$8" })}${settleTail("$5", "$6")}`;
 
 /**
- * The call of migration 0020's settle_delivered_one, which runs settleDeliveredOneSql (same
- * parameters) planned once per connection inside PL/pgSQL; prepared by name, text and name built
+ * The call of migration 0020's settle_delivered_one (parameters as described above), planned
+ * once per connection inside PL/pgSQL; prepared by name, text and name built
  * once per schema. Backend CPU per lone settle 1 200 -> 475 µs (bench/README.md, "Settle
  * planning"). The batch (settleDeliveredSql) is still sent as is: as a function its planning
  * went (0.6 ms a call) but S5's backend CPU per message did not fall measurably.
