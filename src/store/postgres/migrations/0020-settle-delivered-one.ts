@@ -2,9 +2,12 @@
 import type { Migration } from "./migration.ts";
 
 /**
- * settleDeliveredOneSql (one message delivered: S4's settles, and the lone ones of any drain) word
- * for word as the one query of a PL/pgSQL function ($1 … $6 are its parameters, in the
- * statement's order), which plans it once per connection instead of on every call.
+ * The lone delivered settle (one message delivered: S4's settles, and the lone ones of any drain;
+ * postgres-settle.ts's settleDeliveredSql UPDATE for one primary key plus its retry lookup) as the
+ * one query of a PL/pgSQL function ($1 … $6 are its parameters, in the statement's order), which
+ * plans it once per connection instead of on every call. Its text lives here only: the TS copy it
+ * was written from (settleDeliveredOneSql) went when the call (settleDeliveredOneCall) replaced it.
+ * This comment is not migration text; the `sql` below is frozen.
  * pg_stat_statements on a private cluster, S5 drain: the statement as sent planned 0.34–0.41 ms
  * per call, as long as its execution (0.30–0.37 ms). Made once, the plan must not go stale as
  * `messages` grows; as in 0017:
