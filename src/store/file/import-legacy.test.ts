@@ -1,5 +1,5 @@
 // The file driver opens a `.oke` of the old format (journal.json + journal.log, written by the memory-engine driver) by importing it once.
-import { cp, mkdtemp, readFile, readdir, rm } from "node:fs/promises";
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +20,17 @@ async function oldDir(): Promise<string> {
   dirs.push(dir);
   await cp(join(FIXTURE, "journal.json"), join(dir, "journal.json"));
   await cp(join(FIXTURE, "journal.log"), join(dir, "journal.log"));
+  return dir;
+}
+
+/** oldDir() with journal.json's runs changed first (a state a later version of the old driver wrote). */
+async function oldDirWith(change: (runs: Record<string, unknown>[]) => void): Promise<string> {
+  const dir = await oldDir();
+  const file = JSON.parse(await readFile(join(dir, "journal.json"), "utf8")) as {
+    state: { runs: Record<string, unknown>[] };
+  };
+  change(file.state.runs);
+  await writeFile(join(dir, "journal.json"), JSON.stringify(file));
   return dir;
 }
 
@@ -113,6 +124,29 @@ describe("file store: importing the old format", () => {
     );
     const head = (JSON.parse(await readFile(join(FIXTURE, "expected.json"), "utf8")) as Expected).tapeHead;
     expect(more[0]!.position).toBeGreaterThan(head);
+  });
+
+  it("a reserved sleeper stays reserved and a run's recoveries come across (the engines' rules, not an older copy)", async () => {
+    const wake = T0 + 3_600_000; // r-sleep's wakeAt in the fixture
+    const dir = await oldDirWith((runs) => {
+      const r = runs.find((x) => x.id === "r-sleep")!;
+      // Claimed ahead of its wake by o-res (claimDueRuns with sleepersDueBy): still sleeping, leased.
+      Object.assign(r, { leaseOwner: "o-res", leaseExpiresAt: wake + 30_000, recoveries: 2 });
+    });
+    const s = await openStore(dir);
+    expect(await s.getRun("r-sleep")).toMatchObject({
+      status: "sleeping",
+      leaseOwner: "o-res",
+      leaseExpiresAt: wake + 30_000,
+      wakeAt: wake,
+      recoveries: 2,
+    });
+    // Past its wake but inside the reservation: due to nobody else (its deadline is the later of the two).
+    const early = await s.claimDueRuns({ owner: "n", now: wake + 1, max: 10, leaseMs: 1000 });
+    expect(early.map((d) => d.run.id)).toEqual(["r-live"]);
+    // Once the reservation lapsed too, another owner takes it.
+    const late = await s.claimDueRuns({ owner: "n", now: wake + 30_001, max: 10, leaseMs: 1000 });
+    expect(late.map((d) => d.run.id)).toContain("r-sleep");
   });
 
   it("imports once: a reopen reads store.db alone, and old files that reappear after the import are not read again", async () => {

@@ -6,6 +6,7 @@ import { MemoryEngine, applyOp, type EngineOp, type EngineSnapshot } from "../..
 import { fileStoreErrors } from "../file-errors.ts";
 import { LOG_FILE, SNAPSHOT_FILE, recover } from "../recovery.ts";
 import { fsyncDir } from "../durable-fs.ts";
+import { runDeadline } from "../../wake-rules.ts";
 import type { SqliteDb } from "./sqlite-db.ts";
 
 /** Suffix the old files get once their state is in store.db; they are kept, never deleted. */
@@ -113,15 +114,16 @@ export function writeSnapshot(db: SqliteDb, snap: EngineSnapshot): void {
 
   const run = db.prepare(
     `INSERT INTO runs (id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at,
-       wake_at, deadline, status_seq, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       wake_at, deadline, status_seq, recoveries, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const entry = db.prepare(
     `INSERT INTO journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   snap.runs.forEach((r, i) => {
-    const isLeased = r.status === "running" || r.status === "compensating";
-    const deadline = r.status === "sleeping" ? r.wakeAt : isLeased ? r.leaseExpiresAt : null;
+    // The engines' own rule (a reserved sleeper is due to others once its wake and its reservation
+    // have both passed), not a copy of it; the restored record carries recoveries (0 when the old
+    // snapshot predates them).
     run.run(
       r.id,
       r.flow,
@@ -133,8 +135,9 @@ export function writeSnapshot(db: SqliteDb, snap: EngineSnapshot): void {
       r.leaseOwner,
       r.leaseExpiresAt,
       r.wakeAt,
-      deadline,
+      runDeadline(r),
       i + 1,
+      r.recoveries,
       r.createdAt,
       r.updatedAt,
     );
