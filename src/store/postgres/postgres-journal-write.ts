@@ -41,7 +41,7 @@ export async function append(ctx: PgContext, req: AppendRequest): Promise<void> 
   const sql = `
     WITH run AS (
       UPDATE ${ctx.s}.runs
-      SET updated_at = $3, lease_expires_at = CASE WHEN $4::bigint IS NULL THEN lease_expires_at ELSE $3::bigint + $4::bigint END
+      SET stepped_at = $3, lease_expires_at = CASE WHEN $4::bigint IS NULL THEN lease_expires_at ELSE $3::bigint + $4::bigint END
       WHERE ${fence}
       RETURNING id),
     entries AS (${insertEntriesSql(ctx.s, "$5", fencedIn)} RETURNING 1),

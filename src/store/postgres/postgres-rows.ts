@@ -63,6 +63,8 @@ export interface RunRow {
   recoveries: number;
   created_at: number;
   updated_at: number;
+  /** Migration 0021: the last append or lease renewal (updated_at: the last status or holder change). */
+  stepped_at: number | null;
 }
 
 export interface EntryRow {
@@ -140,7 +142,7 @@ export function toRunRecord(r: RunRow): RunRecord {
     wakeAt: r.wake_at,
     recoveries: r.recoveries,
     createdAt: r.created_at,
-    updatedAt: r.updated_at,
+    updatedAt: (r.stepped_at ?? 0) > r.updated_at ? r.stepped_at! : r.updated_at,
   };
   const output = fromJson(r.output);
   if (output !== undefined) run.output = output;

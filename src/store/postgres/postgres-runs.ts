@@ -87,7 +87,7 @@ export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<Acquire
  * once a later migration adds a column (a rolling deploy).
  */
 export const runColumns =
-  "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, recoveries, created_at, updated_at";
+  "id, flow, status, input, output, error, parent_run_id, lease_owner, lease_expires_at, wake_at, recoveries, created_at, updated_at, stepped_at";
 
 export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredRun> {
   // Prepared: a one-row INSERT … VALUES (its conflict check is always the primary key) has no plan
@@ -110,7 +110,7 @@ export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredR
 export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
   const { rowCount } = await q(
     ctx.pool,
-    `UPDATE ${ctx.s}.runs SET lease_expires_at = $3::bigint + $4::bigint, updated_at = $3
+    `UPDATE ${ctx.s}.runs SET lease_expires_at = $3::bigint + $4::bigint, stepped_at = $3
      WHERE id = $1 AND status IN ('running', 'compensating') AND lease_owner = $2`,
     [req.runId, req.owner, req.now, req.leaseMs],
   );
@@ -231,7 +231,7 @@ function claimedWithJournal(s: string): string {
        FROM due WHERE r.id = due.id
        RETURNING r.*, due.due_at)
      SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.recoveries, c.created_at, c.updated_at, c.due_at,
+            c.recoveries, c.created_at, c.updated_at, c.stepped_at, c.due_at,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,

@@ -14,6 +14,7 @@ import { m0017 } from "./0017-journal-functions.ts";
 import { m0018 } from "./0018-journal-batch-functions.ts";
 import { m0019 } from "./0019-message-replays.ts";
 import { m0020 } from "./0020-settle-delivered-one.ts";
+import { m0021 } from "./0021-hot-append.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -36,4 +37,5 @@ export const migrations: readonly Migration[] = [
   m0018,
   m0019,
   m0020,
+  m0021,
 ];

@@ -1,0 +1,129 @@
+// Migration 0021 on postgres: a run's appends (alone, with emits, batched) and lease renewals rewrite its row as HOT updates (no new index entries), and updatedAt and the lease still move with them.
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Store } from "../types.ts";
+import { createPostgresStore } from "./postgres-store.ts";
+import { dropSchema, freshSchema, PG_URL } from "./test-support.ts";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+/** A store on a pool of one connection, so the test reads the statistics of the session the store wrote on. */
+async function storeOnOneConnection(): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
+  const schema = freshSchema("hot");
+  cleanups.push(() => dropSchema(schema));
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  cleanups.push(() => pool.end());
+  const store = createPostgresStore({ pool, connectionString: PG_URL, schema, pollIntervalMs: 3_600_000 });
+  cleanups.push(() => store.close());
+  await store.open();
+  return { store, pool, schema };
+}
+
+/** Row updates of `runs` so far and how many of them were HOT, once this session's pending statistics are flushed. */
+async function updates(pool: pg.Pool, schema: string): Promise<{ all: number; hot: number }> {
+  // Flushed when the session goes idle after this statement, before the next one runs.
+  await pool.query("SELECT pg_stat_force_next_flush()");
+  const { rows } = await pool.query<{ all: string; hot: string }>(
+    `SELECT n_tup_upd AS all, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+    [`"${schema}".runs`],
+  );
+  return { all: Number(rows[0]!.all), hot: Number(rows[0]!.hot) };
+}
+
+const step = (runId: string, seq: number, at: number) => ({
+  runId,
+  seq,
+  kind: "step" as const,
+  name: `s${seq}`,
+  value: seq,
+  at,
+});
+
+describe("postgres: appends and renewals are HOT updates", () => {
+  it("a lone append, an append that emits and a lease renewal add no index entries, and still move updatedAt and the lease", async () => {
+    const { store, pool, schema } = await storeOnOneConnection();
+    await store.startRun({
+      id: "r1",
+      flow: "f",
+      input: null,
+      parentRunId: null,
+      owner: "o",
+      now: 100,
+      leaseMs: 1_000,
+    });
+    const before = await updates(pool, schema);
+    for (let seq = 0; seq < 3; seq++)
+      await store.append({
+        runId: "r1",
+        owner: "o",
+        now: 101 + seq,
+        leaseMs: 1_000,
+        entries: [step("r1", seq, 101 + seq)],
+      });
+    expect(await store.getRun("r1")).toMatchObject({ updatedAt: 103, leaseExpiresAt: 1_103, createdAt: 100 });
+    await store.append({
+      runId: "r1",
+      owner: "o",
+      now: 104,
+      leaseMs: 1_000,
+      entries: [step("r1", 3, 104)],
+      emits: [{ id: "m1", signal: "s", key: null, payload: { n: 1 }, parentRunId: "r1" }],
+    });
+    await store.renewLease({ runId: "r1", owner: "o", now: 105, leaseMs: 1_000 });
+    const after = await updates(pool, schema);
+    expect(after.all - before.all).toBe(5);
+    expect(after.hot - before.hot).toBe(5);
+    expect(await store.getRun("r1")).toMatchObject({
+      status: "running",
+      updatedAt: 105,
+      leaseExpiresAt: 1_105,
+    });
+    // A lease that lapsed after the renewal is found by the claim (runs_running_flow), and the take is no HOT update.
+    const [taken] = await store.claimDueRuns({
+      owner: "o2",
+      now: 1_106,
+      max: 5,
+      leaseMs: 1_000,
+      flows: ["f"],
+    });
+    expect(taken).toMatchObject({ run: { id: "r1", leaseOwner: "o2", updatedAt: 1_106, recoveries: 1 } });
+    expect(taken!.entries.map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+    await store.finish({ runId: "r1", owner: "o2", now: 1_200, status: "completed", output: 1 });
+    expect(await store.getRun("r1")).toMatchObject({ status: "completed", updatedAt: 1_200 });
+    const done = await updates(pool, schema);
+    expect(done.all - after.all).toBe(2);
+    expect(done.hot - after.hot).toBe(0);
+  });
+
+  it("appends of runs in flight together share a statement and are HOT updates too", async () => {
+    const { store, pool, schema } = await storeOnOneConnection();
+    const ids = Array.from({ length: 6 }, (_, i) => `b${i}`);
+    await Promise.all(
+      ids.map((id) =>
+        store.startRun({
+          id,
+          flow: "f",
+          input: null,
+          parentRunId: null,
+          owner: "o",
+          now: 10,
+          leaseMs: 1_000,
+        }),
+      ),
+    );
+    const before = await updates(pool, schema);
+    await Promise.all(
+      ids.map((id) =>
+        store.append({ runId: id, owner: "o", now: 20, leaseMs: 1_000, entries: [step(id, 0, 20)] }),
+      ),
+    );
+    const after = await updates(pool, schema);
+    expect(after.all - before.all).toBe(6);
+    expect(after.hot - before.hot).toBe(6);
+    for (const id of ids)
+      expect(await store.getRun(id)).toMatchObject({ updatedAt: 20, leaseExpiresAt: 1_020 });
+  });
+});
