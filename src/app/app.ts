@@ -133,7 +133,7 @@ class OkeApp implements App, FxRuntime {
       runner: {
         execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
         deliverDurable: (flow, m, retryable) => this.durable.deliver(flow, m, retryable),
-        spentDurable: (flow, m) => this.durable.deliverSpent(flow, m),
+        spentDurable: (flow, m, unstarted) => this.durable.deliverSpent(flow, m, unstarted),
       },
       wrapHandler: (signal, handle) => this.schedules.handlerFor(signal, handle),
     });

@@ -252,8 +252,18 @@ export class DurableRuntime {
    * a retryable failure → this claim is the last attempt. `undefined` (no run, or its holder died with
    * the lease) → the caller dead-letters with LEASE_EXPIRED, so a handler that crashes its process
    * still stops after retries + 1.
+   *
+   * `unstarted`: instead, this claim held the last attempt and was dropped from the worker pool's
+   * buffer unrun (its lease ran out before a slot freed up). The run, if an earlier attempt started
+   * one, decides the same way, except that nothing runs late: a released run, like one whose holder
+   * died, is ended from its journal with `unstarted` (the failure saying this attempt never started),
+   * and `undefined` (no run) settles the message with it.
    */
-  async deliverSpent(flow: AnyFlow, m: ClaimedMessage): Promise<DurableDelivery | undefined> {
+  async deliverSpent(
+    flow: AnyFlow,
+    m: ClaimedMessage,
+    unstarted?: { code: string; message: string },
+  ): Promise<DurableDelivery | undefined> {
     const { runId, run } = await this.currentRun(m.id);
     if (run === undefined) return undefined;
     if (run.status === "completed" || run.status === "sleeping") return { kind: "ok" };
@@ -262,8 +272,8 @@ export class DurableRuntime {
       return { kind: "error", failure: run.error ?? { code: "Error", message: "run failed" } };
     if (run.leaseOwner !== null && (run.leaseExpiresAt ?? 0) > this.o.clock.now())
       return { kind: "abandon", runId };
-    if (run.leaseOwner === null) return this.deliver(flow, m, false);
-    return this.endSpent(flow, m, runId);
+    if (run.leaseOwner === null && unstarted === undefined) return this.deliver(flow, m, false);
+    return this.endSpent(flow, m, runId, unstarted);
   }
 
   /**
@@ -293,13 +303,13 @@ export class DurableRuntime {
     flow: AnyFlow,
     m: ClaimedMessage,
     runId: string,
+    unstarted: { code: string; message: string } | undefined,
   ): Promise<DurableDelivery | undefined> {
     const consumer = this.o.consumers?.get(flow.name!);
     // The claim's own signal names it; a claim past the budget has attempts = retries + 2.
-    const failure = leaseExpiredFailure(
-      { name: m.signal, retries: consumer?.retries ?? m.attempts - 2 },
-      m.attempts - 1,
-    );
+    const failure =
+      unstarted ??
+      leaseExpiredFailure({ name: m.signal, retries: consumer?.retries ?? m.attempts - 2 }, m.attempts - 1);
     await this.permits.take();
     try {
       const acquired = await this.o.store.acquireRun({
@@ -314,7 +324,7 @@ export class DurableRuntime {
     } catch (e) {
       if (e instanceof JournalLeaseBusy) return { kind: "abandon", runId: e.runId };
       // Ended meanwhile by a resume elsewhere (terminal): settle with what it ended as.
-      if (e instanceof OkeError && e.code === "OKE1310") return this.deliverSpent(flow, m);
+      if (e instanceof OkeError && e.code === "OKE1310") return this.deliverSpent(flow, m, unstarted);
       throw e;
     } finally {
       this.permits.release();

@@ -31,9 +31,14 @@ export interface SignalFlowRunner {
   /**
    * A claim of a durable consumer's message past its attempt budget: what its run says (settle with
    * it, or leave the message while another instance holds the run), or `undefined` to dead-letter it
-   * with LEASE_EXPIRED as for any consumer.
+   * with LEASE_EXPIRED as for any consumer. `unstarted`: the message's last attempt was this claim,
+   * dropped from the buffer unrun (WorkerPoolOptions.whenSpent).
    */
-  spentDurable(flow: AnyFlow, message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
+  spentDurable(
+    flow: AnyFlow,
+    message: ClaimedMessage,
+    unstarted?: { code: string; message: string },
+  ): Promise<HandlerOutcome | undefined>;
 }
 
 export interface SignalRuntimeOptions {
@@ -104,7 +109,10 @@ export class SignalRuntime {
         leaseMs: this.o.leaseMs,
         handle: this.o.wrapHandler?.(signalName, this.handler(s, flows[0]!)) ?? this.handler(s, flows[0]!),
         ...(flows[0]!.durable
-          ? { whenSpent: (m: ClaimedMessage) => this.o.runner.spentDurable(flows[0]!, m) }
+          ? {
+              whenSpent: (m: ClaimedMessage, unstarted?: { code: string; message: string }) =>
+                this.o.runner.spentDurable(flows[0]!, m, unstarted),
+            }
           : {}),
       });
       this.pools.push(pool);

@@ -44,9 +44,15 @@ export interface WorkerPoolOptions {
   /**
    * Asked when a claim finds the attempt budget spent, before the message is dead-lettered with
    * LEASE_EXPIRED: an outcome settles it like a handler's (a durable consumer's run decides), and
-   * `undefined` keeps the LEASE_EXPIRED settlement.
+   * `undefined` keeps the LEASE_EXPIRED settlement. With `unstarted`, asked instead for a message
+   * dropped from the buffer with its last attempt (this claim, never run): a run an earlier attempt
+   * started decides as above, and one to end is ended with `unstarted` (the never-started failure);
+   * `undefined` (no run) settles the message with that failure.
    */
-  whenSpent?(message: ClaimedMessage): Promise<HandlerOutcome | undefined>;
+  whenSpent?(
+    message: ClaimedMessage,
+    unstarted?: { code: string; message: string },
+  ): Promise<HandlerOutcome | undefined>;
 }
 
 /** A slot held for a message being written already claimed (claim at emit). */

@@ -16,7 +16,10 @@ function setup(o: {
   retries?: number;
   deadLetter?: boolean;
   handle?: (m: ClaimedMessage) => Promise<HandlerOutcome>;
-  whenSpent?: (m: ClaimedMessage) => Promise<HandlerOutcome | undefined>;
+  whenSpent?: (
+    m: ClaimedMessage,
+    unstarted?: { code: string; message: string },
+  ) => Promise<HandlerOutcome | undefined>;
 }) {
   const inner = createMemoryStore();
   const calls = { claim: 0, nextLeaseExpiry: 0, settle: 0 };
@@ -182,22 +185,62 @@ describe("WorkerPool", () => {
     ]);
   });
 
-  it("a durable consumer's buffered message dropped with its last attempt is left to its next claim, which asks whenSpent", async () => {
-    const asked: string[] = [];
+  const neverStarted =
+    'attempt 1 of "pool.test" never started: its lease (30 s) ran out while it waited in this instance\'s buffer for a worker slot, and all 1 attempts are spent';
+
+  it("a durable consumer's buffered message dropped with its last attempt is settled at once: whenSpent is asked under this claim with the never-started failure, and with no run it is dead with it", async () => {
+    const asked: unknown[] = [];
     const t = await dropBuffered({
       retries: 0,
-      whenSpent: (m) => {
-        asked.push(`${m.id}#${m.attempts}`);
+      whenSpent: (m, unstarted) => {
+        asked.push([`${m.id}#${m.attempts}`, unstarted]);
         return Promise.resolve(undefined);
       },
     });
     await until(async () => (await t.store.getMessage("m2"))?.status === "dead", "m2 dead-lettered");
     await t.pool.whenIdle();
-    expect(asked).toEqual(["m2#2"]); // its run, if an earlier attempt started one, decides
+    // This claim (attempt 1, the last), not a later one past the budget: its run, if an earlier
+    // attempt started one, decides; the failure it gets otherwise says it never started.
+    expect(asked).toEqual([["m2#1", { code: "LEASE_EXPIRED", message: neverStarted }]]);
     expect(t.drops()[0]!.msg).toBe(
-      "buffered message dropped: its lease (30 s) ran out before a slot freed up; its next claim finds its 1 attempt(s) spent and settles it (LEASE_EXPIRED) without running it",
+      "buffered message dropped: its lease (30 s) ran out before a slot freed up; it held its last attempt (1), so it is settled without running it: with its run, or dead (LEASE_EXPIRED, never started) when it has none",
     );
     expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
+    const dead = await t.store.getMessage("m2");
+    expect(dead).toMatchObject({ status: "dead", attempts: 1 });
+    expect(dead!.failures).toEqual([
+      { code: "LEASE_EXPIRED", message: neverStarted, at: 1_030_000, attempt: 1 },
+    ]);
+    expect(t.lines.filter((l) => l.messageId === "m2").map((l) => l.msg)).toEqual([t.drops()[0]!.msg]);
+  });
+
+  it("a durable consumer's dropped last attempt settles with what its run says (a completed run: delivered)", async () => {
+    const t = await dropBuffered({ retries: 0, whenSpent: () => Promise.resolve({ kind: "ok" }) });
+    await until(async () => (await t.store.getMessage("m2"))?.status === "delivered", "m2 delivered");
+    await t.pool.whenIdle();
+    expect(await t.store.getMessage("m2")).toMatchObject({ status: "delivered", attempts: 1, failures: [] });
+    expect(t.ran.filter((r) => r.startsWith("m2"))).toEqual([]);
+  });
+
+  it("a durable consumer's dropped last attempt whose run another instance holds is left to its lease, and the pool claims on", async () => {
+    const asked: string[] = [];
+    const t = await dropBuffered({
+      retries: 0,
+      whenSpent: (m, unstarted) => {
+        asked.push(`${m.id}#${m.attempts}${unstarted ? " unstarted" : ""}`);
+        return Promise.resolve(
+          unstarted
+            ? { kind: "abandon" as const, runId: m.id }
+            : { kind: "error" as const, failure: { code: "E", message: "run failed" } },
+        );
+      },
+    });
+    // Nothing settled under the dropped claim, so the pool claims again: its claim past the budget
+    // asks the run again (not as never started) and settles with the run's failure.
+    await until(async () => (await t.store.getMessage("m2"))?.status === "dead", "m2 dead");
+    await t.pool.whenIdle();
+    expect(asked).toEqual(["m2#1 unstarted", "m2#2"]);
+    expect((await t.store.getMessage("m2"))!.failures.map((f) => f.message)).toEqual(["run failed"]);
   });
 
   it("an abandoned attempt (its run leased by another holder) is logged once and redelivered after its lease", async () => {

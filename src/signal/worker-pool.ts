@@ -1,6 +1,6 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
 import type { ClaimedMessage } from "../store/types.ts";
-import { budgetSpent, LEASE_EXPIRED, leaseSeconds } from "./attempt-budget.ts";
+import { budgetSpent, LEASE_EXPIRED, leaseSeconds, unstartedFailure } from "./attempt-budget.ts";
 import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
 import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
@@ -253,17 +253,21 @@ export class WorkerPool {
    * A buffered message not started within its lease: never run late. Its claim counted as an attempt,
    * so the next claim is a new one. When it held the last attempt it is settled at once as never
    * started (SettleQueue.unstarted) rather than by the next claim, whose spent-claim text would blame
-   * a crash. A durable consumer's (whenSpent) still goes to that claim: its run, if an earlier attempt
-   * started one, decides the message's outcome.
+   * a crash. A durable consumer's is settled at once too, with what its run says (whenSpent with the
+   * never-started failure): an earlier attempt may have started one.
    */
   private dropped(m: ClaimedMessage, now: number): void {
     const s = this.o.signal;
     const last = m.attempts === s.retries + 1;
+    const settledAs = `${s.deadLetter ? "dead" : "delivered"} (${LEASE_EXPIRED}, never started)`;
     let next: string;
     if (last && this.o.whenSpent === undefined) {
       this.dropsSettling.add(m.id);
       this.settles.unstarted(m);
-      next = `it held its last attempt (${s.retries + 1}), so it is settled ${s.deadLetter ? "dead" : "delivered"} (${LEASE_EXPIRED}, never started) without running it`;
+      next = `it held its last attempt (${s.retries + 1}), so it is settled ${settledAs} without running it`;
+    } else if (last) {
+      this.droppedDurable(m);
+      next = `it held its last attempt (${s.retries + 1}), so it is settled without running it: with its run, or ${settledAs} when it has none`;
     } else if (budgetSpent({ attempts: m.attempts + 1 }, s)) {
       next = `its next claim finds its ${s.retries + 1} attempt(s) spent and settles it (${LEASE_EXPIRED}) without running it`;
     } else {
@@ -273,6 +277,36 @@ export class WorkerPool {
       { signal: s.name, messageId: m.id, attempt: m.attempts, lateMs: now - m.leaseExpiresAt },
       `buffered message dropped: its lease (${leaseSeconds(this.o.leaseMs)}) ran out before a slot freed up; ${next}`,
     );
+  }
+
+  /**
+   * A durable consumer's last attempt dropped unrun: settled now, under the claim it still holds,
+   * with what its run says; the never-started failure when it has none (or the lookup fails, as for
+   * a spent claim). Claims wait for it (dropsSettling) like for a plain drop's settle; a run another
+   * instance holds leaves the message to its lease, so nothing is settled and claims go on.
+   */
+  private droppedDurable(m: ClaimedMessage): void {
+    this.dropsSettling.add(m.id);
+    this.inflight++;
+    const unstarted = unstartedFailure(this.o.signal, m.attempts, this.o.leaseMs);
+    void (this.o.whenSpent?.(m, unstarted) ?? Promise.resolve(undefined))
+      .catch((e: unknown): HandlerOutcome | undefined => {
+        this.o.logger.warn(
+          { signal: this.o.signal.name, messageId: m.id, err: e },
+          "dropped last attempt: run lookup failed",
+        );
+        return undefined;
+      })
+      .then((outcome) => {
+        if (outcome === undefined) return this.settles.unstarted(m);
+        this.settles.outcome(m, outcome);
+        if (outcome.kind === "abandon" && this.dropsSettling.delete(m.id) && this.dropsSettling.size === 0)
+          this.wake();
+      })
+      .finally(() => {
+        this.ended();
+        this.startBuffered();
+      });
   }
 
   private run(m: ClaimedMessage): void {

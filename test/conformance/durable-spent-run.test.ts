@@ -190,4 +190,58 @@ describe.each(drivers)("durable consumer whose message spent its attempts, on th
     expect(await store.getRun(ID)).toMatchObject({ status: "completed", output: "shipped" });
     expect(ran).toEqual({ charge: 0, ship: 1, undo: 0 });
   });
+
+  it("its last attempt dropped from the worker buffer unrun (lease out while it waited for a slot), no run yet: dead at once with the never-started failure, not the crash text", async () => {
+    const store = await apps.store();
+    await store.open();
+    // retries 0: the first claim is the last attempt. m1 holds the one slot while m2 waits in the buffer.
+    const jobs = signal.once(SIGNAL, { retries: 0 });
+    let release!: () => void;
+    const blocked = new Promise<void>((r) => (release = r));
+    const started: string[] = [];
+    const w = on(
+      jobs,
+      flow(SIGNAL, {
+        durable: true,
+        do: async (p: { id: string }, fx) => {
+          await fx.step("work", async () => {
+            started.push(p.id);
+            if (p.id === "m1") await blocked;
+            return p.id;
+          });
+          return "done";
+        },
+      }),
+    );
+    await store.enqueue(
+      ["m1", "m2"].map((id) => ({ id, signal: SIGNAL, key: null, payload: { id }, parentRunId: null })),
+      T0,
+    );
+    const { logger, records } = recordingLogger();
+    const app = await apps.make([{ w }], {
+      store,
+      time: createTimeTravel(T0),
+      config: { signals: { leaseMs: 1_000, concurrency: 1, prefetch: 1 }, durable: { leaseMs: 60_000 } },
+      logger,
+    });
+    await until(() => started.length === 1, "m1 started, m2 buffered");
+    app.time.advance("1s"); // m2's lease (claimed with m1's) runs out in the buffer
+    release();
+    await until(async () => (await store.getMessage("m2"))?.status === "dead", "m2 settled");
+    await app.idle();
+    expect(started).toEqual(["m1"]);
+    expect(await store.getRun("m2")).toBeUndefined();
+    const m2 = (await store.getMessage("m2"))!;
+    expect(m2.attempts).toBe(1); // settled under the dropped claim, not by a claim past the budget
+    expect(m2.failures.map((f) => [f.code, f.message])).toEqual([
+      [
+        "LEASE_EXPIRED",
+        `attempt 1 of "${SIGNAL}" never started: its lease (1 s) ran out while it waited in this instance's buffer for a worker slot, and all 1 attempts are spent`,
+      ],
+    ]);
+    expect(await store.getMessage("m1")).toMatchObject({ status: "delivered" });
+    expect(records.filter((r) => r.messageId === "m2").map((r) => String(r.msg))).toEqual([
+      "buffered message dropped: its lease (1 s) ran out before a slot freed up; it held its last attempt (1), so it is settled without running it: with its run, or dead (LEASE_EXPIRED, never started) when it has none",
+    ]);
+  });
 });
