@@ -2,7 +2,7 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { ClaimedMessage, NewMessage, Store } from "../types.ts";
-import { claimSql } from "./postgres-claim.ts";
+import { claimCall, claimSql } from "./postgres-claim.ts";
 import { keyedDrain, newMessage, PG_URL, T0, useSchemaStores } from "./test-support.ts";
 
 const LEASE = 60_000;
@@ -63,18 +63,24 @@ describe("postgres claim under concurrency", () => {
    * after it, while an earlier claimer — not yet committed — took the other
    * row of the key. Without the guard both go inflight.
    */
-  const lateHeadRace = async (guarded: boolean): Promise<{ second: string[]; inflight: number }> => {
-    const signal = guarded ? "sig.race.guarded" : "sig.race.bare";
+  const lateHeadRace = async (
+    guarded: boolean,
+    viaFunction = false,
+  ): Promise<{ second: string[]; inflight: number }> => {
+    const signal = viaFunction ? "sig.race.function" : guarded ? "sig.race.guarded" : "sig.race.bare";
     const store = stores[0]!;
     const s = `"${schema}"`;
-    const sql = guarded
-      ? claimSql(s)
-      : claimSql(s)
-          .replaceAll(`${s}.claim_key_free(m.signal, m.key, m.id, $2)`, "TRUE")
-          .replaceAll(
-            `${s}.claim_keys_free($1, ARRAY(SELECT key FROM keyed_cand), $2)`,
-            "ARRAY(SELECT key FROM keyed_cand)",
-          );
+    // viaFunction: the call the store sends (migration 0023's claim_messages, claimSql inside it).
+    const sql = viaFunction
+      ? claimCall(s).text
+      : guarded
+        ? claimSql(s)
+        : claimSql(s)
+            .replaceAll(`${s}.claim_key_free(m.signal, m.key, m.id, $2)`, "TRUE")
+            .replaceAll(
+              `${s}.claim_keys_free($1, ARRAY(SELECT key FROM keyed_cand), $2)`,
+              "ARRAY(SELECT key FROM keyed_cand)",
+            );
     const producer = new pg.Client({ connectionString: PG_URL });
     const first = new pg.Client({ connectionString: PG_URL });
     const second = new pg.Client({ connectionString: PG_URL });
@@ -115,6 +121,26 @@ describe("postgres claim under concurrency", () => {
     });
     expect(again).toEqual([]);
   });
+  it("with the guard inside claim_messages (the call the store sends), the second claimer skips the key too", async () => {
+    const { second, inflight } = await lateHeadRace(true, true);
+    expect(second).toEqual([]);
+    expect(inflight).toBe(1);
+  });
+
+  it("claim_messages runs claimSql word for word (a change to claimSql needs a migration replacing it)", async () => {
+    const s = `"${schema}"`;
+    const c = new pg.Client({ connectionString: PG_URL });
+    await c.connect();
+    const { rows } = await c
+      .query<{ src: string }>(
+        "SELECT prosrc AS src FROM pg_proc WHERE proname = 'claim_messages' AND pronamespace = $1::regnamespace",
+        [s],
+      )
+      .finally(() => c.end());
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.src).toContain(`RETURN QUERY${claimSql(s)};`);
+  });
+
   it("a hot key's backlog longer than the walk does not hide other keys' heads or unkeyed work behind it", async () => {
     const store = stores[0]!;
     const signal = "sig.hot";

@@ -1,6 +1,6 @@
 /** The postgres claim: one statement claims up to `max` messages of one signal. */
 import type { ClaimedMessage, ClaimRequest } from "../types.ts";
-import { type PgContext, q } from "./postgres-context.ts";
+import { type PgContext, preparedName, q } from "./postgres-context.ts";
 import { type ClaimedRow, type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
 /**
@@ -243,6 +243,27 @@ upd AS (
 )
 SELECT g.open, u.* FROM gate g LEFT JOIN upd u ON true`;
 
+/**
+ * The full claim as it is sent: the call of migration 0023's claim_messages, which runs claimSql
+ * above word for word with a plan made once per connection (generic, kept off sequential and
+ * bitmap scans: see the migration), prepared by name (not on a pool marked unprepared, where it is
+ * sent unnamed and the function still keeps its plan). claimSql stays the text of reference: the
+ * tests run it as a statement too (the guard's race, without the guard) and check that the
+ * function's body is this text. Changing claimSql means a new migration replacing the function.
+ * Measured (bench/README.md, "S5, fourth pass"): backend CPU per message claimed and settled in
+ * S5's claim/settle loop 61–68 -> 49–53 µs (bench/s5-claim-cost.ts).
+ */
+const claimCalls = new Map<string, { text: string; name: string }>();
+export function claimCall(s: string): { text: string; name: string } {
+  let c = claimCalls.get(s);
+  if (c === undefined) {
+    const text = `SELECT * FROM ${s}.claim_messages($1::text, $2::bigint, $3::integer, $4::text, $5::bigint)`;
+    c = { text, name: preparedName("claim", text) };
+    claimCalls.set(s, c);
+  }
+  return c;
+}
+
 /** The columns claimedColumns returns. */
 type Claimed = ClaimedRow & Pick<MessageRow, "seq">;
 type ClaimRow = Claimed & { ord1: number | null; ord2: number };
@@ -268,7 +289,8 @@ export async function claim(ctx: PgContext, req: ClaimRequest): Promise<ClaimedM
       return got.map(toClaimedMessage);
     }
   }
-  const { rows } = await q<ClaimRow>(ctx.pool, claimSql(ctx.s), params);
+  const call = claimCall(ctx.s);
+  const { rows } = await q<ClaimRow>(ctx.pool, call.text, params, call.name);
   // Reclaimed (ord1 = old expiry) before ready (ord1 NULL), then emit order.
   rows.sort((a, b) => (a.ord1 ?? Infinity) - (b.ord1 ?? Infinity) || a.ord2 - b.ord2);
   if (rows.some((r) => r.ord1 !== null || r.key !== null)) full.add(req.signal);

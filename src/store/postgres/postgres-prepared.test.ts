@@ -245,4 +245,36 @@ describe("postgres prepared statements", () => {
     expect(await store.getMessage(`m${n - 1}`)).toMatchObject({ status: "delivered", updatedAt: 31 });
     expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("settled1");
   });
+  it("keeps the keyed claim's plan (claim_messages) off sequential and bitmap scans when it was made on a tiny, analysed table", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const s = `"${schema}"`;
+    const keyed = (id: string, key: string) => ({ id, signal: "s", key, payload: null, parentRunId: null });
+    // Planned on a 3-row, analysed messages (one page): the function keeps this generic plan.
+    await store.enqueue([keyed("a1", "a"), keyed("a2", "a"), keyed("b1", "b")], 10);
+    await pool.query(`ANALYZE ${s}.messages`);
+    const first = await store.claim({ signal: "s", worker: "w", max: 10, now: 11, leaseMs: 60_000 });
+    expect(first.map((c) => c.id)).toEqual(["a1", "b1"]);
+    // 20 000 more keyed messages over 1 000 keys, emitted round-robin (k0 … k999, then again).
+    await pool.query(`INSERT INTO ${s}.messages (id, signal, key, created_at, updated_at)
+      SELECT 'big' || lpad(g::text, 6, '0'), 's', 'k' || (g % 1000), g, g FROM generate_series(0, 19999) g ORDER BY g`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
+    );
+    const next = await store.claim({ signal: "s", worker: "w", max: 50, now: 12, leaseMs: 60_000 });
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    // The heads of k0 … k49 (key a's second message waits for a1).
+    expect(next.map((c) => c.id)).toEqual(
+      Array.from({ length: 50 }, (_, i) => `big${String(i).padStart(6, "0")}`),
+    );
+    const claims = plans.filter((p) => /Update on messages/.test(p) && /keyed_cand AS/.test(p));
+    expect(claims).toHaveLength(1);
+    const plan = claims[0]!;
+    expect(plan).not.toMatch(/Seq Scan on messages/);
+    expect(plan).not.toMatch(/Bitmap Heap Scan on messages/);
+    expect(plan).toMatch(/Tid Scan on messages/);
+    expect(plan).toMatch(/Index Scan using messages_ready_keyed on messages/);
+    expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("claim");
+  });
 });
