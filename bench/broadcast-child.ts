@@ -18,7 +18,7 @@ const app = createApp({
   env: "prod",
   store,
   logger: benchLogger(),
-  config: { database: { url } },
+  config: { console: { port: false }, database: { url } },
 });
 await app.boot();
 process.stdout.write("ready\n");

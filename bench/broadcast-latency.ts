@@ -48,7 +48,7 @@ const a = createApp({
   env: "prod",
   store,
   logger: benchLogger(),
-  config: { database: { url } },
+  config: { console: { port: false }, database: { url } },
 });
 await a.boot();
 const wall = (): number => performance.timeOrigin + performance.now();

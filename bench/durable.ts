@@ -82,7 +82,7 @@ async function runsPerSecond(driver: string): Promise<void> {
     env: "prod",
     store,
     logger,
-    config: { database: { url: URL } },
+    config: { console: { port: false }, database: { url: URL } },
   });
   await app.boot();
   const concurrency = 32;
@@ -110,7 +110,7 @@ async function parkedSleepers(driver: string): Promise<void> {
     env: "prod",
     store,
     logger,
-    config: { database: { url: URL } },
+    config: { console: { port: false }, database: { url: URL } },
   });
   await app.boot();
   global.gc?.();
@@ -132,7 +132,7 @@ async function parkedSleepers(driver: string): Promise<void> {
     env: "prod",
     store,
     logger,
-    config: { database: { url: URL } },
+    config: { console: { port: false }, database: { url: URL } },
   });
   const b0 = performance.now();
   await app2.boot();

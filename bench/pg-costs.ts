@@ -159,6 +159,7 @@ async function drain(label: string, n: number, keys: number): Promise<void> {
     env: "prod",
     logger,
     config: {
+      console: { port: false },
       drivers: { journal: "postgres", send: "memory" },
       database: { url: DB_URL, schema },
       signals: { concurrency: 32, prefetch: 500 },
@@ -221,7 +222,11 @@ async function workflows(label: string, n: number, parallel: number, sleep: bool
     modules: [{ exports: { wf } }],
     env: "prod",
     logger,
-    config: { drivers: { journal: "postgres", send: "memory" }, database: { url: DB_URL, schema } },
+    config: {
+      console: { port: false },
+      drivers: { journal: "postgres", send: "memory" },
+      database: { url: DB_URL, schema },
+    },
   });
   await app.boot();
   await app.invoke(wf, { i: -1 }); // warm-up

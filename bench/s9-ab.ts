@@ -74,6 +74,7 @@ for (const [k, tree] of trees.entries()) {
     logger: benchLogger(),
     root: tree,
     config: {
+      console: { port: false },
       drivers: { journal: "postgres", send: "memory" },
       database: { url: DB_URL, schema },
       durable: { concurrency: 32 },

@@ -88,7 +88,11 @@ for (const spec of trees) {
     store,
     logger: benchLogger(),
     root: tree,
-    config: { drivers: { journal: "postgres", send: "memory" }, database: { url: DATABASE_URL, schema } },
+    config: {
+      console: { port: false },
+      drivers: { journal: "postgres", send: "memory" },
+      database: { url: DATABASE_URL, schema },
+    },
   });
   await app.boot();
   systems.push({

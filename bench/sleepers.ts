@@ -189,7 +189,7 @@ async function measure(makeStore: () => Store, seedMs: number, extra: Partial<Sl
     env: "prod",
     store,
     logger,
-    config: { database: { url: URL }, durable: { concurrency: CONCURRENCY } },
+    config: { console: { port: false }, database: { url: URL }, durable: { concurrency: CONCURRENCY } },
   });
   await app.boot();
   const bootMs = performance.now() - t0;

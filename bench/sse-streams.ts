@@ -28,6 +28,7 @@ const app = createApp({
   store,
   logger: benchLogger(),
   config: {
+    console: { port: false },
     database: { url },
     live: { maxConnections: streams + 10 },
     http: { maxConnections: streams + 100 },

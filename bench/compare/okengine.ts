@@ -38,6 +38,8 @@ export function okengineConfig(
   o: { concurrency: number; leaseMs?: number },
 ) {
   return {
+    // Bench apps serve no operator Console: in prod without a token it would refuse to start, and say so at warn.
+    console: { port: false as const },
     drivers: { journal: driver, send: "memory" as const },
     database: { url: DATABASE_URL, schema: ns.name },
     file: { dir: ns.name },
