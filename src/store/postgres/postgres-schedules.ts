@@ -11,7 +11,7 @@ import type {
 } from "../schedule-types.ts";
 import { enqueuedEvents } from "./postgres-enqueue.ts";
 import { mapConflict } from "./postgres-errors.ts";
-import { type PgContext, q, type Queryable, wakePayload } from "./postgres-context.ts";
+import { type PgContext, preparedName, q, type Queryable, wakePayload } from "./postgres-context.ts";
 import { jsonParam } from "./postgres-rows.ts";
 
 interface ScheduleRow {
@@ -240,9 +240,7 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
   if (reqs.length === 0) return [];
   const now = reqs[0]!.now;
   const notify = ctx.notify;
-  const { rows } = await q<{ name: string }>(
-    ctx.pool,
-    `WITH u AS (
+  const sql = `WITH u AS (
        SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
                             $13::text[], $14::bigint[])
          AS u(name, slot, version, missed, id, signal, key, payload, locked_by, lease_expires_at)
@@ -277,7 +275,13 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
              FROM msg WHERE locked_by IS NULL) x
        WHERE $12::boolean AND EXISTS (SELECT 1 FROM msg WHERE locked_by IS NULL)
      )
-     SELECT rec.clock AS name FROM rec LEFT JOIN (SELECT count(*) FROM woke) w ON true`,
+     SELECT rec.clock AS name FROM rec LEFT JOIN (SELECT count(*) FROM woke) w ON true`;
+  // Prepared by name: every instance sends it each tick (losers too), and its parse took 0.3–0.9 ms a
+  // call (private cluster, load 12), beside an execute of 0.3 ms when it lost. Its plan is still made
+  // per call (bind 0.3–1.1 ms): PostgreSQL keeps choosing custom plans for it.
+  const { rows } = await q<{ name: string }>(
+    ctx.pool,
+    sql,
     [
       reqs.map((r) => r.name),
       reqs.map((r) => r.slot),
@@ -294,6 +298,7 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
       reqs.map((r) => r.claim?.worker ?? null),
       reqs.map((r) => r.claim?.leaseExpiresAt ?? null),
     ],
+    preparedName("fire", sql),
   ).catch((err: unknown) => {
     throw mapConflict(err);
   });
