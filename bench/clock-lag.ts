@@ -26,7 +26,17 @@ await s.open();
 await s.close();
 
 const load0 = loadavg()[0]!;
-const starts: Array<{ clock: number; slot: number; at: number; attempt: number; instance: number }> = [];
+const starts: Array<{
+  clock: number;
+  slot: number;
+  at: number;
+  attempt: number;
+  firedAt: number;
+  instance: number;
+}> = [];
+/** Each instance's fireBatch calls (start, end, requests, won) and its event-loop delay over the run. */
+const batches: Array<{ t0: number; t1: number; reqs: number; won: number; instance: number }> = [];
+const loopDelay: Array<{ p50: number; p99: number; max: number }> = [];
 const procs = Array.from({ length: instances }, (_, instance) => {
   const p = spawn(process.execPath, ["--import", "tsx", child], {
     env: { ...process.env, DATABASE_URL: url, OKE_SCHEMA: schema, CLOCKS: String(clocks) },
@@ -35,8 +45,12 @@ const procs = Array.from({ length: instances }, (_, instance) => {
   const ready = new Promise<void>((resolve) => {
     createInterface({ input: p.stdout }).on("line", (line) => {
       if (line === "ready") return resolve();
-      const [c, slot, at, attempt] = line.split(" ").map(Number);
-      starts.push({ clock: c!, slot: slot!, at: at!, attempt: attempt!, instance });
+      const [tag, ...rest] = line.split(" ");
+      const v = rest.map(Number);
+      if (tag === "F") batches.push({ t0: v[0]!, t1: v[1]!, reqs: v[2]!, won: v[3]!, instance });
+      else if (tag === "L") loopDelay.push({ p50: v[0]!, p99: v[1]!, max: v[2]! });
+      else
+        starts.push({ clock: Number(tag), slot: v[0]!, at: v[1]!, attempt: v[2]!, firedAt: v[3]!, instance });
     });
   });
   return { p, ready, exited: new Promise((r) => p.on("exit", r)) };
@@ -53,9 +67,32 @@ const perSlot = new Map<string, number>();
 for (const x of window) perSlot.set(`${x.clock}@${x.slot}`, (perSlot.get(`${x.clock}@${x.slot}`) ?? 0) + 1);
 const duplicates = [...perSlot.values()].filter((n) => n > 1).length;
 const expected = clocks * seconds;
-const lags = window.map((x) => x.at - x.slot).sort((a, b) => a - b);
-const pct = (p: number): number =>
-  lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))] ?? NaN;
+const sorted = (xs: number[]): number[] => xs.sort((a, b) => a - b);
+const pctOf = (xs: readonly number[], p: number): number =>
+  xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
+const lags = sorted(window.map((x) => x.at - x.slot));
+const pct = (p: number): number => pctOf(lags, p);
+const spread = (xs: number[]) => {
+  const s = sorted(xs);
+  return { p50: pctOf(s, 50), p90: pctOf(s, 90), p99: pctOf(s, 99), max: s.at(-1) ?? NaN };
+};
+// What a fire's lag is made of: the check starting late (timer + event loop: firedAt − slot), the
+// fireBatch round trip of the batch that won it, and its handler starting after that batch returned.
+const won = batches.filter((b) => b.won > 0 && b.t0 >= from - 1_000 && b.t0 < to);
+// The statement that wrote a fire: its instance's latest one of that check to return before the handler.
+const batchOf = (x: (typeof window)[number]) =>
+  won
+    .filter((b) => b.instance === x.instance && b.t0 >= x.firedAt && b.t0 - x.firedAt < 1_000 && b.t1 <= x.at)
+    .sort((a, b) => b.t1 - a.t1)[0];
+const parts = window.map((x) => ({ x, b: batchOf(x) }));
+const breakdownMs = {
+  checkLate: spread(window.map((x) => x.firedAt - x.slot)),
+  fireBatch: spread(won.map((b) => b.t1 - b.t0)),
+  beforeBatch: spread(parts.flatMap(({ x, b }) => (b ? [b.t0 - x.firedAt] : []))),
+  afterBatch: spread(parts.flatMap(({ x, b }) => (b ? [x.at - b.t1] : []))),
+  statementsWonPerSecond: won.length / seconds,
+  statementsWonOfAll: `${won.length}/${batches.filter((b) => b.t0 >= from - 1_000 && b.t0 < to).length}`,
+};
 // Each second's latest start and how many instances ran its slots: the p99 of a run is its worst seconds.
 const bySecond = new Map<number, { lag: number; instances: Set<number> }>();
 for (const x of window) {
@@ -86,6 +123,8 @@ console.log(
       duplicates,
       lagMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: lags.at(-1) },
       worstSeconds,
+      breakdownMs,
+      eventLoopDelayMs: loopDelay,
       loadavg1: { before: Number(load0.toFixed(2)), after: Number(loadavg()[0]!.toFixed(2)) },
     },
     null,

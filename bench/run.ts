@@ -74,6 +74,7 @@ const sizes: Sizes = quick
       s16Seconds: 10,
       s16Clocks: 20,
       s16Instances: 3,
+      s16Rounds: 1,
       s16CronMinutes: 0,
       s13Runs: 100_000,
       s13Due: 10_000,
@@ -98,9 +99,10 @@ const sizes: Sizes = quick
       s14Events: 500,
       s15Streams: 10_000,
       s15Emits: 50,
-      s16Seconds: 60,
+      s16Seconds: 40,
       s16Clocks: 100,
       s16Instances: 3,
+      s16Rounds: 3,
       s16CronMinutes: 3,
       s13Runs: 1_000_000,
       s13Due: 100_000,
@@ -355,7 +357,7 @@ const result: import("./compare/report.ts").RunResult = {
     "S4: producer and workers in one process, the system idle, the concurrency-32 configuration; the next job is enqueued as soon as the previous handler started.",
     `S7: two worker processes (concurrency ${4} each, jobs of 200 ms); A is SIGKILLed once it has started a quarter of the jobs; the figure is kill → the last of A's in-flight jobs starting again in B. The okengine file driver allows one process per directory, so B starts after the kill (the figure includes B's boot).`,
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
-    "S14–S16 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S14/S15 are okengine only. S16 (first round only): okengine's lag is handler start − slot over 3 app processes; BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
+    "S14–S16 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S14/S15 are okengine only. S16 (first round only): okengine's lag is handler start − slot over 3 app processes, the median of s16Rounds rounds of its own (3 in full mode; one instance fires a second's slots in one statement, so a round's p99 is its worst second); BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
     `S13: bench/sleepers.ts per driver in its own process: ${sizes.s13Runs} runs parked on a 30-day sleep after one step (seeded through the engine / one INSERT … SELECT, not timed), ${sizes.s13Due} of them overdue; boot is createApp + boot() until ready (file: recovery of journal.json included); memory is heapUsed / RSS after gc, after the due runs finished, minus before the store opened, per run; resume is boot → the last due run finished, at durable.concurrency 32. First round only.`,
     `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
@@ -370,7 +372,7 @@ const result: import("./compare/report.ts").RunResult = {
 const readme = !quick && !args.includes("--no-readme");
 const place = report.resultsPlace(result, readme);
 const files = report.writeResults(here(`./${place.dir}`), result, place.stem);
-if (readme) report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
+if (readme) await report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
 console.log(report.consoleTable(result));
 console.log("");
 for (const t of report.targets(result))

@@ -345,8 +345,12 @@ export function readmeSection(r: RunResult, mdName: string): string {
   ].join("\n");
 }
 
-/** Replaces this run's section in bench/README.md, keeping every other section. */
-export function updateReadme(file: string, section: string): void {
+/**
+ * Replaces this run's section in bench/README.md, keeping every other section, and formats the file with
+ * the repository's prettier settings: the generated tables are not padded, so `prettier --check` (the
+ * landing command) refused the README after every full run until it was formatted by hand.
+ */
+export async function updateReadme(file: string, section: string): Promise<void> {
   const text = existsSync(file) ? readFileSync(file, "utf8") : "# Benchmarks\n";
   const heading = section.split("\n", 1)[0]!;
   const start = text.indexOf(`${heading}\n`);
@@ -357,7 +361,9 @@ export function updateReadme(file: string, section: string): void {
     const after = rest.search(/^## /m);
     next = text.slice(0, start) + section + (after === -1 ? "" : `\n${rest.slice(after)}`);
   }
-  writeFileSync(file, `${next.trimEnd()}\n`);
+  const prettier = await import("prettier");
+  const options = (await prettier.resolveConfig(file)) ?? {};
+  writeFileSync(file, await prettier.format(`${next.trimEnd()}\n`, { ...options, filepath: file }));
 }
 
 /**

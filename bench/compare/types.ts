@@ -157,6 +157,12 @@ export interface Sizes {
   s16Seconds: number;
   s16Clocks: number;
   s16Instances: number;
+  /**
+   * S16: rounds of okengine's clocks (fresh schema and processes each); a figure is the median of the
+   * rounds'. One instance fires all of a second's slots in one statement, so a round's p99 is its worst
+   * second or two: one 60 s round swung 25–57 ms between full runs.
+   */
+  s16Rounds: number;
   /** S16 beside graphile-worker's crontab: whole minutes (0 = not run). */
   s16CronMinutes: number;
   /** S13: parked runs seeded, and how many of them are due at boot. */
