@@ -36,13 +36,19 @@ interface Lane<R, T> {
   inFlight: number;
 }
 
+/** A lane's entry point: one request, or several queued at once (`many`) so they share a statement. */
+export type Grouped<R, T> = ((ctx: PgContext, req: R) => Promise<T>) & {
+  /** Queues `reqs` together before the lane sends anything: they go in one statement (up to maxGroup). */
+  many(ctx: PgContext, reqs: readonly R[]): Promise<T>[];
+};
+
 /**
  * Group commit: requests that arrive while `maxInFlight` statements are in
  * flight queue up and share the next one. A lone request goes out at once
  * through `single`, so sequential latency is unchanged. Every caller resolves
  * only after the statement that carried it committed.
  */
-export function groupCommit<R, T>(g: GroupCommit<R, T>): (ctx: PgContext, req: R) => Promise<T> {
+export function groupCommit<R, T>(g: GroupCommit<R, T>): Grouped<R, T> {
   const lanes = new WeakMap<PgContext, Lane<R, T>>();
   const flush = async (ctx: PgContext, waiters: Waiter<R, T>[]): Promise<void> => {
     const alone = (w: Waiter<R, T>): Promise<void> => g.single(ctx, w.req).then(w.resolve, w.reject);
@@ -105,14 +111,18 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): (ctx: PgContext, req: R
       });
     }
   };
-  return (ctx, req) => {
+  const many = (ctx: PgContext, reqs: readonly R[]): Promise<T>[] => {
     let lane = lanes.get(ctx);
     if (!lane) {
       lane = { waiting: [], inFlight: 0 };
       lanes.set(ctx, lane);
     }
-    const promise = new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
-    pump(ctx, lane);
-    return promise;
+    const l = lane;
+    const promises = reqs.map(
+      (req) => new Promise<T>((resolve, reject) => l.waiting.push({ req, resolve, reject })),
+    );
+    pump(ctx, l);
+    return promises;
   };
+  return Object.assign((ctx: PgContext, req: R): Promise<T> => many(ctx, [req])[0]!, { many });
 }

@@ -1,9 +1,69 @@
 // Group-committed idempotency claims and completions on postgres: one winner per key, answers stored per key.
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { T0, useSchemaStores } from "./test-support.ts";
+import { openStore, PG_URL, T0, useSchemaStores } from "./test-support.ts";
 
 describe("postgres idempotency group commit", () => {
   const db = useSchemaStores("idem", { poolSize: 4 });
+
+  it("a completion waits for the next claim and shares its statement; with no claim it goes out alone after PARK_MS, and close() sends what is still parked", async () => {
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+    const sent: string[] = [];
+    const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
+    (pool as unknown as { query: (...a: unknown[]) => Promise<unknown> }).query = (...a: unknown[]) => {
+      const text = typeof a[0] === "string" ? a[0] : (a[0] as { text: string }).text;
+      if (text.includes("idempotency_keys")) sent.push(text);
+      return query(...a);
+    };
+    const store = await openStore(db.schema, { pool });
+    const W = 3_600_000;
+    const T = T0 + 100 * W; // clear of the other cases' keys
+    const claim = (key: string) =>
+      store.claimIdempotencyKey({
+        key,
+        fingerprint: "fp",
+        runId: `run-${key}`,
+        now: T,
+        lockMs: 60_000,
+        windowMs: W,
+      });
+    const complete = (key: string) =>
+      store.completeIdempotencyKey({
+        key,
+        fingerprint: "fp",
+        response: { status: 200, body: `"${key}"` },
+        now: T + 1,
+        runId: `run-${key}`,
+        windowMs: W,
+      });
+    try {
+      expect(await claim("park-a")).toEqual({ kind: "claimed" });
+      sent.length = 0;
+      const completed = complete("park-a");
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent).toHaveLength(0); // parked
+      expect(await claim("park-b")).toEqual({ kind: "claimed" });
+      expect(await completed).toBe("completed");
+      expect(sent).toHaveLength(1); // the claim carried the completion
+      expect(await store.getIdempotencyKey("park-a")).toMatchObject({
+        status: "done",
+        response: { status: 200 },
+      });
+
+      sent.length = 0;
+      expect(await complete("park-b")).toBe("completed");
+      expect(sent).toHaveLength(1);
+
+      expect(await claim("park-c")).toEqual({ kind: "claimed" });
+      const atClose = complete("park-c");
+      await store.close();
+      expect(await atClose).toBe("completed");
+      expect(await db.store.getIdempotencyKey("park-c")).toMatchObject({ status: "done" });
+    } finally {
+      await store.close();
+      await pool.end();
+    }
+  });
 
   it("60 concurrent claims over 20 keys (3 each): one claimed per key, the others see it running; concurrent completions store each key's answer", async () => {
     const { store } = db;

@@ -43,7 +43,8 @@ const toRecord = (r: Row): IdempotencyRecord => ({
  *   before the flow starts): a durable flow's startRun, its journal and emits, a plain flow's
  *   emits. If any of them survived a crash, the claim survived too — as `running` with its run id.
  * - The completion may be lost while the answer was sent (within the WAL writer's delay, at most
- *   3 × wal_writer_delay, 600 ms by default). The claim then either survived: a retry after the
+ *   3 × wal_writer_delay, 600 ms by default; or, a crash of this process, while it waits up to
+ *   PARK_MS here for a claim to carry it). The claim then either survived: a retry after the
  *   lock lapsed takes over the same run id — a durable run continues (or answers from its result),
  *   a plain flow runs again and its emits, whose ids derive from the run id and their position
  *   (fx.ts nextId), are refused as duplicates — and the retry gets the answer the flow computes
@@ -191,11 +192,11 @@ async function laneSingle(ctx: PgContext, item: LaneItem): Promise<LaneOutcome> 
 /**
  * Group commit of the idempotency lane: claims (their first step) and completions share one
  * statement (one commit), one statement in flight per store — a completion takes no statement of
- * its own but rides with the next claims (its answer has gone out already, idempotency.ts), and
- * claims that arrive while a statement is out go together in the next. A lone claim goes out at
- * once as claimOneSql; a lone completion as the lane statement with one row. Two items with one
- * key in a batch: the first goes in the statement, the second alone after it, as if they had come
- * in turn. Measured against separate lanes for claims and completions, two statements in flight
+ * its own but waits (parked, up to PARK_MS) for the next claim and rides with it (its answer has
+ * gone out already, idempotency.ts), and claims that arrive while a statement is out go together
+ * in the next. A lone claim goes out at once as claimOneSql; a lone completion (no claim came
+ * within PARK_MS) as the lane statement with one row. Two items with one key in a batch: the first
+ * goes in the statement, the second alone after it, as if they had come in turn. Measured against separate lanes for claims and completions, two statements in flight
  * each (bench/http-idempotency.ts, emit flow, 16 connections, 3 interleaved rounds on a loaded
  * machine): statements per keyed request 0.67-0.69 -> 0.36-0.42 more than an unkeyed one,
  * PostgreSQL backend CPU per keyed request 230-255 -> 73-102 µs more; with two in flight
@@ -239,8 +240,48 @@ async function sendLane(ctx: PgContext, items: readonly LaneItem[]): Promise<(La
   });
 }
 
+/**
+ * How long a completion waits in this process for a claim to carry it before it goes out on its
+ * own. Its answer has gone out already (idempotency.ts), so this costs no request any latency; a
+ * retry that reaches another instance meanwhile gets 409 (OKE1442) as it would during the
+ * completion's round trip. A process crash in that time loses the completion as a lost WAL flush
+ * would (the crash reasoning above: the claim's takeover path). Measured (bench/README.md,
+ * seventh pass): at 16 connections 43% of the lane's statements carried completions only.
+ */
+export const PARK_MS = 10;
+
+interface Parked {
+  req: CompleteIdempotencyRequest;
+  resolve: (outcome: CompleteOutcome) => void;
+  reject: (e: unknown) => void;
+}
+const parkedBy = new WeakMap<PgContext, { items: Parked[]; timer: ReturnType<typeof setTimeout> }>();
+
+/**
+ * Queues `ctx`'s parked completions into the lane, followed by `then` (a claim, or nothing), all
+ * at once so that they share one statement. The outcomes of all, parked ones first.
+ */
+function unpark(ctx: PgContext, then: LaneItem[]): Promise<LaneOutcome>[] {
+  const parked = parkedBy.get(ctx);
+  const items = parked?.items ?? [];
+  if (parked !== undefined) {
+    clearTimeout(parked.timer);
+    parkedBy.delete(ctx);
+  }
+  const outcomes = laneGrouped.many(ctx, [...items.map((p): LaneItem => ({ complete: p.req })), ...then]);
+  for (const [i, p] of items.entries())
+    outcomes[i]!.then((outcome) => p.resolve(outcome as CompleteOutcome), p.reject);
+  return outcomes;
+}
+
+/** Sends the completions still parked and waits for them (the store's close: none is left behind a timer). */
+export async function flushParkedCompletions(ctx: PgContext): Promise<void> {
+  await Promise.allSettled(unpark(ctx, []));
+}
+
+/** A claim takes the parked completions along: they share its statement. */
 const claimGrouped = async (ctx: PgContext, req: ClaimIdempotencyRequest): Promise<boolean> =>
-  (await laneGrouped(ctx, { claim: req })) === true;
+  (await unpark(ctx, [{ claim: req }]).at(-1)!) === true;
 
 /**
  * Three steps, each atomic on the row, tried in the order of their likelihood:
@@ -311,11 +352,19 @@ const restore = async (ctx: PgContext, req: CompleteIdempotencyRequest): Promise
   return rowCount > 0 ? "restored" : "superseded";
 };
 
+/** Parked until the next claim carries it, or PARK_MS. */
 export function completeIdempotencyKey(
   ctx: PgContext,
   req: CompleteIdempotencyRequest,
 ): Promise<CompleteOutcome> {
-  return laneGrouped(ctx, { complete: req }) as Promise<CompleteOutcome>;
+  return new Promise((resolve, reject) => {
+    let parked = parkedBy.get(ctx);
+    if (parked === undefined) {
+      parked = { items: [], timer: setTimeout(() => void unpark(ctx, []), PARK_MS) };
+      parkedBy.set(ctx, parked);
+    }
+    parked.items.push({ req, resolve, reject });
+  });
 }
 
 export async function releaseIdempotencyKey(

@@ -191,6 +191,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       await opening?.catch(() => undefined);
       await wake.close();
       await fanout.close();
+      await idempotency.flushParkedCompletions(ctx);
       if (ownsPool) await pool.end();
       pool.off("error", onPoolError);
     },
