@@ -240,6 +240,14 @@ export class DurableRuntime {
     } catch (e) {
       // Another instance holds the run: leave the message to its lease.
       if (e instanceof JournalLeaseBusy) return { kind: "abandon", runId: e.runId };
+      // Ended meanwhile by another holder (a resume elsewhere completed or failed it between the read
+      // above and this attempt's take): the message settles with what the run ended as — not with the
+      // race's OKE1310, which on the last attempt dead-lettered the message of a completed run.
+      if (e instanceof OkeError && e.code === "OKE1310") {
+        const { run } = await this.currentRun(m.id);
+        if (run?.status === "completed") return { kind: "ok" };
+        if (run?.status === "failed") return failedDelivery(run);
+      }
       return { kind: "error", failure: errorRecord(e) };
     }
   }

@@ -244,4 +244,43 @@ describe.each(drivers)("durable consumer whose message spent its attempts, on th
       "buffered message dropped: its lease (1 s) ran out before a slot freed up; it held its last attempt (1), so it is settled without running it: with its run, or dead (LEASE_EXPIRED, never started) when it has none",
     ]);
   });
+
+  it("on its last attempt, a run another holder completed between the attempt's read and its take: the message is delivered, not dead with OKE1310", async () => {
+    const store = await apps.store();
+    await store.open();
+    const { ran, w } = consumer();
+    await store.enqueue([{ id: ID, signal: SIGNAL, key: null, payload: {}, parentRunId: null }], T0);
+    // Attempt 1 made and lapsed (a process that died before it started the run): the app's claim is the last.
+    await store.claim({ signal: SIGNAL, worker: "dead-worker", max: 1, now: T0, leaseMs: 1_000 });
+    // The app's take of the run finds it completed: a resume elsewhere finished it just after the
+    // attempt read "no run" (what a chaos run under load hit: 2 messages of 40 dead with OKE1310).
+    let raced = 0;
+    const racing = new Proxy(store, {
+      get(target, prop) {
+        if (prop === "startRun")
+          return async (req: Parameters<Store["startRun"]>[0]) => {
+            if (req.id === ID && raced++ === 0) {
+              await target.startRun({ ...req, owner: "elsewhere/1" });
+              await target.finish({
+                runId: ID,
+                owner: "elsewhere/1",
+                now: req.now,
+                status: "completed",
+                output: "shipped",
+              });
+            }
+            return target.startRun(req);
+          };
+        const v: unknown = Reflect.get(target, prop, target);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const { app } = await boot(racing, w, T0 + 10_000);
+    await until(async () => (await store.getMessage(ID))?.status !== "inflight", "message settled");
+    await app.idle();
+    expect(raced).toBe(1);
+    expect(await store.getRun(ID)).toMatchObject({ status: "completed", output: "shipped" });
+    expect(await store.getMessage(ID)).toMatchObject({ status: "delivered", attempts: 2, failures: [] });
+    expect(ran).toEqual({ charge: 0, ship: 0, undo: 0 });
+  });
 });
