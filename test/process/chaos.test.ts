@@ -7,12 +7,12 @@
  * Default: 4 000 messages, 32 kills (bounded for the suite); OKE_CHAOS_FULL=1: 20 000 and 60.
  * OKE_CHAOS_SEED=<n> replays a schedule (timing on a loaded machine still varies).
  */
-import { describe, expect, it, beforeAll, afterAll } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newId } from "../../src/id.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { chaosKey, seededRandom } from "./chaos-keys.ts";
 import { useFleet } from "./fleet.ts";
-import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
+import { usePrivateCluster } from "./private-cluster.ts";
 import type { Child } from "./spawn.ts";
 
 const FULL = process.env.OKE_CHAOS_FULL === "1";
@@ -29,13 +29,7 @@ const LEASE_MS = 3_000;
 const BACKLOG = MESSAGES / 5;
 const TAIL = MESSAGES - MESSAGES / 5;
 
-let cluster: PrivateCluster;
-beforeAll(async () => {
-  cluster = await startPrivateCluster();
-}, 120_000);
-afterAll(async () => {
-  await cluster?.destroy();
-});
+const cluster = usePrivateCluster();
 const fleet = useFleet({
   schema: "chaos",
   url: () => cluster.url,

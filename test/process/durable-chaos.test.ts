@@ -10,10 +10,10 @@
  * every consumer message delivered (settled with its run, none dead).
  * OKE_CHAOS_SEED=<n> replays the schedule; OKE_CHAOS_FULL=1: 40 kills instead of 20.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { seededRandom } from "./chaos-keys.ts";
 import { useFleet } from "./fleet.ts";
-import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
+import { usePrivateCluster } from "./private-cluster.ts";
 import type { Child } from "./spawn.ts";
 
 const FULL = process.env.OKE_CHAOS_FULL === "1";
@@ -26,13 +26,7 @@ const INSTANCES = 4;
 const KILLS = FULL ? 40 : 20;
 const LEASE_MS = 2_000;
 
-let cluster: PrivateCluster;
-beforeAll(async () => {
-  cluster = await startPrivateCluster();
-}, 120_000);
-afterAll(async () => {
-  await cluster?.destroy();
-});
+const cluster = usePrivateCluster();
 const fleet = useFleet({
   schema: "dchaos",
   url: () => cluster.url,

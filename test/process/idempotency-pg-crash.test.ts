@@ -1,8 +1,8 @@
 // Idempotency-Key records across a PostgreSQL crash: the claim's and the answer's commits are not waited for, yet nothing that came after them survives without them.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import type { Store } from "../../src/store/types.ts";
-import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
+import { usePrivateCluster } from "./private-cluster.ts";
 
 // The claim and the stored answer commit with synchronous_commit = off (postgres-idempotency.ts). The WAL writer is
 // slowed to its maximum (10 s) so a claim's commit record stays in the WAL buffers unless a later
@@ -10,7 +10,7 @@ import { startPrivateCluster, type PrivateCluster } from "./private-cluster.ts";
 
 const T0 = 1_700_000_000_000;
 const LOCK = 30_000;
-let cluster: PrivateCluster;
+const cluster = usePrivateCluster(["wal_writer_delay=10000", "synchronous_commit=on"]);
 const schema = "idem_crash";
 const open = async (): Promise<Store> => {
   const store = createPostgresStore({ connectionString: cluster.url, schema });
@@ -19,13 +19,6 @@ const open = async (): Promise<Store> => {
 };
 const claim = (store: Store, key: string, runId: string, now = T0) =>
   store.claimIdempotencyKey({ key, fingerprint: `fp-${key}`, runId, now, lockMs: LOCK, windowMs: 3_600_000 });
-
-beforeAll(async () => {
-  cluster = await startPrivateCluster(["wal_writer_delay=10000", "synchronous_commit=on"]);
-}, 60_000);
-afterAll(async () => {
-  await cluster?.destroy();
-});
 
 describe("Idempotency-Key records across a PostgreSQL crash", () => {
   it("a claim followed by the flow's own write (its run, an emit) survives with it; an answer followed by a synchronous write survives; a lone claim or answer is lost at most", async () => {

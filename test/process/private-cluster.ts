@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { afterAll, beforeAll } from "vitest";
 
 const run = promisify(execFile);
 
@@ -102,5 +103,35 @@ export async function startPrivateCluster(
       await ctl("-m", "immediate", "stop").catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * The private cluster of one test file: started in a beforeAll (initdb takes a while: 120 s allowed),
+ * destroyed in an afterAll. The handle is usable from the tests and hooks that run after it started
+ * (fleet's url(), restarts, crashes); before that it throws rather than hand out an empty url.
+ */
+export function usePrivateCluster(settings: readonly string[] = []): PrivateCluster {
+  let cluster: PrivateCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startPrivateCluster(settings);
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.destroy();
+  });
+  const started = (): PrivateCluster => {
+    if (cluster === undefined)
+      throw new Error("the private cluster is not started yet (usePrivateCluster's beforeAll)");
+    return cluster;
+  };
+  return {
+    get url() {
+      return started().url;
+    },
+    restart: () => started().restart(),
+    stop: () => started().stop(),
+    start: () => started().start(),
+    crash: () => started().crash(),
+    destroy: () => started().destroy(),
   };
 }
