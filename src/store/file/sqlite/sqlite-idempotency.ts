@@ -10,6 +10,23 @@ import { decideClaim, decideComplete, runningFor } from "../../idempotency-rules
 import { toIdem, type IdemRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
 
+/**
+ * A claim's first step: a new or expired key is claimed by this upsert alone (decideClaim's first
+ * case), without reading the row first; a live key is left as it is (no change) and goes on to
+ * the rules.
+ */
+const CLAIM_NEW_SQL = `INSERT INTO idempotency_keys AS k
+  (key, fingerprint, status, response, run_id, locked_until, created_at, expires_at)
+  VALUES (?, ?, 'running', NULL, ?, ?, ?, ?)
+  ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, status = 'running', response = NULL,
+    run_id = excluded.run_id, locked_until = excluded.locked_until, created_at = excluded.created_at,
+    expires_at = excluded.expires_at
+  WHERE k.expires_at <= ?`;
+
+/** A completion's first step: the key's live running record of the same fingerprint turns done (decideComplete's "completed"). */
+const COMPLETE_RUNNING_SQL = `UPDATE idempotency_keys SET status = 'done', response = ?
+  WHERE key = ? AND fingerprint = ? AND status = 'running' AND expires_at > ?`;
+
 export class SqliteIdempotency {
   constructor(private readonly b: SqliteBatch) {}
 
@@ -36,9 +53,21 @@ export class SqliteIdempotency {
     );
   }
 
-  /** idempotency-rules decideClaim over the key's row. */
+  /**
+   * idempotency-rules decideClaim over the key's row. The common case (a new key) is one upsert
+   * instead of a read and then a write (with the completion's UPDATE below: 44 -> 37 µs of CPU per
+   * claim and completion, bench/README.md). A live key changes nothing in the upsert (its
+   * transaction commits empty, no fsync) and is decided over its row.
+   */
   claimIdempotency(req: ClaimIdempotencyRequest): { claim: IdempotencyClaim; changed: boolean } {
     this.b.check();
+    const { key, fingerprint, runId, now, lockMs, windowMs } = req;
+    if (
+      this.b.write(() =>
+        this.b.run(CLAIM_NEW_SQL, key, fingerprint, runId, now + lockMs, now, now + windowMs, now),
+      ) > 0
+    )
+      return { claim: { kind: "claimed" }, changed: true };
     const { claim, write } = decideClaim(this.idem(req.key), req);
     if (write !== null) this.b.write(() => this.putIdem(write));
     return { claim, changed: write !== null };
@@ -58,8 +87,13 @@ export class SqliteIdempotency {
     return true;
   }
 
+  /** idempotency-rules decideComplete; its common case (the request's own running record) is one UPDATE, no read. */
   completeIdempotency(req: CompleteIdempotencyRequest): CompleteOutcome {
     this.b.check();
+    const response = JSON.stringify(req.response);
+    const { key, fingerprint, now } = req;
+    if (this.b.write(() => this.b.run(COMPLETE_RUNNING_SQL, response, key, fingerprint, now)) > 0)
+      return "completed";
     const { outcome, write } = decideComplete(this.idem(req.key), req);
     if (write !== null) this.b.write(() => this.putIdem(write));
     return outcome;
