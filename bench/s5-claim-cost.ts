@@ -13,7 +13,7 @@ import type pgTypes from "pg";
 import { benchLogger } from "./compare/logger.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import { claimCall, claimSql } from "../src/store/postgres/postgres-claim.ts";
-import { settleDeliveredSql } from "../src/store/postgres/postgres-settle.ts";
+import { settleDeliveredBatchCall, settleDeliveredSql } from "../src/store/postgres/postgres-settle.ts";
 
 const pg = createRequire(new URL("../package.json", import.meta.url))("pg") as typeof pgTypes;
 const arg = (name: string, def: string): string =>
@@ -24,6 +24,9 @@ const DB_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/t
 const schema = `s5_claim_${process.pid}`;
 const s = `"${schema}"`;
 const small = process.argv.includes("--small");
+// --settle: both passes claim through the function; they differ in the batch settle, sent as a
+// statement or as the call of migration 0024's settle_delivered_batch.
+const compareSettle = process.argv.includes("--settle");
 const HOLD = 532;
 const SETTLE = 130;
 
@@ -47,7 +50,16 @@ async function pass(fn: boolean): Promise<{ us: number; rows: number }> {
   if (fn && small) {
     await c.query(`INSERT INTO ${s}.messages (id, signal, key, payload, created_at, updated_at)
       SELECT 'x' || g, 'bench.jobs', 'k' || g, '{}', 1, 1 FROM generate_series(1, 3) g`);
-    await c.query(fnSql, ["bench.jobs", 1, 10, "w0", 1]);
+    const w = await c.query<{ id: string }>(fnSql, ["bench.jobs", 1, 10, "w0", 1]);
+    if (compareSettle)
+      await c.query(settleDeliveredBatchCall(s).text, [
+        w.rows.map((r) => r.id),
+        w.rows.map(() => 1),
+        2,
+        "w0",
+        null,
+        "o",
+      ]);
     await c.query(`DELETE FROM ${s}.messages`);
   }
   await c.query(
@@ -59,7 +71,7 @@ async function pass(fn: boolean): Promise<{ us: number; rows: number }> {
   let now = 1_000;
   let rows = 0;
   const claimTo = async (): Promise<void> => {
-    const r = await c.query<{ id: string; attempts: number }>(fn ? fnSql : claimSql(s), [
+    const r = await c.query<{ id: string; attempts: number }>(fn || compareSettle ? fnSql : claimSql(s), [
       "bench.jobs",
       now,
       HOLD - held.length,
@@ -76,7 +88,7 @@ async function pass(fn: boolean): Promise<{ us: number; rows: number }> {
     now += 10;
     const out = held.slice(0, SETTLE);
     held = held.slice(SETTLE);
-    await c.query(settleDeliveredSql(s), [
+    await c.query(fn && compareSettle ? settleDeliveredBatchCall(s).text : settleDeliveredSql(s), [
       out.map((x) => x.id),
       out.map((x) => x.attempts),
       now,
@@ -97,7 +109,7 @@ for (let p = 0; p < passes; p++) {
   for (const fn of p % 2 === 0 ? [false, true] : [true, false]) {
     const r = await pass(fn);
     console.log(
-      `pass ${p + 1} ${fn ? "function " : "statement"}: ${r.us.toFixed(1)} µs of backend CPU per message claimed and settled (${r.rows} rows)`,
+      `pass ${p + 1} ${fn ? "function " : "statement"}${compareSettle ? " settle" : " claim"}: ${r.us.toFixed(1)} µs of backend CPU per message claimed and settled (${r.rows} rows)`,
     );
   }
 }

@@ -2,6 +2,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
+import { settleDeliveredSql } from "./postgres-settle.ts";
 import { createPostgresStore } from "./postgres-store.ts";
 import { dropSchema, freshSchema, PG_URL } from "./test-support.ts";
 
@@ -276,5 +277,62 @@ describe("postgres prepared statements", () => {
     expect(plan).toMatch(/Tid Scan on messages/);
     expect(plan).toMatch(/Index Scan using messages_ready_keyed on messages/);
     expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("claim");
+  });
+  it("keeps the batch delivered settle's plan (settle_delivered_batch) on the messages primary key, without nested loops, when it was made on a tiny, analysed table", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const s = `"${schema}"`;
+    let n = 0;
+    /** k messages emitted, claimed by w and settled delivered at `now` in one batch, then the same settle again (a retry). */
+    const round = async (k: number, now: number): Promise<void> => {
+      const msgs = Array.from({ length: k }, () => ({
+        id: `m${n++}`,
+        signal: "s",
+        key: null,
+        payload: null,
+        parentRunId: null,
+      }));
+      await store.enqueue(msgs, now);
+      const claimed = await store.claim({ signal: "s", worker: "w", max: k, now, leaseMs: 60_000 });
+      expect(claimed).toHaveLength(k);
+      const batch = claimed.map((c) => ({
+        id: c.id,
+        worker: "w",
+        attempt: c.attempts,
+        status: "delivered" as const,
+      }));
+      for (let retry = 0; retry < 2; retry++)
+        expect((await store.settle(batch, now + 1)).applied.slice().sort()).toEqual(
+          msgs.map((m) => m.id).sort(),
+        );
+    };
+    await round(3, 10);
+    await pool.query(`ANALYZE ${s}.messages`);
+    await round(3, 20); // planned now, on a 3-row analysed table, and kept
+    await pool.query(`INSERT INTO ${s}.messages (id, signal, key, status, attempts, created_at, updated_at)
+      SELECT 'big' || g, 's', NULL, 'delivered', 1, g, g FROM generate_series(1, 20000) g`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
+    );
+    await round(130, 30);
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    // The settle and its retry (applied again through `done`), each an UPDATE through messages_pkey.
+    const settles = plans.filter(
+      (p) => /Update on messages/.test(p) && /done AS/.test(p) && /unnest/.test(p),
+    );
+    expect(settles).toHaveLength(2);
+    for (const p of settles) {
+      expect(p).toMatch(/Index Scan using messages_pkey on messages/);
+      expect(p).not.toMatch(/Seq Scan on messages|Bitmap Heap Scan on messages|Nested Loop/);
+    }
+    expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("settledn");
+    const { rows } = await pool.query<{ src: string }>(
+      "SELECT prosrc AS src FROM pg_proc WHERE proname = 'settle_delivered_batch' AND pronamespace = $1::regnamespace",
+      [s],
+    );
+    expect(rows[0]!.src).toContain(
+      `RETURN QUERY${settleDeliveredSql(s).replace(") AS notified", ")::text AS notified")};`,
+    );
   });
 });

@@ -16,6 +16,7 @@ import { m0019 } from "./0019-message-replays.ts";
 import { m0020 } from "./0020-settle-delivered-one.ts";
 import { m0021 } from "./0021-hot-append.ts";
 import { m0023 } from "./0023-claim-function.ts";
+import { m0024 } from "./0024-settle-delivered-batch.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -40,4 +41,5 @@ export const migrations: readonly Migration[] = [
   m0020,
   m0021,
   m0023,
+  m0024,
 ];
