@@ -11,10 +11,13 @@ afterEach(async () => {
 });
 
 /** A store on a pool of one connection, so the test reads the statistics of the session the store wrote on. */
-async function storeOnOneConnection(): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
+async function storeOnOneConnection(
+  onNotice?: (text: string) => void,
+): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
   const schema = freshSchema("hot");
   cleanups.push(() => dropSchema(schema));
   const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  if (onNotice) pool.on("connect", (c) => c.on("notice", (n) => onNotice(n.message ?? "")));
   cleanups.push(() => pool.end());
   const store = createPostgresStore({ pool, connectionString: PG_URL, schema, pollIntervalMs: 3_600_000 });
   cleanups.push(() => store.close());
@@ -81,7 +84,7 @@ describe("postgres: appends and renewals are HOT updates", () => {
       updatedAt: 105,
       leaseExpiresAt: 1_105,
     });
-    // A lease that lapsed after the renewal is found by the claim (runs_running_flow), and the take is no HOT update.
+    // A lease that lapsed after the renewal is found by the claim (runs_list since 0022), and the take is no HOT update.
     const [taken] = await store.claimDueRuns({
       owner: "o2",
       now: 1_106,
@@ -125,5 +128,39 @@ describe("postgres: appends and renewals are HOT updates", () => {
     expect(after.hot - before.hot).toBe(6);
     for (const id of ids)
       expect(await store.getRun(id)).toMatchObject({ updatedAt: 20, leaseExpiresAt: 1_020 });
+  });
+
+  it("without 0021's (flow) indexes (dropped by 0022) the claim and nextWakeAt read the running range from an index, not the table", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection((n) => plans.push(n));
+    const s = `"${schema}"`;
+    await pool.query(
+      `INSERT INTO ${s}.runs (id, flow, status, input, lease_owner, lease_expires_at, wake_at, created_at, updated_at)
+       SELECT 'c' || g, 'f', 'completed', 'null'::jsonb, NULL::text, NULL::bigint, NULL::bigint, g, g FROM generate_series(1, 20000) g
+       UNION ALL SELECT 'r' || g, 'f', 'running', 'null'::jsonb, 'o', 50000 + g, NULL, g, g FROM generate_series(1, 8) g
+       UNION ALL SELECT 's' || g, 'f', 'sleeping', 'null'::jsonb, NULL, NULL, 60000 + g, g, g FROM generate_series(1, 8) g`,
+    );
+    await pool.query(`ANALYZE ${s}.runs`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query("SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice");
+    expect(await store.nextWakeAt({ flows: ["f"] })).toBe(50_001);
+    expect(await store.nextWakeAt()).toBe(50_001);
+    const claimed = await store.claimDueRuns({
+      owner: "o2",
+      now: 50_002,
+      max: 5,
+      leaseMs: 1_000,
+      flows: ["f"],
+    });
+    expect(claimed.map((a) => a.run.id).sort()).toEqual(["r1", "r2"]);
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    const explained = plans.filter((p) => p.includes("Query Text"));
+    expect(explained.length).toBeGreaterThanOrEqual(3);
+    for (const p of explained) expect(p).not.toMatch(/Seq Scan on runs/);
+    expect(
+      await pool.query(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE '%_flow'`, [
+        schema,
+      ]),
+    ).toMatchObject({ rows: [{ indexname: "runs_wake_flow" }] });
   });
 });

@@ -15,6 +15,7 @@ import { m0018 } from "./0018-journal-batch-functions.ts";
 import { m0019 } from "./0019-message-replays.ts";
 import { m0020 } from "./0020-settle-delivered-one.ts";
 import { m0021 } from "./0021-hot-append.ts";
+import { m0022 } from "./0022-running-by-list.ts";
 import { m0023 } from "./0023-claim-function.ts";
 import { m0024 } from "./0024-settle-delivered-batch.ts";
 
@@ -40,6 +41,7 @@ export const migrations: readonly Migration[] = [
   m0019,
   m0020,
   m0021,
+  m0022,
   m0023,
   m0024,
 ];
