@@ -1,5 +1,6 @@
 /** S3 and S5: draining a preloaded backlog, unkeyed and per-key FIFO. */
 import { signalled, sleep, until } from "./env.ts";
+import { pgbossLostCompletions } from "./pgboss.ts";
 import {
   figure,
   inBatches,
@@ -114,6 +115,7 @@ export async function s3(system: QueueSystem, ctx: Ctx): Promise<Figure[]> {
 
 /** S5: keys × jobs per key, FIFO within a key; every handler call checks its key's order. */
 export async function s5(system: QueueSystem, ctx: Ctx): Promise<Figure[]> {
+  const lost = (): number => (system.id === "pg-boss" ? pgbossLostCompletions() : 0);
   const all = keyedJobs(ctx.sizes.s5Keys, ctx.sizes.s5PerKey);
   let violations = 0;
   let capped = false;
@@ -137,7 +139,7 @@ export async function s5(system: QueueSystem, ctx: Ctx): Promise<Figure[]> {
     }
     return seconds === 0 ? 0 : ran / seconds;
   });
-  const note = `${ctx.sizes.s5Keys} keys × ${ctx.sizes.s5PerKey}${drains > 1 ? `, ${drains} drains pooled per sample` : ""}; order violations: ${violations}${duplicates > 0 ? `; ${duplicates} duplicate handler call(s) (not counted as jobs)` : ""}${capped ? `; capped at ${ctx.sizes.capSeconds} s` : ""}`;
+  const note = `${ctx.sizes.s5Keys} keys × ${ctx.sizes.s5PerKey}${drains > 1 ? `, ${drains} drains pooled per sample` : ""}; order violations: ${violations}${duplicates > 0 ? `; ${duplicates} duplicate handler call(s) (not counted as jobs)` : ""}${capped ? `; capped at ${ctx.sizes.capSeconds} s` : ""}${lost() > 0 ? `; ${lost()} completion(s) lost to pg-boss deadlocks (pgboss.ts)` : ""}`;
   return [
     figure("S5", "keyed drain, concurrency 32", "jobs/s", "higher", system, samples, {
       note,
