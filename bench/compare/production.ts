@@ -82,7 +82,7 @@ async function tableSizes(schema: string): Promise<Sizes> {
 }
 
 /** Retained history as production leaves it: delivered messages of the signal, finished runs with a journal entry. */
-async function fillRetained(schema: string, messages: number, runs: number): Promise<void> {
+export async function fillRetained(schema: string, messages: number, runs: number): Promise<void> {
   await withClient(async (c) => {
     const old = Date.now() - 3_600_000;
     for (let i = 0; i < messages; i += 200_000) {
