@@ -151,23 +151,27 @@ if (scenario === "durable-chaos") {
       }
     }
   };
+  // `at`: when it happened (for 'ran', when the body started), not when the row landed — an insert
+  // retried through the PostgreSQL restart can land after a takeover's rows.
   const log = (run: string, step: string, kind: string) =>
-    persist(`INSERT INTO "${schema}".events (run, step, kind, pid) VALUES ($1, $2, $3, $4)`, [
+    persist(`INSERT INTO "${schema}".events (run, step, kind, pid, at) VALUES ($1, $2, $3, $4, $5)`, [
       run,
       step,
       kind,
       process.pid,
+      Date.now(),
     ]);
   const body = (run: string, id: string, step: string, i: number) => async (): Promise<string> => {
     say({ event: "step-start", id, step });
+    const started = Date.now();
     // One statement, so the counter and the log can never disagree (a kill lands before or after both).
     await persist(
       `WITH counted AS (
          INSERT INTO "${schema}".effects (run, step, count) VALUES ($1, $2, 1)
          ON CONFLICT (run, step) DO UPDATE SET count = effects.count + 1 RETURNING run
        )
-       INSERT INTO "${schema}".events (run, step, kind, pid) SELECT run, $2, 'ran', $3 FROM counted`,
-      [run, step, process.pid],
+       INSERT INTO "${schema}".events (run, step, kind, pid, at) SELECT run, $2, 'ran', $3, $4 FROM counted`,
+      [run, step, process.pid, started],
     );
     await new Promise((r) =>
       setTimeout(r, stepMs + Math.floor(seededRandom(seed + i * 31 + step.length)() * stepMs)),
