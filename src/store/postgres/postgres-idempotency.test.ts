@@ -179,4 +179,45 @@ describe("postgres idempotency group commit", () => {
     for (const key of fresh)
       expect(await store.getIdempotencyKey(key)).toMatchObject({ status: "running", createdAt: at });
   });
+
+  it("keys, fingerprints, run ids and bodies with quotes, backslashes, commas, braces, NULL and empty text go through a shared lane statement unchanged", async () => {
+    const { store } = db;
+    const T = T0 + 300 * 3_600_000; // clear of the other cases' keys
+    const odd = ['q"uote', "back\\slash", "a,b", "{br}aces", "NULL", '\\"mix\\"', "plain"];
+    const bodies: Array<string | null> = ['{"a":"x\\"y"}', "", "NULL", null, '"\\\\"', "{}", "[1,2]"];
+    const claims = await Promise.all(
+      odd.map((key) =>
+        store.claimIdempotencyKey({
+          key,
+          fingerprint: `fp ${key}`,
+          runId: `run ${key}`,
+          now: T,
+          lockMs: 60_000,
+          windowMs: 3_600_000,
+        }),
+      ),
+    );
+    expect(claims.map((c) => c.kind)).toEqual(odd.map(() => "claimed"));
+    const outcomes = await Promise.all(
+      odd.map((key, i) =>
+        store.completeIdempotencyKey({
+          key,
+          fingerprint: `fp ${key}`,
+          response: { status: 200 + i, body: bodies[i]! },
+          now: T + 1,
+          runId: `run ${key}`,
+          windowMs: 3_600_000,
+        }),
+      ),
+    );
+    expect(outcomes).toEqual(odd.map(() => "completed"));
+    for (const [i, key] of odd.entries())
+      expect(await store.getIdempotencyKey(key)).toMatchObject({
+        key,
+        fingerprint: `fp ${key}`,
+        runId: `run ${key}`,
+        status: "done",
+        response: { status: 200 + i, body: bodies[i] },
+      });
+  });
 });
