@@ -115,9 +115,13 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
       let afterWake = 0; // … of which one was step b: the run had woken from its nap
       let whileParked = 0; // kills while runs were sleeping
       let starterKills = 0;
+      let restarted = 0; // when the PostgreSQL restart began (Date.now(), like events.at)
       const restartAt = 3 + Math.floor(random() * Math.floor(KILLS / 2));
       for (let kill = 0; kill < KILLS; kill++) {
-        if (kill === restartAt) await cluster.restart();
+        if (kill === restartAt) {
+          restarted = Date.now();
+          await cluster.restart();
+        }
         await sleep(500 + Math.floor(random() * 900));
         await heal();
         const ready = live.filter((p) => p.ready);
@@ -205,14 +209,24 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
           if ((count.get(k) ?? 0) !== ran.length)
             unexplained.push(`${r.id} ${step}: counter ${count.get(k)} but ${ran.length} runs logged`);
           reRuns += Math.max(0, ran.length - 1);
+          // The step's events, for an unexplained re-run's message: kind, pid (killed or not), at, id.
+          const trail = () =>
+            list
+              .map((x) => `${x.kind} ${x.pid}${killed.has(x.pid) ? " killed" : ""} ${x.at} #${x.id}`)
+              .join(", ");
           for (const [i, e] of ran.entries()) {
             if (i > 0 && !killed.has(ran[i - 1]!.pid))
-              unexplained.push(`${r.id} ${step} re-ran after live pid ${ran[i - 1]!.pid} ran it`);
+              unexplained.push(
+                `${r.id} ${step} re-ran after live pid ${ran[i - 1]!.pid} ran it; its events: ` + trail(),
+              );
             // By when the body started, not when its row landed: a 'ran' insert retried through the
             // PostgreSQL restart can land after a takeover journaled the step it started before.
             const journaled = list.find((j) => j.kind === "journaled" && Number(j.at) < Number(e.at));
             if (journaled)
-              unexplained.push(`${r.id} ${step} re-ran after it was journaled (pid ${journaled.pid})`);
+              unexplained.push(
+                `${r.id} ${step} re-ran after it was journaled (pid ${journaled.pid}); PostgreSQL restarted at ${restarted}; its events: ` +
+                  trail(),
+              );
           }
         }
       const ids = new Set(runs.map((r) => r.id));
