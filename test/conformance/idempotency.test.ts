@@ -216,6 +216,15 @@ describe.each(drivers)("idempotent retries on the $name driver", (driver) => {
     // The first request stalls past its lock (as a dead process's would lapse): a retry takes over.
     const first = app.request("/tasks", post({}, "key-8"));
     await started.promise;
+    // Its emits are settled before the clock jumps: a message still in flight would lapse its 30 s
+    // lease too and be delivered again (at least once), which is not what this case is about.
+    await until(async () => seen.length === 3, "the first run's three messages delivered");
+    await until(
+      async () =>
+        (await app.operator.stats("tasks.placed")).delivered === 2 &&
+        (await app.operator.stats("tasks.audit")).delivered === 1,
+      "the first run's messages settled",
+    );
     app.time.advance(31_000);
     const retry = await app.request("/tasks", post({}, "key-8"));
     expect(retry.status).toBe(200);
