@@ -36,6 +36,7 @@ import { createOperatorApi } from "./operator.ts";
 import { checkCreateAppOptions, type App, type CreateAppOptions, type OperatorApi } from "./types.ts";
 import { warnUnconsumedSignals } from "./declaration-checks.ts";
 import { logServes, logStopped } from "./lifecycle-log.ts";
+import { openStoreWaiting } from "./store-wait.ts";
 
 /** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
 export function createApp(options: CreateAppOptions): App {
@@ -66,6 +67,11 @@ class OkeApp implements App, FxRuntime {
   readonly operator: OperatorApi;
   private state: State = "new";
   private bootPromise: Promise<void> | undefined;
+  /** Boot is waiting for an unreachable store (readiness: store_unavailable). */
+  private waitingForStore = false;
+  /** Resolved by stop(): ends boot's wait for the store. */
+  private resolveStopped: (() => void) | undefined;
+  private readonly stopped = new Promise<void>((r) => (this.resolveStopped = r));
   private readonly signals: SignalRuntime;
   private readonly durable: DurableRuntime;
   private readonly schedules: ScheduleRuntime;
@@ -184,7 +190,7 @@ class OkeApp implements App, FxRuntime {
     if (this.state === "ready") return this.store.health().ok ? { ready: true } : STORE_UNAVAILABLE;
     if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
     if (this.state === "stopping" || this.state === "stopped") return { ready: false, reason: "stopping" };
-    return { ready: false, reason: "booting" };
+    return this.waitingForStore ? STORE_UNAVAILABLE : { ready: false, reason: "booting" };
   }
 
   boot(): Promise<void> {
@@ -194,7 +200,21 @@ class OkeApp implements App, FxRuntime {
 
   private async doBoot(): Promise<void> {
     this.state = "booting";
-    await this.store.open();
+    try {
+      await openStoreWaiting({
+        store: this.store,
+        timeoutMs: this.config.connectTimeoutMs,
+        logger: this.logger,
+        stopped: this.stopped,
+        fix:
+          this.store.driver === "postgres"
+            ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
+            : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).",
+        onWaiting: () => (this.waitingForStore = true),
+      });
+    } finally {
+      this.waitingForStore = false;
+    }
     await this.fleetClock?.start();
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     logServes(this.logger, this.manifest);
@@ -372,9 +392,11 @@ class OkeApp implements App, FxRuntime {
     try {
       await this.boot();
     } catch (e) {
-      // A library user gets the boot error, not a port left open.
-      await this.server.close({ timeoutMs: 0 });
-      this.server = undefined;
+      // A library user gets the boot error, not a port left open (a stop() during boot closes it itself).
+      if (this.state !== "stopping" && this.state !== "stopped") {
+        await this.server.close({ timeoutMs: 0 });
+        this.server = undefined;
+      }
       throw e;
     }
     // The operator Console (src/console/) on its own port; a port it cannot take stops the app again.
@@ -472,6 +494,7 @@ class OkeApp implements App, FxRuntime {
       clearTimeout(timer);
     };
     this.state = "stopping";
+    this.resolveStopped?.();
     // Live streams never finish on their own: end them first, their clients reconnect elsewhere and resume.
     this.sse.closeAll();
     this.cancelPrune?.();

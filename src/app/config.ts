@@ -26,6 +26,14 @@ export interface OkeSettings {
     notify?: boolean;
     /** Fallback poll interval in ms. Default 5 000. */
     pollIntervalMs?: number;
+    /**
+     * How long boot keeps trying to reach a database that is down or starting up (refused or
+     * dropped connections, SQLSTATE classes 08, 53, 57, 58, XX), in ms from the first attempt:
+     * retried after 100 ms, doubling to 2 s, a warning per failure; then boot fails with OKE1096.
+     * Statement errors (a failed migration, permission denied) fail at once. `0` = fail at once.
+     * Default 30 000.
+     */
+    connectTimeoutMs?: number;
   };
   file?: {
     /** Directory of the file driver, relative to the project root. Default `.oke`. */
@@ -125,7 +133,14 @@ type Section = {
  */
 export const CONFIG_SECTIONS = {
   drivers: { journal: true, send: true },
-  database: { url: true, schema: true, poolSize: true, notify: true, pollIntervalMs: true },
+  database: {
+    url: true,
+    schema: true,
+    poolSize: true,
+    notify: true,
+    pollIntervalMs: true,
+    connectTimeoutMs: true,
+  },
   file: { dir: true },
   http: {
     port: true,
@@ -195,6 +210,7 @@ export interface ResolvedConfig {
   poolSize: number;
   notify: boolean;
   pollIntervalMs: number;
+  connectTimeoutMs: number;
   fileDir: string;
   port: number;
   host: string;
@@ -328,6 +344,7 @@ export function resolveConfig(
     poolSize: positive("database.poolSize", database.poolSize ?? 10),
     notify: database.notify ?? true,
     pollIntervalMs: positive("database.pollIntervalMs", database.pollIntervalMs ?? 5_000),
+    connectTimeoutMs: nonNegative("database.connectTimeoutMs", database.connectTimeoutMs ?? 30_000),
     fileDir: file.dir ?? ".oke",
     port,
     host: bindHost(httpS.host, env, vars),

@@ -373,8 +373,17 @@ export interface Store
    * round trip (postgres: 50 ms). Absent or 0: claimed when due (memory, file).
    */
   readonly wakeLookaheadMs?: number;
-  /** Prepares the store (migrations, recovery, locks). Idempotent. */
+  /** Prepares the store (migrations, recovery, locks). Idempotent; a failed open may be called again. */
   open(): Promise<void>;
+  /**
+   * True when an error of `open()` says the store cannot be reached right now (a server down or
+   * starting up, a refused connection), not that it refused the work (a bad migration, no permission,
+   * a schema newer than this code). Boot retries those for `database.connectTimeoutMs`. Absent: every
+   * open error stops the boot at once.
+   */
+  isUnavailable?(err: unknown): boolean;
+  /** Where the store lives, for boot logs and errors, without credentials (postgres: `host:port/database`). */
+  readonly address?: string;
   /** Flushes and releases resources. */
   close(): Promise<void>;
   /** Work arrived or a deadline moved: workers re-check instead of polling. */

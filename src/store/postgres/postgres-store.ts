@@ -173,6 +173,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   const store: Store = {
     driver: "postgres",
+    address: postgresAddress(options.connectionString),
+    isUnavailable: isPostgresOutage,
     wakeLookaheadMs: Math.max(0, options.wakeLookaheadMs ?? WAKE_LOOKAHEAD_MS),
     open() {
       if (closed) return Promise.reject(postgresStoreErrors.closed(schema));
@@ -268,5 +270,16 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     getIdempotencyKey: (key) => idempotency.getIdempotencyKey(ctx, key),
     pruneIdempotencyKeys: (before) => idempotency.pruneIdempotencyKeys(ctx, before),
   }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
-  return reportOutages(store, monitor, ["open", "close", "subscribe", "health"]);
+  return reportOutages(store, monitor, ["open", "close", "subscribe", "health", "isUnavailable"]);
+}
+
+/** `host:port/database` of a connection string, never its user or password (for logs and boot errors). */
+export function postgresAddress(connectionString: string): string {
+  try {
+    const u = new URL(connectionString);
+    const host = u.hostname || new URLSearchParams(u.search).get("host") || "localhost";
+    return `${host}:${u.port || "5432"}${u.pathname.length > 1 ? u.pathname : ""}`;
+  } catch {
+    return "(unparsable DATABASE_URL)";
+  }
 }

@@ -1,0 +1,154 @@
+// Boot while the store is unreachable: open() retried on connection-class errors (logged, bounded, stoppable), statement errors fail at once.
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { createApp, flow, http, on } from "../index.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { Store } from "../store/types.ts";
+import { resolveConfig } from "./config.ts";
+
+const capture = () => {
+  const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
+  const logger = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  return { logger, warns: () => lines.filter((l) => l.level === 40) };
+};
+
+const refused = (): Error =>
+  Object.assign(new Error("connect ECONNREFUSED 10.0.0.9:5432"), { code: "ECONNREFUSED" });
+const startingUp = (): Error =>
+  Object.assign(new Error("the database system is starting up"), { code: "57P03" });
+const denied = (): Error =>
+  Object.assign(new Error("permission denied for schema okengine"), { code: "42501" });
+
+/** A memory store whose open() throws `errors` one by one, then succeeds. */
+function flakyStore(errors: Array<() => Error>): { store: Store; opens: () => number } {
+  const base = createMemoryStore();
+  let opens = 0;
+  const store: Store = {
+    ...base,
+    address: "10.0.0.9:5432/app",
+    isUnavailable: (e) => {
+      const code = (e as { code?: unknown }).code;
+      return code === "ECONNREFUSED" || code === "57P03";
+    },
+    open: async () => {
+      const next = errors[opens++];
+      if (next !== undefined) throw next();
+      await base.open();
+    },
+  };
+  return { store, opens: () => opens };
+}
+
+const ping = on(http.get("/ping"), flow("ping", { do: () => ({ ok: true }) }));
+
+describe("boot waits for an unreachable store", () => {
+  it("retries connection-class errors with backoff, one warning each, then boots", async () => {
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore([refused, startingUp, refused]);
+    const app = createApp({ modules: [{ ping }], env: "test", store, logger });
+    await app.boot();
+    expect(opens()).toBe(4);
+    expect(app.readiness()).toEqual({ ready: true });
+    const w = warns();
+    expect(w).toHaveLength(3);
+    expect(w.map((l) => l.attempt)).toEqual([1, 2, 3]);
+    expect(w.map((l) => l.nextTryMs)).toEqual([100, 200, 400]);
+    expect(w[0]?.msg).toContain("10.0.0.9:5432/app");
+    expect(w[0]?.msg).toContain("ECONNREFUSED");
+    expect(w[1]?.msg).toContain("57P03: the database system is starting up");
+    expect(w[0]?.msg).toMatch(/attempt 1, next try in 100 ms, giving up in \d+ ms/);
+    expect(w[0]?.code).toBe("ECONNREFUSED");
+    await app.stop();
+  });
+
+  it("fails at once on a statement error (no retry, no warning)", async () => {
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore([denied]);
+    const app = createApp({ modules: [{ ping }], env: "test", store, logger });
+    await expect(app.boot()).rejects.toThrow("permission denied for schema okengine");
+    expect(opens()).toBe(1);
+    expect(warns()).toHaveLength(0);
+  });
+
+  it("gives up after database.connectTimeoutMs with OKE1096 naming the address and the option", async () => {
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore(Array.from({ length: 100 }, () => refused));
+    const app = createApp({
+      modules: [{ ping }],
+      env: "test",
+      store,
+      logger,
+      config: { database: { connectTimeoutMs: 250 } },
+    });
+    const err = await app.boot().then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; message: string; fix?: string },
+    );
+    expect(err?.code).toBe("OKE1096");
+    expect(err?.message).toMatch(
+      /^oke boot: could not reach the store at 10\.0\.0\.9:5432\/app in 250 ms \(\d+ attempts; last: connect ECONNREFUSED/,
+    );
+    expect(err?.fix).toContain("database.connectTimeoutMs");
+    // 100 + 150 (the rest of the bound): three attempts; a loaded machine may fit fewer.
+    expect(opens()).toBeGreaterThanOrEqual(2);
+    expect(opens()).toBeLessThanOrEqual(3);
+    expect(warns().length).toBe(opens() - 1);
+  });
+
+  it("connectTimeoutMs 0 fails at the first connection error", async () => {
+    const { store, opens } = flakyStore([refused]);
+    const app = createApp({
+      modules: [{ ping }],
+      env: "test",
+      store,
+      config: { database: { connectTimeoutMs: 0 } },
+    });
+    await expect(app.boot()).rejects.toMatchObject({
+      code: "OKE1096",
+      message:
+        "oke boot: could not reach the store at 10.0.0.9:5432/app (connect ECONNREFUSED 10.0.0.9:5432)",
+    });
+    expect(opens()).toBe(1);
+  });
+
+  it("answers /_/ready 503 store_unavailable and /_/health 200 while waiting; stop() ends the wait", async () => {
+    const { store, opens } = flakyStore(Array.from({ length: 1000 }, () => refused));
+    const app = createApp({
+      modules: [{ ping }],
+      env: "test",
+      store,
+      config: { database: { connectTimeoutMs: 60_000 }, console: { port: false } },
+    });
+    const started = app.start({ port: 0, host: "127.0.0.1" });
+    const outcome = started.then(
+      () => "booted",
+      (e: unknown) => e,
+    );
+    // Until the first failure boot says "booting"; then the store's reason.
+    for (let i = 0; i < 1000 && app.readiness().ready === false && opens() < 2; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(app.readiness()).toEqual({ ready: false, reason: "store_unavailable" });
+    const ready = await app.request("/_/ready");
+    expect(ready.status).toBe(503);
+    expect(await ready.text()).toContain("store_unavailable");
+    expect((await app.request("/_/health")).status).toBe(200);
+    const t0 = Date.now();
+    await app.stop();
+    expect(await outcome).toMatchObject({ code: "OKE1097" });
+    // The backoff sleeps are 2 s at most; stopping must not wait for the 60 s bound.
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const opensAtStop = opens();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(opens()).toBe(opensAtStop);
+  });
+});
+
+describe("database.connectTimeoutMs", () => {
+  it("defaults to 30 s and refuses a negative bound", () => {
+    expect(resolveConfig(undefined, "test").connectTimeoutMs).toBe(30_000);
+    expect(resolveConfig({ database: { connectTimeoutMs: 0 } }, "test").connectTimeoutMs).toBe(0);
+    expect(() => resolveConfig({ database: { connectTimeoutMs: -1 } }, "test")).toThrow(
+      "oke boot: database.connectTimeoutMs must be a non-negative integer, got -1",
+    );
+  });
+});

@@ -1,0 +1,104 @@
+/** Boot's wait for an unreachable store: open() retried with backoff on connection-class errors, bounded, logged, stoppable. */
+import { OkeError } from "../errors.ts";
+import type { Logger } from "../log/logger.ts";
+import type { Store } from "../store/types.ts";
+
+/** The first retry comes after this many ms, doubling up to MAX_DELAY_MS. */
+export const FIRST_DELAY_MS = 100;
+export const MAX_DELAY_MS = 2_000;
+
+export interface StoreWaitOptions {
+  store: Store;
+  /** How long to keep trying from the first attempt, in ms; 0 = the first failure stops the boot. */
+  timeoutMs: number;
+  logger: Logger;
+  /** Resolves when the app stops: the wait (a sleep or an open in flight) ends at once. */
+  stopped: Promise<void>;
+  /** The fix of the error thrown when the bound is reached (which setting names the address, which the bound). */
+  fix: string;
+  /** Told when an attempt failed and another will follow. */
+  onWaiting?: () => void;
+}
+
+/** The code of an error or of its cause (pg's SQLSTATE or Node's ECONNREFUSED), for the log line. */
+function codeOf(err: unknown): string | undefined {
+  for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && !code.startsWith("OKE")) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** `ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:5999` — one line, whatever the error. */
+export function describeFailure(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = codeOf(err);
+  return code === undefined || message.includes(code) ? message : `${code}: ${message}`;
+}
+
+/**
+ * Opens the store; while open() fails with an error the store calls unavailable (`isUnavailable`),
+ * tries again after 100 ms, doubling to 2 s, until `timeoutMs` from the first attempt — one `warn`
+ * per failure saying what failed, where, the attempt, the next try and the time left. Any other
+ * error (a bad migration, permission denied, a schema newer than this code) is thrown at once.
+ */
+export async function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
+  const { store, timeoutMs, logger, stopped } = options;
+  const address = store.address ?? store.driver;
+  const startedAt = Date.now();
+  const stoppedError = (): OkeError =>
+    new OkeError({
+      code: "OKE1097",
+      message: `oke boot: stopped while waiting for the store at ${address}`,
+    });
+  let delay = FIRST_DELAY_MS;
+  for (let attempt = 1; ; attempt++) {
+    // An open still in flight when the app stops is left to settle on its own (close() waits for it).
+    const outcome = await Promise.race([
+      store.open().then(
+        () => ({ ok: true as const }),
+        (err: unknown) => ({ ok: false as const, err }),
+      ),
+      stopped.then(() => "stopped" as const),
+    ]);
+    if (outcome === "stopped") throw stoppedError();
+    if (outcome.ok) {
+      if (attempt > 1)
+        logger.info(
+          { address, attempt, waitedMs: Date.now() - startedAt },
+          `okengine: the store at ${address} is reachable (attempt ${attempt})`,
+        );
+      return;
+    }
+    const { err } = outcome;
+    if (store.isUnavailable?.(err) !== true) throw err;
+    const elapsed = Date.now() - startedAt;
+    const left = timeoutMs - elapsed;
+    if (left <= 0)
+      throw new OkeError({
+        code: "OKE1096",
+        message:
+          `oke boot: could not reach the store at ${address} ` +
+          (timeoutMs === 0
+            ? `(${describeFailure(err)})`
+            : `in ${timeoutMs} ms (${attempt} attempts; last: ${describeFailure(err)})`),
+        fix: options.fix,
+        cause: err,
+      });
+    const next = Math.min(delay, left);
+    logger.warn(
+      { err, code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: left },
+      `okengine: the store at ${address} is unavailable (${describeFailure(err)}); attempt ${attempt}, next try in ${next} ms, giving up in ${left} ms`,
+    );
+    options.onWaiting?.();
+    let timer: NodeJS.Timeout | undefined;
+    const slept = await Promise.race([
+      new Promise<true>((r) => (timer = setTimeout(() => r(true), next))),
+      stopped.then(() => false),
+    ]);
+    clearTimeout(timer);
+    if (!slept) throw stoppedError();
+    delay = Math.min(delay * 2, MAX_DELAY_MS);
+  }
+}
