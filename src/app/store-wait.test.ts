@@ -95,6 +95,28 @@ describe("boot waits for an unreachable store", () => {
     expect(warns().length).toBe(opens() - 1);
   });
 
+  it("an open() that hangs (a host dropping packets) ends at the bound with OKE1096", async () => {
+    const base = createMemoryStore();
+    const store: Store = {
+      ...base,
+      address: "10.0.0.9:5432/app",
+      isUnavailable: () => true,
+      open: () => new Promise<void>(() => undefined),
+    };
+    const app = createApp({
+      modules: [{ ping }],
+      env: "test",
+      store,
+      config: { database: { connectTimeoutMs: 200 } },
+    });
+    await expect(app.boot()).rejects.toMatchObject({
+      code: "OKE1096",
+      message: expect.stringMatching(
+        /^oke boot: could not reach the store at 10\.0\.0\.9:5432\/app in 200 ms \(1 attempt; last: open\(\) still running after \d+ ms\)$/,
+      ) as unknown,
+    });
+  });
+
   it("connectTimeoutMs 0 fails at the first connection error", async () => {
     const { store, opens } = flakyStore([refused]);
     const app = createApp({

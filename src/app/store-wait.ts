@@ -54,15 +54,26 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
     });
   let delay = FIRST_DELAY_MS;
   for (let attempt = 1; ; attempt++) {
-    // An open still in flight when the app stops is left to settle on its own (close() waits for it).
+    // An open still in flight when the app stops or the bound passes is left to settle on its own
+    // (close() waits for it). A connect that hangs (a host that drops packets) ends at the bound.
+    const left = timeoutMs - (Date.now() - startedAt);
+    let deadline: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
       store.open().then(
         () => ({ ok: true as const }),
         (err: unknown) => ({ ok: false as const, err }),
       ),
       stopped.then(() => "stopped" as const),
+      ...(left > 0 ? [new Promise<"hung">((r) => (deadline = setTimeout(() => r("hung"), left)))] : []),
     ]);
+    clearTimeout(deadline);
     if (outcome === "stopped") throw stoppedError();
+    if (outcome === "hung")
+      throw new OkeError({
+        code: "OKE1096",
+        message: `oke boot: could not reach the store at ${address} in ${timeoutMs} ms (${attempt} attempt${attempt === 1 ? "" : "s"}; last: open() still running after ${left} ms)`,
+        fix: options.fix,
+      });
     if (outcome.ok) {
       if (attempt > 1)
         logger.info(
@@ -73,9 +84,8 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
     }
     const { err } = outcome;
     if (store.isUnavailable?.(err) !== true) throw err;
-    const elapsed = Date.now() - startedAt;
-    const left = timeoutMs - elapsed;
-    if (left <= 0)
+    const remaining = timeoutMs - (Date.now() - startedAt);
+    if (remaining <= 0)
       throw new OkeError({
         code: "OKE1096",
         message:
@@ -86,10 +96,10 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
         fix: options.fix,
         cause: err,
       });
-    const next = Math.min(delay, left);
+    const next = Math.min(delay, remaining);
     logger.warn(
-      { err, code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: left },
-      `okengine: the store at ${address} is unavailable (${describeFailure(err)}); attempt ${attempt}, next try in ${next} ms, giving up in ${left} ms`,
+      { err, code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: remaining },
+      `okengine: the store at ${address} is unavailable (${describeFailure(err)}); attempt ${attempt}, next try in ${next} ms, giving up in ${remaining} ms`,
     );
     options.onWaiting?.();
     let timer: NodeJS.Timeout | undefined;
