@@ -297,6 +297,24 @@ describe("oke start", () => {
     expect(await p.exit).toBe(0);
   });
 
+  it("waits for an unreachable database while /_/ready answers 503, and SIGTERM then exits 0", async () => {
+    const dir = tempProject();
+    writeFileSync(
+      join(dir, "oke.config.ts"),
+      `import { defineConfig } from "okengine";\nexport default defineConfig({ drivers: { journal: "postgres", send: "memory" }, database: { connectTimeoutMs: 60_000 }, console: { port: false } });\n`,
+    );
+    // Nothing listens on port 1: every connect is refused.
+    const p = oke(["start", dir, "--port", "0"], {
+      NODE_ENV: "production",
+      DATABASE_URL: "postgres://postgres:secret@127.0.0.1:1/app",
+    });
+    const warn = await p.line(/the store at 127\.0\.0\.1:1\/app is unavailable/);
+    expect(warn).not.toContain("secret");
+    p.child.kill("SIGTERM");
+    expect(await p.exit).toBe(0);
+    expect(p.lines.join("\n")).not.toContain("oke boot:");
+  });
+
   it("prints a boot error without a stack and exits 1", async () => {
     const p = oke(["start", CONFLICT, "--port", "0"], { NODE_ENV: "production" });
     expect(await p.exit).toBe(1);

@@ -1,6 +1,7 @@
 /** oke start: loads a project, boots its app, listens, and stops it gracefully on SIGINT/SIGTERM. */
 import { createApp } from "../app/app.ts";
 import type { App, Env } from "../app/types.ts";
+import { isOkeError } from "../errors.ts";
 import { describeBootError } from "./boot-error.ts";
 import { loadProject } from "../project/load-project.ts";
 
@@ -48,7 +49,13 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
     root: project.root,
   });
   exitOnSignals(app);
-  const { port, host } = await app.start({ port: options.port, host: options.host });
+  const started = await app.start({ port: options.port, host: options.host }).catch((e: unknown) => {
+    // SIGTERM while boot waited for the database: the signal's stop() exits (0), not a boot error (1).
+    if (isOkeError(e) && e.code === "OKE1097") return undefined;
+    throw e;
+  });
+  if (started === undefined) return;
+  const { port, host } = started;
   console.log(`okengine listening on http://${displayHost(host)}:${port} (${options.env})`);
   // A loopback-only production bind is right on a host behind a local proxy, and a surprise in a container.
   if (options.env === "prod" && isLoopback(host))
