@@ -1,9 +1,8 @@
 // A process that boots while PostgreSQL is down waits for it (database.connectTimeoutMs) instead of exiting; a wrong port fails with the address named.
-import { createServer } from "node:net";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createApp, flow, http, on } from "../../src/index.ts";
-import { usePrivateCluster } from "./private-cluster.ts";
+import { freePort, usePrivateCluster } from "./private-cluster.ts";
 
 const cluster = usePrivateCluster();
 
@@ -14,18 +13,6 @@ const capture = () => {
 };
 
 const ping = on(http.get("/ping"), flow("ping", { do: () => ({ ok: true }) }));
-
-/** A port nothing listens on (taken, then released). */
-const closedPort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() =>
-        typeof addr === "object" && addr !== null ? resolve(addr.port) : reject(new Error("no port")),
-      );
-    });
-  });
 
 describe("boot during a PostgreSQL outage", () => {
   it("an app booting while its cluster is down becomes ready once the cluster starts", async () => {
@@ -64,7 +51,7 @@ describe("boot during a PostgreSQL outage", () => {
   }, 60_000);
 
   it("a closed port fails after the bound with an error naming the address and the setting", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const app = createApp({
       modules: [{ ping }],
       env: "prod",

@@ -20,7 +20,8 @@ function findBin(name: string): string | undefined {
   return undefined;
 }
 
-const freePort = (): Promise<number> =>
+/** A port nothing listens on now (taken from the kernel, then released). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const srv = createServer();
     srv.listen(0, "127.0.0.1", () => {

@@ -1,29 +1,7 @@
 // Migration 0021 on postgres: a run's appends (alone, with emits, batched) and lease renewals rewrite its row as HOT updates (no new index entries), and updatedAt and the lease still move with them.
-import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
-import type { Store } from "../types.ts";
-import { createPostgresStore } from "./postgres-store.ts";
-import { dropSchema, freshSchema, PG_URL } from "./test-support.ts";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-/** A store on a pool of one connection, so the test reads the statistics of the session the store wrote on. */
-async function storeOnOneConnection(
-  onNotice?: (text: string) => void,
-): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
-  const schema = freshSchema("hot");
-  cleanups.push(() => dropSchema(schema));
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
-  if (onNotice) pool.on("connect", (c) => c.on("notice", (n) => onNotice(n.message ?? "")));
-  cleanups.push(() => pool.end());
-  const store = createPostgresStore({ pool, connectionString: PG_URL, schema, pollIntervalMs: 3_600_000 });
-  cleanups.push(() => store.close());
-  await store.open();
-  return { store, pool, schema };
-}
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
+import { storeOnOneConnection } from "./test-support.ts";
 
 /** Row updates of `runs` so far and how many of them were HOT, once this session's pending statistics are flushed. */
 async function updates(pool: pg.Pool, schema: string): Promise<{ all: number; hot: number }> {
@@ -47,7 +25,7 @@ const step = (runId: string, seq: number, at: number) => ({
 
 describe("postgres: appends and renewals are HOT updates", () => {
   it("a lone append, an append that emits and a lease renewal add no index entries, and still move updatedAt and the lease", async () => {
-    const { store, pool, schema } = await storeOnOneConnection();
+    const { store, pool, schema } = await storeOnOneConnection("hot");
     await store.startRun({
       id: "r1",
       flow: "f",
@@ -102,7 +80,7 @@ describe("postgres: appends and renewals are HOT updates", () => {
   });
 
   it("appends of runs in flight together share a statement and are HOT updates too", async () => {
-    const { store, pool, schema } = await storeOnOneConnection();
+    const { store, pool, schema } = await storeOnOneConnection("hot");
     const ids = Array.from({ length: 6 }, (_, i) => `b${i}`);
     await Promise.all(
       ids.map((id) =>
@@ -132,7 +110,7 @@ describe("postgres: appends and renewals are HOT updates", () => {
 
   it("without 0021's (flow) indexes (dropped by 0022) the claim and nextWakeAt read the running range from an index, not the table", async () => {
     const plans: string[] = [];
-    const { store, pool, schema } = await storeOnOneConnection((n) => plans.push(n));
+    const { store, pool, schema } = await storeOnOneConnection("hot", { onNotice: (n) => plans.push(n) });
     const s = `"${schema}"`;
     await pool.query(
       `INSERT INTO ${s}.runs (id, flow, status, input, lease_owner, lease_expires_at, wake_at, created_at, updated_at)

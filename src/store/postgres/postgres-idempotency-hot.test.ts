@@ -1,30 +1,10 @@
 // Migration 0025 on postgres: the completions of a lane statement's claims rewrite their rows in place (HOT), adding no index entries.
-import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
-import type { Store } from "../types.ts";
-import { createPostgresStore } from "./postgres-store.ts";
-import { dropSchema, freshSchema, PG_URL } from "./test-support.ts";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-/** A store on a pool of one connection, so the test reads the statistics of the session the store wrote on. */
-async function storeOnOneConnection(): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
-  const schema = freshSchema("idhot");
-  cleanups.push(() => dropSchema(schema));
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
-  cleanups.push(() => pool.end());
-  const store = createPostgresStore({ pool, connectionString: PG_URL, schema, pollIntervalMs: 3_600_000 });
-  cleanups.push(() => store.close());
-  await store.open();
-  return { store, pool, schema };
-}
+import { describe, expect, it } from "vitest";
+import { storeOnOneConnection } from "./test-support.ts";
 
 describe("postgres: idempotency completions are HOT updates", () => {
   it("200 keys claimed together and then completed: every completion is a HOT update, and each key answers its response", async () => {
-    const { store, pool, schema } = await storeOnOneConnection();
+    const { store, pool, schema } = await storeOnOneConnection("idhot");
     const now = 1_000_000;
     const W = 3_600_000;
     // UUID-long keys and a POST /orders-sized answer: the rows of a real keyed request.

@@ -1,37 +1,9 @@
 // Prepared statements on postgres: a lone emit, a run's start, its journal functions' calls and the lone delivered settle's function call are prepared on their server connection in the default mode, and nothing in poll-only mode (the PgBouncer transaction-pooling setting); the functions' own plans stay on the runs and messages primary keys.
-import pg from "pg";
-import { afterEach, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
 import { settleDeliveredSql } from "./postgres-settle.ts";
-import { createPostgresStore } from "./postgres-store.ts";
-import { dropSchema, freshSchema, PG_URL } from "./test-support.ts";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-/** A store on a pool of one connection, so the test reads the same server session the store wrote on. */
-async function storeOnOneConnection(
-  notify: boolean,
-  onNotice?: (text: string) => void,
-): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
-  const schema = freshSchema("prep");
-  cleanups.push(() => dropSchema(schema));
-  const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
-  if (onNotice) pool.on("connect", (c) => c.on("notice", (n) => onNotice(n.message ?? "")));
-  cleanups.push(() => pool.end());
-  const store = createPostgresStore({
-    pool,
-    connectionString: PG_URL,
-    schema,
-    notify,
-    pollIntervalMs: 3_600_000,
-  });
-  cleanups.push(() => store.close());
-  await store.open();
-  return { store, pool, schema };
-}
+import { storeOnOneConnection } from "./test-support.ts";
 
 /** A run started, three one-entry appends and its finish, as a 3-step durable run sends them. */
 async function threeStepRun(store: Store, id: string, now: number): Promise<void> {
@@ -99,16 +71,44 @@ const preparedOn = async (pool: pg.Pool): Promise<string[]> =>
     (r) => r.name,
   );
 
+/**
+ * Rounds of k messages (keyed: each of its own key) emitted, claimed by w and settled delivered at
+ * `now` in one settle, then the same settle again (a retry: applied again through `done`). A round
+ * answers its message ids.
+ */
+function deliveredRounds(store: Store, keyed: boolean): (k: number, now: number) => Promise<string[]> {
+  let n = 0;
+  return async (k, now) => {
+    const msgs = Array.from({ length: k }, () => {
+      const id = `m${n++}`;
+      return { id, signal: "s", key: keyed ? `k${n}` : null, payload: null, parentRunId: null };
+    });
+    await store.enqueue(msgs, now);
+    const claimed = await store.claim({ signal: "s", worker: "w", max: k, now, leaseMs: 60_000 });
+    expect(claimed).toHaveLength(k);
+    const batch = claimed.map((c) => ({
+      id: c.id,
+      worker: "w",
+      attempt: c.attempts,
+      status: "delivered" as const,
+    }));
+    const ids = msgs.map((m) => m.id).sort();
+    for (let retry = 0; retry < 2; retry++)
+      expect((await store.settle(batch, now + 1)).applied.slice().sort()).toEqual(ids);
+    return ids;
+  };
+}
+
 describe("postgres prepared statements", () => {
   it("prepares the lone emit and the call of the lone settle's function on the connection that ran them", async () => {
-    const { store, pool } = await storeOnOneConnection(true);
+    const { store, pool } = await storeOnOneConnection("prep");
     await emitClaimSettle(store);
     const names = await preparedOn(pool);
     expect(names.map((n) => n.split("_")[1]).sort()).toEqual(["enq1", "settled1"]);
   });
 
   it("prepares nothing in poll-only mode, where a pooler may hand the next statement another connection", async () => {
-    const { store, pool } = await storeOnOneConnection(false);
+    const { store, pool } = await storeOnOneConnection("prep", { notify: false });
     await emitClaimSettle(store);
     await threeStepRun(store, "r1", 10);
     expect(await preparedOn(pool)).toEqual([]);
@@ -116,7 +116,7 @@ describe("postgres prepared statements", () => {
   });
 
   it("prepares a run's start and the calls of its journal functions (append, finish), which keep the fence", async () => {
-    const { store, pool } = await storeOnOneConnection(true);
+    const { store, pool } = await storeOnOneConnection("prep");
     await threeStepRun(store, "r1", 10);
     const names = await preparedOn(pool);
     expect(names).toHaveLength(3);
@@ -145,7 +145,9 @@ describe("postgres prepared statements", () => {
 
   it("keeps the journal functions' plans on the runs primary key when they were made on a tiny, analysed table", async () => {
     const plans: string[] = [];
-    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const { store, pool, schema } = await storeOnOneConnection("prep", {
+      onNotice: (text) => plans.push(text),
+    });
     const s = `"${schema}"`;
     // Statistics of a 3-row runs (one page): a plan made on them without the function's
     // enable_seqscan = off updates by a sequential scan, and keeps doing so once the table is big.
@@ -196,31 +198,11 @@ describe("postgres prepared statements", () => {
   });
   it("keeps the lone delivered settle's plan on the messages primary key when it was made on a tiny, analysed table", async () => {
     const plans: string[] = [];
-    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const { store, pool, schema } = await storeOnOneConnection("prep", {
+      onNotice: (text) => plans.push(text),
+    });
     const s = `"${schema}"`;
-    let n = 0;
-    /** k keyed messages emitted, claimed by w and settled delivered at `now` (one settle), then the same settle again (a retry: applied again through `done`). */
-    const round = async (k: number, now: number): Promise<void> => {
-      const msgs = Array.from({ length: k }, () => ({
-        id: `m${n++}`,
-        signal: "s",
-        key: `k${n}`,
-        payload: null,
-        parentRunId: null,
-      }));
-      await store.enqueue(msgs, now);
-      const claimed = await store.claim({ signal: "s", worker: "w", max: k, now, leaseMs: 60_000 });
-      expect(claimed).toHaveLength(k);
-      const batch = claimed.map((c) => ({
-        id: c.id,
-        worker: "w",
-        attempt: c.attempts,
-        status: "delivered" as const,
-      }));
-      const ids = msgs.map((m) => m.id).sort();
-      for (let retry = 0; retry < 2; retry++)
-        expect((await store.settle(batch, now + 1)).applied.slice().sort()).toEqual(ids);
-    };
+    const round = deliveredRounds(store, true);
     // Statistics of a 3-row messages (one page): a plan made on them without the function's
     // enable_seqscan = off updates by a sequential scan, and keeps doing so once the table is big.
     await round(3, 10);
@@ -233,7 +215,7 @@ describe("postgres prepared statements", () => {
     await pool.query(
       "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice",
     );
-    await round(1, 30);
+    const [last] = await round(1, 30);
     await pool.query("SET auto_explain.log_min_duration = -1");
     // The lone settle and its retry (the settle's query text has the retry's `done`; the claim
     // updates messages too), each an UPDATE of messages through its primary key.
@@ -243,12 +225,14 @@ describe("postgres prepared statements", () => {
       expect(p).toMatch(/Index Scan (using|on) messages_pkey/);
       expect(p).not.toMatch(/Seq Scan on messages/);
     }
-    expect(await store.getMessage(`m${n - 1}`)).toMatchObject({ status: "delivered", updatedAt: 31 });
+    expect(await store.getMessage(last!)).toMatchObject({ status: "delivered", updatedAt: 31 });
     expect((await preparedOn(pool)).map((x) => x.split("_")[1])).toContain("settled1");
   });
   it("keeps the keyed claim's plan (claim_messages) off sequential and bitmap scans when it was made on a tiny, analysed table", async () => {
     const plans: string[] = [];
-    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const { store, pool, schema } = await storeOnOneConnection("prep", {
+      onNotice: (text) => plans.push(text),
+    });
     const s = `"${schema}"`;
     const keyed = (id: string, key: string) => ({ id, signal: "s", key, payload: null, parentRunId: null });
     // Planned on a 3-row, analysed messages (one page): the function keeps this generic plan.
@@ -280,32 +264,11 @@ describe("postgres prepared statements", () => {
   });
   it("keeps the batch delivered settle's plan (settle_delivered_batch) on the messages primary key, without nested loops, when it was made on a tiny, analysed table", async () => {
     const plans: string[] = [];
-    const { store, pool, schema } = await storeOnOneConnection(true, (text) => plans.push(text));
+    const { store, pool, schema } = await storeOnOneConnection("prep", {
+      onNotice: (text) => plans.push(text),
+    });
     const s = `"${schema}"`;
-    let n = 0;
-    /** k messages emitted, claimed by w and settled delivered at `now` in one batch, then the same settle again (a retry). */
-    const round = async (k: number, now: number): Promise<void> => {
-      const msgs = Array.from({ length: k }, () => ({
-        id: `m${n++}`,
-        signal: "s",
-        key: null,
-        payload: null,
-        parentRunId: null,
-      }));
-      await store.enqueue(msgs, now);
-      const claimed = await store.claim({ signal: "s", worker: "w", max: k, now, leaseMs: 60_000 });
-      expect(claimed).toHaveLength(k);
-      const batch = claimed.map((c) => ({
-        id: c.id,
-        worker: "w",
-        attempt: c.attempts,
-        status: "delivered" as const,
-      }));
-      for (let retry = 0; retry < 2; retry++)
-        expect((await store.settle(batch, now + 1)).applied.slice().sort()).toEqual(
-          msgs.map((m) => m.id).sort(),
-        );
-    };
+    const round = deliveredRounds(store, false);
     await round(3, 10);
     await pool.query(`ANALYZE ${s}.messages`);
     await round(3, 20); // planned now, on a 3-row analysed table, and kept

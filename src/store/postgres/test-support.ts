@@ -1,7 +1,7 @@
 /** Test helpers for postgres: a fresh schema per case, from DATABASE_URL_TEST only. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, expect } from "vitest";
+import { afterAll, beforeAll, expect, onTestFinished } from "vitest";
 import { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";
 import type { ClaimedMessage, NewMessage, Settlement, Store } from "../types.ts";
 
@@ -26,6 +26,35 @@ export async function openStore(schema: string, extra: Partial<PostgresStoreOpti
   const store = createPostgresStore({ connectionString: PG_URL, schema, poolSize: 4, ...extra });
   await store.open();
   return store;
+}
+
+/**
+ * A store on a pool of ONE connection, in a fresh schema, so a case reads the statistics, plans
+ * and prepared statements of the very server session the store wrote on. Closed, and the schema
+ * dropped, when the case finishes. `onNotice` hears the session's notices (auto_explain's plans).
+ */
+export async function storeOnOneConnection(
+  tag: string,
+  opts: { notify?: boolean; onNotice?: (text: string) => void } = {},
+): Promise<{ store: Store; pool: pg.Pool; schema: string }> {
+  const schema = freshSchema(tag);
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  const { onNotice } = opts;
+  if (onNotice) pool.on("connect", (c) => c.on("notice", (n) => onNotice(n.message ?? "")));
+  const store = createPostgresStore({
+    pool,
+    connectionString: PG_URL,
+    schema,
+    notify: opts.notify,
+    pollIntervalMs: 3_600_000,
+  });
+  onTestFinished(async () => {
+    await store.close();
+    await pool.end();
+    await dropSchema(schema);
+  });
+  await store.open();
+  return { store, pool, schema };
 }
 
 /**
