@@ -287,22 +287,34 @@ export class WorkerPool {
    */
   private droppedDurable(m: ClaimedMessage): void {
     this.dropsSettling.add(m.id);
-    this.inflight++;
     const unstarted = unstartedFailure(this.o.signal, m.attempts, this.o.leaseMs);
+    this.settleWithRun(m, unstarted, "dropped last attempt: run lookup failed", (outcome) => {
+      if (outcome === undefined) return this.settles.unstarted(m);
+      this.settles.outcome(m, outcome);
+      if (outcome.kind === "abandon" && this.dropsSettling.delete(m.id) && this.dropsSettling.size === 0)
+        this.wake();
+    });
+  }
+
+  /**
+   * A durable consumer's message whose attempts are spent (a claim past the budget, or its last
+   * attempt dropped unrun: `unstarted`) is settled with what its run says (whenSpent). `settle` gets
+   * `undefined` when there is no run or the lookup failed (logged as `lookupFailed`). Counts as a
+   * handler in flight, so stop() waits for it.
+   */
+  private settleWithRun(
+    m: ClaimedMessage,
+    unstarted: { code: string; message: string } | undefined,
+    lookupFailed: string,
+    settle: (outcome: HandlerOutcome | undefined) => void,
+  ): void {
+    this.inflight++;
     void (this.o.whenSpent?.(m, unstarted) ?? Promise.resolve(undefined))
       .catch((e: unknown): HandlerOutcome | undefined => {
-        this.o.logger.warn(
-          { signal: this.o.signal.name, messageId: m.id, err: e },
-          "dropped last attempt: run lookup failed",
-        );
+        this.o.logger.warn({ signal: this.o.signal.name, messageId: m.id, err: e }, lookupFailed);
         return undefined;
       })
-      .then((outcome) => {
-        if (outcome === undefined) return this.settles.unstarted(m);
-        this.settles.outcome(m, outcome);
-        if (outcome.kind === "abandon" && this.dropsSettling.delete(m.id) && this.dropsSettling.size === 0)
-          this.wake();
-      })
+      .then(settle)
       .finally(() => {
         this.ended();
         this.startBuffered();
@@ -315,21 +327,9 @@ export class WorkerPool {
         this.settles.spent(m);
         return;
       }
-      this.inflight++;
-      void this.o
-        .whenSpent(m)
-        .catch((e: unknown): HandlerOutcome | undefined => {
-          this.o.logger.warn(
-            { signal: this.o.signal.name, messageId: m.id, err: e },
-            "spent claim: run lookup failed",
-          );
-          return undefined;
-        })
-        .then((outcome) => (outcome === undefined ? this.settles.spent(m) : this.settles.outcome(m, outcome)))
-        .finally(() => {
-          this.ended();
-          this.startBuffered();
-        });
+      this.settleWithRun(m, undefined, "spent claim: run lookup failed", (outcome) =>
+        outcome === undefined ? this.settles.spent(m) : this.settles.outcome(m, outcome),
+      );
       return;
     }
     this.runningIds.add(m.id);
