@@ -111,18 +111,28 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): Grouped<R, T> {
       });
     }
   };
-  const many = (ctx: PgContext, reqs: readonly R[]): Promise<T>[] => {
+  const laneOf = (ctx: PgContext): Lane<R, T> => {
     let lane = lanes.get(ctx);
     if (!lane) {
       lane = { waiting: [], inFlight: 0 };
       lanes.set(ctx, lane);
     }
-    const l = lane;
-    const promises = reqs.map(
-      (req) => new Promise<T>((resolve, reject) => l.waiting.push({ req, resolve, reject })),
-    );
-    pump(ctx, l);
+    return lane;
+  };
+  const queue = (lane: Lane<R, T>, req: R): Promise<T> =>
+    new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
+  // The one-request path (every append, emit and settle) allocates no array for its request.
+  const one = (ctx: PgContext, req: R): Promise<T> => {
+    const lane = laneOf(ctx);
+    const promise = queue(lane, req);
+    pump(ctx, lane);
+    return promise;
+  };
+  const many = (ctx: PgContext, reqs: readonly R[]): Promise<T>[] => {
+    const lane = laneOf(ctx);
+    const promises = reqs.map((req) => queue(lane, req));
+    pump(ctx, lane);
     return promises;
   };
-  return Object.assign((ctx: PgContext, req: R): Promise<T> => many(ctx, [req])[0]!, { many });
+  return Object.assign(one, { many });
 }
