@@ -67,6 +67,8 @@ class OkeApp implements App, FxRuntime {
   readonly operator: OperatorApi;
   private state: State = "new";
   private bootPromise: Promise<void> | undefined;
+  /** The store's open (with boot's wait), shared by boot and an app.emit() before it. */
+  private storeOpening: Promise<void> | undefined;
   /** Boot is waiting for an unreachable store (readiness: store_unavailable). */
   private waitingForStore = false;
   /** Resolved by stop(): ends boot's wait for the store. */
@@ -198,23 +200,38 @@ class OkeApp implements App, FxRuntime {
     return this.bootPromise;
   }
 
+  /**
+   * The store's open, waiting for an unreachable store (openStoreWaiting): one for boot and for an
+   * app.emit() before boot, so an early emit waits (and fails) as boot does. A failed wait is
+   * forgotten: a later emit tries again (boot keeps its own outcome).
+   */
+  private openStore(): Promise<void> {
+    this.storeOpening ??= (async () => {
+      try {
+        await openStoreWaiting({
+          store: this.store,
+          timeoutMs: this.config.connectTimeoutMs,
+          logger: this.logger,
+          stopped: this.stopped,
+          fix:
+            this.store.driver === "postgres"
+              ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
+              : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).",
+          onWaiting: () => (this.waitingForStore = true),
+        });
+      } catch (e) {
+        this.storeOpening = undefined;
+        throw e;
+      } finally {
+        this.waitingForStore = false;
+      }
+    })();
+    return this.storeOpening;
+  }
+
   private async doBoot(): Promise<void> {
     this.state = "booting";
-    try {
-      await openStoreWaiting({
-        store: this.store,
-        timeoutMs: this.config.connectTimeoutMs,
-        logger: this.logger,
-        stopped: this.stopped,
-        fix:
-          this.store.driver === "postgres"
-            ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
-            : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).",
-        onWaiting: () => (this.waitingForStore = true),
-      });
-    } finally {
-      this.waitingForStore = false;
-    }
+    await this.openStore();
     await this.fleetClock?.start();
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     logServes(this.logger, this.manifest);
@@ -333,7 +350,7 @@ class OkeApp implements App, FxRuntime {
     payload?: P,
     options?: EmitOptions & { tx?: unknown; id?: string },
   ): Promise<void> {
-    if (this.state === "new") await this.store.open();
+    if (this.state === "new" || this.state === "booting") await this.openStore();
     if (options?.id !== undefined) return emitOnce(this, target, payload, { ...options, id: options.id });
     if (isSignal(target) && target.delivery !== "once")
       return this.emitFanout(target, payload, options, { flow: "app.emit", runId: null });

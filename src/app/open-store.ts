@@ -21,6 +21,7 @@ export function openStore(config: ResolvedConfig, root: string, logger: Logger):
         poolSize: config.poolSize,
         notify: config.notify,
         pollIntervalMs: config.pollIntervalMs,
+        connectAttemptTimeoutMs: config.connectAttemptTimeoutMs,
         logger,
       });
   }

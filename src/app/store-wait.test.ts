@@ -1,10 +1,11 @@
 // Boot while the store is unreachable: open() retried on connection-class errors (logged, bounded, stoppable), statement errors fail at once.
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createApp, flow, http, on } from "../index.ts";
+import { createApp, flow, http, on, signal } from "../index.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import { resolveConfig } from "./config.ts";
+import { jittered, openStoreWaiting } from "./store-wait.ts";
 
 const capture = () => {
   const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
@@ -52,11 +53,16 @@ describe("boot waits for an unreachable store", () => {
     const w = warns();
     expect(w).toHaveLength(3);
     expect(w.map((l) => l.attempt)).toEqual([1, 2, 3]);
-    expect(w.map((l) => l.nextTryMs)).toEqual([100, 200, 400]);
+    // 100, 200, 400 ms, each jittered down to as little as half (exact sleeps: the seeded case below).
+    const next = w.map((l) => l.nextTryMs as number);
+    [100, 200, 400].forEach((base, i) => {
+      expect(next[i]).toBeGreaterThanOrEqual(base / 2);
+      expect(next[i]).toBeLessThanOrEqual(base);
+    });
     expect(w[0]?.msg).toContain("10.0.0.9:5432/app");
     expect(w[0]?.msg).toContain("ECONNREFUSED");
     expect(w[1]?.msg).toContain("57P03: the database system is starting up");
-    expect(w[0]?.msg).toMatch(/attempt 1, next try in 100 ms, giving up in \d+ ms/);
+    expect(w[0]?.msg).toMatch(/attempt 1, next try in \d+ ms, giving up in \d+ ms/);
     expect(w[0]?.code).toBe("ECONNREFUSED");
     await app.stop();
   });
@@ -89,9 +95,10 @@ describe("boot waits for an unreachable store", () => {
       /^oke boot: could not reach the store at 10\.0\.0\.9:5432\/app in 250 ms \(\d+ attempts; last: connect ECONNREFUSED/,
     );
     expect(err?.fix).toContain("database.connectTimeoutMs");
-    // 100 + 150 (the rest of the bound): three attempts; a loaded machine may fit fewer.
+    // Sleeps of 50-100, 100-200, then the rest of the bound: four attempts at most (jitter low all
+    // along), three with none; a loaded machine may fit fewer.
     expect(opens()).toBeGreaterThanOrEqual(2);
-    expect(opens()).toBeLessThanOrEqual(3);
+    expect(opens()).toBeLessThanOrEqual(4);
     expect(warns().length).toBe(opens() - 1);
   });
 
@@ -165,12 +172,120 @@ describe("boot waits for an unreachable store", () => {
   });
 });
 
+describe("the retry backoff's jitter", () => {
+  it("sleeps between half and all of the doubling delay, drawn from the given source", async () => {
+    // A fixed sequence stands for a seeded generator: 0 -> half the delay, 0.5 -> three quarters.
+    const draws = [0, 0.5, 0.999, 0.25];
+    let i = 0;
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore(Array.from({ length: draws.length }, () => refused));
+    await openStoreWaiting({
+      store,
+      timeoutMs: 60_000,
+      logger,
+      stopped: new Promise(() => undefined),
+      fix: "",
+      random: () => draws[i++]!,
+    });
+    expect(opens()).toBe(draws.length + 1);
+    // Bases 100, 200, 400, 800 (the 2 s cap: jittered() below).
+    expect(warns().map((l) => l.nextTryMs)).toEqual([50, 150, 400, 500]);
+  });
+
+  it("jittered() stays within [delay/2, delay]", () => {
+    expect(jittered(2_000, () => 0)).toBe(1_000);
+    expect(jittered(2_000, () => 0.999_999)).toBe(2_000);
+    expect(jittered(100, () => 0.5)).toBe(75);
+  });
+});
+
+describe("app.emit() before boot", () => {
+  const task = signal.once("tasks.early");
+  const seen: unknown[] = [];
+  const worker = on(task, flow("tasks.earlyWorker", { do: (input: { n: number }) => void seen.push(input) }));
+
+  it("waits for the unreachable store as boot does, then boot shares that open", async () => {
+    seen.length = 0;
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore([refused, startingUp]);
+    const app = createApp({ modules: [{ worker }], env: "test", store, logger });
+    // Before the fix the emit called store.open() once and rejected with the refusal.
+    await app.emit(task, { n: 1 });
+    expect(opens()).toBe(3);
+    expect(warns().map((l) => l.attempt)).toEqual([1, 2]);
+    await app.boot();
+    expect(opens()).toBe(3);
+    await app.idle();
+    expect(seen).toEqual([{ n: 1 }]);
+    await app.stop();
+  });
+
+  it("an emit and a boot at once wait through one sequence of attempts", async () => {
+    const { logger, warns } = capture();
+    const { store, opens } = flakyStore([refused, refused]);
+    const app = createApp({ modules: [{ worker }], env: "test", store, logger });
+    await Promise.all([app.emit(task, { n: 2 }), app.boot(), app.emit(task, { n: 3 })]);
+    expect(opens()).toBe(3);
+    expect(warns()).toHaveLength(2);
+    await app.stop();
+  });
+
+  it("fails with boot's OKE1096 at database.connectTimeoutMs; a later emit tries again", async () => {
+    const { store, opens } = flakyStore(Array.from({ length: 100 }, () => refused));
+    const app = createApp({
+      modules: [{ worker }],
+      env: "test",
+      store,
+      logger: capture().logger,
+      config: { database: { connectTimeoutMs: 150 } },
+    });
+    await expect(app.emit(task, { n: 4 })).rejects.toMatchObject({
+      code: "OKE1096",
+      message: expect.stringMatching(
+        /^oke boot: could not reach the store at 10\.0\.0\.9:5432\/app in 150 ms/,
+      ) as unknown,
+    });
+    const first = opens();
+    await expect(app.emit(task, { n: 5 })).rejects.toMatchObject({ code: "OKE1096" });
+    expect(opens()).toBeGreaterThan(first);
+    await app.stop();
+  });
+
+  it("stop() ends an emit's wait with OKE1097", async () => {
+    const { store, opens } = flakyStore(Array.from({ length: 1000 }, () => refused));
+    const app = createApp({
+      modules: [{ worker }],
+      env: "test",
+      store,
+      logger: capture().logger,
+      config: { database: { connectTimeoutMs: 60_000 } },
+    });
+    const outcome = app.emit(task, { n: 6 }).then(
+      () => "emitted",
+      (e: unknown) => e,
+    );
+    for (let i = 0; i < 1000 && opens() < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    await app.stop();
+    expect(await outcome).toMatchObject({ code: "OKE1097" });
+  });
+});
+
 describe("database.connectTimeoutMs", () => {
   it("defaults to 30 s and refuses a negative bound", () => {
     expect(resolveConfig(undefined, "test").connectTimeoutMs).toBe(30_000);
     expect(resolveConfig({ database: { connectTimeoutMs: 0 } }, "test").connectTimeoutMs).toBe(0);
     expect(() => resolveConfig({ database: { connectTimeoutMs: -1 } }, "test")).toThrow(
       "oke boot: database.connectTimeoutMs must be a non-negative integer, got -1",
+    );
+  });
+
+  it("database.connectAttemptTimeoutMs defaults to 5 s, 0 allowed, negative refused", () => {
+    expect(resolveConfig(undefined, "test").connectAttemptTimeoutMs).toBe(5_000);
+    expect(resolveConfig({ database: { connectAttemptTimeoutMs: 0 } }, "test").connectAttemptTimeoutMs).toBe(
+      0,
+    );
+    expect(() => resolveConfig({ database: { connectAttemptTimeoutMs: -5 } }, "test")).toThrow(
+      "oke boot: database.connectAttemptTimeoutMs must be a non-negative integer, got -5",
     );
   });
 });

@@ -3,9 +3,17 @@ import { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import type { Store } from "../store/types.ts";
 
-/** The first retry comes after this many ms, doubling up to MAX_DELAY_MS. */
+/** The first retry comes after this many ms, doubling up to MAX_DELAY_MS; each sleep is jittered (jittered()). */
 export const FIRST_DELAY_MS = 100;
 export const MAX_DELAY_MS = 2_000;
+
+/**
+ * A sleep of between half and all of `delayMs` (`random` in [0, 1)): processes that lost their
+ * database together (a fleet restarting with it) do not retry in step, all on the same ms.
+ */
+export function jittered(delayMs: number, random: () => number): number {
+  return Math.round(delayMs * (0.5 + random() / 2));
+}
 
 export interface StoreWaitOptions {
   store: Store;
@@ -18,6 +26,8 @@ export interface StoreWaitOptions {
   fix: string;
   /** Told when an attempt failed and another will follow. */
   onWaiting?: () => void;
+  /** The jitter's source, in [0, 1); tests pass a seeded one. Default Math.random. */
+  random?: () => number;
 }
 
 /** The code of an error or of its cause (pg's SQLSTATE or Node's ECONNREFUSED), for the log line. */
@@ -39,7 +49,7 @@ export function describeFailure(err: unknown): string {
 
 /**
  * Opens the store; while open() fails with an error the store calls unavailable (`isUnavailable`),
- * tries again after 100 ms, doubling to 2 s, until `timeoutMs` from the first attempt — one `warn`
+ * tries again after 100 ms, doubling to 2 s (each sleep jittered down to half), until `timeoutMs` from the first attempt — one `warn`
  * per failure saying what failed, where, the attempt, the next try and the time left. Any other
  * error (a bad migration, permission denied, a schema newer than this code) is thrown at once.
  */
@@ -96,7 +106,7 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
         fix: options.fix,
         cause: err,
       });
-    const next = Math.min(delay, remaining);
+    const next = Math.min(jittered(delay, options.random ?? Math.random), remaining);
     logger.warn(
       { err, code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: remaining },
       `okengine: the store at ${address} is unavailable (${describeFailure(err)}); attempt ${attempt}, next try in ${next} ms, giving up in ${remaining} ms`,

@@ -16,6 +16,8 @@ export interface PgFanoutOptions {
   connectionString: string;
   schema: string;
   pollIntervalMs: number;
+  /** How long one connect of the LISTEN connection may take, in ms; 0 = unbounded. */
+  connectTimeoutMs?: number;
   logger: PgLogger;
 }
 
@@ -106,6 +108,7 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
       applicationName: `okengine-live:${o.schema}`,
       listen: ctx.notify,
       pollIntervalMs: o.pollIntervalMs,
+      connectTimeoutMs: o.connectTimeoutMs ?? 0,
       logger: o.logger,
       onEvents,
     });

@@ -9,8 +9,20 @@ export const PROBE_TIMEOUT_MS = 2_000;
 // out of memory), operator intervention (shutdown, cannot connect now), system error, internal error.
 const OUTAGE_CLASSES = new Set(["08", "53", "57", "58", "XX"]);
 const NODE_NET = /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)$/;
+// `timeout expired`: pg's own connectionTimeoutMillis ending a connect (see connectTimedOut below).
 const PG_CLIENT =
-  /connection terminated|timeout exceeded when trying to connect|not queryable|connection error/i;
+  /connection terminated|timeout exceeded when trying to connect|not queryable|connection error|^timeout expired$/i;
+
+/**
+ * A connect that pg's connectionTimeoutMillis ended (`timeout expired`, no code) as an ETIMEDOUT
+ * naming the bound, so a log line or OKE1096 says what ran out; any other error unchanged.
+ */
+export function connectTimedOut(e: unknown, timeoutMs: number): unknown {
+  if (!(e instanceof Error) || e.message !== "timeout expired" || "code" in e) return e;
+  return Object.assign(new Error(`connection attempt timed out after ${timeoutMs} ms`, { cause: e }), {
+    code: "ETIMEDOUT",
+  });
+}
 
 /** True for an error that says the database cannot be reached or cannot commit, not that a statement was refused. */
 export function isPostgresOutage(e: unknown): boolean {

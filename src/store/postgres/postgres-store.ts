@@ -13,7 +13,7 @@ import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { beginCompensation } from "./postgres-compensation.ts";
 import { createPostgresFanout } from "./postgres-fanout.ts";
-import { isPostgresOutage, probePostgres } from "./postgres-health.ts";
+import { connectTimedOut, isPostgresOutage, probePostgres } from "./postgres-health.ts";
 import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
 import { park } from "./postgres-journal-write.ts";
 import { migrate } from "./postgres-migrate.ts";
@@ -81,6 +81,16 @@ export interface PostgresStoreOptions {
    */
   wakeLookaheadMs?: number;
   /**
+   * How long one connection attempt (TCP, TLS, authentication) may take, in ms, for the pool's
+   * connections (unless `pool` is given) and the LISTEN ones; `0` = no bound. Without it a connect
+   * to a host that drops packets, or to one that accepts TCP and never answers, waits for the
+   * kernel (minutes) or forever, and `close()` waits with it. Not a bound on waiting for a free
+   * pooled connection.
+   *
+   * @default 5000
+   */
+  connectAttemptTimeoutMs?: number;
+  /**
    * Where connection trouble is reported (pool errors, LISTEN reconnects).
    * A pino logger fits.
    *
@@ -96,7 +106,27 @@ export interface PostgresStoreOptions {
  */
 const WAKE_LOOKAHEAD_MS = 50;
 
+/**
+ * PostgresStoreOptions.connectAttemptTimeoutMs's default: a connect on a LAN or in one region takes
+ * milliseconds (a few round trips: TCP, TLS, SCRAM); 5 s leaves room for a loaded server or a far
+ * one, and keeps app.stop() after a boot that gave up, which waits for the attempt in flight, short.
+ */
+export const CONNECT_ATTEMPT_TIMEOUT_MS = 5_000;
+
 const silent: PgLogger = { warn: () => undefined, error: () => undefined };
+
+/** pg's Client with every connect bounded by `timeoutMs` (the pool builds its clients from it); 0 = pg's own. */
+function boundedClient(timeoutMs: number): typeof pg.Client {
+  if (timeoutMs === 0) return pg.Client;
+  return class BoundedClient extends pg.Client {
+    constructor(config?: string | pg.ClientConfig) {
+      super({
+        ...(typeof config === "string" ? { connectionString: config } : config),
+        connectionTimeoutMillis: timeoutMs,
+      });
+    }
+  };
+}
 
 /** Store name → quoted identifier; names are restricted so they can live inside SQL text. */
 function schemaIdent(schema: string): string {
@@ -117,12 +147,16 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
   const logger = options.logger ?? silent;
   const ownsPool = options.pool === undefined;
   const origin = randomBytes(8).toString("hex");
+  const connectTimeoutMs = Math.max(0, options.connectAttemptTimeoutMs ?? CONNECT_ATTEMPT_TIMEOUT_MS);
   const pool =
     options.pool ??
     new pg.Pool({
       connectionString: options.connectionString,
       max: options.poolSize ?? 10,
       application_name: `okengine:${schema}`,
+      // On each client, not the pool: the pool's connectionTimeoutMillis would also bound the wait
+      // for a free connection, failing requests queued behind a busy pool.
+      Client: boundedClient(connectTimeoutMs),
     });
   const onPoolError = (err: Error): void =>
     logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
@@ -151,6 +185,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     applicationName: `okengine-listen:${schema}`,
     listen: ctx.notify,
     pollIntervalMs: options.pollIntervalMs ?? 5_000,
+    connectTimeoutMs,
     logger,
     onEvents: emit,
   });
@@ -159,6 +194,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     connectionString: options.connectionString,
     schema,
     pollIntervalMs: options.pollIntervalMs ?? 5_000,
+    connectTimeoutMs,
     logger,
   });
 
@@ -181,7 +217,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       opening ??= (async () => {
         await migrate(pool, schema, s);
         await wake.start();
-      })();
+      })().catch((e: unknown) => {
+        throw connectTimedOut(e, connectTimeoutMs);
+      });
       // A failed open may be retried.
       opening.catch(() => (opening = undefined));
       return opening;

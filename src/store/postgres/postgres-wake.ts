@@ -56,6 +56,8 @@ export interface WakeSourceOptions {
   /** false: poll-only mode, no LISTEN connection at all. */
   listen: boolean;
   pollIntervalMs: number;
+  /** How long one connect of the LISTEN connection may take, in ms (pg's connectionTimeoutMillis); 0 = unbounded. */
+  connectTimeoutMs?: number;
   logger: PgLogger;
   onEvents: (events: StoreEvent[]) => void;
   /** Reconnect backoff bounds (ms); tests shorten them. */
@@ -97,6 +99,7 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
       connectionString: o.connectionString,
       application_name: o.applicationName,
       keepAlive: true,
+      connectionTimeoutMillis: o.connectTimeoutMs ?? 0,
     });
     // Attached before connect so an early failure is never an unhandled 'error'.
     c.on("error", (err) => lost(c, err));
