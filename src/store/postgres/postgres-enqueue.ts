@@ -92,6 +92,43 @@ function asQueryable(tx: unknown): Queryable {
   throw postgresStoreErrors.badTx();
 }
 
+/** A batch's INSERT (parameters from `p` on), its parameters, the messages to announce and the NOTIFY payload. */
+export interface InsertPlan {
+  insert: string;
+  /** Some messages are written already claimed (the INSERT takes two more arrays). */
+  claimed: boolean;
+  params: unknown[];
+  announced: NewMessage[];
+  payload: string | null;
+}
+
+/**
+ * The multi-row INSERT of `batch` (two or more messages, or one in a caller's tx) with its
+ * parameters numbered from `p`, so another statement can carry it (postgres-write-lane.ts).
+ */
+export function insertPlan(
+  ctx: PgContext,
+  batch: readonly Outgoing[],
+  now: number,
+  p: number,
+  fromTx = false,
+): InsertPlan {
+  const announced = batch.filter((o) => o.claim === undefined).map((o) => o.message);
+  const claimed = announced.length < batch.length;
+  const payload =
+    announced.length === 0 ? null : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, fromTx);
+  const params = insertMessagesParams(
+    batch.map((o) => o.message),
+    now,
+  );
+  if (claimed)
+    params.push(
+      batch.map((o) => o.claim?.worker ?? null),
+      batch.map((o) => (o.claim === undefined ? null : now + o.claim.leaseMs)),
+    );
+  return { insert: insertMessagesSql(ctx.s, p, "TRUE", claimed), claimed, params, announced, payload };
+}
+
 /**
  * One statement per call: the INSERT and its NOTIFY travel together, so the
  * NOTIFY is queued by the same transaction and fires only if it commits. With
@@ -107,37 +144,29 @@ export async function enqueue(
 ): Promise<void> {
   const db = tx === undefined ? ctx.pool : asQueryable(tx);
   if (batch.length === 0) return;
-  const messages = batch.map((o) => o.message);
-  const announced = batch.filter((o) => o.claim === undefined).map((o) => o.message);
-  const claimed = announced.length < batch.length;
-  const payload =
-    announced.length === 0
-      ? null
-      : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, tx !== undefined);
   // A lone message on the store's own pool goes as a prepared one-row statement (a caller's tx
   // may be any client with query(); prepared statements are pg's).
   const one = batch.length === 1 && tx === undefined;
-  let params: unknown[];
-  let insert: string;
+  let plan: InsertPlan;
   if (one) {
     const { message: m, claim } = batch[0]!;
-    params = [m.id, m.signal, m.key, jsonParam(m.payload), m.parentRunId, now];
+    const params: unknown[] = [m.id, m.signal, m.key, jsonParam(m.payload), m.parentRunId, now];
     if (claim !== undefined) params.push(claim.worker, now + claim.leaseMs);
-    insert = insertOneSql(ctx.s, claimed);
-  } else {
-    params = insertMessagesParams(messages, now);
-    if (claimed)
-      params.push(
-        batch.map((o) => o.claim?.worker ?? null),
-        batch.map((o) => (o.claim === undefined ? null : now + o.claim.leaseMs)),
-      );
-    insert = insertMessagesSql(ctx.s, 1, "TRUE", claimed);
-  }
+    const announced = claim === undefined ? [m] : [];
+    plan = {
+      insert: insertOneSql(ctx.s, claim !== undefined),
+      claimed: claim !== undefined,
+      params,
+      announced,
+      payload: claim === undefined ? wakePayload(ctx, { e: [m.signal] }) : null,
+    };
+  } else plan = insertPlan(ctx, batch, now, 1, tx !== undefined);
+  const { params, announced, payload } = plan;
   try {
-    let sql = insert;
+    let sql = plan.insert;
     if (payload !== null) {
       const n = params.length;
-      sql = `WITH ins AS (${insert}) SELECT pg_notify($${n + 1}::text, $${n + 2}::text)`;
+      sql = `WITH ins AS (${plan.insert}) SELECT pg_notify($${n + 1}::text, $${n + 2}::text)`;
       params.push(ctx.channel, payload);
     }
     await q(db, sql, params, one ? preparedName("enq1", sql) : undefined);

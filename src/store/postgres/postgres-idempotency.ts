@@ -1,4 +1,4 @@
-/** The idempotency half of the postgres driver: a claim is one INSERT … ON CONFLICT in the common case (a new key), an answer one UPDATE; neither waits for its WAL flush. */
+/** The idempotency statements of the postgres driver: a claim is one INSERT … ON CONFLICT in the common case (a new key), an answer one UPDATE; alone, neither waits for its WAL flush (they travel in postgres-write-lane.ts). */
 import type {
   ClaimIdempotencyRequest,
   CompleteIdempotencyRequest,
@@ -7,7 +7,6 @@ import type {
   IdempotencyRecord,
 } from "../idempotency-types.ts";
 import { type PgContext, preparedName, q } from "./postgres-context.ts";
-import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";
 
 interface Row {
   key: string;
@@ -44,7 +43,7 @@ const toRecord = (r: Row): IdempotencyRecord => ({
  *   emits. If any of them survived a crash, the claim survived too — as `running` with its run id.
  * - The completion may be lost while the answer was sent (within the WAL writer's delay, at most
  *   3 × wal_writer_delay, 600 ms by default; or, a crash of this process, while it waits up to
- *   PARK_MS here for a claim to carry it). The claim then either survived: a retry after the
+ *   PARK_MS in postgres-write-lane.ts for another write to carry it). The claim then either survived: a retry after the
  *   lock lapsed takes over the same run id — a durable run continues (or answers from its result),
  *   a plain flow runs again and its emits, whose ids derive from the run id and their position
  *   (fx.ts nextId), are refused as duplicates — and the retry gets the answer the flow computes
@@ -89,14 +88,16 @@ RETURNING 1`;
  * has no row at all (restored). A completion whose key holds an expired or another request's
  * record matches nothing here and goes on alone to restoreSql. RETURNING names the keys written;
  * `inserted` (no xmax on the new row: it was not an update) tells a restored completion from a
- * completed one — the conformance cases for both outcomes check it.
+ * completed one — the conformance cases for both outcomes check it. Its nine arrays are numbered
+ * from `p`; `asyncCommit` false leaves the commit synchronous, for a statement that carries emits
+ * too (postgres-write-lane.ts).
  */
-const lanesSql = (s: string): string => `
+export const idempotencyRowsSql = (s: string, p = 1, asyncCommit = true): string => `
 INSERT INTO ${s}.idempotency_keys AS k
   (key, fingerprint, status, response_status, response_body, run_id, locked_until, created_at, expires_at)
 SELECT u.key, u.fingerprint, u.status, u.response_status, u.response_body, u.run_id, u.locked_until, u.now, u.expires_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
-  AS u(key, fingerprint, status, response_status, response_body, run_id, locked_until, now, expires_at), ${ASYNC_COMMIT}
+FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::integer[], $${p + 4}::text[], $${p + 5}::text[], $${p + 6}::bigint[], $${p + 7}::bigint[], $${p + 8}::bigint[])
+  AS u(key, fingerprint, status, response_status, response_body, run_id, locked_until, now, expires_at)${asyncCommit ? `, ${ASYNC_COMMIT}` : ""}
 ON CONFLICT (key) DO UPDATE SET
   fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status,
   response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
@@ -123,7 +124,7 @@ function statementsFor(s: string): { claimOne: Prepared; lane: Prepared } {
   let st = statements.get(s);
   if (st === undefined) {
     const claimOne = claimOneSql(s);
-    const lane = lanesSql(s);
+    const lane = idempotencyRowsSql(s);
     st = {
       claimOne: { text: claimOne, name: preparedName("idem_claim", claimOne) },
       lane: { text: lane, name: preparedName("idem_lane", lane) },
@@ -134,9 +135,10 @@ function statementsFor(s: string): { claimOne: Prepared; lane: Prepared } {
 }
 
 /** What travels in the idempotency lane: a claim's first step or a completion. */
-type LaneItem = { claim: ClaimIdempotencyRequest } | { complete: CompleteIdempotencyRequest };
-type LaneOutcome = boolean | CompleteOutcome;
-const keyOf = (item: LaneItem): string => ("claim" in item ? item.claim.key : item.complete.key);
+export type LaneItem = { claim: ClaimIdempotencyRequest } | { complete: CompleteIdempotencyRequest };
+export type LaneOutcome = boolean | CompleteOutcome;
+export const idempotencyKeyOfItem = (item: LaneItem): string =>
+  "claim" in item ? item.claim.key : item.complete.key;
 
 /**
  * One element of a text array literal, quoted: a backslash or a double quote escaped by one
@@ -146,14 +148,14 @@ const NEEDS_ESCAPE = /["\\]/;
 const quoted = (v: string): string => (NEEDS_ESCAPE.test(v) ? `"${v.replace(/["\\]/g, "\\$&")}"` : `"${v}"`);
 
 /**
- * The lane statement's columns for `items` (distinct keys), in lanesSql's parameter order, as
+ * The lane statement's columns for `items` (distinct keys), in idempotencyRowsSql's parameter order, as
  * array literals built here rather than by pg (prepareValue, arrayString, escapeElement: two
  * regex replaces per element). In a --cpu-prof of bench/http-idempotency.ts split by its keyed
  * and unkeyed segments (128 connections, 3 runs each, loadavg 9-10), serialising the lane and the
  * lane's own code took 29.6 / 19.2 / 20.7 µs of sampled time per keyed request with pg's arrays,
  * 11.4 / 10.6 / 15.8 with these. Numbers are written as pg writes them (String), null as NULL.
  */
-function laneValues(items: readonly LaneItem[]): string[] {
+export function laneValues(items: readonly LaneItem[]): string[] {
   let keys = "";
   let fingerprints = "";
   let statuses = "";
@@ -195,7 +197,7 @@ function laneValues(items: readonly LaneItem[]): string[] {
 }
 
 /** One item alone: a lone claim, a lone completion, or the second item of a key in a batch. */
-async function laneSingle(ctx: PgContext, item: LaneItem): Promise<LaneOutcome> {
+export async function laneSingle(ctx: PgContext, item: LaneItem): Promise<LaneOutcome> {
   if ("claim" in item) {
     // Prepared: an INSERT of one row from no table, its conflict found by the primary key's
     // index (the arbiter), has no plan to choose (see q()).
@@ -209,111 +211,52 @@ async function laneSingle(ctx: PgContext, item: LaneItem): Promise<LaneOutcome> 
 }
 
 /**
- * Group commit of the idempotency lane: claims (their first step) and completions share one
- * statement (one commit), one statement in flight per store — a completion takes no statement of
- * its own but waits (parked, up to PARK_MS) for the next claim and rides with it (its answer has
- * gone out already, idempotency.ts), and claims that arrive while a statement is out go together
- * in the next. A lone claim goes out at once as claimOneSql; a lone completion (no claim came
- * within PARK_MS) as the lane statement with one row. Two items with one key in a batch: the first
- * goes in the statement, the second alone after it, as if they had come in turn. Measured against separate lanes for claims and completions, two statements in flight
- * each (bench/http-idempotency.ts, emit flow, 16 connections, 3 interleaved rounds on a loaded
- * machine): statements per keyed request 0.67-0.69 -> 0.36-0.42 more than an unkeyed one,
- * PostgreSQL backend CPU per keyed request 230-255 -> 73-102 µs more; with two in flight
- * 0.45-0.50 and 139-170 µs (bench/README.md).
- */
-const laneGrouped = groupCommit<LaneItem, LaneOutcome>({
-  what: "idempotency claims and completions",
-  maxInFlight: 1,
-  single: laneSingle,
-  async batch(ctx, items) {
-    const first = new Map<string, LaneItem>();
-    for (const item of items) if (!first.has(keyOf(item))) first.set(keyOf(item), item);
-    const rs = [...first.values()];
-    const sent = await sendLane(ctx, rs);
-    const outcomes = new Map(rs.map((item, i) => [item, sent[i]]));
-    return items.map((item): BatchOutcome<LaneOutcome> => {
-      // Not back through the lane: its one statement in flight is this one, until these follow-ups end.
-      if (!outcomes.has(item)) return { alone: () => laneSingle(ctx, item) };
-      const outcome = outcomes.get(item);
-      if (outcome !== undefined) return { value: outcome };
-      // A completion the statement did not store: its own follow-up, outside the shared statement.
-      const req = (item as { complete: CompleteIdempotencyRequest }).complete;
-      return { alone: () => restore(ctx, req) };
-    });
-  },
-});
-
-/**
  * Sends `items` (distinct keys) as one lane statement: per item, whether a claim claimed; a
  * completion's outcome, or undefined when it matched nothing (it goes on to restore).
  */
-async function sendLane(ctx: PgContext, items: readonly LaneItem[]): Promise<(LaneOutcome | undefined)[]> {
+export async function sendLane(
+  ctx: PgContext,
+  items: readonly LaneItem[],
+): Promise<(LaneOutcome | undefined)[]> {
   const { text, name } = statementsFor(ctx.s).lane;
-  const { rows } = await q<{ key: string; inserted: boolean }>(ctx.pool, text, laneValues(items), name);
-  const written = new Map(rows.map((r) => [r.key, r.inserted]));
+  const { rows } = await q<LaneRow>(ctx.pool, text, laneValues(items), name);
+  return laneOutcomes(items, rows);
+}
+
+/** A row of idempotencyRowsSql's RETURNING: a key written, and whether its row is new. */
+export interface LaneRow {
+  key: string | null;
+  inserted: boolean | null;
+}
+
+/** Per item (distinct keys), from the keys the statement wrote: see sendLane. */
+export function laneOutcomes(
+  items: readonly LaneItem[],
+  rows: readonly LaneRow[],
+): (LaneOutcome | undefined)[] {
+  const written = new Map<string | null, boolean | null>();
+  for (const r of rows) written.set(r.key, r.inserted);
   return items.map((item) => {
-    const inserted = written.get(keyOf(item));
+    const inserted = written.get(idempotencyKeyOfItem(item));
     if ("claim" in item) return inserted !== undefined;
     if (inserted === undefined) return undefined;
-    return inserted ? "restored" : "completed";
+    return inserted === true ? "restored" : "completed";
   });
 }
 
 /**
- * How long a completion waits in this process for a claim to carry it before it goes out on its
- * own. Its answer has gone out already (idempotency.ts), so this costs no request any latency; a
- * retry that reaches another instance meanwhile gets 409 (OKE1442) as it would during the
- * completion's round trip. A process crash in that time loses the completion as a lost WAL flush
- * would (the crash reasoning above: the claim's takeover path). Measured (bench/README.md,
- * seventh pass): at 16 connections 43% of the lane's statements carried completions only.
- */
-export const PARK_MS = 10;
-
-interface Parked {
-  req: CompleteIdempotencyRequest;
-  resolve: (outcome: CompleteOutcome) => void;
-  reject: (e: unknown) => void;
-}
-const parkedBy = new WeakMap<PgContext, { items: Parked[]; timer: ReturnType<typeof setTimeout> }>();
-
-/**
- * Queues `ctx`'s parked completions into the lane, followed by `then` (a claim, or nothing), all
- * at once so that they share one statement. The outcomes of all, parked ones first.
- */
-function unpark(ctx: PgContext, then: LaneItem[]): Promise<LaneOutcome>[] {
-  const parked = parkedBy.get(ctx);
-  const items = parked?.items ?? [];
-  if (parked !== undefined) {
-    clearTimeout(parked.timer);
-    parkedBy.delete(ctx);
-  }
-  const outcomes = laneGrouped.many(ctx, [...items.map((p): LaneItem => ({ complete: p.req })), ...then]);
-  for (const [i, p] of items.entries())
-    outcomes[i]!.then((outcome) => p.resolve(outcome as CompleteOutcome), p.reject);
-  return outcomes;
-}
-
-/** Sends the completions still parked and waits for them (the store's close: none is left behind a timer). */
-export async function flushParkedCompletions(ctx: PgContext): Promise<void> {
-  await Promise.allSettled(unpark(ctx, []));
-}
-
-/** A claim takes the parked completions along: they share its statement. */
-const claimGrouped = async (ctx: PgContext, req: ClaimIdempotencyRequest): Promise<boolean> =>
-  (await unpark(ctx, [{ claim: req }]).at(-1)!) === true;
-
-/**
  * Three steps, each atomic on the row, tried in the order of their likelihood:
  * a new (or expired) key is claimed by the INSERT alone — one round trip, the
- * cost every keyed request pays, shared by concurrent requests (claimGrouped);
+ * cost every keyed request pays, shared with other writes by `firstStep` (the write lane's);
  * a retry then takes over a lapsed lock or reads the record. The conditions are
  * those of the memory driver.
  */
 export async function claimIdempotencyKey(
   ctx: PgContext,
   req: ClaimIdempotencyRequest,
+  firstStep: (ctx: PgContext, req: ClaimIdempotencyRequest) => Promise<boolean>,
 ): Promise<IdempotencyClaim> {
-  if (await claimGrouped(ctx, req)) return { kind: "claimed" };
+  if (await firstStep(ctx, req)) return { kind: "claimed" };
   const taken = await q<Row>(
     ctx.pool,
     `UPDATE ${ctx.s}.idempotency_keys SET locked_until = $3::bigint + $4::bigint
@@ -324,7 +267,7 @@ export async function claimIdempotencyKey(
   if (taken.rows[0] !== undefined) return { kind: "takenOver", record: toRecord(taken.rows[0]) };
   const existing = await getIdempotencyKey(ctx, req.key);
   // Gone between the statements (released or pruned): claim again.
-  if (existing === undefined) return claimIdempotencyKey(ctx, req);
+  if (existing === undefined) return claimIdempotencyKey(ctx, req, firstStep);
   return { kind: "existing", record: existing };
 }
 
@@ -358,7 +301,7 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE k.expires_at <= $6
 RETURNING 1`;
 
-const restore = async (ctx: PgContext, req: CompleteIdempotencyRequest): Promise<CompleteOutcome> => {
+export const restore = async (ctx: PgContext, req: CompleteIdempotencyRequest): Promise<CompleteOutcome> => {
   const { rowCount } = await q(ctx.pool, restoreSql(ctx.s), [
     req.key,
     req.fingerprint,
@@ -370,21 +313,6 @@ const restore = async (ctx: PgContext, req: CompleteIdempotencyRequest): Promise
   ]);
   return rowCount > 0 ? "restored" : "superseded";
 };
-
-/** Parked until the next claim carries it, or PARK_MS. */
-export function completeIdempotencyKey(
-  ctx: PgContext,
-  req: CompleteIdempotencyRequest,
-): Promise<CompleteOutcome> {
-  return new Promise((resolve, reject) => {
-    let parked = parkedBy.get(ctx);
-    if (parked === undefined) {
-      parked = { items: [], timer: setTimeout(() => void unpark(ctx, []), PARK_MS) };
-      parkedBy.set(ctx, parked);
-    }
-    parked.items.push({ req, resolve, reject });
-  });
-}
 
 export async function releaseIdempotencyKey(
   ctx: PgContext,

@@ -9,7 +9,6 @@ import { claim } from "./postgres-claim.ts";
 import * as consoleQueries from "./postgres-console.ts";
 import { type PgContext, type PgLogger, withoutPreparedStatements } from "./postgres-context.ts";
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
-import { enqueueGrouped } from "./postgres-enqueue-batch.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { beginCompensation } from "./postgres-compensation.ts";
 import { createPostgresFanout } from "./postgres-fanout.ts";
@@ -21,6 +20,7 @@ import * as admin from "./postgres-queue-admin.ts";
 import * as runs from "./postgres-runs.ts";
 import * as schedules from "./postgres-schedules.ts";
 import * as idempotency from "./postgres-idempotency.ts";
+import * as writeLane from "./postgres-write-lane.ts";
 import { pruneRuns } from "./postgres-retention.ts";
 import { settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
@@ -231,7 +231,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       await opening?.catch(() => undefined);
       await wake.close();
       await fanout.close();
-      await idempotency.flushParkedCompletions(ctx);
+      await writeLane.flushParkedCompletions(ctx);
       if (ownsPool) await pool.end();
       pool.off("error", onPoolError);
     },
@@ -241,13 +241,13 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
     async enqueue(messages, now, opts) {
       const batch = messages.map((message) => ({ message }));
-      if (opts?.tx === undefined) await enqueueGrouped(ctx, batch, now);
+      if (opts?.tx === undefined) await writeLane.enqueueGrouped(ctx, batch, now);
       else await enqueue(ctx, batch, now, opts.tx);
     },
     async enqueueClaimed(messages, now, claim) {
       const keyed = messages.find((m) => m.key !== null);
       if (keyed) throw storeErrors.keyedClaimAtEmit(keyed.id);
-      const at = await enqueueGrouped(
+      const at = await writeLane.enqueueGrouped(
         ctx,
         messages.map((message) => ({ message, claim })),
         now,
@@ -301,9 +301,9 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     pruneFires: (before) => schedules.pruneFires(ctx, before),
     pruneRuns: (before, limit) => pruneRuns(ctx, before, limit),
     storeTime: () => schedules.storeTime(ctx),
-    claimIdempotencyKey: (req) => idempotency.claimIdempotencyKey(ctx, req),
+    claimIdempotencyKey: (req) => writeLane.claimIdempotencyKey(ctx, req),
     renewIdempotencyKey: (req) => idempotency.renewIdempotencyKey(ctx, req),
-    completeIdempotencyKey: (req) => idempotency.completeIdempotencyKey(ctx, req),
+    completeIdempotencyKey: (req) => writeLane.completeIdempotencyKey(ctx, req),
     releaseIdempotencyKey: (req) => idempotency.releaseIdempotencyKey(ctx, req),
     getIdempotencyKey: (key) => idempotency.getIdempotencyKey(ctx, key),
     pruneIdempotencyKeys: (before) => idempotency.pruneIdempotencyKeys(ctx, before),
