@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_DATABASE_URL } from "../../test/conformance/drivers.ts";
+import { freePort } from "../../test/support/free-port.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const BIN = join(REPO, "bin/oke.js");
@@ -462,16 +463,6 @@ describe.each(drivers)(
     });
   },
 );
-
-/** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const { createServer } = await import("node:net");
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 async function listening(port: number): Promise<boolean> {
   const { connect } = await import("node:net");

@@ -1,5 +1,4 @@
 // An EventSource in headless Chromium on a live route: history, new entries, resume after a server restart.
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { chromium, type Browser } from "playwright-core";
@@ -7,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
 import { Child } from "../process/spawn.ts";
+import { freePort } from "../support/free-port.ts";
 
 // A real browser's EventSource on a live route, across a server restart.
 
@@ -32,17 +32,6 @@ const spawnChild = (port: number): Child => {
   return c;
 };
 const ready = (c: Child) => c.waitFor((e) => e.event === "ready", "ready");
-
-/** A port nothing listens on now, so a restarted server can take the same one. */
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 
 const post = async (port: number, state: string): Promise<void> => {
   const r = await fetch(`http://127.0.0.1:${port}/orders/o9/status`, {

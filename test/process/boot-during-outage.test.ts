@@ -2,7 +2,8 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createApp, flow, http, on } from "../../src/index.ts";
-import { freePort, usePrivateCluster } from "./private-cluster.ts";
+import { freePort } from "../support/free-port.ts";
+import { usePrivateCluster } from "./private-cluster.ts";
 
 const cluster = usePrivateCluster();
 

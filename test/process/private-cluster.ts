@@ -1,11 +1,11 @@
 // A throwaway PostgreSQL cluster of a test's own (initdb + pg_ctl on a free port), so the test may stop and restart it.
 import { execFile } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll } from "vitest";
+import { freePort } from "../support/free-port.ts";
 
 const run = promisify(execFile);
 
@@ -19,18 +19,6 @@ function findBin(name: string): string | undefined {
   }
   return undefined;
 }
-
-/** A port nothing listens on now (taken from the kernel, then released). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() =>
-        typeof addr === "object" && addr !== null ? resolve(addr.port) : reject(new Error("no port")),
-      );
-    });
-  });
 
 export interface PrivateCluster {
   url: string;
