@@ -54,6 +54,7 @@ describe("group commit", () => {
       },
     });
     const lone = send(ctx, 0);
+    await new Promise((r) => setImmediate(r)); // the lone one is in flight; the rest share the next statement
     const group = [1, 2, 3, 4].map((n) =>
       send(ctx, n).then(
         (v) => ({ v }),
@@ -93,6 +94,7 @@ describe("group commit", () => {
       },
     });
     const lone = send(ctx, 0);
+    await new Promise((r) => setImmediate(r)); // the lone one is in flight; the rest share the next statement
     const group = Array.from({ length: 500 }, (_, i) => send(ctx, i + 1).catch((e: Error) => e.message));
     hold();
     await lone;

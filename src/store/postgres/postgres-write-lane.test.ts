@@ -95,19 +95,19 @@ describe("postgres write lane", () => {
       expect(await store.claimIdempotencyKey(claimReq("c0", 10))).toEqual({ kind: "claimed" });
       const completed = store.completeIdempotencyKey(completeReq("c0", 11)); // parked
       const before = combined;
-      // The first emit takes the parked completion along (one statement); everything called while
-      // that is in flight shares the next.
+      // Everything called in one tick shares one statement, the parked completion included; the
+      // claim of c0 has its key's completion ahead of it there, so it goes alone after it.
       const first = store.enqueue([msg("w0")], 12);
       const results = await Promise.all([
         store.claimIdempotencyKey(claimReq("c1", 12)),
         store.enqueue([msg("w1", "wk")], 12),
         store.claimIdempotencyKey(claimReq("c2", 12)),
         store.enqueue([msg("w2", "wk"), msg("w3")], 12),
-        store.claimIdempotencyKey(claimReq("c0", 12)), // done by the first statement
+        store.claimIdempotencyKey(claimReq("c0", 12)), // done by the shared statement
         first,
         completed,
       ]);
-      expect(combined - before).toBe(2);
+      expect(combined - before).toBe(1);
       expect(results[0]).toEqual({ kind: "claimed" });
       expect(results[2]).toEqual({ kind: "claimed" });
       expect(results[4]).toMatchObject({ kind: "existing", record: { status: "done" } });
@@ -126,7 +126,7 @@ describe("postgres write lane", () => {
       await c.end();
       // Call order kept within the shared statement (per-key FIFO depends on it).
       expect(rows).toEqual(["w0", "w1", "w2", "w3"].map((id) => ({ id, status: "pending" })));
-      expect(heard.filter((x) => x === "g").length).toBeGreaterThanOrEqual(2);
+      expect(heard).toContain("g"); // the shared statement announced its messages
     } finally {
       unsubscribe();
     }
