@@ -16,15 +16,15 @@ import { type ClaimedRow, type MessageRow, toClaimedMessage } from "./postgres-r
  * - reclaim: expired inflight rows (messages_inflight index).
  * - unkeyed: messages_ready_unkeyed in seq order; stops at LIMIT, O(max).
  * - keyed: messages_ready_keyed in seq order, at most max(WALK, 4·max) rows
- *   examined. Rows of keys held right now (`busy`, up to BUSY_KEYS of them)
- *   are dropped by an array test, the rest need a head probe. Without the
- *   bound a backlog of blocked keys was walked row by row on every claim. The
- *   heads found are locked first (keyed_cand), then guarded all at once
- *   (keyed_free: claim_keys_free, migration 0002).
+ *   examined. Without the bound a backlog of blocked keys was walked row by
+ *   row on every claim. Heads are told by a sort of the walk and the signal's
+ *   inflight keyed rows (keyed_cand; no per-row probe since migration 0026),
+ *   locked, then guarded all at once (keyed_free: claim_keys_free, 0002).
  * - loose: only when the keyed walk came back short AND was cut off: a loose
  *   index scan over distinct keys (messages_key_head), one probe per key, up
  *   to LOOSE_KEYS keys, finds the heads further back. Reclaimed and loose
- *   keyed rows go through the per-row guard (claim_key_free, migration 0001).
+ *   keyed rows go through the batched guard too (since 0026; before, the
+ *   per-row claim_key_free of 0001, the last reader of messages_key_inflight).
  * The picked rows are updated by ctid (each is locked by this statement).
  *
  * Why the per-key guard (claim_key_free, migration 0001): SKIP LOCKED keeps
@@ -42,7 +42,10 @@ import { type ClaimedRow, type MessageRow, toClaimedMessage } from "./postgres-r
  * The batched form reads the signal's live leases once per claim: the per-row
  * probe's cached plan walked all of them for every head (stale statistics).
  *
- * Measured (PostgreSQL 15 on the 2-core dev box, bench/postgres-drain.ts,
+ * Migration 0026 (bench/README.md, "S5, fifth pass"): the keyed walk without head probes,
+ * messages_key_inflight dropped; S5 server CPU per 1 000 jobs 76 -> 67 ms (median of 3, load ~1).
+ *
+ * Measured earlier (PostgreSQL 15 on the 2-core dev box, bench/postgres-drain.ts,
  * concurrency 32, claim batches + batched settle, one process):
  * - 4 stores on separate pools, 2 000 messages over 50 keys, in parallel:
  *   each claimed once, never two of a key inflight (postgres-claim.test.ts).
@@ -64,20 +67,18 @@ import { type ClaimedRow, type MessageRow, toClaimedMessage } from "./postgres-r
  *   ~11 ms (+ ~3 ms planning). App drain 7 600 → 12 700/s.
  */
 const WALK = 256;
-const BUSY_KEYS = 64;
 const LOOSE_KEYS = 1_000;
 
 /**
- * A keyed row `m` is its key's head and the key is free (see the guard above).
- * CASE fixes the order: the cheap head probe first, the guard (an advisory
- * lock and a query) only for heads. As a plain AND the planner turns the NOT
- * EXISTS into an anti join that runs after the guard, for every walked row.
+ * A keyed row `m` is its key's head: no older pending or inflight row of its key (the reclaim's
+ * probe; the guard runs on the locked candidates after it). CASE keeps it a per-row index probe:
+ * as a NOT EXISTS the planner made it an anti join.
  */
 const keyedHead = (s: string): string => `
   CASE WHEN EXISTS (
     SELECT 1 FROM ${s}.messages o
     WHERE o.signal = m.signal AND o.key = m.key AND o.seq < m.seq AND o.status IN ('pending', 'inflight'))
-  THEN false ELSE ${s}.claim_key_free(m.signal, m.key, m.id, $2) END`;
+  THEN false ELSE true END`;
 
 /**
  * What a claim returns per row: what ClaimedMessage carries, and seq for the order. Not m.*: the
@@ -89,13 +90,20 @@ const claimedColumns =
 
 export const claimSql = (s: string): string => `
 WITH RECURSIVE
-reclaim AS (
-  SELECT m.id, m.ctid, m.lease_expires_at AS expired_at, m.seq FROM ${s}.messages m
+reclaim_cand AS (
+  SELECT m.id, m.ctid, m.key, m.lease_expires_at AS expired_at, m.seq FROM ${s}.messages m
   WHERE m.signal = $1 AND m.status = 'inflight' AND m.lease_expires_at <= $2
     AND (m.key IS NULL OR (${keyedHead(s)}))
   ORDER BY m.lease_expires_at, m.seq
   LIMIT $3
   FOR UPDATE SKIP LOCKED
+),
+reclaim AS (
+  SELECT c.id, c.ctid, c.expired_at, c.seq FROM reclaim_cand c
+  WHERE c.key IS NULL OR c.key = ANY ((SELECT keys FROM (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM reclaim_cand WHERE key IS NOT NULL)
+      THEN ${s}.claim_keys_free($1, ARRAY(SELECT key FROM reclaim_cand WHERE key IS NOT NULL), $2)
+      ELSE '{}'::text[] END AS keys) f)::text[])
 ),
 need AS (SELECT GREATEST($3 - (SELECT count(*) FROM reclaim), 0) AS n),
 unkeyed AS (
@@ -105,39 +113,31 @@ unkeyed AS (
   LIMIT (SELECT n FROM need)
   FOR UPDATE SKIP LOCKED
 ),
-busy AS (
-  -- Keys held right now (live leases): when few (hot keys), their queued rows are the bulk of a
-  -- blocked backlog, and an array test drops them before the head probe. Capped: the test is
-  -- linear in the array, and with ~500 keys held (a deep prefetch over 1 000 keys) it cost more
-  -- than the probes it saved. Keys left out are still caught by the head probe.
-  SELECT coalesce(array_agg(key), '{}') AS keys FROM (
-    SELECT DISTINCT key FROM ${s}.messages
-    WHERE signal = $1 AND status = 'inflight' AND key IS NOT NULL AND lease_expires_at > $2
-    LIMIT ${BUSY_KEYS}) b
-),
 keyed_cand AS (
   SELECT m.id, m.ctid, m.seq, m.key
   FROM (
+    -- The head probe without a probe: the walk (the oldest pending keyed rows, in seq order) and
+    -- every inflight keyed row of the signal, sorted by (key, seq); a key's first row is its head
+    -- when it is a walked (pending) row — no row of the key older than it is pending (it would
+    -- be in the walk before it) or inflight. One read of the leases and one sort instead of a
+    -- probe per walked row and the busy-key array test; joins here were planned as nested loops.
     SELECT w.ctid, w.seq FROM (
-      SELECT ctid, seq, key FROM ${s}.messages
-      WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
-      ORDER BY seq LIMIT GREATEST(${WALK}, 4 * $3)) w
-    WHERE w.key <> ALL ((SELECT keys FROM busy)::text[])
-      -- CASE keeps this a per-row index probe. A NOT EXISTS is planned as an anti
-      -- join, and one such plan (60 000 queued) read the whole signal through a bitmap
-      -- scan for every walked row: 3.8 s per claim.
-      AND CASE WHEN EXISTS (
-        SELECT 1 FROM ${s}.messages o
-        WHERE o.signal = $1 AND o.key = w.key AND o.seq < w.seq AND o.status IN ('pending', 'inflight'))
-      THEN false ELSE true END
+      SELECT DISTINCT ON (key) ctid, seq, key FROM (
+        SELECT * FROM (
+          SELECT ctid, seq, key FROM ${s}.messages
+          WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL
+          ORDER BY seq LIMIT GREATEST(${WALK}, 4 * $3)) w0
+        UNION ALL
+        SELECT NULL::tid, seq, key FROM ${s}.messages
+        WHERE signal = $1 AND status = 'inflight' AND key IS NOT NULL) u
+      ORDER BY key, seq) w
+    WHERE w.ctid IS NOT NULL
     ORDER BY w.seq
     OFFSET 0 -- a fence: heads are found here, before the join locks rows (in seq order, lazily)
   ) h
-  -- By ctid, and no second head probe: the walk above read these row versions in this
-  -- statement's snapshot, so a probe on m would repeat its answer. A row changed since then
-  -- fails the lock's recheck (new version, other ctid, not pending) and is skipped; a claim
-  -- committed meanwhile on an older row of the key is the guard's to see (keyed_free).
-  -- Measured (EXPLAIN ANALYZE, 1 000 keys × 50, 260 heads): 4 949 → 1 899 buffers, ~6.6 → ~1.8 ms.
+  -- By ctid: the walk above read these row versions in this statement's snapshot. A row changed
+  -- since then fails the lock's recheck (new version, other ctid, not pending) and is skipped; a
+  -- claim committed meanwhile on an older row of the key is the guard's to see (keyed_free).
   JOIN ${s}.messages m ON m.ctid = h.ctid
   WHERE m.status = 'pending'
   ORDER BY h.seq
@@ -152,7 +152,8 @@ keyed_free AS (
     ELSE '{}'::text[] END AS keys
 ),
 keyed AS (
-  SELECT c.id, c.ctid, c.seq FROM keyed_cand c WHERE c.key = ANY ((SELECT keys FROM keyed_free)::text[])
+  -- IS TRUE keeps the IN a hashed subplan (as a plain IN it was a nested loop semi join).
+  SELECT c.id, c.ctid, c.seq FROM keyed_cand c WHERE (c.key IN (SELECT unnest(f.keys) FROM keyed_free f)) IS TRUE
 ),
 short AS (
   -- CASE: the count below runs only when the walk came back short. It asks "more
@@ -177,8 +178,8 @@ loose_keys (key, depth) AS (
     ORDER BY key LIMIT 1) nxt
   WHERE k.depth < ${LOOSE_KEYS}
 ),
-loose AS (
-  SELECT m.id, m.ctid, m.seq
+loose_cand AS (
+  SELECT m.id, m.ctid, m.seq, m.key
   FROM (SELECT h.id, h.seq FROM loose_keys k CROSS JOIN LATERAL (
           SELECT id, seq, status FROM ${s}.messages
           WHERE signal = $1 AND key = k.key AND status IN ('pending', 'inflight')
@@ -186,10 +187,17 @@ loose AS (
         WHERE h.status = 'pending'
         ORDER BY h.seq) c
   JOIN ${s}.messages m ON m.id = c.id
-  WHERE m.status = 'pending' AND m.id NOT IN (SELECT id FROM keyed_cand) AND ${keyedHead(s)}
+  WHERE m.status = 'pending' AND m.id NOT IN (SELECT id FROM keyed_cand)
   ORDER BY c.seq
   LIMIT coalesce((SELECT n FROM short), 0)
   FOR UPDATE OF m SKIP LOCKED
+),
+loose AS (
+  -- The loose heads were probed in this snapshot (LIMIT 1 per key above); the guard as for keyed.
+  SELECT c.id, c.ctid, c.seq FROM loose_cand c WHERE c.key = ANY ((SELECT keys FROM (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM loose_cand)
+      THEN ${s}.claim_keys_free($1, ARRAY(SELECT key FROM loose_cand), $2)
+      ELSE '{}'::text[] END AS keys) f)::text[])
 ),
 picked AS (
   SELECT ctid FROM reclaim

@@ -19,6 +19,7 @@ import { m0022 } from "./0022-running-by-list.ts";
 import { m0023 } from "./0023-claim-function.ts";
 import { m0024 } from "./0024-settle-delivered-batch.ts";
 import { m0025 } from "./0025-idempotency-fillfactor.ts";
+import { m0026 } from "./0026-claim-held-walk.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -46,4 +47,5 @@ export const migrations: readonly Migration[] = [
   m0023,
   m0024,
   m0025,
+  m0026,
 ];
