@@ -47,17 +47,36 @@ const request = (idem: ReturnType<typeof createIdempotency>, key: string, answer
   );
 
 describe("createIdempotency", () => {
-  it("a passing refusal (the run leased by another holder) frees the key instead of becoming its stored answer", async () => {
+  it("a passing refusal (the run leased by another holder) is not stored and keeps the key's run id: the retry takes it over and continues that run", async () => {
     const { logger } = recording();
     const store = createMemoryStore();
-    const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
-    const busy: Reply = { status: 409, body: '{"ok":false}', passing: true };
-    expect((await request(idem, "k-busy", busy)).status).toBe(409);
+    let now = 1_000;
+    const idem = createIdempotency({ store, now: () => now, windowMs: 60_000, logger });
+    const runIds: string[] = [];
+    const attempt = (answer: Reply) =>
+      new Promise<Reply>((resolve) =>
+        idem.handle(
+          "k-busy",
+          "fp",
+          (runId, finished) => {
+            runIds.push(runId);
+            finished(answer);
+          },
+          resolve,
+          () => ({ status: 500, body: undefined }),
+        ),
+      );
+    expect((await attempt({ status: 409, body: '{"ok":false}', passing: true })).status).toBe(409);
     await idem.drain();
-    expect(await store.getIdempotencyKey("k-busy")).toBeUndefined();
-    // The retry runs the flow again and its answer is the one stored.
-    expect((await request(idem, "k-busy", { status: 200, body: '{"ok":true}' })).status).toBe(200);
+    const kept = await store.getIdempotencyKey("k-busy");
+    expect(kept).toMatchObject({ status: "running", response: null, runId: runIds[0] });
+    expect(kept!.lockedUntil).toBeLessThanOrEqual(now);
+    now += 1;
+    // The retry runs under the same run id (a durable run continues instead of a second one starting).
+    expect((await attempt({ status: 200, body: '{"ok":true}' })).status).toBe(200);
     await idem.drain();
+    expect(runIds).toHaveLength(2);
+    expect(runIds[1]).toBe(runIds[0]);
     expect((await store.getIdempotencyKey("k-busy"))?.response).toEqual({ status: 200, body: '{"ok":true}' });
   });
 

@@ -144,10 +144,24 @@ export function createIdempotency(deps: IdempotencyDeps) {
     reply: Reply,
     done: Done,
   ): void => {
+    // A passing refusal (OkeError.passing: the run is leased by another holder, say the orphan
+    // scan finishing it) is not stored — it would answer every retry — and the key is not freed
+    // either: a retry that then claimed it afresh would start a second run under a new id. Its lock
+    // lapses instead, so the retry takes the record over with the same run id and gets that run's
+    // answer. Awaited, like the release below, so a retry on receipt finds the lock lapsed.
+    if (reply.passing === true) {
+      store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 }).then(
+        () => done(reply),
+        (e: unknown) => {
+          notStored(e, key);
+          done(reply);
+        },
+      );
+      return;
+    }
     // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
     // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
-    // So is a passing refusal (OkeError.passing): storing it would answer every retry with it.
-    if (reply.status >= 500 || reply.live !== undefined || reply.passing === true) {
+    if (reply.status >= 500 || reply.live !== undefined) {
       store.releaseIdempotencyKey({ key, fingerprint }).then(
         () => done(reply),
         (e: unknown) => {
