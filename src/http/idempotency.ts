@@ -149,28 +149,17 @@ export function createIdempotency(deps: IdempotencyDeps) {
     // either: a retry that then claimed it afresh would start a second run under a new id. Its lock
     // lapses instead, so the retry takes the record over with the same run id and gets that run's
     // answer. Awaited, like the release below, so a retry on receipt finds the lock lapsed.
-    if (reply.passing === true) {
-      store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 }).then(
-        () => done(reply),
-        (e: unknown) => {
-          notStored(e, key);
-          done(reply);
-        },
+    if (reply.passing === true)
+      return answerAfter(
+        store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 }),
+        key,
+        reply,
+        done,
       );
-      return;
-    }
     // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
     // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
-    if (reply.status >= 500 || reply.live !== undefined) {
-      store.releaseIdempotencyKey({ key, fingerprint }).then(
-        () => done(reply),
-        (e: unknown) => {
-          notStored(e, key);
-          done(reply);
-        },
-      );
-      return;
-    }
+    if (reply.status >= 500 || reply.live !== undefined)
+      return answerAfter(store.releaseIdempotencyKey({ key, fingerprint }), key, reply, done);
     const response = { status: reply.status, body: reply.body ?? null };
     const entry = {
       fingerprint,
@@ -218,6 +207,16 @@ export function createIdempotency(deps: IdempotencyDeps) {
     }
     inFlight.add(pending);
     done(reply);
+  };
+  /** Sends `reply` once the key's `write` (a lapse or a release) is done; a failed write is logged and the answer still goes out. */
+  const answerAfter = (write: Promise<unknown>, key: string, reply: Reply, done: Done): void => {
+    write.then(
+      () => done(reply),
+      (e: unknown) => {
+        notStored(e, key);
+        done(reply);
+      },
+    );
   };
   // The flow ran; its answer still goes out. A retry within the lock window gets 409, after it runs again.
   const notStored = (e: unknown, key: string): void => {

@@ -102,6 +102,18 @@ export interface InsertPlan {
   payload: string | null;
 }
 
+/** The messages of `batch` to announce (those not written already claimed) and their NOTIFY payload. */
+function announcement(
+  ctx: PgContext,
+  batch: readonly Outgoing[],
+  fromTx: boolean,
+): { announced: NewMessage[]; payload: string | null } {
+  const announced = batch.filter((o) => o.claim === undefined).map((o) => o.message);
+  const payload =
+    announced.length === 0 ? null : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, fromTx);
+  return { announced, payload };
+}
+
 /**
  * The multi-row INSERT of `batch` (two or more messages, or one in a caller's tx) with its
  * parameters numbered from `p`, so another statement can carry it (postgres-write-lane.ts).
@@ -113,10 +125,8 @@ export function insertPlan(
   p: number,
   fromTx = false,
 ): InsertPlan {
-  const announced = batch.filter((o) => o.claim === undefined).map((o) => o.message);
+  const { announced, payload } = announcement(ctx, batch, fromTx);
   const claimed = announced.length < batch.length;
-  const payload =
-    announced.length === 0 ? null : wakePayload(ctx, { e: unique(announced.map((m) => m.signal)) }, fromTx);
   const params = insertMessagesParams(
     batch.map((o) => o.message),
     now,
@@ -152,13 +162,11 @@ export async function enqueue(
     const { message: m, claim } = batch[0]!;
     const params: unknown[] = [m.id, m.signal, m.key, jsonParam(m.payload), m.parentRunId, now];
     if (claim !== undefined) params.push(claim.worker, now + claim.leaseMs);
-    const announced = claim === undefined ? [m] : [];
     plan = {
       insert: insertOneSql(ctx.s, claim !== undefined),
       claimed: claim !== undefined,
       params,
-      announced,
-      payload: claim === undefined ? wakePayload(ctx, { e: [m.signal] }) : null,
+      ...announcement(ctx, batch, false),
     };
   } else plan = insertPlan(ctx, batch, now, 1, tx !== undefined);
   const { params, announced, payload } = plan;

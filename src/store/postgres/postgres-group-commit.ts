@@ -135,7 +135,6 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): Grouped<R, T> {
   };
   const queue = (lane: Lane<R, T>, req: R): Promise<T> =>
     new Promise<T>((resolve, reject) => lane.waiting.push({ req, resolve, reject }));
-  // The one-request path (every append, emit and settle) allocates no array for its request.
   const schedule = (ctx: PgContext, lane: Lane<R, T>): void => {
     if (lane.scheduled || lane.inFlight >= g.maxInFlight) return;
     lane.scheduled = true;
@@ -148,6 +147,7 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): Grouped<R, T> {
     if (lane.lastGroup > 1) setImmediate(send);
     else process.nextTick(send);
   };
+  // The one-request path (every append, emit and settle) allocates no array for its request.
   const one = (ctx: PgContext, req: R): Promise<T> => {
     const lane = laneOf(ctx);
     const promise = queue(lane, req);
