@@ -12,13 +12,14 @@ import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { Store } from "../src/store/types.ts";
 import { newId } from "../src/id.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const count = Number(process.argv[2] ?? 200_000);
 const driver = process.argv[3] ?? "memory";
 const concurrencyArg = Number(process.argv[4] ?? 256);
 const prefetchArg = process.argv[5] === undefined ? undefined : Number(process.argv[5]);
 const URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const schema = `oke_bench_drain_${process.pid}`;
+const schema = randomName("oke_bench_drain");
 
 function makeStore(): Store {
   return driver === "postgres"

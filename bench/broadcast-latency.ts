@@ -15,10 +15,11 @@ import pg from "pg";
 import { benchLogger } from "./compare/logger.ts";
 import { createApp, signal } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const [events = 500] = process.argv.slice(2).map(Number);
 const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const schema = `oke_bench_bcast_${process.pid}`;
+const schema = randomName("oke_bench_bcast");
 const admin = new pg.Pool({ connectionString: url, max: 1 });
 await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 

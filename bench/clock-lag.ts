@@ -13,10 +13,11 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const [seconds = 30, clocks = 100, instances = 3] = process.argv.slice(2).map(Number);
 const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const schema = `oke_bench_clock_${process.pid}`;
+const schema = randomName("oke_bench_clock");
 const child = fileURLToPath(new URL("./clock-child.ts", import.meta.url));
 
 const admin = new pg.Pool({ connectionString: url, max: 2 });

@@ -16,6 +16,7 @@ import { createFileStore } from "../src/store/file/file-store.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { Store } from "../src/store/types.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const arg = (name: string, def: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -61,7 +62,7 @@ async function makeStore(
       },
     };
   }
-  const schema = `oke_bench_durable_${process.pid}`;
+  const schema = randomName("oke_bench_durable");
   const store = createPostgresStore({ connectionString: URL, schema, poolSize: 20 });
   return {
     store,

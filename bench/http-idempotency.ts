@@ -28,6 +28,7 @@ import { createFileStore, type FileStore } from "../src/store/file/file-store.ts
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { Store } from "../src/store/types.ts";
+import { randomName } from "./compare/run-id.ts";
 
 // The pg the store uses (the root's), not bench/node_modules' copy a peer system pulled in:
 // patching the wrong copy counted 0 statements.
@@ -219,7 +220,7 @@ console.log(
     .map((l) => l.toFixed(1))
     .join(" ")}`,
 );
-const schema = `oke_bench_idem_${process.pid}`;
+const schema = randomName("oke_bench_idem");
 const dir = mkdtempSync(join(tmpdir(), "oke-bench-idem-"));
 for (const c of CONNECTION_LIST) {
   CONNECTIONS = c;

@@ -18,7 +18,7 @@
  *
  * Each scenario runs on a fresh schema, dropped afterwards.
  */
-import { randomBytes } from "node:crypto";
+import { randomName } from "./compare/run-id.ts";
 import pg from "pg";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { NewMessage } from "../src/store/types.ts";
@@ -29,7 +29,7 @@ const NOW = 1_700_000_000_000;
 const LEASE = 30_000;
 const CONCURRENCY = 32;
 
-const schemaName = (): string => `oke_bench_${randomBytes(4).toString("hex")}`;
+const schemaName = (): string => randomName("oke_bench");
 
 async function dropSchema(schema: string): Promise<void> {
   const c = new pg.Client({ connectionString: URL });

@@ -34,8 +34,11 @@ if (!existsSync(here("./node_modules"))) {
 }
 
 // Imported after the install so that a missing peer is installed before anything loads.
-const { DATABASE_URL, describeMachine, dropLeftoverSchemas, ensureDatabase, median } =
+const { DATABASE_URL, describeMachine, dropLeftoverSchemas, dropRunSchemas, ensureDatabase, median } =
   await import("./compare/env.ts");
+// This process's run id, set in the environment before any child starts, so children name their
+// schemas under it (compare/run-id.ts).
+(await import("./compare/run-id.ts")).benchRun();
 const { dbosWorkflows } = await import("./compare/dbos.ts");
 const { okengineWorkflows } = await import("./compare/okengine-workflows.ts");
 const { Progress } = await import("./compare/progress.ts");
@@ -239,12 +242,24 @@ const plan = Array.from({ length: rounds }, (_, r) =>
 const progress = new Progress(plan.length);
 const started = performance.now();
 await ensureDatabase();
-const leftovers = await dropLeftoverSchemas(["oke_bench", "gw_bench", "pgboss_bench", "dbos_bench"]);
+const SCHEMA_PREFIXES = ["oke_bench", "gw_bench", "pgboss_bench", "dbos_bench"];
+const leftovers = await dropLeftoverSchemas(SCHEMA_PREFIXES);
+// Stopped mid-measurement (Ctrl-C reaches the children too): this run's schemas go now, not at the
+// next run's start.
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const)
+  process.once(signal, () => {
+    void dropRunSchemas(SCHEMA_PREFIXES)
+      .catch((e: unknown) => console.error(`bench: dropping this run's schemas failed: ${String(e)}`))
+      .finally(() => process.exit(code));
+  });
 const machine = await describeMachine();
 progress.note(
   `bench ${quick ? "quick" : "full"}: ${plan.length} measurements (${rounds} round(s)); ${machine.cpus} cores, node ${machine.node}, PostgreSQL ${machine.postgres} ` +
     `(synchronous_commit ${machine.postgresSettings.synchronous_commit}) at ${DATABASE_URL.replace(/\/\/[^@]*@/, "//")}; Redis ${machine.redis}` +
-    (leftovers ? `; dropped ${leftovers} schemas left by an earlier run` : ""),
+    (leftovers ? `; dropped ${leftovers} schemas left by runs that are gone` : ""),
 );
 
 const raw: Figure[] = [];
@@ -359,7 +374,7 @@ const result: import("./compare/report.ts").RunResult = {
     "S9: workflows called in-process (okengine app.invoke, DBOS direct call); the sleep figure is the delay past the due time.",
     "S14–S16 run bench/broadcast-latency.ts, bench/sse-streams.ts and bench/clock-lag.ts as child processes on the bench database (their own schemas, dropped after); S14/S15 are okengine only. S16 (first round only): okengine's lag is handler start − slot over 3 app processes, the median of s16Rounds rounds of its own (3 in full mode; one instance fires a second's slots in one statement, so a round's p99 is its worst second); BullMQ's is job start − the due time in its scheduler job id for job schedulers { every: 1000 } on 3 workers in one process; graphile-worker's is task start − `_cron.ts` for crontab entries `* * * * *` on 3 runners in one process, full mode only (it fires once a minute).",
     `S13: bench/sleepers.ts per driver in its own process: ${sizes.s13Runs} runs parked on a 30-day sleep after one step (seeded through the engine / one INSERT … SELECT, not timed), ${sizes.s13Due} of them overdue; boot is createApp + boot() until ready (file: recovery of journal.json included); memory is heapUsed / RSS after gc, after the due runs finished, minus before the store opened, per run; resume is boot → the last due run finished, at durable.concurrency 32. First round only.`,
-    `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis, and other work ran on it (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
+    `The machine has ${machine.cpus} cores shared by Node, PostgreSQL and Redis; ${report.startLoadNote(machine.loadAtStart)} (load average ${machine.loadAtStart.join(" / ")} at the start, ${loadavg()
       .map((l) => l.toFixed(2))
       .join(
         " / ",
@@ -370,7 +385,7 @@ const result: import("./compare/report.ts").RunResult = {
 // Quick figures are too rough for the README: only a full run (without --no-readme) rewrites its section,
 // and only that run records bench/results/<date>.*; the others go to bench/results/scratch/ (git-ignored).
 const readme = !quick && !args.includes("--no-readme");
-const place = report.resultsPlace(result, readme);
+const place = report.resultsPlace(result, readme, (stem) => existsSync(here(`./results/${stem}.json`)));
 const files = report.writeResults(here(`./${place.dir}`), result, place.stem);
 if (readme) await report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
 console.log(report.consoleTable(result));

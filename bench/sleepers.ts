@@ -27,6 +27,7 @@ import { MemoryEngine } from "../src/store/memory/index.ts";
 import { createMemoryStore } from "../src/store/memory/memory-store.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 import type { Store } from "../src/store/types.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const arg = (name: string, def: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -288,7 +289,7 @@ if (DRIVER === "memory") {
     }),
   );
 } else if (DRIVER === "postgres") {
-  const schema = `oke_bench_s13_${process.pid}`;
+  const schema = randomName("oke_bench_s13");
   try {
     const s0 = performance.now();
     const tableBytes = await seedPostgres(schema, Date.now());

@@ -13,10 +13,11 @@ import pg from "pg";
 import { benchLogger } from "./compare/logger.ts";
 import { createApp, flow, http, on, signal } from "../src/index.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
+import { randomName } from "./compare/run-id.ts";
 
 const [streams = 10_000, emits = 50] = process.argv.slice(2).map(Number);
 const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const schema = `oke_bench_sse_${process.pid}`;
+const schema = randomName("oke_bench_sse");
 const admin = new pg.Pool({ connectionString: url, max: 1 });
 await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 const store = createPostgresStore({ connectionString: url, schema });

@@ -1,11 +1,14 @@
 // The bench's own machinery: drains count distinct jobs, bench apps log warnings and errors to stderr.
+import { spawn } from "node:child_process";
 import { PassThrough, Writable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { drain } from "../bench/compare/drain.ts";
+import { dropLeftoverSchemas, dropRunSchemas, ensureDatabase, withClient } from "../bench/compare/env.ts";
 import { benchLogger, forwardStderr, plannedFailuresWithheld } from "../bench/compare/logger.ts";
 import { okengineSystem } from "../bench/compare/okengine.ts";
 import { Progress } from "../bench/compare/progress.ts";
-import { resultsPlace } from "../bench/compare/report.ts";
+import { QUIET_LOAD, resultsPlace, startLoadNote } from "../bench/compare/report.ts";
+import { benchRun, leftoverNames, randomName, runPidOf } from "../bench/compare/run-id.ts";
 import { jobs, type Ctx } from "../bench/compare/scenario-kit.ts";
 import type { QueueOptions, QueueSystem, Sizes } from "../bench/compare/types.ts";
 import { until } from "./conformance/app-fixture.ts";
@@ -153,6 +156,24 @@ describe("bench results", () => {
     expect(resultsPlace({ date, mode: "full" }, true)).toEqual({ dir: "results", stem: "2026-12-01" });
   });
 
+  it("a second recorded run on one date is named by its time too, so the first is kept", () => {
+    const taken = (stem: string): boolean => stem === "2026-12-01";
+    expect(resultsPlace({ date, mode: "full" }, true, taken)).toEqual({
+      dir: "results",
+      stem: "2026-12-01T21-08",
+    });
+    expect(resultsPlace({ date: "2026-12-02T03:30:00.000Z", mode: "full" }, true, taken)).toEqual({
+      dir: "results",
+      stem: "2026-12-02",
+    });
+  });
+
+  it("the machine line says the machine was busy only when the load at the start says so", () => {
+    expect(startLoadNote([0.08, 0.2, 0.3])).toBe("the machine was otherwise idle when it started");
+    expect(startLoadNote([QUIET_LOAD, 1, 1])).toBe("the machine was otherwise idle when it started");
+    expect(startLoadNote([2.4, 1, 1])).toBe("other work was running when it started");
+  });
+
   it("a quick run or --no-readme writes to the git-ignored scratch directory, never over a recorded result", () => {
     expect(resultsPlace({ date, mode: "quick" }, false)).toEqual({
       dir: "results/scratch",
@@ -162,5 +183,72 @@ describe("bench results", () => {
       dir: "results/scratch",
       stem: "2026-12-01T21-08-05",
     });
+  });
+});
+
+describe("bench run ids", () => {
+  /** The pid of a process that has ended (a real one, started and waited for). */
+  async function deadPid(): Promise<number> {
+    const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+    await new Promise((resolve) => child.once("exit", resolve));
+    return child.pid!;
+  }
+
+  it("names carry the run, and a child started with this environment names under the same run", async () => {
+    const run = benchRun();
+    expect(run).toMatch(/^r[0-9]+$/);
+    expect(randomName("oke_bench_idem")).toMatch(new RegExp(`^oke_bench_idem_${run}_[0-9a-f]{8}$`));
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        `import("./bench/compare/run-id.ts").then((m) => process.stdout.write(m.randomName("gw_bench")))`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    await new Promise((resolve) => child.once("close", resolve));
+    expect(out).toMatch(new RegExp(`^gw_bench_${run}_[0-9a-f]{8}$`));
+    expect(runPidOf(out, ["gw_bench"])).toBe(process.pid);
+  });
+
+  it("a run starting drops the schemas of runs that are gone and of unnamed runs, never a live run's", async () => {
+    const gone = await deadPid();
+    const names = [
+      `oke_benchtest_r${process.pid}_0000aaaa`,
+      `oke_benchtest_s13_r${gone}_0000bbbb`,
+      "oke_benchtest_0000cccc",
+      "oke_benchtest_idem_4242",
+    ];
+    expect(runPidOf(names[0]!, ["oke_benchtest"])).toBe(process.pid);
+    expect(runPidOf(names[1]!, ["oke_benchtest"])).toBe(gone);
+    expect(runPidOf(names[2]!, ["oke_benchtest"])).toBeUndefined();
+    expect(leftoverNames(names, ["oke_benchtest"])).toEqual(names.slice(1));
+
+    // The same against PostgreSQL: the bench database's schemas under a prefix of this test's own.
+    await ensureDatabase();
+    await withClient(async (c) => {
+      for (const n of names) await c.query(`CREATE SCHEMA IF NOT EXISTS "${n}"`);
+    });
+    try {
+      expect(await dropLeftoverSchemas(["oke_benchtest"])).toBe(3);
+      const left = await withClient(
+        async (c) =>
+          (
+            await c.query<{ n: string }>(
+              "SELECT nspname AS n FROM pg_namespace WHERE nspname LIKE 'oke\\_benchtest\\_%'",
+            )
+          ).rows,
+      );
+      expect(left.map((r) => r.n)).toEqual([names[0]]);
+      expect(await dropRunSchemas(["oke_benchtest"])).toBe(1);
+    } finally {
+      await withClient(async (c) => {
+        for (const n of names) await c.query(`DROP SCHEMA IF EXISTS "${n}" CASCADE`);
+      });
+    }
   });
 });

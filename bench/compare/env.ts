@@ -3,9 +3,9 @@
  * demand, one schema per scenario run), peers loaded from bench/node_modules,
  * statistics, and the machine description for the report.
  */
-import { randomBytes } from "node:crypto";
 import { cpus, loadavg, release, totalmem } from "node:os";
 import pg from "pg";
+import { benchRun, leftoverNames, runPidOf } from "./run-id.ts";
 
 /** The bench's own database, so its schemas never mix with the test suite's. */
 export const DATABASE_URL =
@@ -15,7 +15,7 @@ export const REDIS = {
   port: Number(process.env.BENCH_REDIS_PORT ?? 6379),
 };
 
-export const randomName = (prefix: string): string => `${prefix}_${randomBytes(4).toString("hex")}`;
+export { randomName } from "./run-id.ts";
 
 /** Runs `fn` with one short-lived client on `url`. */
 export async function withClient<T>(fn: (c: pg.Client) => Promise<T>, url = DATABASE_URL): Promise<T> {
@@ -47,14 +47,32 @@ export async function dropSchema(schema: string): Promise<void> {
 }
 
 /** Drops schemas a crashed earlier run left behind (ours all start with a known prefix). */
+/**
+ * Drops the schemas under `prefixes` that earlier runs left behind (a run killed mid-measurement),
+ * sparing those of runs still going (run-id.ts): the number dropped.
+ */
 export async function dropLeftoverSchemas(prefixes: readonly string[]): Promise<number> {
+  return dropSchemas(prefixes, (names) => leftoverNames(names, prefixes));
+}
+
+/** Drops this run's own schemas under `prefixes` (on SIGINT or SIGTERM, before the measurement's own cleanup could run). */
+export async function dropRunSchemas(prefixes: readonly string[]): Promise<number> {
+  const own = Number(benchRun().slice(1));
+  return dropSchemas(prefixes, (names) => names.filter((n) => runPidOf(n, prefixes) === own));
+}
+
+async function dropSchemas(
+  prefixes: readonly string[],
+  pick: (names: string[]) => string[],
+): Promise<number> {
   return withClient(async (c) => {
     const { rows } = await c.query<{ nspname: string }>(
       "SELECT nspname FROM pg_namespace WHERE nspname LIKE ANY($1::text[])",
       [prefixes.map((p) => `${p}\\_%`)],
     );
-    for (const r of rows) await c.query(`DROP SCHEMA IF EXISTS "${r.nspname}" CASCADE`);
-    return rows.length;
+    const names = pick(rows.map((r) => r.nspname));
+    for (const name of names) await c.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+    return names.length;
   });
 }
 

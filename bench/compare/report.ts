@@ -238,6 +238,17 @@ export function targets(r: RunResult): Target[] {
   ];
 }
 
+/**
+ * What the 1-minute load average said when the run began, before the bench itself added any: above
+ * QUIET_LOAD something else was using the cores. A rule of thumb, not proof: work that started
+ * later does not show here (the load at the end includes the bench's own).
+ */
+export const QUIET_LOAD = 0.5;
+export const startLoadNote = (loadAtStart: readonly number[]): string =>
+  (loadAtStart[0] ?? 0) > QUIET_LOAD
+    ? "other work was running when it started"
+    : "the machine was otherwise idle when it started";
+
 const verdict = (t: Target): string => (t.ok === null ? "—" : t.ok ? "met" : "**missed**");
 
 function machineLines(r: RunResult): string[] {
@@ -246,7 +257,7 @@ function machineLines(r: RunResult): string[] {
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
   return [
-    `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}; load average ${m.loadAtStart.join(" / ")} at the start (other work shared the machine)`,
+    `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.os}; Node ${m.node}; load average ${m.loadAtStart.join(" / ")} at the start (${startLoadNote(m.loadAtStart)})`,
     `- PostgreSQL ${m.postgres} on the same machine (${pgs})`,
     `- Redis ${m.redis} on the same machine, persistence: ${m.redisPersistence}`,
     `- Peers: ${Object.entries(r.versions)
@@ -375,9 +386,13 @@ export async function updateReadme(file: string, section: string): Promise<void>
 export function resultsPlace(
   r: Pick<RunResult, "date" | "mode">,
   readme: boolean,
+  taken: (stem: string) => boolean = () => false,
 ): { dir: "results" | "results/scratch"; stem: string } {
   const suffix = r.mode === "quick" ? "-quick" : "";
-  if (readme) return { dir: "results", stem: `${r.date.slice(0, 10)}${suffix}` };
+  // A second recorded run on one date gets the time too, so it does not overwrite the first.
+  const day = `${r.date.slice(0, 10)}${suffix}`;
+  if (readme)
+    return { dir: "results", stem: taken(day) ? `${r.date.slice(0, 16).replace(/:/g, "-")}${suffix}` : day };
   // To the second, so scratch runs of one day sit side by side.
   return { dir: "results/scratch", stem: `${r.date.slice(0, 19).replace(/:/g, "-")}${suffix}` };
 }
