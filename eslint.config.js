@@ -42,6 +42,7 @@ export default tseslint.config(
   {
     ignores: [
       "dist/**",
+      ".test-build*/**",
       "node_modules/**",
       "bench/node_modules/**",
       "bench/results/**",

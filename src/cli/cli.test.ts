@@ -5,10 +5,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { builtOke, childEnv } from "../../test/support/built-oke.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
-const BIN = join(REPO, "bin/oke.js");
+/** The CLI compiled once (test/support/built-oke.ts), so no command compiles okengine's sources through tsx first. */
+let BIN = "";
+beforeAll(async () => {
+  BIN = await builtOke();
+});
 const BASIC = fileURLToPath(new URL("./fixtures/basic", import.meta.url));
 const CONFLICT = fileURLToPath(new URL("./fixtures/conflict", import.meta.url));
 const TREE = fileURLToPath(new URL("./fixtures/tree", import.meta.url));
@@ -31,7 +36,7 @@ afterEach(() => {
 });
 
 function oke(args: string[], env: Record<string, string | undefined> = {}): Oke {
-  const base = { ...process.env };
+  const base = childEnv(process.env);
   delete base.DATABASE_URL;
   delete base.NODE_ENV;
   const child = spawn(process.execPath, [BIN, ...args], {
