@@ -39,7 +39,7 @@ function cleanEnv(): Record<string, string | undefined> {
 
 /**
  * How many `oke` commands run at once, across the suites running side by side: each is a Node start
- * with tsx (~0.5 s of CPU, about half its wall time), so two per core keep the cores busy; more
+ * (~0.2 s of CPU from the compiled CLI, about its whole wall time), so two per core keep the cores busy; more
  * would only queue on them and stretch every case's wall time towards its timeout.
  */
 const COMMANDS_AT_ONCE = 2 * Math.max(1, availableParallelism());
@@ -172,7 +172,7 @@ const drivers = [
 
 // The three drivers' suites run side by side, and beside the production one: each has its own app
 // process, temp dir, ports and schema, and most of the time is spent waiting on processes (an `oke`
-// command is a Node start with tsx, ~0.5 s of CPU). Inside a driver's suite the cases run in order
+// command is a Node start, ~0.2 s of CPU). Inside a driver's suite the cases run in order
 // (it.sequential), each on what the one before left; commands that only read, or are refused, run
 // side by side. A case's wall time is now its share of cores busy with the other suites' commands
 // (44 s at most at a load average of 23, against 18 s one suite after another): 150 s per case.
