@@ -22,5 +22,10 @@ export default defineConfig({
     // child processes, PostgreSQL and timers rather than on a core. Each file has its own schemas,
     // temp dirs and ports, so files never share state.
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    // A worker runs its files one after another in one module graph instead of re-importing
+    // okengine (through vite's transform) for each: the suite spent 112 s importing with isolation,
+    // 14 s without, and 582 → 432 s of wall time on 2 cores. Safe because no test mocks a module or
+    // changes process.env, and every file has its own schemas, temp dirs and ports.
+    isolate: false,
   },
 });
