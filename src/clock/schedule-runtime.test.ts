@@ -4,7 +4,7 @@ import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { FireRequest } from "../store/schedule-types.ts";
 import type { Store } from "../store/types.ts";
-import { ScheduleRuntime } from "./schedule-runtime.ts";
+import { FOLLOWER_DELAY_MS, ScheduleRuntime } from "./schedule-runtime.ts";
 import { every } from "./schedule.ts";
 import { createTimeTravel } from "./time-travel.ts";
 
@@ -70,7 +70,7 @@ describe("schedule runtime round trips", () => {
     await rt.stop();
   });
 
-  it("an instance that lost a slot to another (commit not yet visible) fires the next slot on time, re-reading first", async () => {
+  it("an instance that lost a slot to another (commit not yet visible) follows: it checks the next slot FOLLOWER_DELAY_MS late, re-reading first, and leads again once it fires", async () => {
     const inner = createMemoryStore();
     const time = createTimeTravel(Date.parse("2026-05-01T10:00:00.500Z"));
     const S = Date.parse("2026-05-01T10:00:01Z");
@@ -112,10 +112,86 @@ describe("schedule runtime round trips", () => {
     time.advance(500); // slot S: refused, 30 ms spent
     await settle(rt);
     expect(commitOther).toBe(true);
-    time.set(S + 1_000); // exactly the next slot
+    time.set(S + 1_000); // exactly the next slot: the leader's to fire, and it is gone
     await settle(rt);
-    const [record] = await inner.listSchedules();
-    expect(record).toMatchObject({ lastSlot: S + 1_000, lastFiredAt: S + 1_000, lastMissedRuns: 0 });
+    expect((await inner.listSchedules())[0]).toMatchObject({ lastSlot: S });
+    time.set(S + 1_000 + FOLLOWER_DELAY_MS);
+    await settle(rt);
+    expect((await inner.listSchedules())[0]).toMatchObject({
+      lastSlot: S + 1_000,
+      lastFiredAt: S + 1_000 + FOLLOWER_DELAY_MS,
+      lastMissedRuns: 0,
+    });
+    // It won that fire, so it leads: the slot after fires on time, no lateness carried on.
+    time.set(S + 2_000);
+    await settle(rt);
+    expect((await inner.listSchedules())[0]).toMatchObject({ lastSlot: S + 2_000, lastFiredAt: S + 2_000 });
     await rt.stop();
+  });
+
+  it("of two instances firing together, the one that lost follows: one fire statement per slot, and it takes over when the leader stops", async () => {
+    const inner = createMemoryStore();
+    const time = createTimeTravel(Date.parse("2026-05-01T10:00:00.500Z"));
+    const S = Date.parse("2026-05-01T10:00:01Z");
+    const fires: Array<{ who: string; at: number; won: number }> = [];
+    const instance = (who: string): ScheduleRuntime =>
+      new ScheduleRuntime({
+        store: new Proxy(inner, {
+          get(target, prop, receiver) {
+            if (prop === "fireBatch")
+              return async (reqs: FireRequest[]) => {
+                const out = await target.fireBatch(reqs);
+                fires.push({ who, at: time.now(), won: out.filter((x) => x).length });
+                return out;
+              };
+            return Reflect.get(target, prop, receiver) as unknown;
+          },
+        }),
+        clock: time,
+        logger: createLogger({ format: "silent" }),
+        clocks: ["a", "b"].map((n) => ({ name: `c.${n}`, schedule: every("1s"), flow: `f.${n}` })),
+      });
+    const a = instance("a");
+    const b = instance("b");
+    await a.start();
+    await b.start();
+    await Promise.all([settle(a), settle(b)]);
+    fires.length = 0;
+
+    // Slot S: both fire on it; one statement wins both schedules, the other wins none.
+    time.set(S);
+    await Promise.all([settle(a), settle(b)]);
+    expect(fires.map((f) => f.at)).toEqual([S, S]);
+    expect(fires.map((f) => f.won).sort()).toEqual([0, 2]);
+    const leader = fires.find((f) => f.won === 2)!.who;
+    const [lead, follow] = leader === "a" ? [a, b] : [b, a];
+
+    // From then on only the leader fires: the follower looks 25 ms later, reads, finds nothing due.
+    fires.length = 0;
+    for (let i = 1; i <= 3; i++) {
+      time.set(S + i * 1_000);
+      await Promise.all([settle(a), settle(b)]);
+      time.set(S + i * 1_000 + FOLLOWER_DELAY_MS);
+      await Promise.all([settle(a), settle(b)]);
+    }
+    expect(fires).toEqual([1, 2, 3].map((i) => ({ who: leader, at: S + i * 1_000, won: 2 })));
+
+    // The leader stops: the follower fires the next slot 25 ms late, once, then on time.
+    await lead.stop();
+    fires.length = 0;
+    time.set(S + 4_000);
+    await settle(follow);
+    expect(fires).toEqual([]);
+    time.set(S + 4_000 + FOLLOWER_DELAY_MS);
+    await settle(follow);
+    time.set(S + 5_000);
+    await settle(follow);
+    const other = leader === "a" ? "b" : "a";
+    expect(fires).toEqual([
+      { who: other, at: S + 4_000 + FOLLOWER_DELAY_MS, won: 2 },
+      { who: other, at: S + 5_000, won: 2 },
+    ]);
+    expect((await inner.listSchedules()).map((r) => r.lastMissedRuns)).toEqual([0, 0]);
+    await follow.stop();
   });
 });
