@@ -46,7 +46,6 @@ export async function dropSchema(schema: string): Promise<void> {
   await withClient((c) => c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
 }
 
-/** Drops schemas a crashed earlier run left behind (ours all start with a known prefix). */
 /**
  * Drops the schemas under `prefixes` that earlier runs left behind (a run killed mid-measurement),
  * sparing those of runs still going (run-id.ts): the number dropped.

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { builtOke, childEnv } from "../../test/support/built-oke.ts";
+import { builtOke, withoutVitestEnv } from "../../test/support/built-oke.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 /** The CLI compiled once (test/support/built-oke.ts), so no command compiles okengine's sources through tsx first. */
@@ -36,7 +36,7 @@ afterEach(() => {
 });
 
 function oke(args: string[], env: Record<string, string | undefined> = {}): Oke {
-  const base = childEnv(process.env);
+  const base = withoutVitestEnv(process.env);
   delete base.DATABASE_URL;
   delete base.NODE_ENV;
   const child = spawn(process.execPath, [BIN, ...args], {

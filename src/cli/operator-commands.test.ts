@@ -8,13 +8,13 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_DATABASE_URL } from "../../test/conformance/drivers.ts";
-import { builtOke, childEnv } from "../../test/support/built-oke.ts";
+import { builtOke, withoutVitestEnv } from "../../test/support/built-oke.ts";
 import { freePort } from "../../test/support/free-port.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 /**
  * The CLI compiled once (test/support/built-oke.ts): this file starts ~200 `oke` processes, and
- * from the sources each would compile okengine through tsx first (~0.3 s of CPU apiece).
+ * from the sources each would compile okengine through tsx first (~0.5 s more CPU apiece).
  */
 let BIN = "";
 beforeAll(async () => {
@@ -31,7 +31,7 @@ interface Ran {
 
 /** The environment without anything of this machine's that would change what `oke` does. */
 function cleanEnv(): Record<string, string | undefined> {
-  const env = childEnv(process.env);
+  const env = withoutVitestEnv(process.env);
   for (const k of Object.keys(env))
     if (k.startsWith("OKE_") || k === "DATABASE_URL" || k === "NODE_ENV" || k === "PORT") delete env[k];
   return env;

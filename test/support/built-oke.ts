@@ -106,7 +106,7 @@ export function builtOke(): Promise<string> {
 }
 
 /** The environment a compiled `oke` child gets: without vitest's markers (the compiled CLI would take itself for code under test). */
-export function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function withoutVitestEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const out = { ...env };
   for (const k of Object.keys(out)) if (k === "VITEST" || k.startsWith("VITEST_")) delete out[k];
   return out;

@@ -19,8 +19,8 @@ const bundles = new Map<string, string>();
  * The path of `entry` (a .ts child program) bundled with the okengine sources it imports; npm
  * packages stay imports, found in the repository's node_modules. Built once per test process
  * (~0.3 s) and named by its content. A child started from it costs ~0.5 s of CPU instead of ~1.4 s
- * under `--import tsx` (measured on test/process/child-app.ts), which most of the process tests pay
- * once per child and per kill.
+ * under `--import tsx` (measured on test/process/child-app.ts). Used by the file driver's crash test;
+ * test/process/spawn.ts says why the process tests do not use it yet.
  */
 export function bundledChild(entry: string): string {
   let out = bundles.get(entry);
