@@ -138,6 +138,7 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
 /** A claimed run's row joined with one of its journal entries (e_seq NULL: a run without entries). */
 type ClaimedRow = RunRow & {
   due_at: number;
+  moved: boolean;
   e_seq: number | null;
   e_kind: string | null;
   e_name: string | null;
@@ -153,8 +154,12 @@ type ClaimedRow = RunRow & {
  * whose wake_at passed, and running runs whose lease expired without being
  * released (a dead instance's). One statement, which also returns the
  * claimed runs' journal (one row per entry, through the journal's primary
- * key; the claim does not touch entries, so the statement's snapshot reads
- * them as committed): a wake is one round trip. SKIP LOCKED lets instances
+ * key): a wake is one round trip. The join reads the statement's snapshot, so
+ * a run whose row was written after it (a slow holder's append that committed
+ * just before the claim locked the row, which PostgreSQL re-checks and takes)
+ * comes back flagged `moved` and its entries are read again after the claim
+ * (a rare path: a claim that nothing raced never takes it;
+ * postgres-claim-snapshot.test.ts makes the race certain). SKIP LOCKED lets instances
  * claim disjoint batches, and a run acquired meanwhile fails the recheck.
  * With `flows`, only runs of those flows, probed through the (flow, deadline)
  * indexes of migration 0011 so others' due runs are never read.
@@ -181,11 +186,13 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
         : [req.owner, req.now, req.max, req.leaseMs, dueBy, [...req.flows]],
   );
   const out = new Map<string, AcquiredRun>();
+  const moved: string[] = [];
   for (const r of rows) {
     let acquired = out.get(r.id);
     if (acquired === undefined) {
       acquired = { run: toRunRecord(r), entries: [], created: false, dueAt: Number(r.due_at) };
       out.set(r.id, acquired);
+      if (r.moved) moved.push(r.id);
     }
     if (r.e_seq === null) continue;
     acquired.entries.push(
@@ -202,6 +209,10 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
       }),
     );
   }
+  // Written after the claim's snapshot (see claimedWithJournal): read again, now that the claim has
+  // committed. A write of the former holder that comes later is refused by its fence.
+  if (moved.length > 0)
+    for (const [id, entries] of await entriesOf(ctx, moved)) out.get(id)!.entries = entries;
   return [...out.values()];
 }
 
@@ -218,7 +229,9 @@ const freeSleeper =
 /**
  * What claimDueSql and claimDueByIdSql share after their `due` CTE: the claim
  * of the due rows and the claimed runs joined to their entries, ordered by
- * deadline, id, seq. A run's row repeats once per entry; its input, output and
+ * deadline, id, seq. `moved`: the row the claim locked is not the version its
+ * snapshot reads (a write committed in between), so the joined entries may
+ * miss that write. A run's row repeats once per entry; its input, output and
  * error (up to 1 MiB each) travel on the first row only, which is the one the
  * driver reads them from.
  */
@@ -229,9 +242,9 @@ function claimedWithJournal(s: string): string {
            wake_at = CASE WHEN ${reserve} THEN r.wake_at END, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2,
            recoveries = ${countRecovery("r.", "$1")}
        FROM due WHERE r.id = due.id
-       RETURNING r.*, due.due_at)
+       RETURNING r.*, due.due_at, due.locked IS DISTINCT FROM (SELECT o.ctid FROM ${s}.runs o WHERE o.id = r.id) AS moved)
      SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.recoveries, c.created_at, c.updated_at, c.stepped_at, c.due_at,
+            c.recoveries, c.created_at, c.updated_at, c.stepped_at, c.due_at, c.moved,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,
@@ -245,7 +258,7 @@ function claimedWithJournal(s: string): string {
 export function claimDueSql(s: string, byFlow: boolean): string {
   const mine = byFlow ? "flow = ANY($6::text[]) AND" : "";
   return `WITH due AS (
-       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
+       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
        FROM ${s}.runs
        WHERE (${mine} status = 'sleeping' AND wake_at <= $5::bigint AND ${freeSleeper})
           OR (${mine} status = 'running' AND lease_expires_at <= $2)
@@ -269,7 +282,7 @@ export function claimDueSql(s: string, byFlow: boolean): string {
  */
 export function claimDueByIdSql(s: string): string {
   return `WITH due AS (
-       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at
+       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
        FROM ${s}.runs
        WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))
          AND ((status = 'sleeping' AND wake_at <= $7::bigint AND ${freeSleeper})
