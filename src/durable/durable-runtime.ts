@@ -555,9 +555,15 @@ export class DurableRuntime {
    * release: a call carrying its id and our owner) waits for that claim first. The store thus sees
    * the run running before its next write on every driver — the order is kept here, not by a
    * connection (a postgres pool may send two statements on two connections). A claim that finds
-   * the reservation gone leaves the run's writes refused by their fence, as a lost lease.
+   * the reservation gone leaves the run's writes refused by their fence, as a lost lease. A resume
+   * late enough for that to happen (reservationLate) waits for the claim before any code runs.
    */
-  private reservedStart(acquired: AcquiredRun): { acquired: AcquiredRun; deps: DurableDeps } {
+  private reservedStart(acquired: AcquiredRun): {
+    acquired: AcquiredRun;
+    deps: DurableDeps;
+    /** For a reserved run: whether the claim took it (false when it failed or found the reservation gone). */
+    taken?: Promise<boolean>;
+  } {
     const run = acquired.run;
     const owner = run.leaseOwner;
     if (run.status !== "sleeping" || owner === null) return { acquired, deps: this.deps };
@@ -573,17 +579,20 @@ export class DurableRuntime {
       });
     // Sent from the check phase, after the replay's microtasks have reached the code after the sleep:
     // building and sending the statement is event-loop work the wake would otherwise wait behind.
-    const started = new Promise<void>((resolve) => setImmediate(resolve))
+    const taken = new Promise<void>((resolve) => setImmediate(resolve))
       .then(claim)
       .catch(() => claim())
       .then(
-        () => undefined,
-        (e: unknown) =>
+        (got) => got.some((a) => a.run.id === run.id),
+        (e: unknown) => {
           logger.warn(
             { err: e, runId: run.id },
             "durable run: resuming a reserved run failed; its writes will be refused",
-          ),
+          );
+          return false;
+        },
       );
+    const started = taken.then(() => undefined);
     const ours = (a: unknown): boolean =>
       typeof a === "object" &&
       a !== null &&
@@ -601,13 +610,32 @@ export class DurableRuntime {
     return {
       acquired: { ...acquired, run: { ...run, status: "running", wakeAt: null } },
       deps: { ...this.deps, store: gated },
+      taken,
     };
+  }
+
+  /**
+   * True when a reserved run resumes so late that its reservation may have lapsed and another
+   * instance taken the run (an event-loop stall of more than half the lease on a loaded host):
+   * then no code may run before the claim is confirmed, or a step the other instance journaled
+   * would run again here.
+   */
+  private reservationLate(run: RunRecord): boolean {
+    return run.leaseExpiresAt !== null && this.o.clock.now() > run.leaseExpiresAt - this.o.leaseMs / 2;
   }
 
   /** Continues a run this instance holds: replay its journal, then run on. */
   private async resume(reservedOrHeld: AcquiredRun): Promise<InvokeResult | undefined> {
-    const { acquired, deps } = this.reservedStart(reservedOrHeld);
+    const { acquired, deps, taken } = this.reservedStart(reservedOrHeld);
     const { store, clock, logger } = this.o;
+    // On time (every wake but a stalled one) the code after the sleep starts before the claim returns.
+    if (taken !== undefined && this.reservationLate(reservedOrHeld.run) && !(await taken)) {
+      logger.info(
+        { runId: acquired.run.id },
+        "durable run: resumed after its reservation lapsed and another instance took it; left to that instance",
+      );
+      return undefined;
+    }
     const flow = this.o.flows.get(acquired.run.flow);
     if (!flow) {
       // A rolling deploy: this instance runs a version without the flow. Leave the run to one that has

@@ -157,6 +157,22 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
     expect(await onlyRun(store)).toMatchObject({ status: "completed" });
   });
 
+  it("an instance that resumes a reservation after it lapsed and another instance took the run runs none of its code again", async () => {
+    // A's clock stalls inside the lookahead (an event loop stuck past its lease); B takes the run
+    // once the reservation lapsed, and completes it.
+    const { store, ran, nap, time, app: a, held } = await reservedRun("ahead.lapsed");
+    const b = await apps.make([{ nap }], { store, time: createTimeTravel(held.leaseExpiresAt! + 1) });
+    await until(async () => (await onlyRun(store)).status === "completed", "completed by the other instance");
+    await b.idle();
+    expect(ran).toEqual(["before", "after"]);
+    // A comes back past its lease: its timer fires and it resumes what it reserved. The claim is
+    // refused, so the code after the sleep must not run (before the fix, "after" ran twice).
+    time.set(held.leaseExpiresAt! + 2);
+    await a.idle();
+    expect(ran).toEqual(["before", "after"]);
+    expect(await onlyRun(store)).toMatchObject({ status: "completed" });
+  });
+
   it("a reserved run holds its resume permit: with concurrency 1 a second sleeper waits for it", async () => {
     const store = await apps.store();
     const ran: string[] = [];
