@@ -592,7 +592,6 @@ export class DurableRuntime {
           return false;
         },
       );
-    const started = taken.then(() => undefined);
     const ours = (a: unknown): boolean =>
       typeof a === "object" &&
       a !== null &&
@@ -604,7 +603,7 @@ export class DurableRuntime {
         if (typeof v !== "function") return v;
         const f = v as (...args: unknown[]) => unknown;
         return (...args: unknown[]) =>
-          ours(args[0]) ? started.then(() => f.apply(target, args)) : f.apply(target, args);
+          ours(args[0]) ? taken.then(() => f.apply(target, args)) : f.apply(target, args);
       },
     });
     return {

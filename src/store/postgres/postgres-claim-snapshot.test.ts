@@ -64,6 +64,34 @@ const step = (seq: number, at: number): JournalEntry => ({
   at,
 });
 
+/**
+ * A store on a fresh schema (dropped when the case ends) holding run r1 of flow f: started by o1 at
+ * 100 with a 1 s lease, `entries` journaled at 200.
+ */
+async function holderOfR1(
+  tag: string,
+  input: unknown,
+  entries: JournalEntry[],
+): Promise<{ schema: string; holder: Store }> {
+  const schema = freshSchema(tag);
+  const holder = await openStore(schema, { pollIntervalMs: 3_600_000 });
+  onTestFinished(async () => {
+    await holder.close();
+    await dropSchema(schema);
+  });
+  await holder.startRun({
+    id: "r1",
+    flow: "f",
+    input,
+    parentRunId: null,
+    owner: "o1",
+    now: 100,
+    leaseMs: 1_000,
+  });
+  await holder.append({ runId: "r1", owner: "o1", now: 200, leaseMs: 1_000, entries });
+  return { schema, holder };
+}
+
 /** Waits until a backend is blocked on the gate's advisory lock (the claim is inside its scan). */
 async function untilWaitingOnGate(admin: pg.Client): Promise<void> {
   for (let i = 0; i < 500; i++) {
@@ -80,22 +108,7 @@ async function untilWaitingOnGate(admin: pg.Client): Promise<void> {
 describe("postgres: a claim reads the journal after it has taken the run", () => {
   for (const byId of [false, true])
     it(`an append that commits between the claim's snapshot and its lock is in the claimed journal (${byId ? "claim by id" : "scan"})`, async () => {
-      const schema = freshSchema("claimsnap");
-      const holder = await openStore(schema, { pollIntervalMs: 3_600_000 });
-      onTestFinished(async () => {
-        await holder.close();
-        await dropSchema(schema);
-      });
-      await holder.startRun({
-        id: "r1",
-        flow: "f",
-        input: null,
-        parentRunId: null,
-        owner: "o1",
-        now: 100,
-        leaseMs: 1_000,
-      });
-      await holder.append({ runId: "r1", owner: "o1", now: 200, leaseMs: 1_000, entries: [step(0, 200)] });
+      const { schema, holder } = await holderOfR1("claimsnap", null, [step(0, 200)]);
       const claimer = await stalledClaimer(schema);
 
       const admin = new pg.Client({ connectionString: PG_URL });
@@ -130,28 +143,7 @@ describe("postgres: a claim reads the journal after it has taken the run", () =>
     });
 
   it("a claim with nothing written meanwhile reads the journal in its one statement", async () => {
-    const schema = freshSchema("claimsnap1");
-    const store = await openStore(schema, { pollIntervalMs: 3_600_000 });
-    onTestFinished(async () => {
-      await store.close();
-      await dropSchema(schema);
-    });
-    await store.startRun({
-      id: "r1",
-      flow: "f",
-      input: { a: 1 },
-      parentRunId: null,
-      owner: "o1",
-      now: 100,
-      leaseMs: 1_000,
-    });
-    await store.append({
-      runId: "r1",
-      owner: "o1",
-      now: 200,
-      leaseMs: 1_000,
-      entries: [step(0, 200), step(1, 200)],
-    });
+    const { holder: store } = await holderOfR1("claimsnap1", { a: 1 }, [step(0, 200), step(1, 200)]);
     const [taken] = await store.claimDueRuns({ owner: "o2", now: 5_000, max: 5, leaseMs: 1_000 });
     expect(taken!.run).toMatchObject({ id: "r1", leaseOwner: "o2", input: { a: 1 }, recoveries: 1 });
     expect(taken!.entries.map((e) => e.seq)).toEqual([0, 1]);
