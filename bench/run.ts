@@ -48,7 +48,7 @@ const { runIsolated } = await import("./compare/isolated.ts");
 const { queueSystems, queueSystem, REFERENCE } = await import("./compare/systems.ts");
 const { s9 } = await import("./compare/workflows.ts");
 const { s14, s15, s16, s16Bullmq, s16Graphile } = await import("./compare/fanout.ts");
-const { s10, s11, s12, s12Poll, productionSizes } = await import("./compare/production.ts");
+const { s10Session, s11, s12, s12Poll, productionSizes } = await import("./compare/production.ts");
 const { s13, S13_DRIVERS } = await import("./compare/sleepers.ts");
 type Figure = import("./compare/types.ts").Figure;
 type ScenarioId = import("./compare/types.ts").ScenarioId;
@@ -152,7 +152,13 @@ const wanted = (id: ScenarioId): boolean => !only || only.includes(id);
 // elsewhere on the machine lands on one sample of several systems rather than on every sample of one.
 const rounds = sizes.repeats;
 const once: Sizes = { ...sizes, repeats: 1 };
-type Step = { scenario: ScenarioId; system: string; run: () => Promise<Figure[]>; skip?: string };
+// `run` gets the round (0-based): S10 keeps its tables from one round to the next.
+type Step = {
+  scenario: ScenarioId;
+  system: string;
+  run: (round: number) => Promise<Figure[]>;
+  skip?: string;
+};
 const steps: Step[] = [];
 for (const [id, fn] of Object.entries(QUEUE_SCENARIOS) as Array<
   [keyof typeof QUEUE_SCENARIOS, (typeof QUEUE_SCENARIOS)[keyof typeof QUEUE_SCENARIOS]]
@@ -203,15 +209,18 @@ if (wanted("S16") && (!pick || pick.includes("graphile-worker")))
   steps.push({ scenario: "S16", system: "graphile-worker", run: () => s16Graphile(ctxOnce) });
 // S10–S12 (issue 17's big tables, held snapshot, idle cost): PostgreSQL systems only; S10 is okengine's
 // own (the peers delete or archive finished jobs), S11 and S12 run okengine, graphile-worker and pg-boss.
+// S10 runs in every round on tables built in its first (compare/production.ts s10Session says why), and
+// drops them after its last.
 const ps = productionSizes(quick);
 const pgPeers = ["okengine-postgres", "graphile-worker", "pg-boss"].filter(
   (id) => !pick || pick.includes(id),
 );
-if (wanted("S10") && okenginePicked)
+const s10 = wanted("S10") && okenginePicked ? s10Session(queueSystem("okengine-postgres"), ps) : undefined;
+if (s10)
   steps.push({
     scenario: "S10",
     system: "okengine-postgres",
-    run: () => s10(queueSystem("okengine-postgres"), ctxOnce, ps),
+    run: (round) => s10.round(ctxOnce, round, round === rounds - 1),
   });
 if (wanted("S11"))
   for (const id of pgPeers)
@@ -230,9 +239,9 @@ if (wanted("S13"))
   for (const d of S13_DRIVERS)
     if (!pick || pick.includes(`okengine-${d}`))
       steps.push({ scenario: "S13", system: `okengine-${d}`, run: async () => s13(d, once) });
-// S7 (child processes, a kill, a fixed wait), S15, S16, S13 (a million seeded runs per driver) and S10–S12
+// S7 (child processes, a kill, a fixed wait), S15, S16, S13 (a million seeded runs per driver), S11 and S12
 // (long or heavy) run in the first round only.
-const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S15", "S16", "S13", "S10", "S11", "S12"]);
+const FIRST_ROUND_ONLY = new Set<ScenarioId>(["S7", "S15", "S16", "S13", "S11", "S12"]);
 const plan = Array.from({ length: rounds }, (_, r) =>
   steps
     .filter((s) => r === 0 || (!FIRST_ROUND_ONLY.has(s.scenario) && !s.skip))
@@ -282,7 +291,7 @@ for (const step of plan) {
     continue;
   }
   try {
-    const got = await step.run();
+    const got = await step.run(step.round);
     raw.push(...got);
     progress.end(
       got

@@ -1,4 +1,4 @@
-// The bench's own machinery: drains count distinct jobs, bench apps log warnings and errors to stderr.
+// The bench's own machinery: drains count distinct jobs, S10 rounds reuse their tables, apps log to stderr.
 import { spawn } from "node:child_process";
 import { PassThrough, Writable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -7,10 +7,16 @@ import { dropLeftoverSchemas, dropRunSchemas, ensureDatabase, withClient } from 
 import { benchLogger, forwardStderr, plannedFailuresWithheld } from "../bench/compare/logger.ts";
 import { okengineSystem } from "../bench/compare/okengine.ts";
 import { Progress } from "../bench/compare/progress.ts";
+import {
+  s10Session,
+  type ProductionSizes,
+  type S10Steps,
+  type StateRun,
+} from "../bench/compare/production.ts";
 import { QUIET_LOAD, resultsPlace, startLoadNote } from "../bench/compare/report.ts";
 import { benchRun, leftoverNames, randomName, runPidOf } from "../bench/compare/run-id.ts";
 import { jobs, type Ctx } from "../bench/compare/scenario-kit.ts";
-import type { QueueOptions, QueueSystem, Sizes } from "../bench/compare/types.ts";
+import type { Namespace, QueueOptions, QueueSystem, Sizes } from "../bench/compare/types.ts";
 import { until } from "./conformance/app-fixture.ts";
 
 /** A queue that calls the handler with the given job numbers, in order, once started. */
@@ -146,6 +152,104 @@ describe("bench logger", () => {
       "Error: connect ECONNREFUSED\n",
     ]);
     expect(tail()).toBe("Error: connect ECONNREFUSED\n");
+  });
+});
+
+describe("bench S10 rounds", () => {
+  /** A system whose schemas are names only, and S10 steps that log what they do and return set figures. */
+  function fakeS10(runs: Record<string, StateRun[]>, failAt?: string) {
+    const log: string[] = [];
+    let made = 0;
+    const system = {
+      ...scripted([]),
+      fresh: () => Promise.resolve({ name: `ns${++made}` }),
+      drop: (ns: Namespace) => {
+        log.push(`drop ${ns.name}`);
+        return Promise.resolve();
+      },
+    };
+    const state = (ns: Namespace): string => (Number(ns.name.slice(2)) % 2 === 1 ? "empty" : "big");
+    const steps: S10Steps = {
+      measure: async (ns, fill) => {
+        const at = `measure ${state(ns)} ${ns.name}`;
+        log.push(at);
+        await fill?.();
+        if (at === failAt) throw new Error("drain timed out");
+        return runs[state(ns)]!.shift()!;
+      },
+      fill: (ns) => {
+        log.push(`fill ${ns.name}`);
+        return Promise.resolve();
+      },
+      sizes: () => Promise.resolve({ messages: "157 MB", indexes: "73 MB", runs: "83 MB" }),
+      reset: (ns) => {
+        log.push(`reset ${ns.name}`);
+        return Promise.resolve();
+      },
+    };
+    const ps = { bigMessages: 1_000, bigRuns: 200, bigDrain: 100, bigLatency: 5 } as ProductionSizes;
+    return { log, session: s10Session(system, ps, steps), ctx: ctx(1) };
+  }
+  const run = (rate: number, p50: number): StateRun => ({ rate, p50, duplicates: 0 });
+
+  it("every round measures both states beside each other on tables built once, and drops them after the last", async () => {
+    const { log, session, ctx } = fakeS10({
+      empty: [run(100, 1), run(200, 2), run(100, 4)],
+      big: [run(80, 1.5), run(220, 2), run(90, 2)],
+    });
+    const rounds = [];
+    for (let r = 0; r < 3; r++) rounds.push(await session.round(ctx, r, r === 2));
+    expect(log).toEqual([
+      "measure empty ns1",
+      "reset ns1",
+      "measure big ns2",
+      "fill ns2",
+      "reset ns2",
+      // The second round starts with the big tables, on the same schemas, without a fill.
+      "measure big ns2",
+      "reset ns2",
+      "measure empty ns1",
+      "reset ns1",
+      "measure empty ns1",
+      "reset ns1",
+      "measure big ns2",
+      "reset ns2",
+      "drop ns1",
+      "drop ns2",
+    ]);
+    // One sample per round, big ÷ the empty beside it; run.ts takes their median.
+    expect(rounds.map((figs) => figs.map((f) => f.samples))).toEqual([
+      [[0.8], [1.5]],
+      [[1.1], [1]],
+      [[0.9], [0.5]],
+    ]);
+    expect(rounds[0]![0]!.note).toContain("before the drain: messages 157 MB");
+    expect(rounds[1]![0]!.note).toBe("round 2 (big first, then empty): 220 vs 200 jobs/s");
+  });
+
+  it("a failed round drops both schemas, and the next one fills fresh ones", async () => {
+    const { log, session, ctx } = fakeS10(
+      { empty: [run(100, 1), run(100, 1)], big: [run(90, 1)] },
+      "measure big ns2",
+    );
+    await expect(session.round(ctx, 0, false)).rejects.toThrow("drain timed out");
+    const figs = await session.round(ctx, 1, true);
+    expect(figs[0]!.samples).toEqual([0.9]);
+    expect(log).toEqual([
+      "measure empty ns1",
+      "reset ns1",
+      "measure big ns2",
+      "fill ns2",
+      "drop ns1",
+      "drop ns2",
+      "measure big ns4",
+      "fill ns4",
+      "reset ns4",
+      "measure empty ns3",
+      "reset ns3",
+      "drop ns3",
+      "drop ns4",
+    ]);
   });
 });
 
