@@ -136,9 +136,10 @@ describe("postgres: appends and renewals are HOT updates", () => {
     expect(explained.length).toBeGreaterThanOrEqual(3);
     for (const p of explained) expect(p).not.toMatch(/Seq Scan on runs/);
     expect(
-      await pool.query(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE '%_flow'`, [
-        schema,
-      ]),
-    ).toMatchObject({ rows: [{ indexname: "runs_wake_flow" }] });
+      await pool.query(
+        `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE '%_flow%'`,
+        [schema],
+      ),
+    ).toMatchObject({ rows: [{ indexname: "runs_wake_flow_id" }] }); // 0011's runs_wake_flow, with id since 0027
   });
 });

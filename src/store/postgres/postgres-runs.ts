@@ -254,18 +254,43 @@ function claimedWithJournal(s: string): string {
      ORDER BY c.due_at, c.id COLLATE "C", e.seq`;
 }
 
-/** The claim of claimDueRuns and the claimed runs' entries, ordered by deadline, id, seq. */
+/**
+ * The claim of claimDueRuns and the claimed runs' entries, ordered by deadline, id, seq.
+ *
+ * The due rows come from two locking scans, each stopping at `max` rows, merged and cut to `max`:
+ * - sleepers, per flow (a LATERAL probe for each of `$6`), in (wake_at, id) order straight from
+ *   runs_wake_flow_id (migration 0027), so a claim reads about `max` rows however many are due;
+ * - lapsed leases of running and compensating runs: the runs in flight, bounded by the fleet's
+ *   durable.concurrency and not indexed on their lease (appends stay HOT, migration 0021), so
+ *   they are read and sorted whole.
+ * One scan with an OR of the three (as before 0027) was a BitmapOr that fetched and sorted every
+ * due sleeper for each claim: 230 ms a claim with 100 000 due of 1 000 000 parked, 0.5 ms now
+ * (EXPLAIN ANALYZE; bench/README.md, S13). Rows a scan locked beyond the final cut stay locked to
+ * others (SKIP LOCKED) only until this statement commits.
+ * Without `byFlow` (callers other than a scheduler, which always names its flows) the sleepers are
+ * one scan across flows, sorted whole: correct, not the hot path.
+ */
 export function claimDueSql(s: string, byFlow: boolean): string {
-  const mine = byFlow ? "flow = ANY($6::text[]) AND" : "";
+  const sleeping = `status = 'sleeping' AND wake_at <= $5::bigint AND ${freeSleeper}
+         ORDER BY wake_at, id COLLATE "C" LIMIT $3 FOR UPDATE SKIP LOCKED`;
+  const sleepers = byFlow
+    ? `SELECT x.* FROM unnest($6::text[]) AS f(name) CROSS JOIN LATERAL (
+         SELECT id, wake_at AS due_at, ctid AS locked FROM ${s}.runs
+         WHERE flow = f.name AND ${sleeping}) x`
+    : `SELECT * FROM (
+         SELECT id, wake_at AS due_at, ctid AS locked FROM ${s}.runs
+         WHERE ${sleeping}) x`;
   return `WITH due AS (
-       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
-       FROM ${s}.runs
-       WHERE (${mine} status = 'sleeping' AND wake_at <= $5::bigint AND ${freeSleeper})
-          OR (${mine} status = 'running' AND lease_expires_at <= $2)
-          OR (${mine} status = 'compensating' AND lease_expires_at <= $2)
+       SELECT id, due_at, locked FROM (
+         ${sleepers}
+         UNION ALL
+         SELECT * FROM (
+           SELECT id, lease_expires_at AS due_at, ctid AS locked FROM ${s}.runs
+           WHERE ${byFlow ? "flow = ANY($6::text[]) AND" : ""} status IN ('running', 'compensating') AND lease_expires_at <= $2
+           ORDER BY lease_expires_at, id COLLATE "C" LIMIT $3 FOR UPDATE SKIP LOCKED) y
+       ) u
        ORDER BY due_at, id COLLATE "C"
-       LIMIT $3
-       FOR UPDATE SKIP LOCKED),
+       LIMIT $3),
      ${claimedWithJournal(s)}`;
 }
 

@@ -20,6 +20,7 @@ import { m0023 } from "./0023-claim-function.ts";
 import { m0024 } from "./0024-settle-delivered-batch.ts";
 import { m0025 } from "./0025-idempotency-fillfactor.ts";
 import { m0026 } from "./0026-claim-held-walk.ts";
+import { m0027 } from "./0027-due-sleepers-in-order.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -48,4 +49,5 @@ export const migrations: readonly Migration[] = [
   m0024,
   m0025,
   m0026,
+  m0027,
 ];

@@ -1,0 +1,77 @@
+// Migration 0027 on postgres: a claim of due runs reads about `max` sleepers however large the due backlog, and still takes the earliest, ties by id.
+import { describe, expect, it } from "vitest";
+import { storeOnOneConnection } from "./test-support.ts";
+
+/** One node of EXPLAIN (ANALYZE, FORMAT JSON)'s plan tree. */
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Actual Rows": number;
+  "Actual Loops": number;
+  "Rows Removed by Filter"?: number;
+  Plans?: PlanNode[];
+}
+
+/** Rows each scan of `runs` in `plan` produced or filtered out, summed over its loops. */
+function runsRowsRead(plan: PlanNode): number {
+  const own =
+    plan["Relation Name"] === "runs"
+      ? (plan["Actual Rows"] + (plan["Rows Removed by Filter"] ?? 0)) * plan["Actual Loops"]
+      : 0;
+  return own + (plan.Plans ?? []).reduce((n, p) => n + runsRowsRead(p), 0);
+}
+
+const DUE = 20_000;
+
+describe("postgres: the claim of due runs with a backlog", () => {
+  it(`takes the ${5} earliest of ${DUE} due sleepers (a cohort due at one instant: ties by id) reading a few rows, not the backlog`, async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection("dueclaim", {
+      onNotice: (n) => plans.push(n),
+    });
+    const s = `"${schema}"`;
+    // A cohort due at 1 000 (ids in reverse of their insertion, so the heap order is not the id
+    // order), two earlier sleepers of the flow, one of another flow, one not yet due, a running run
+    // whose lease lapsed at 1 500, and 5 000 parked for later.
+    await pool.query(
+      `INSERT INTO ${s}.runs (id, flow, status, input, lease_owner, lease_expires_at, wake_at, created_at, updated_at)
+       SELECT 'c' || lpad((${DUE} - g)::text, 6, '0'), 'f', 'sleeping', 'null'::jsonb, NULL::text, NULL::bigint, 1000::bigint, 1, 1
+         FROM generate_series(1, ${DUE}) g
+       UNION ALL SELECT 'early-b', 'f', 'sleeping', 'null'::jsonb, NULL, NULL, 900, 1, 1
+       UNION ALL SELECT 'early-a', 'f', 'sleeping', 'null'::jsonb, NULL, NULL, 900, 1, 1
+       UNION ALL SELECT 'other', 'g', 'sleeping', 'null'::jsonb, NULL, NULL, 10, 1, 1
+       UNION ALL SELECT 'later', 'f', 'sleeping', 'null'::jsonb, NULL, NULL, 5000, 1, 1
+       UNION ALL SELECT 'lapsed', 'f', 'running', 'null'::jsonb, 'dead', 1500, NULL, 1, 1
+       UNION ALL SELECT 'p' || g, 'f', 'sleeping', 'null'::jsonb, NULL, NULL, 10000000 + g, 1, 1
+         FROM generate_series(1, 5000) g`,
+    );
+    await pool.query(`ANALYZE ${s}.runs`);
+    await pool.query("LOAD 'auto_explain'");
+    await pool.query(
+      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
+    );
+    const claim = (max: number) =>
+      store.claimDueRuns({ owner: "o", now: 2_000, max, leaseMs: 1_000, flows: ["f"] });
+    const first = await claim(5);
+    await pool.query("SET auto_explain.log_min_duration = -1");
+    expect(first.map((a) => a.run.id)).toEqual(["early-a", "early-b", "c000000", "c000001", "c000002"]);
+    expect(first.map((a) => a.dueAt)).toEqual([900, 900, 1_000, 1_000, 1_000]);
+    const explained = plans
+      .filter((p) => p.includes("claimed AS"))
+      .map((p) => JSON.parse(p.slice(p.indexOf("{"))) as { Plan: PlanNode });
+    expect(explained).toHaveLength(1);
+    // The backlog is 20 002 due sleepers; before 0027 every one of them was read and sorted.
+    const read = runsRowsRead(explained[0]!.Plan);
+    expect(read).toBeGreaterThanOrEqual(5);
+    expect(read).toBeLessThan(100);
+
+    // The rest of the cohort in order, the lapsed lease at its place (1 500), never the other flow's
+    // sleeper or one not yet due.
+    const rest = await claim(DUE);
+    expect(rest).toHaveLength(DUE - 3 + 1);
+    expect(rest.slice(0, 2).map((a) => a.run.id)).toEqual(["c000003", "c000004"]);
+    expect(rest.at(-2)!.run.id).toBe(`c${String(DUE - 1).padStart(6, "0")}`);
+    expect(rest.at(-1)!.run).toMatchObject({ id: "lapsed", status: "running", leaseOwner: "o" });
+    expect(await claim(5)).toEqual([]);
+  });
+});
