@@ -318,7 +318,14 @@ export function claimDueByIdSql(s: string): string {
      ${claimedWithJournal(s)}`;
 }
 
-/** Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no lease); of `flows` if given. */
+/**
+ * Running and compensating runs whose lease is gone, then every sleeping run (sleepers hold no
+ * lease); of `flows` if given. Two scans, each cut at `limit`, then merged: the runs in flight
+ * (few), and the sleepers in (created_at, id) order from runs_page, so the boot's orphan scan —
+ * one page, of which it wants the running runs — reads a page of sleepers, not all of them. As one
+ * scan with an OR, it was a parallel sequential scan of the table and a sort: 1.0 s per page with
+ * 1 000 000 parked (EXPLAIN ANALYZE), on every instance's boot.
+ */
 export async function listOrphans(
   ctx: PgContext,
   now: number,
@@ -326,15 +333,21 @@ export async function listOrphans(
   filter: RunFlowFilter = {},
 ): Promise<RunRecord[]> {
   if (filter.flows?.length === 0) return [];
+  const cut = "LIMIT CASE WHEN $2::bigint IS NULL THEN NULL ELSE GREATEST($2::bigint, 0) END";
+  const mine = "($3::text[] IS NULL OR flow = ANY($3::text[]))";
   const { rows } = await q<RunRow>(
     ctx.pool,
-    `SELECT * FROM ${ctx.s}.runs
-     WHERE ((status IN ('running', 'compensating')
-             AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1))
-            OR status = 'sleeping')
-       AND ($3::text[] IS NULL OR flow = ANY($3::text[]))
+    `SELECT * FROM (
+       (SELECT * FROM ${ctx.s}.runs
+        WHERE status IN ('running', 'compensating')
+          AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1) AND ${mine}
+        ORDER BY created_at, id COLLATE "C" ${cut})
+       UNION ALL
+       (SELECT * FROM ${ctx.s}.runs WHERE status = 'sleeping' AND ${mine}
+        ORDER BY created_at, id COLLATE "C" ${cut})
+     ) o
      ORDER BY status = 'sleeping', created_at, id COLLATE "C"
-     LIMIT CASE WHEN $2::bigint IS NULL THEN NULL ELSE GREATEST($2::bigint, 0) END`,
+     ${cut}`,
     [now, limit ?? null, filter.flows === undefined ? null : [...filter.flows]],
   );
   return rows.map(toRunRecord);

@@ -1,4 +1,4 @@
-// Migration 0027 on postgres: a claim of due runs reads about `max` sleepers however large the due backlog, and still takes the earliest, ties by id.
+// Postgres with a backlog of sleepers: a claim of due runs (migration 0027) and the boot's orphan scan read about a page of rows, not the backlog, in the documented order.
 import { describe, expect, it } from "vitest";
 import { storeOnOneConnection } from "./test-support.ts";
 
@@ -23,7 +23,25 @@ function runsRowsRead(plan: PlanNode): number {
 
 const DUE = 20_000;
 
-describe("postgres: the claim of due runs with a backlog", () => {
+/** The plans auto_explain reports on the store's session, as JSON, while `run` runs. */
+async function explained(
+  pool: import("pg").Pool,
+  plans: string[],
+  run: () => Promise<unknown>,
+): Promise<PlanNode[]> {
+  await pool.query("LOAD 'auto_explain'");
+  await pool.query(
+    "SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
+  );
+  plans.length = 0;
+  await run();
+  await pool.query("SET auto_explain.log_min_duration = -1");
+  return plans
+    .filter((p) => p.includes('"Plan"'))
+    .map((p) => (JSON.parse(p.slice(p.indexOf("{"))) as { Plan: PlanNode }).Plan);
+}
+
+describe("postgres: a backlog of sleepers", () => {
   it(`takes the ${5} earliest of ${DUE} due sleepers (a cohort due at one instant: ties by id) reading a few rows, not the backlog`, async () => {
     const plans: string[] = [];
     const { store, pool, schema } = await storeOnOneConnection("dueclaim", {
@@ -46,22 +64,15 @@ describe("postgres: the claim of due runs with a backlog", () => {
          FROM generate_series(1, 5000) g`,
     );
     await pool.query(`ANALYZE ${s}.runs`);
-    await pool.query("LOAD 'auto_explain'");
-    await pool.query(
-      "SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
-    );
     const claim = (max: number) =>
       store.claimDueRuns({ owner: "o", now: 2_000, max, leaseMs: 1_000, flows: ["f"] });
-    const first = await claim(5);
-    await pool.query("SET auto_explain.log_min_duration = -1");
+    let first: Awaited<ReturnType<typeof claim>> = [];
+    const plan = await explained(pool, plans, async () => (first = await claim(5)));
     expect(first.map((a) => a.run.id)).toEqual(["early-a", "early-b", "c000000", "c000001", "c000002"]);
     expect(first.map((a) => a.dueAt)).toEqual([900, 900, 1_000, 1_000, 1_000]);
-    const explained = plans
-      .filter((p) => p.includes("claimed AS"))
-      .map((p) => JSON.parse(p.slice(p.indexOf("{"))) as { Plan: PlanNode });
-    expect(explained).toHaveLength(1);
+    expect(plan).toHaveLength(1);
     // The backlog is 20 002 due sleepers; before 0027 every one of them was read and sorted.
-    const read = runsRowsRead(explained[0]!.Plan);
+    const read = runsRowsRead(plan[0]!);
     expect(read).toBeGreaterThanOrEqual(5);
     expect(read).toBeLessThan(100);
 
@@ -73,5 +84,36 @@ describe("postgres: the claim of due runs with a backlog", () => {
     expect(rest.at(-2)!.run.id).toBe(`c${String(DUE - 1).padStart(6, "0")}`);
     expect(rest.at(-1)!.run).toMatchObject({ id: "lapsed", status: "running", leaseOwner: "o" });
     expect(await claim(5)).toEqual([]);
+  });
+
+  it("the boot's orphan scan takes a page: lapsed running runs first, then sleepers by creation, reading about a page of rows", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection("orphans", {
+      onNotice: (n) => plans.push(n),
+    });
+    const s = `"${schema}"`;
+    await pool.query(
+      `INSERT INTO ${s}.runs (id, flow, status, input, lease_owner, lease_expires_at, wake_at, created_at, updated_at)
+       SELECT 's' || lpad(g::text, 6, '0'), 'f', 'sleeping', 'null'::jsonb, NULL::text, NULL::bigint, 10000000::bigint, 1000 - g % 7, 1
+         FROM generate_series(1, ${DUE}) g
+       UNION ALL SELECT 'run-b', 'f', 'running', 'null'::jsonb, 'dead', 500, NULL, 2000, 1
+       UNION ALL SELECT 'run-a', 'f', 'compensating', 'null'::jsonb, NULL, NULL, NULL, 3000, 1
+       UNION ALL SELECT 'held', 'f', 'running', 'null'::jsonb, 'alive', 99999, NULL, 1, 1
+       UNION ALL SELECT 'other', 'g', 'running', 'null'::jsonb, 'dead', 500, NULL, 1, 1`,
+    );
+    await pool.query(`ANALYZE ${s}.runs`);
+    let page: Awaited<ReturnType<typeof store.listOrphans>> = [];
+    const plan = await explained(
+      pool,
+      plans,
+      async () => (page = await store.listOrphans(1_000, 4, { flows: ["f"] })),
+    );
+    // Running first (by creation), then the oldest sleepers: created_at 994 (g % 7 = 6), ties by id.
+    expect(page.map((r) => r.id)).toEqual(["run-b", "run-a", "s000006", "s000013"]);
+    expect(plan).toHaveLength(1);
+    const read = runsRowsRead(plan[0]!);
+    expect(read).toBeGreaterThanOrEqual(4);
+    expect(read).toBeLessThan(100);
+    expect((await store.listOrphans(1_000, undefined, { flows: ["f"] })).length).toBe(DUE + 2);
   });
 });
