@@ -357,16 +357,31 @@ export async function listOrphans(
 const NO_DEADLINE = "9223372036854775807";
 
 /**
+ * How many sleepers nextWakeAt reads in wake order for reservations (up to the first free sleeper's
+ * wake time). The cut lets the planner walk runs_wake_flow_id in order: as an open range ending at
+ * a subquery's value it was a sequential scan of the table (205 ms with 1 000 000 parked) or, on
+ * 0011's index, a read of every sleeper due at one instant (100 ms with a cohort of 100 000), at
+ * every arm of every scheduler. Reservations are the lookahead's few (bounded by the fleet's
+ * permits); one the cut misses is found when the scheduler next scans — the arm at the first free
+ * sleeper's time, or its poll.
+ */
+const RESERVED_READ = 1_024;
+
+/**
  * Earliest deadline: a sleeper's wake_at or a running run's lease expiry; among `flows` if given (index
  * probes per flow). A reserved sleeper (its lease taken ahead of its wake) is due to others once its
- * lease lapses too: read among the sleepers before the first free one only (the few in a lookahead).
+ * lease lapses too: read among the sleepers before the first free one only (the few in a lookahead;
+ * at most RESERVED_READ of them).
  */
 export async function nextWakeAt(ctx: PgContext, filter: RunFlowFilter = {}): Promise<number | null> {
   if (filter.flows?.length === 0) return null;
   const perFlow = filter.flows !== undefined;
   const flowIs = perFlow ? "flow = f.name AND" : "";
-  const sleepers = `(SELECT LEAST(u.at, (SELECT min(GREATEST(wake_at, lease_expires_at)) FROM ${ctx.s}.runs
-         WHERE ${flowIs} status = 'sleeping' AND lease_owner IS NOT NULL AND wake_at <= coalesce(u.at, ${NO_DEADLINE})))
+  const sleepers = `(SELECT LEAST(u.at, (SELECT min(GREATEST(wake_at, lease_expires_at)) FROM (
+           SELECT wake_at, lease_expires_at, lease_owner FROM ${ctx.s}.runs
+           WHERE ${flowIs} status = 'sleeping' AND wake_at <= coalesce(u.at, ${NO_DEADLINE})
+           ORDER BY wake_at, id COLLATE "C" LIMIT ${RESERVED_READ}) r
+         WHERE lease_owner IS NOT NULL))
        FROM (SELECT min(wake_at) AS at FROM ${ctx.s}.runs WHERE ${flowIs} status = 'sleeping' AND lease_owner IS NULL) u)`;
   if (perFlow) {
     const { rows } = await q<{ at: number | null }>(

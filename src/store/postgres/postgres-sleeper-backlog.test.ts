@@ -116,4 +116,34 @@ describe("postgres: a backlog of sleepers", () => {
     expect(read).toBeLessThan(100);
     expect((await store.listOrphans(1_000, undefined, { flows: ["f"] })).length).toBe(DUE + 2);
   });
+
+  it("the next wake time reads the few sleepers up to the first free one, and counts a reservation whose lease lapses first", async () => {
+    const plans: string[] = [];
+    const { store, pool, schema } = await storeOnOneConnection("nextwake", {
+      onNotice: (n) => plans.push(n),
+    });
+    const s = `"${schema}"`;
+    // A cohort of sleepers due at 10 001; one reserved ahead (its wake at 5 000, its holder's lease
+    // to 7 000): due to others at 7 000.
+    await pool.query(
+      `INSERT INTO ${s}.runs (id, flow, status, input, lease_owner, lease_expires_at, wake_at, created_at, updated_at)
+       SELECT 's' || g, 'f', 'sleeping', 'null'::jsonb, NULL::text, NULL::bigint, 10001::bigint, 1, 1
+         FROM generate_series(1, ${DUE}) g
+       UNION ALL SELECT 'reserved', 'f', 'sleeping', 'null'::jsonb, 'holder', 7000, 5000, 1, 1`,
+    );
+    await pool.query(`ANALYZE ${s}.runs`);
+    let at: number | null = null;
+    const plan = await explained(pool, plans, async () => (at = await store.nextWakeAt({ flows: ["f"] })));
+    expect(at).toBe(7_000);
+    expect(plan).toHaveLength(1);
+    // Reservations are read in wake order up to the first free sleeper's wake, at most 1 024 of
+    // them (RESERVED_READ): not the cohort of 20 000 due with it.
+    expect(runsRowsRead(plan[0]!)).toBeLessThan(1_100);
+    // The reservation gone, the first free sleeper.
+    await pool.query(
+      `UPDATE ${s}.runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = 'reserved'`,
+    );
+    expect(await store.nextWakeAt({ flows: ["f"] })).toBe(5_000);
+    expect(await store.nextWakeAt()).toBe(5_000);
+  });
 });
