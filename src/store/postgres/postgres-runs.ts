@@ -183,7 +183,8 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
         ]
       : req.flows === undefined
         ? [req.owner, req.now, req.max, req.leaseMs, dueBy]
-        : [req.owner, req.now, req.max, req.leaseMs, dueBy, [...req.flows]],
+        : // One LATERAL probe per flow name: a name given twice would fill the batch with its runs twice.
+          [req.owner, req.now, req.max, req.leaseMs, dueBy, [...new Set(req.flows)]],
   );
   const out = new Map<string, AcquiredRun>();
   const moved: string[] = [];

@@ -78,9 +78,18 @@ describe("postgres: a backlog of sleepers", () => {
 
     // The rest of the cohort in order, the lapsed lease at its place (1 500), never the other flow's
     // sleeper or one not yet due.
+    // A flow named twice is probed once.
+    const twice = await store.claimDueRuns({
+      owner: "o",
+      now: 2_000,
+      max: 2,
+      leaseMs: 1_000,
+      flows: ["f", "f"],
+    });
+    expect(twice.map((a) => a.run.id)).toEqual(["c000003", "c000004"]);
     const rest = await claim(DUE);
-    expect(rest).toHaveLength(DUE - 3 + 1);
-    expect(rest.slice(0, 2).map((a) => a.run.id)).toEqual(["c000003", "c000004"]);
+    expect(rest).toHaveLength(DUE - 5 + 1);
+    expect(rest.slice(0, 2).map((a) => a.run.id)).toEqual(["c000005", "c000006"]);
     expect(rest.at(-2)!.run.id).toBe(`c${String(DUE - 1).padStart(6, "0")}`);
     expect(rest.at(-1)!.run).toMatchObject({ id: "lapsed", status: "running", leaseOwner: "o" });
     expect(await claim(5)).toEqual([]);
