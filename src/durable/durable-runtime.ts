@@ -4,7 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, RunRecord, Store } from "../store/types.ts";
-import { releaseRetried } from "./journal-retry.ts";
+import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
@@ -579,19 +579,27 @@ export class DurableRuntime {
       });
     // Sent from the check phase, after the replay's microtasks have reached the code after the sleep:
     // building and sending the statement is event-loop work the wake would otherwise wait behind.
+    // Retried through an outage like a journal write: the code after the sleep is already running
+    // and the reservation is ours until its lease lapses, so a claim that gets through takes the run
+    // and that code's writes land. Given up once, a step it ran would run again after the lapse.
     const taken = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(claim)
-      .catch(() => claim())
-      .then(
-        (got) => got.some((a) => a.run.id === run.id),
-        (e: unknown) => {
-          logger.warn(
-            { err: e, runId: run.id },
-            "durable run: resuming a reserved run failed; its writes will be refused",
-          );
-          return false;
-        },
-      );
+      .then(() =>
+        retryJournalWrite(this.deps, "claim of a reserved run", run.id, async (attempt) => {
+          // A try whose reply was lost may have taken it: then it runs under our lease already.
+          if (attempt > 1) {
+            const now = await store.getRun(run.id);
+            if (now?.status === "running" && now.leaseOwner === owner) return true;
+          }
+          return (await claim()).some((a) => a.run.id === run.id);
+        }),
+      )
+      .catch((e: unknown) => {
+        logger.warn(
+          { err: e, runId: run.id },
+          "durable run: resuming a reserved run failed; its writes will be refused",
+        );
+        return false;
+      });
     const ours = (a: unknown): boolean =>
       typeof a === "object" &&
       a !== null &&

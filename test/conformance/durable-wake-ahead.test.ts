@@ -173,6 +173,51 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
     expect(await onlyRun(store)).toMatchObject({ status: "completed" });
   });
 
+  it("a reserved run whose claim at its wake time meets an outage retries it: the code after the sleep runs once", async () => {
+    // A's claims of the run by id fail twice at its wake time, as through a PostgreSQL restart: the
+    // claim that sets a reserved run running goes out after the code after the sleep started. It
+    // was tried twice, then given up: that code's writes were refused (the run still a sleeper), and
+    // once the reservation lapsed another instance ran it again (before the fix: "after" twice).
+    const base = await apps.store();
+    let failing = 0;
+    const store = new Proxy(base, {
+      get(target, prop) {
+        const v: unknown = Reflect.get(target, prop, target);
+        if (typeof v !== "function") return v;
+        const f = v as (req: { runIds?: string[] }) => Promise<unknown>;
+        if (prop !== "claimDueRuns") return f.bind(target);
+        return async (req: { runIds?: string[] }) => {
+          if (failing > 0 && req.runIds !== undefined) {
+            failing--;
+            throw Object.assign(new Error("terminating connection due to administrator command"), {
+              code: "57P01",
+            });
+          }
+          return f.call(target, req);
+        };
+      },
+    });
+    const ran: string[] = [];
+    const nap = napper("ahead.outage", ran);
+    const time = createTimeTravel(T0);
+    const a = await apps.make([{ nap }], { store, time });
+    await a.invoke(nap, {});
+    time.set(WAKE - 20);
+    await until(() => reserved(base), "reserved ahead");
+    const held = await onlyRun(base);
+    failing = 2;
+    time.set(WAKE);
+    await until(async () => ran.includes("after"), "resumed at its wake time");
+    await a.idle();
+    expect(failing).toBe(0);
+    // Another instance, past the reservation's lease: a run left unfinished would be resumed here.
+    const b = await apps.make([{ nap }], { store: base, time: createTimeTravel(held.leaseExpiresAt! + 1) });
+    await until(async () => (await onlyRun(base)).status === "completed", "completed");
+    await b.idle();
+    expect(ran).toEqual(["before", "after"]);
+    expect(await onlyRun(base)).toMatchObject({ status: "completed", recoveries: 0 });
+  });
+
   it("a reserved run holds its resume permit: with concurrency 1 a second sleeper waits for it", async () => {
     const store = await apps.store();
     const ran: string[] = [];
