@@ -4,7 +4,7 @@ import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { journalJson } from "../signal/storable.ts";
-import { finishRetried, releaseRetried, retryJournalWrite } from "./journal-retry.ts";
+import { finishRetried, releaseRetried } from "./journal-retry.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
 // Shared with compensation.ts and run-log.ts, so they live in types.ts (no import back to this file).
@@ -50,6 +50,7 @@ async function driveAttempt(
       journalErrors: !retryable,
       replayOnly: compensating || ending !== undefined,
       retry: deps,
+      leaseExpiresAt: acquired.run.leaseExpiresAt,
     },
     [...acquired.entries],
   );
@@ -59,11 +60,9 @@ async function driveAttempt(
     // An attempt that begins late — its start or claim answered with less than half its lease left
     // (queued behind other statements, a stalled event loop) — may have lost the run meanwhile to an
     // instance that ran and journaled steps this journal lacks. The lease is confirmed (a fenced
-    // renewal) before any code of the flow runs; refused, the attempt ends here (JournalLeaseBusy).
-    if (beginsLate(deps, acquired))
-      await retryJournalWrite(deps, "lease renewal", runId, () =>
-        deps.store.renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs }),
-      );
+    // renewal) before any code of the flow runs, as before each step; refused, the attempt ends here
+    // (JournalLeaseBusy).
+    await session.ensureLease();
     const value = await execute(session, undos);
     if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
@@ -91,15 +90,6 @@ async function driveAttempt(
   } finally {
     stopHeartbeat();
   }
-}
-
-/**
- * True when less than half the lease the attempt was handed is left as it begins (a prompt one has
- * nearly all of it): the lease may have lapsed already, or lapse before the first heartbeat.
- */
-function beginsLate(deps: DurableDeps, acquired: AcquiredRun): boolean {
-  const expires = acquired.run.leaseExpiresAt;
-  return expires !== null && deps.clock.now() > expires - deps.leaseMs / 2;
 }
 
 export interface DriveOptions {
@@ -132,8 +122,10 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
       return;
     }
     renewing = true;
+    const at = deps.clock.now();
     deps.store
-      .renewLease({ runId, owner, now: deps.clock.now(), leaseMs: deps.leaseMs })
+      .renewLease({ runId, owner, now: at, leaseMs: deps.leaseMs })
+      .then(() => session.leaseRenewed(at))
       .catch((e: unknown) => {
         if (stopped) return;
         if (e instanceof JournalLeaseBusy) {

@@ -30,6 +30,8 @@ export interface SessionDeps {
   replayOnly?: boolean;
   /** Retries of journal writes through transient store failures (logger, clock, stop deadline). */
   retry: JournalRetryDeps;
+  /** When the lease the attempt was handed runs out (app clock); null: none to keep fresh. */
+  leaseExpiresAt: number | null;
 }
 
 /**
@@ -55,6 +57,8 @@ export class JournalSession {
   private lost: JournalLeaseBusy | undefined;
   private readonly pendingIds: JournalEntry[] = [];
   private parkResolve: ((wakeAt: number) => void) | undefined;
+  /** The lease is ours until then at least: from the take, each renewal and each append. */
+  private leaseUntil: number | null;
   /** Resolves with wakeAt when the run parks; the attempt races it with the flow body. */
   readonly parked: Promise<number>;
   /** Set once parked. */
@@ -71,6 +75,7 @@ export class JournalSession {
     // retry runs the missing effect again and replays the rest instead of reading them one early.
     for (const e of entries) this.entries[e.seq] = e;
     this.parked = new Promise((resolve) => (this.parkResolve = resolve));
+    this.leaseUntil = deps.leaseExpiresAt;
   }
 
   get runId(): string {
@@ -85,6 +90,48 @@ export class JournalSession {
   /** Called by the heartbeat when a renew fails: every later write refuses. */
   markLost(err: JournalLeaseBusy): void {
     this.lost = err;
+  }
+
+  /** A renewal (or an append, which renews) sent at `at` committed: the lease holds until at + leaseMs. */
+  leaseRenewed(at: number): void {
+    const until = at + this.deps.leaseMs;
+    if (this.leaseUntil !== null && until > this.leaseUntil) this.leaseUntil = until;
+  }
+
+  /**
+   * Before new work — the attempt's first code, a step body, a call, a send: a lease with less than
+   * half of it left may have lapsed meanwhile (a start or claim answered late, an event loop stalled
+   * since the last renewal) and another instance taken the run and run this very step. It is renewed
+   * first, fenced; refused, the session is lost and nothing runs (JournalLeaseBusy). A prompt attempt
+   * with a live heartbeat never needs the statement.
+   */
+  async ensureLease(): Promise<void> {
+    for (;;) {
+      if (this.lost) throw this.lost;
+      if (this.leaseUntil === null || this.deps.now() <= this.leaseUntil - this.deps.leaseMs / 2) return;
+      let at = 0;
+      try {
+        await retryJournalWrite(
+          this.deps.retry,
+          "lease renewal",
+          this.deps.runId,
+          () => {
+            at = this.deps.now();
+            return this.deps.store.renewLease({
+              runId: this.deps.runId,
+              owner: this.deps.owner,
+              now: at,
+              leaseMs: this.deps.leaseMs,
+            });
+          },
+          () => this.lost,
+        );
+      } catch (e) {
+        if (e instanceof JournalLeaseBusy) this.lost = e;
+        throw e;
+      }
+      this.leaseRenewed(at);
+    }
   }
 
   /** The entry journaled at the next position, checked against what the code asks for now. */
@@ -109,6 +156,7 @@ export class JournalSession {
     // Ids taken since the last write ride along: an id only matters once some journaled effect used it.
     const entries = entry ? [...this.pendingIds, entry] : [...this.pendingIds];
     if (entries.length === 0) return;
+    let at = 0;
     try {
       // Retried through a transient failure; append is idempotent, so a retry of one that committed writes nothing.
       await retryJournalWrite(
@@ -119,7 +167,7 @@ export class JournalSession {
           this.deps.store.append({
             runId: this.deps.runId,
             owner: this.deps.owner,
-            now: this.deps.now(),
+            now: (at = this.deps.now()),
             entries,
             leaseMs: this.deps.leaseMs,
             ...(emits ? { emits } : {}),
@@ -130,6 +178,7 @@ export class JournalSession {
       if (e instanceof JournalLeaseBusy) this.lost = e;
       throw e;
     }
+    this.leaseRenewed(at);
     this.pendingIds.length = 0;
     for (const e of entries) this.entries[e.seq] = e;
   }
@@ -172,6 +221,7 @@ export class JournalSession {
       if (entry.error) throw restoreError(entry.error);
       return { value: entry.value as T, replayed: true };
     }
+    await this.ensureLease();
     let text: string | undefined;
     try {
       const value = await fn();
@@ -198,6 +248,7 @@ export class JournalSession {
       if (entry.error) throw restoreError(entry.error);
       return entry.value as T;
     }
+    await this.ensureLease();
     let value: T;
     try {
       // `seq` lets make() derive ids from the journal position, the same on every replay.
