@@ -87,6 +87,10 @@ export function durableConsumers(
  * continues a run — a start, a consumer's delivery, the boot orphan scan, the
  * wake scheduler, wake early — goes through here and through one `driveRun`.
  */
+/** A take refused because the run ended (OKE1310, terminal) or was deleted (OKE1311) since it was listed. */
+const goneSinceListed = (e: unknown): boolean =>
+  e instanceof OkeError && (e.code === "OKE1310" || e.code === "OKE1311");
+
 export class DurableRuntime {
   private acquisitions = 0;
   private readonly deps: DurableDeps;
@@ -473,7 +477,10 @@ export class DurableRuntime {
           resumed++;
         } catch (e) {
           this.permits.release();
-          if (!(e instanceof JournalLeaseBusy)) throw e;
+          // Taken meanwhile by another instance (busy), or finished (OKE1310) or gone (OKE1311)
+          // between the list and the take: another instance's run to end, not this boot's failure.
+          if (e instanceof JournalLeaseBusy || goneSinceListed(e)) continue;
+          throw e;
         }
       }
       if (running.length < ORPHAN_PAGE || fresh.length === 0 || this.permits.free === 0) break;

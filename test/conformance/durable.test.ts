@@ -421,6 +421,59 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(counts.mark).toBe(1);
   });
 
+  it("a run another instance finishes between the orphan scan's list and its take is left as it ended; the boot goes on", async () => {
+    const counts = { mark: 0, notify: 0 };
+    const store = await apps.store();
+    const time = createTimeTravel(1_000_000);
+    await store.open();
+    for (const id of ["orphan-done", "orphan-2"])
+      await store.startRun({
+        id,
+        flow: "trials.start",
+        input: { email: "o@b.co" },
+        parentRunId: null,
+        owner: "dead-instance",
+        now: time.now(),
+        leaseMs: 30_000,
+      });
+    time.advance("31s");
+    // Another instance takes orphan-done and finishes it right after the scan listed it.
+    const racing: Store = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === "listOrphans")
+          return async (...a: Parameters<Store["listOrphans"]>) => {
+            const page = await target.listOrphans(...a);
+            if (page.some((r) => r.id === "orphan-done")) {
+              await target.acquireRun({
+                runId: "orphan-done",
+                owner: "other",
+                now: time.now(),
+                leaseMs: 30_000,
+              });
+              await target.finish({
+                runId: "orphan-done",
+                owner: "other",
+                now: time.now(),
+                status: "completed",
+              });
+            }
+            return page;
+          };
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const app = await apps.make([{ t: trial(counts, "1h") }], { store: racing, time, boot: false });
+    await app.boot();
+    expect((await app.request("/_/ready")).status).toBe(200);
+    await until(
+      async () => (await store.getRun("orphan-2"))?.status === "sleeping",
+      "orphan-2 resumed and parked",
+    );
+    expect(await store.getRun("orphan-done")).toMatchObject({ status: "completed", leaseOwner: null });
+    expect(counts.mark).toBe(1);
+  });
+
   it("terminal runs refuse resume", async () => {
     const f = on(http.post("/q"), flow("q", { durable: true, do: () => "done" }));
     const app = await apps.make([{ f }]);
