@@ -467,11 +467,13 @@ export class DurableRuntime {
         if (this.permits.tryTake(1) === 0) break;
         seen.add(run.id);
         try {
+          // In flight only: a run its holder parked since the list waits for its wake time.
           const acquired = await this.o.store.acquireRun({
             runId: run.id,
             owner: this.nextOwner(),
             now: this.o.clock.now(),
             leaseMs: this.o.leaseMs,
+            inFlightOnly: true,
           });
           this.track(this.resumeHeld(acquired));
           resumed++;

@@ -14,6 +14,11 @@ export function assertHolder(r: RunStateOf, owner: string): void {
   if (!leased(r.status) || r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
 }
 
+/** A take with `inFlightOnly` (the orphan scan's) refuses a sleeper: it waits for its wake time. */
+export function assertTakeable(r: RunStateOf, req: { inFlightOnly?: boolean | undefined }): void {
+  if (req.inFlightOnly === true && r.status === "sleeping") throw new JournalLeaseBusy(r.id);
+}
+
 /** What parking the run on its sleep entry writes: sleeping until the entry's wake time, lease given up. */
 export const parkState = (r: RunState, req: ParkRequest): RunState => ({
   ...runState(r),

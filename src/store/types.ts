@@ -296,6 +296,16 @@ export interface QueueStore {
   pruneDelivered(before: number): Promise<number>;
 }
 
+/** A take of a run's lease (JournalStore.acquireRun). */
+export interface AcquireRequest {
+  runId: string;
+  owner: string;
+  now: number;
+  leaseMs: number;
+  /** Refuse a sleeping run (JournalLeaseBusy) instead of waking it: take only a run in flight. */
+  inFlightOnly?: boolean;
+}
+
 /** Journal half of the contract. */
 export interface JournalStore {
   /**
@@ -303,8 +313,12 @@ export interface JournalStore {
    * `acquireRun`. Throws JournalLeaseBusy when another owner holds a live lease.
    */
   startRun(req: StartRun): Promise<AcquiredRun>;
-  /** Takes the lease of an existing non-terminal run (expired or free). */
-  acquireRun(req: { runId: string; owner: string; now: number; leaseMs: number }): Promise<AcquiredRun>;
+  /**
+   * Takes the lease of an existing non-terminal run (expired or free). With `inFlightOnly`, only a
+   * run still running or compensating: a sleeper is refused with JournalLeaseBusy (the boot's orphan
+   * scan, which listed the run while it ran: a run parked since waits for its wake time).
+   */
+  acquireRun(req: AcquireRequest): Promise<AcquiredRun>;
   /** Extends the lease; throws JournalLeaseBusy if `owner` no longer holds it. */
   renewLease(req: { runId: string; owner: string; now: number; leaseMs: number }): Promise<void>;
   /** Appends entries (and emits) atomically; fenced by owner. */

@@ -421,12 +421,12 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(counts.mark).toBe(1);
   });
 
-  it("a run another instance finishes between the orphan scan's list and its take is left as it ended; the boot goes on", async () => {
+  it("a run another instance finishes or parks between the orphan scan's list and its take is left as it is; the boot goes on", async () => {
     const counts = { mark: 0, notify: 0 };
     const store = await apps.store();
     const time = createTimeTravel(1_000_000);
     await store.open();
-    for (const id of ["orphan-done", "orphan-2"])
+    for (const id of ["orphan-done", "orphan-parked", "orphan-2"])
       await store.startRun({
         id,
         flow: "trials.start",
@@ -437,7 +437,8 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
         leaseMs: 30_000,
       });
     time.advance("31s");
-    // Another instance takes orphan-done and finishes it right after the scan listed it.
+    // Right after the scan listed them, another instance takes orphan-done and finishes it, and
+    // takes orphan-parked and parks it on a one-hour sleep.
     const racing: Store = new Proxy(store, {
       get(target, prop, receiver) {
         if (prop === "listOrphans")
@@ -456,6 +457,26 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
                 now: time.now(),
                 status: "completed",
               });
+              await target.acquireRun({
+                runId: "orphan-parked",
+                owner: "other",
+                now: time.now(),
+                leaseMs: 30_000,
+              });
+              await target.park({
+                runId: "orphan-parked",
+                owner: "other",
+                now: time.now(),
+                entry: {
+                  runId: "orphan-parked",
+                  seq: 0,
+                  kind: "sleep",
+                  label: "nap",
+                  duration: "1h",
+                  wakeAt: time.now() + 3_600_000,
+                  at: time.now(),
+                },
+              });
             }
             return page;
           };
@@ -471,6 +492,12 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
       "orphan-2 resumed and parked",
     );
     expect(await store.getRun("orphan-done")).toMatchObject({ status: "completed", leaseOwner: null });
+    // Not woken early: it sleeps until its wake time, its lease free.
+    expect(await store.getRun("orphan-parked")).toMatchObject({
+      status: "sleeping",
+      wakeAt: 1_000_000 + 31_000 + 3_600_000,
+      leaseOwner: null,
+    });
     expect(counts.mark).toBe(1);
   });
 

@@ -104,6 +104,29 @@ export function journalLeaseCases(factory: StoreFactory): void {
       });
     });
 
+    it("acquireRun with inFlightOnly takes a running run but refuses a sleeper (busy), which keeps its wake time", async () => {
+      await startRun(store(), "r1", { owner: "inst-1" });
+      await store().releaseRun({ runId: "r1", owner: "inst-1", now: T0 + 1 });
+      const got = await store().acquireRun({
+        runId: "r1",
+        owner: "inst-2",
+        now: T0 + 2,
+        leaseMs: LEASE,
+        inFlightOnly: true,
+      });
+      expect(got.run).toMatchObject({ status: "running", leaseOwner: "inst-2" });
+      await sleepingRun(store(), "s1", T0 + 60_000);
+      await expectBusy(
+        store().acquireRun({ runId: "s1", owner: "inst-2", now: T0 + 3, leaseMs: LEASE, inFlightOnly: true }),
+        "s1",
+      );
+      expect(await store().getRun("s1")).toMatchObject({
+        status: "sleeping",
+        wakeAt: T0 + 60_000,
+        leaseOwner: null,
+      });
+    });
+
     it("terminal runs refuse resume (OKE1310) from startRun and acquireRun", async () => {
       await startRun(store(), "done");
       await store().finish({ runId: "done", owner: "inst-1", now: T0, status: "completed", output: 1 });

@@ -85,7 +85,7 @@ export type EngineOp =
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
   | { op: "pruneDelivered"; before: number }
   | { op: "startRun"; req: StartRun }
-  | { op: "acquireRun"; req: LeaseRequest }
+  | { op: "acquireRun"; req: LeaseRequest & { inFlightOnly?: boolean | undefined } }
   | { op: "renewLease"; req: LeaseRequest }
   | { op: "append"; req: AppendRequest }
   | { op: "park"; req: ParkRequest }
@@ -192,7 +192,7 @@ export class MemoryEngine {
   startRun(req: StartRun): AcquiredRun {
     return this.journal.startRun(req);
   }
-  acquireRun(req: LeaseRequest): AcquiredRun {
+  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
     return this.journal.acquireRun(req);
   }
   renewLease(req: LeaseRequest): void {

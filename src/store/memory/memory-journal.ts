@@ -21,6 +21,7 @@ import { cloneEntry, toRunRecord, type RunRec } from "./memory-records.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
 import {
   assertHolder,
+  assertTakeable,
   compensateState,
   finishState,
   parkState,
@@ -137,8 +138,10 @@ export class MemoryJournal {
     return { run: toRunRecord(r), entries: [], created: true };
   }
 
-  acquireRun(req: LeaseRequest): AcquiredRun {
-    return this.take(this.mustGet(req.runId), req.owner, req.now, req.leaseMs);
+  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
+    const r = this.mustGet(req.runId);
+    assertTakeable(r, req);
+    return this.take(r, req.owner, req.now, req.leaseMs);
   }
 
   renewLease(req: LeaseRequest): void {

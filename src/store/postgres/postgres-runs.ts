@@ -40,11 +40,11 @@ const countRecovery = (r: string, owner: string): string =>
   `${r}recoveries + CASE WHEN ${r}status IN ('running', 'compensating') AND ${r}lease_owner IS NOT NULL
      AND ${r}lease_owner <> ${owner} AND ${r}lease_expires_at IS NOT NULL THEN 1 ELSE 0 END`;
 
-const takeSql = (s: string): string => `
+const takeSql = (s: string, inFlightOnly = false): string => `
 UPDATE ${s}.runs
 SET status = ${keepCompensating}, wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3,
     recoveries = ${countRecovery("", "$2")}
-WHERE id = $1 AND status IN ('running', 'sleeping', 'compensating')
+WHERE id = $1 AND status IN ('running', ${inFlightOnly ? "" : "'sleeping', "}'compensating')
   AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $3 OR lease_owner = $2)
 RETURNING *`;
 
@@ -74,8 +74,16 @@ async function entriesOf(ctx: PgContext, runIds: readonly string[]): Promise<Map
   return out;
 }
 
-export async function acquireRun(ctx: PgContext, req: LeaseReq): Promise<AcquiredRun> {
-  const { rows } = await q<RunRow>(ctx.pool, takeSql(ctx.s), [req.runId, req.owner, req.now, req.leaseMs]);
+export async function acquireRun(
+  ctx: PgContext,
+  req: LeaseReq & { inFlightOnly?: boolean | undefined },
+): Promise<AcquiredRun> {
+  const { rows } = await q<RunRow>(ctx.pool, takeSql(ctx.s, req.inFlightOnly === true), [
+    req.runId,
+    req.owner,
+    req.now,
+    req.leaseMs,
+  ]);
   if (rows[0] === undefined) throw await refusal(ctx, req.runId, false);
   const entries = await entriesOf(ctx, [req.runId]);
   return { run: toRunRecord(rows[0]), entries: entries.get(req.runId) ?? [], created: false };

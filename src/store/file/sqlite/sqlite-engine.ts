@@ -157,7 +157,7 @@ export class SqliteEngine {
     return this.journal.startRun(req);
   }
 
-  acquireRun(req: LeaseRequest): AcquiredRun {
+  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
     return this.journal.acquireRun(req);
   }
 

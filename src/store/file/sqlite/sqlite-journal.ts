@@ -16,6 +16,7 @@ import type {
 import type { BeginCompensationRequest } from "../../compensation-types.ts";
 import {
   assertHolder,
+  assertTakeable,
   compensateState,
   finishState,
   parkState,
@@ -189,9 +190,10 @@ export class SqliteJournal {
     });
   }
 
-  acquireRun(req: LeaseRequest): AcquiredRun {
+  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
     this.b.check();
     const r = this.mustGet(req.runId);
+    assertTakeable(stateOfRow(r), req);
     return this.b.write(() => this.take(r, req.owner, req.now, req.leaseMs));
   }
 
