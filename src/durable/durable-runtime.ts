@@ -82,15 +82,15 @@ export function durableConsumers(
   return out;
 }
 
+/** A take refused because the run ended (OKE1310, terminal) or was deleted (OKE1311) since it was listed. */
+const goneSinceListed = (e: unknown): boolean =>
+  e instanceof OkeError && (e.code === "OKE1310" || e.code === "OKE1311");
+
 /**
  * Owns every durable run this instance drives. Every path that starts or
  * continues a run — a start, a consumer's delivery, the boot orphan scan, the
  * wake scheduler, wake early — goes through here and through one `driveRun`.
  */
-/** A take refused because the run ended (OKE1310, terminal) or was deleted (OKE1311) since it was listed. */
-const goneSinceListed = (e: unknown): boolean =>
-  e instanceof OkeError && (e.code === "OKE1310" || e.code === "OKE1311");
-
 export class DurableRuntime {
   private acquisitions = 0;
   private readonly deps: DurableDeps;

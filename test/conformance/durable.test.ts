@@ -10,8 +10,9 @@ import {
   on,
   signal,
   type Duration,
+  type TimeTravel,
 } from "../../src/index.ts";
-import { entryName, type Store } from "../../src/store/types.ts";
+import { entryName, type RunRecord, type Store } from "../../src/store/types.ts";
 import { appFactory, gate, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
@@ -374,14 +375,10 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect((await pending).status).toBe(204);
   });
 
-  it("boot answers /_/ready 503 orphan_scan until orphans are scheduled, then resumes them", async () => {
-    const counts = { mark: 0, notify: 0 };
-    const store = await apps.store();
-    // A run left `running` by an instance that died: its lease lapses.
-    const time = createTimeTravel(1_000_000);
-    await store.open();
-    await store.startRun({
-      id: "orphan-1",
+  /** A trials.start run left `running` by an instance that died (its 30 s lease runs from `time`'s now). */
+  const orphanRun = (store: Store, id: string, time: TimeTravel) =>
+    store.startRun({
+      id,
       flow: "trials.start",
       input: { email: "o@b.co" },
       parentRunId: null,
@@ -389,18 +386,33 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
       now: time.now(),
       leaseMs: 30_000,
     });
-    time.advance("31s");
-    const scan = gate();
-    const slowScan: Store = new Proxy(store, {
+
+  /** `store` whose listOrphans goes through `around`, which makes the real call with `list()`. */
+  const aroundListOrphans = (
+    store: Store,
+    around: (list: () => Promise<RunRecord[]>) => Promise<RunRecord[]>,
+  ): Store =>
+    new Proxy(store, {
       get(target, prop, receiver) {
         if (prop === "listOrphans")
-          return async (n: number, l?: number) => {
-            await scan.promise;
-            return target.listOrphans(n, l);
-          };
+          return (...a: Parameters<Store["listOrphans"]>) => around(() => target.listOrphans(...a));
         const v: unknown = Reflect.get(target, prop, receiver);
         return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
+    });
+
+  it("boot answers /_/ready 503 orphan_scan until orphans are scheduled, then resumes them", async () => {
+    const counts = { mark: 0, notify: 0 };
+    const store = await apps.store();
+    // A run left `running` by an instance that died: its lease lapses.
+    const time = createTimeTravel(1_000_000);
+    await store.open();
+    await orphanRun(store, "orphan-1", time);
+    time.advance("31s");
+    const scan = gate();
+    const slowScan = aroundListOrphans(store, async (list) => {
+      await scan.promise;
+      return list();
     });
     const app = await apps.make([{ t: trial(counts, "1h") }], { store: slowScan, time, boot: false });
     const booting = app.boot();
@@ -426,63 +438,47 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const store = await apps.store();
     const time = createTimeTravel(1_000_000);
     await store.open();
-    for (const id of ["orphan-done", "orphan-parked", "orphan-2"])
-      await store.startRun({
-        id,
-        flow: "trials.start",
-        input: { email: "o@b.co" },
-        parentRunId: null,
-        owner: "dead-instance",
-        now: time.now(),
-        leaseMs: 30_000,
-      });
+    for (const id of ["orphan-done", "orphan-parked", "orphan-2"]) await orphanRun(store, id, time);
     time.advance("31s");
     // Right after the scan listed them, another instance takes orphan-done and finishes it, and
     // takes orphan-parked and parks it on a one-hour sleep.
-    const racing: Store = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === "listOrphans")
-          return async (...a: Parameters<Store["listOrphans"]>) => {
-            const page = await target.listOrphans(...a);
-            if (page.some((r) => r.id === "orphan-done")) {
-              await target.acquireRun({
-                runId: "orphan-done",
-                owner: "other",
-                now: time.now(),
-                leaseMs: 30_000,
-              });
-              await target.finish({
-                runId: "orphan-done",
-                owner: "other",
-                now: time.now(),
-                status: "completed",
-              });
-              await target.acquireRun({
-                runId: "orphan-parked",
-                owner: "other",
-                now: time.now(),
-                leaseMs: 30_000,
-              });
-              await target.park({
-                runId: "orphan-parked",
-                owner: "other",
-                now: time.now(),
-                entry: {
-                  runId: "orphan-parked",
-                  seq: 0,
-                  kind: "sleep",
-                  label: "nap",
-                  duration: "1h",
-                  wakeAt: time.now() + 3_600_000,
-                  at: time.now(),
-                },
-              });
-            }
-            return page;
-          };
-        const v: unknown = Reflect.get(target, prop, receiver);
-        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
+    const racing = aroundListOrphans(store, async (list) => {
+      const page = await list();
+      if (page.some((r) => r.id === "orphan-done")) {
+        await store.acquireRun({
+          runId: "orphan-done",
+          owner: "other",
+          now: time.now(),
+          leaseMs: 30_000,
+        });
+        await store.finish({
+          runId: "orphan-done",
+          owner: "other",
+          now: time.now(),
+          status: "completed",
+        });
+        await store.acquireRun({
+          runId: "orphan-parked",
+          owner: "other",
+          now: time.now(),
+          leaseMs: 30_000,
+        });
+        await store.park({
+          runId: "orphan-parked",
+          owner: "other",
+          now: time.now(),
+          entry: {
+            runId: "orphan-parked",
+            seq: 0,
+            kind: "sleep",
+            label: "nap",
+            duration: "1h",
+            wakeAt: time.now() + 3_600_000,
+            at: time.now(),
+          },
+        });
+      }
+      return page;
     });
     const app = await apps.make([{ t: trial(counts, "1h") }], { store: racing, time, boot: false });
     await app.boot();

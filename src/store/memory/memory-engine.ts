@@ -1,5 +1,6 @@
 /** MemoryEngine: the synchronous state machine behind the memory and file drivers. */
 import type {
+  AcquireRequest,
   ReleaseRequest,
   AcquiredRun,
   AppendRequest,
@@ -85,7 +86,7 @@ export type EngineOp =
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
   | { op: "pruneDelivered"; before: number }
   | { op: "startRun"; req: StartRun }
-  | { op: "acquireRun"; req: LeaseRequest & { inFlightOnly?: boolean | undefined } }
+  | { op: "acquireRun"; req: AcquireRequest }
   | { op: "renewLease"; req: LeaseRequest }
   | { op: "append"; req: AppendRequest }
   | { op: "park"; req: ParkRequest }
@@ -192,7 +193,7 @@ export class MemoryEngine {
   startRun(req: StartRun): AcquiredRun {
     return this.journal.startRun(req);
   }
-  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
+  acquireRun(req: AcquireRequest): AcquiredRun {
     return this.journal.acquireRun(req);
   }
   renewLease(req: LeaseRequest): void {

@@ -4,6 +4,7 @@ import { sameEntryContent } from "../journal-same.ts";
 import { storeErrors } from "../index.ts";
 import type {
   ReleaseRequest,
+  AcquireRequest,
   AcquiredRun,
   AppendRequest,
   ClaimDueRunsRequest,
@@ -138,7 +139,7 @@ export class MemoryJournal {
     return { run: toRunRecord(r), entries: [], created: true };
   }
 
-  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
+  acquireRun(req: AcquireRequest): AcquiredRun {
     const r = this.mustGet(req.runId);
     assertTakeable(r, req);
     return this.take(r, req.owner, req.now, req.leaseMs);

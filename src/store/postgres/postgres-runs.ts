@@ -2,6 +2,7 @@
 import { JournalLeaseBusy } from "../../errors.ts";
 import { storeErrors } from "../index.ts";
 import type {
+  AcquireRequest,
   AcquiredRun,
   ClaimDueRunsRequest,
   JournalEntry,
@@ -74,10 +75,7 @@ async function entriesOf(ctx: PgContext, runIds: readonly string[]): Promise<Map
   return out;
 }
 
-export async function acquireRun(
-  ctx: PgContext,
-  req: LeaseReq & { inFlightOnly?: boolean | undefined },
-): Promise<AcquiredRun> {
+export async function acquireRun(ctx: PgContext, req: AcquireRequest): Promise<AcquiredRun> {
   const { rows } = await q<RunRow>(ctx.pool, takeSql(ctx.s, req.inFlightOnly === true), [
     req.runId,
     req.owner,

@@ -1,6 +1,7 @@
 /** SqliteEngine: the file driver's engine — the MemoryEngine's synchronous surface over SQLite tables, composed of one part per concern. */
 import type Database from "better-sqlite3";
 import type {
+  AcquireRequest,
   AcquiredRun,
   AppendRequest,
   ClaimDueRunsRequest,
@@ -157,7 +158,7 @@ export class SqliteEngine {
     return this.journal.startRun(req);
   }
 
-  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
+  acquireRun(req: AcquireRequest): AcquiredRun {
     return this.journal.acquireRun(req);
   }
 

@@ -1,6 +1,7 @@
 /** The file engine's journal: runs, leases, entries, sleepers, due runs, and run retention. */
 import { storeErrors } from "../../index.ts";
 import type {
+  AcquireRequest,
   AcquiredRun,
   AppendRequest,
   ClaimDueRunsRequest,
@@ -190,7 +191,7 @@ export class SqliteJournal {
     });
   }
 
-  acquireRun(req: LeaseRequest & { inFlightOnly?: boolean | undefined }): AcquiredRun {
+  acquireRun(req: AcquireRequest): AcquiredRun {
     this.b.check();
     const r = this.mustGet(req.runId);
     assertTakeable(stateOfRow(r), req);
