@@ -1,10 +1,10 @@
 // createIdempotency's completion off the answer's path: a failed completion is logged, a 5xx waits for its release, drain() for all.
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import type { Reply } from "./envelope.ts";
-import { createIdempotency } from "./idempotency.ts";
+import { createIdempotency, IDEMPOTENCY_LOCK_MS } from "./idempotency.ts";
 
 const recording = () => {
   const records: Array<Record<string, unknown>> = [];
@@ -78,6 +78,55 @@ describe("createIdempotency", () => {
     expect(runIds).toHaveLength(2);
     expect(runIds[1]).toBe(runIds[0]);
     expect((await store.getIdempotencyKey("k-busy"))?.response).toEqual({ status: 200, body: '{"ok":true}' });
+  });
+
+  it("a lock renewal sent while the request ran lands before the request's lapse, so a retry is not locked out for the lock's length", async () => {
+    // Only the renewal timer is faked: it fires on demand, everything else runs for real.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const { logger } = recording();
+      const real = createMemoryStore();
+      let letRenewalLand: () => void = () => undefined;
+      const renewalHeld = new Promise<void>((r) => (letRenewalLand = r));
+      const store = Object.assign(Object.create(real) as Store, {
+        // A renewal (lockMs > 0) is slow to land, as on a busy pool connection; the lapse is not.
+        renewIdempotencyKey: async (req: Parameters<Store["renewIdempotencyKey"]>[0]) => {
+          if (req.lockMs > 0) await renewalHeld;
+          return real.renewIdempotencyKey(req);
+        },
+        claimIdempotencyKey: real.claimIdempotencyKey.bind(real),
+        completeIdempotencyKey: real.completeIdempotencyKey.bind(real),
+        releaseIdempotencyKey: real.releaseIdempotencyKey.bind(real),
+        getIdempotencyKey: real.getIdempotencyKey.bind(real),
+        pruneIdempotencyKeys: real.pruneIdempotencyKeys.bind(real),
+        getRun: real.getRun.bind(real),
+      });
+      let now = 1_000;
+      const idem = createIdempotency({ store, now: () => now, windowMs: 60_000, logger });
+      let finish: ((reply: Reply) => void) | undefined;
+      const answered = new Promise<Reply>((resolve) =>
+        idem.handle(
+          "k-renewed",
+          "fp",
+          (_runId, finished) => (finish = finished),
+          resolve,
+          () => ({ status: 500, body: undefined }),
+        ),
+      );
+      for (let turn = 0; turn < 100 && finish === undefined; turn++) await new Promise((r) => setImmediate(r));
+      // The request runs; its renewal goes out (held on its way), then the request ends in a passing refusal.
+      vi.advanceTimersByTime(IDEMPOTENCY_LOCK_MS / 3);
+      now += 5;
+      finish!({ status: 409, body: '{"ok":false}', passing: true });
+      for (let turn = 0; turn < 10; turn++) await new Promise((r) => setImmediate(r));
+      letRenewalLand();
+      expect((await answered).status).toBe(409);
+      await idem.drain();
+      // Lapsed: the retry takes the key over at once (before: locked until 31 000, 409 for 30 s).
+      expect((await real.getIdempotencyKey("k-renewed"))?.lockedUntil).toBe(now);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("a completion that fails after the answer went out is logged with its key; a retry then finds the key running", async () => {

@@ -115,9 +115,28 @@ export function createIdempotency(deps: IdempotencyDeps) {
     }
     const now = deps.now();
     for (const { key, fingerprint } of running)
-      void store
-        .renewIdempotencyKey({ key, fingerprint, now, lockMs: IDEMPOTENCY_LOCK_MS })
-        .catch((e: unknown) => logger.warn({ err: e, key }, "idempotency: lock renewal failed"));
+      inTurn(key, () => store.renewIdempotencyKey({ key, fingerprint, now, lockMs: IDEMPOTENCY_LOCK_MS })).catch(
+        (e: unknown) => logger.warn({ err: e, key }, "idempotency: lock renewal failed"),
+      );
+  };
+
+  // A key's lock writes from this process go out in turn: a renewal sent while its request ran must
+  // land before that request's lapse (a passing refusal) or release. On separate pool connections
+  // the renewal could land second and lock the key again for IDEMPOTENCY_LOCK_MS, so every retry in
+  // that time got 409 for a request that had already ended.
+  const lockWrites = new Map<string, Promise<void>>();
+  const inTurn = <T>(key: string, write: () => Promise<T>): Promise<T> => {
+    const before = lockWrites.get(key);
+    const result = before === undefined ? write() : before.then(write);
+    const settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    lockWrites.set(key, settled);
+    void settled.then(() => {
+      if (lockWrites.get(key) === settled) lockWrites.delete(key);
+    });
+    return result;
   };
   const hold = (h: Held): void => {
     running.add(h);
@@ -151,7 +170,7 @@ export function createIdempotency(deps: IdempotencyDeps) {
     // answer. Awaited, like the release below, so a retry on receipt finds the lock lapsed.
     if (reply.passing === true)
       return answerAfter(
-        store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 }),
+        inTurn(key, () => store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 })),
         key,
         reply,
         done,
@@ -159,7 +178,12 @@ export function createIdempotency(deps: IdempotencyDeps) {
     // A live stream has no body to store: like a 5xx, the key is freed. The release is awaited:
     // a retry sent on receipt of the 5xx must find the key free and run again, not get 409.
     if (reply.status >= 500 || reply.live !== undefined)
-      return answerAfter(store.releaseIdempotencyKey({ key, fingerprint }), key, reply, done);
+      return answerAfter(
+        inTurn(key, () => store.releaseIdempotencyKey({ key, fingerprint })),
+        key,
+        reply,
+        done,
+      );
     const response = { status: reply.status, body: reply.body ?? null };
     const entry = {
       fingerprint,
