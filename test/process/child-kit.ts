@@ -1,5 +1,5 @@
 // What the process tests' child programs share: the JSON-lines report, the store from the env, a boot that says "ready" and stops on SIGTERM.
-import { pino } from "pino";
+import { destination, pino } from "pino";
 import { createApp, type App, type CreateAppOptions } from "../../src/index.ts";
 import { createFileStore } from "../../src/store/file/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
@@ -38,11 +38,13 @@ export async function bootUntilSigterm(app: App, store: Store): Promise<void> {
 }
 
 /**
- * Starts `modules` as an app in env test (silent logger) on a free port of 127.0.0.1 and prints
- * {"event":"listening","port"}.
+ * Starts `modules` as an app in env test on a free port of 127.0.0.1 and prints
+ * {"event":"listening","port"}. Its log goes to stderr at OKE_LOG_LEVEL (silent by default), for a
+ * test that reports it when it fails.
  */
 export async function listenOnFreePort(modules: CreateAppOptions["modules"], store: Store): Promise<App> {
-  const app = createApp({ env: "test", modules, store, logger: pino({ level: "silent" }) });
+  const logger = pino({ level: process.env.OKE_LOG_LEVEL ?? "silent" }, destination(2));
+  const app = createApp({ env: "test", modules, store, logger });
   const { port } = await app.start({ port: 0, host: "127.0.0.1" });
   say({ event: "listening", port });
   return app;

@@ -153,18 +153,34 @@ describe("Idempotency-Key across a process restart (PostgreSQL)", () => {
     // 30 s later (the lock's and the lease's length), as far as the store can tell.
     await admin.query(`UPDATE "${schema}".idempotency_keys SET locked_until = 0 WHERE key = 'durable-key-1'`);
     await admin.query(`UPDATE "${schema}".runs SET lease_expires_at = 0 WHERE id = $1`, [hanging.runId]);
-    const b = await start();
+    // Its log on stderr, reported if the retry never gets its answer.
+    const b = await start({ OKE_LOG_LEVEL: "debug" });
     try {
       const url = b.url.replace("/orders", "/durable-orders");
       // Its orphan scan may be finishing the run at this moment: a 409 (the run leased by the scan;
       // the key is freed, not answered with it) then means "ask again" — a pause between tries so
       // the scan gets the machine, however loaded.
+      // Each 409's code (OKE1442: the key locked; JournalLeaseBusy's: the run leased), so a failure says which.
+      const refusals = new Map<string, number>();
       let retry = await fetch(url, keyed("durable-key-1", "sku-d"));
       for (let i = 0; i < 500 && retry.status === 409; i++) {
+        const code = ((await retry.json()) as { error?: { code?: string } }).error?.code ?? "?";
+        refusals.set(code, (refusals.get(code) ?? 0) + 1);
         await new Promise((r) => setTimeout(r, 20));
         retry = await fetch(url, keyed("durable-key-1", "sku-d"));
       }
-      expect(retry.status).toBe(200);
+      if (retry.status !== 200) {
+        const key = await admin.query(
+          `SELECT status, locked_until, run_id FROM "${schema}".idempotency_keys WHERE key = 'durable-key-1'`,
+        );
+        const run = await admin.query(
+          `SELECT status, lease_owner, lease_expires_at FROM "${schema}".runs WHERE id = $1`,
+          [hanging.runId],
+        );
+        expect.fail(
+          `retry ${String(retry.status)} after ${JSON.stringify([...refusals])} at ${String(Date.now())}; key ${JSON.stringify(key.rows)}; run ${JSON.stringify(run.rows)}; B's stderr: ${b.child.stderr.slice(-4_000)}`,
+        );
+      }
       const answer = await retry.text();
       expect(JSON.parse(answer)).toMatchObject({ data: { orderId: hanging.runId } });
       const { rows } = await admin.query<{ order_id: string; pid: number }>(
