@@ -104,4 +104,36 @@ describe("group commit", () => {
       "group commit: the database is unavailable; 499 numbers failed without being sent again",
     );
   });
+
+  it("callers the shared statement answered resolve before other callers' follow-ups run", async () => {
+    const { ctx } = fakeContext();
+    let release: () => void = () => undefined;
+    const slow = new Promise<void>((r) => (release = r));
+    const send = groupCommit<number, number>({
+      what: "numbers",
+      maxInFlight: 1,
+      single: async (_c, n) => n,
+      // The first caller's outcome is a follow-up statement (held open); the others are answered.
+      batch: async (_c, reqs) =>
+        reqs.map((n, i) =>
+          i === 0
+            ? {
+                alone: async () => {
+                  await slow;
+                  return -n;
+                },
+              }
+            : { value: n * 10 },
+        ),
+    });
+    const [first, ...rest] = [1, 2, 3].map((n) => send(ctx, n));
+    const answered: number[] = [];
+    for (const p of rest) void p.then((v) => answered.push(v));
+    // Nothing here waits for I/O: two turns of the event loop run everything that does not wait for
+    // the held follow-up.
+    for (let turn = 0; turn < 2; turn++) await new Promise((r) => setImmediate(r));
+    expect(answered).toEqual([20, 30]);
+    release();
+    expect(await first).toBe(-1);
+  });
 });
