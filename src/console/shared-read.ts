@@ -34,10 +34,10 @@ export function sharedRead<T>(read: () => Promise<T>, o: SharedReadOptions = {})
       return value;
     });
     inFlight = reading;
-    void reading.then(
-      () => (inFlight === reading ? (inFlight = undefined) : undefined),
-      () => (inFlight === reading ? (inFlight = undefined) : undefined),
-    );
+    const settled = (): void => {
+      if (inFlight === reading) inFlight = undefined;
+    };
+    void reading.then(settled, settled);
     return reading;
   };
 }

@@ -445,28 +445,13 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const racing = aroundListOrphans(store, async (list) => {
       const page = await list();
       if (page.some((r) => r.id === "orphan-done")) {
-        await store.acquireRun({
-          runId: "orphan-done",
-          owner: "other",
-          now: time.now(),
-          leaseMs: 30_000,
-        });
-        await store.finish({
-          runId: "orphan-done",
-          owner: "other",
-          now: time.now(),
-          status: "completed",
-        });
-        await store.acquireRun({
-          runId: "orphan-parked",
-          owner: "other",
-          now: time.now(),
-          leaseMs: 30_000,
-        });
+        // The other instance's write to `runId`, now.
+        const other = (runId: string) => ({ runId, owner: "other", now: time.now() });
+        await store.acquireRun({ ...other("orphan-done"), leaseMs: 30_000 });
+        await store.finish({ ...other("orphan-done"), status: "completed" });
+        await store.acquireRun({ ...other("orphan-parked"), leaseMs: 30_000 });
         await store.park({
-          runId: "orphan-parked",
-          owner: "other",
-          now: time.now(),
+          ...other("orphan-parked"),
           entry: {
             runId: "orphan-parked",
             seq: 0,
