@@ -113,7 +113,8 @@ describe("createIdempotency", () => {
           () => ({ status: 500, body: undefined }),
         ),
       );
-      for (let turn = 0; turn < 100 && finish === undefined; turn++) await new Promise((r) => setImmediate(r));
+      for (let turn = 0; turn < 100 && finish === undefined; turn++)
+        await new Promise((r) => setImmediate(r));
       // The request runs; its renewal goes out (held on its way), then the request ends in a passing refusal.
       vi.advanceTimersByTime(IDEMPOTENCY_LOCK_MS / 3);
       now += 5;

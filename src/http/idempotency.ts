@@ -115,9 +115,9 @@ export function createIdempotency(deps: IdempotencyDeps) {
     }
     const now = deps.now();
     for (const { key, fingerprint } of running)
-      inTurn(key, () => store.renewIdempotencyKey({ key, fingerprint, now, lockMs: IDEMPOTENCY_LOCK_MS })).catch(
-        (e: unknown) => logger.warn({ err: e, key }, "idempotency: lock renewal failed"),
-      );
+      inTurn(key, () =>
+        store.renewIdempotencyKey({ key, fingerprint, now, lockMs: IDEMPOTENCY_LOCK_MS }),
+      ).catch((e: unknown) => logger.warn({ err: e, key }, "idempotency: lock renewal failed"));
   };
 
   // A key's lock writes from this process go out in turn: a renewal sent while its request ran must
