@@ -10,6 +10,8 @@ export interface CommitRetryOptions {
   signal?: AbortSignal;
   minDelayMs?: number;
   maxDelayMs?: number;
+  /** The first try was made by the caller and failed with this: go on from its failure. */
+  firstFailure?: { error: unknown };
 }
 
 export type CommitResult<T> = { ok: true; value: T } | { ok: false; error: unknown; reason: string };
@@ -27,6 +29,7 @@ export async function commitWithRetry<T>(
   const max = o.maxDelayMs ?? 2_000;
   for (let attempt = 1; ; attempt++) {
     try {
+      if (attempt === 1 && o.firstFailure !== undefined) throw o.firstFailure.error;
       return { ok: true, value: await write() };
     } catch (error) {
       const reason = o.signal?.aborted ? "stopping" : o.giveUp();

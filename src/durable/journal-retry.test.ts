@@ -1,0 +1,90 @@
+// retryJournalWrite: the first try runs outside the retry loop; what happens after it fails is unchanged.
+import { describe, expect, it } from "vitest";
+import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import type { Logger } from "../log/logger.ts";
+import { retryJournalWrite } from "./journal-retry.ts";
+
+function deps() {
+  const warned: Array<{ attempt: number; retryInMs: number }> = [];
+  const errors: string[] = [];
+  const logger = {
+    warn: (o: { attempt: number; retryInMs: number }) =>
+      warned.push({ attempt: o.attempt, retryInMs: o.retryInMs }),
+    error: (_o: unknown, msg: string) => errors.push(msg),
+    info: () => undefined,
+    debug: () => undefined,
+    trace: () => undefined,
+    fatal: () => undefined,
+    child: () => logger,
+  } as unknown as Logger;
+  return {
+    d: { clock: { now: () => Date.now(), at: () => () => undefined }, logger, leaseMs: 30_000 },
+    warned,
+    errors,
+  };
+}
+
+describe("retryJournalWrite", () => {
+  it("returns the first try's value without retrying", async () => {
+    const { d, warned } = deps();
+    const attempts: number[] = [];
+    const v = await retryJournalWrite(d, "journal append", "r1", (attempt) => {
+      attempts.push(attempt);
+      return Promise.resolve("ok");
+    });
+    expect(v).toBe("ok");
+    expect(attempts).toEqual([1]);
+    expect(warned).toEqual([]);
+  });
+
+  it("retries transient failures with attempts numbered from the first try and growing delays", async () => {
+    const { d, warned } = deps();
+    const attempts: number[] = [];
+    const v = await retryJournalWrite(d, "journal append", "r1", (attempt) => {
+      attempts.push(attempt);
+      return attempt < 3 ? Promise.reject(new Error("connection reset")) : Promise.resolve(attempt);
+    });
+    expect(v).toBe(3);
+    expect(attempts).toEqual([1, 2, 3]);
+    expect(warned).toEqual([
+      { attempt: 1, retryInMs: 50 },
+      { attempt: 2, retryInMs: 100 },
+    ]);
+  });
+
+  it("throws a refusal at once, on the first try or a later one", async () => {
+    const { d, warned } = deps();
+    const busy = new JournalLeaseBusy("r1");
+    await expect(retryJournalWrite(d, "finish", "r1", () => Promise.reject(busy))).rejects.toBe(busy);
+    expect(warned).toEqual([]);
+    const bad = new OkeError({ code: "OKE1301", message: "refused" });
+    let n = 0;
+    await expect(
+      retryJournalWrite(d, "finish", "r1", () => Promise.reject(++n === 1 ? new Error("reset") : bad)),
+    ).rejects.toBe(bad);
+    expect(n).toBe(2);
+  });
+
+  it("gives up when the lease is lost after a transient failure, and says how many tries it made", async () => {
+    const { d, warned, errors } = deps();
+    const lost = new JournalLeaseBusy("r1");
+    let tries = 0;
+    await expect(
+      retryJournalWrite(
+        d,
+        "journal append",
+        "r1",
+        () => {
+          tries++;
+          return Promise.reject(new Error("reset"));
+        },
+        () => (tries >= 2 ? lost : undefined),
+      ),
+    ).rejects.toBe(lost);
+    expect(tries).toBe(2);
+    expect(warned).toEqual([{ attempt: 1, retryInMs: 50 }]);
+    expect(errors).toEqual([
+      "durable run: journal append given up (the lease was lost); the run resumes from its journal once its lease runs out",
+    ]);
+  });
+});
