@@ -102,6 +102,20 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     enqueued: signalled(),
     errors: [],
   };
+  /** S7's one figure: kill → the last of A's in-flight jobs running again in B (null: not measured), with the workers' errors. */
+  const figure = (value: number | null, note: string, checks?: Figure["checks"]): Figure[] => [
+    {
+      scenario: "S7",
+      metric: "SIGKILL → job runs again",
+      unit: "s",
+      better: "lower",
+      system: system.id,
+      value,
+      samples: value === null ? [] : [value],
+      note: tally.errors.length ? `${note}; errors: ${tally.errors.join("; ").slice(0, 300)}` : note,
+      ...(checks ? { checks } : {}),
+    },
+  ];
   let a: Worker | undefined;
   let b: Worker | undefined;
   const single = system.backend === "file";
@@ -117,24 +131,14 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
     // Kill A once it has done a quarter of the work and holds jobs mid-run.
     const armed = await until(() => tally.startsA >= n / 4 && tally.inflightA.size > 0, waitMs, 2);
     // A peer whose other worker hoards the queue (graphile-worker's local queue) may never let A start a
-    // quarter of the jobs: kill A anyway if it holds any, and say so in the note.
-    // Nothing of A's to kill is no measurement, but not a harness failure either: n/a, with why.
+    // quarter of the jobs: kill A anyway if it holds any, and say so in the note. Holding none, there is
+    // nothing to measure, which is n/a with the reason rather than a harness failure.
     if (!armed && tally.inflightA.size === 0)
-      return [
-        {
-          scenario: "S7",
-          metric: "SIGKILL → job runs again",
-          unit: "s",
-          better: "lower",
-          system: system.id,
-          value: null,
-          samples: [],
-          note:
-            `n/a: worker A started ${tally.startsA} of ${n} jobs and held none in flight after ${ctx.sizes.s7WaitSeconds} s (the other worker took them first)` +
-            (system.crashNote ? `; ${system.crashNote}` : "") +
-            (tally.errors.length ? `; errors: ${tally.errors.join("; ").slice(0, 300)}` : ""),
-        },
-      ];
+      return figure(
+        null,
+        `n/a: worker A started ${tally.startsA} of ${n} jobs and held none in flight after ${ctx.sizes.s7WaitSeconds} s (the other worker took them first)` +
+          (system.crashNote ? `; ${system.crashNote}` : ""),
+      );
     const early = armed
       ? ""
       : `killed after A had started only ${tally.startsA} jobs (the other worker held the rest); `;
@@ -178,19 +182,7 @@ export async function s7(system: QueueSystem, ctx: { sizes: Sizes; progress: Pro
       (recovered
         ? `${inflight.length} in flight at the kill, all re-run; ${duplicates} duplicate completions, ${lost} not completed`
         : `${stranded} of ${inflight.length} in-flight jobs not re-run within ${ctx.sizes.s7WaitSeconds} s; ${lost} of ${n} jobs not completed; ${duplicates} duplicates`);
-    return [
-      {
-        scenario: "S7",
-        metric: "SIGKILL → job runs again",
-        unit: "s",
-        better: "lower",
-        system: system.id,
-        value: recoverS,
-        samples: recoverS === null ? [] : [recoverS],
-        note: tally.errors.length ? `${note}; errors: ${tally.errors.join("; ").slice(0, 300)}` : note,
-        checks,
-      },
-    ];
+    return figure(recoverS, note, checks);
   } finally {
     if (a && a.child.exitCode === null && a.child.signalCode === null) a.child.kill("SIGKILL");
     await stopWorker(b);
