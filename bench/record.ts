@@ -6,7 +6,8 @@
  *
  *   node --import tsx bench/record.ts bench/results/scratch/<stamp>.json
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import * as report from "./compare/report.ts";
 import type { RunResult } from "./compare/report.ts";
 
@@ -14,10 +15,7 @@ const file = process.argv[2];
 if (file === undefined) throw new Error("usage: bench/record.ts bench/results/scratch/<stamp>.json");
 const result = JSON.parse(readFileSync(file, "utf8")) as RunResult;
 if (result.mode !== "full") throw new Error(`${file} is a ${result.mode} run: only full runs are recorded`);
-const here = (p: string): string => new URL(p, import.meta.url).pathname;
-const place = report.resultsPlace(result, true, (stem) => existsSync(here(`./results/${stem}.json`)));
-const files = report.writeResults(here(`./${place.dir}`), result, place.stem);
-await report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
+const saved = await report.saveRun(result, true, fileURLToPath(new URL(".", import.meta.url)));
 process.stdout.write(
-  `wrote bench/${place.dir}/${files.json} and bench/${place.dir}/${files.md}; updated bench/README.md\n`,
+  `wrote bench/${saved.dir}/${saved.json} and bench/${saved.dir}/${saved.md}; updated bench/README.md\n`,
 );

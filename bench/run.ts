@@ -394,14 +394,12 @@ const result: import("./compare/report.ts").RunResult = {
 // Quick figures are too rough for the README: only a full run (without --no-readme) rewrites its section,
 // and only that run records bench/results/<date>.*; the others go to bench/results/scratch/ (git-ignored).
 const readme = !quick && !args.includes("--no-readme");
-const place = report.resultsPlace(result, readme, (stem) => existsSync(here(`./results/${stem}.json`)));
-const files = report.writeResults(here(`./${place.dir}`), result, place.stem);
-if (readme) await report.updateReadme(here("./README.md"), report.readmeSection(result, files.md));
+const saved = await report.saveRun(result, readme, here("."));
 console.log(report.consoleTable(result));
 console.log("");
 for (const t of report.targets(result))
   console.log(`${t.ok === null ? "·" : t.ok ? "✓" : "✗"} ${t.what}: ${t.detail}`);
 console.log(
-  `\nwrote bench/${place.dir}/${files.json} and bench/${place.dir}/${files.md}${readme ? "; updated bench/README.md" : ""}`,
+  `\nwrote bench/${saved.dir}/${saved.json} and bench/${saved.dir}/${saved.md}${readme ? "; updated bench/README.md" : ""}`,
 );
 process.exit(0);

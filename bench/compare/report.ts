@@ -4,6 +4,7 @@
  * (other sections of that file are left as they are).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Machine } from "./env.ts";
 import type { Figure, ScenarioId, Sizes } from "./types.ts";
 
@@ -395,6 +396,21 @@ export function resultsPlace(
     return { dir: "results", stem: taken(day) ? `${r.date.slice(0, 16).replace(/:/g, "-")}${suffix}` : day };
   // To the second, so scratch runs of one day sit side by side.
   return { dir: "results/scratch", stem: `${r.date.slice(0, 19).replace(/:/g, "-")}${suffix}` };
+}
+
+/**
+ * Saves a run under bench/: results/<stem> and the README section when `readme` (a recorded full
+ * run), results/scratch/<stamp> otherwise. What run.ts does at its end and record.ts does later.
+ */
+export async function saveRun(
+  r: RunResult,
+  readme: boolean,
+  benchDir: string,
+): Promise<{ dir: string; json: string; md: string }> {
+  const place = resultsPlace(r, readme, (stem) => existsSync(join(benchDir, "results", `${stem}.json`)));
+  const files = writeResults(join(benchDir, place.dir), r, place.stem);
+  if (readme) await updateReadme(join(benchDir, "README.md"), readmeSection(r, files.md));
+  return { dir: place.dir, ...files };
 }
 
 export function writeResults(dir: string, r: RunResult, stem: string): { json: string; md: string } {
