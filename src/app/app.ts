@@ -515,36 +515,42 @@ class OkeApp implements App, FxRuntime {
     // Live streams never finish on their own: end them first, their clients reconnect elsewhere and resume.
     this.sse.closeAll();
     this.cancelPrune?.();
-    clearInterval(this.keepAlive);
-    await Promise.all([
-      until("retention sweep", this.retention.stop()),
-      until("schedules", this.schedules.stop()),
-      until("prune", this.tasks.size === 0 ? undefined : Promise.allSettled([...this.tasks])),
-    ]);
-    await Promise.all([
-      this.signals.stop(left()),
-      this.durable.stop(left()),
-      until("http server", this.server?.close({ timeoutMs: left() })),
-    ]);
-    // Keyed answers already sent whose completions are still on their way to the store (answers
-    // go out ahead of them, see src/http/idempotency.ts). Not cut short by the deadline: each is a
-    // statement already queued, which store.close() would wait for anyway — the store must not
-    // close under it (the server's close waits for its own too, but stop may stop waiting for that).
-    await Promise.all([this.server?.drain(), this.httpHandler?.drain()]);
-    await until("console server", this.consoleServer?.close());
-    await until("heartbeat", this.heartbeat?.stop());
-    this.fleetClock?.stop();
-    // Never cut short: the file driver flushes its log here.
-    if (this.ownsStore) await this.store.close();
-    this.state = "stopped";
-    const { messages, broadcasts } = this.signals.leftIds();
-    logStopped(this.logger, {
-      messageIds: messages,
-      runIds: this.durable.runningIds(),
-      broadcastIds: broadcasts,
-      tasks: cutOff,
-      leaseMs: this.config.leaseMs,
-      durableLeaseMs: this.config.durableLeaseMs,
-    });
+    try {
+      await Promise.all([
+        until("retention sweep", this.retention.stop()),
+        until("schedules", this.schedules.stop()),
+        until("prune", this.tasks.size === 0 ? undefined : Promise.allSettled([...this.tasks])),
+      ]);
+      await Promise.all([
+        this.signals.stop(left()),
+        this.durable.stop(left()),
+        until("http server", this.server?.close({ timeoutMs: left() })),
+      ]);
+      // Keyed answers already sent whose completions are still on their way to the store (answers
+      // go out ahead of them, see src/http/idempotency.ts). Not cut short by the deadline: each is a
+      // statement already queued, which store.close() would wait for anyway — the store must not
+      // close under it (the server's close waits for its own too, but stop may stop waiting for that).
+      await Promise.all([this.server?.drain(), this.httpHandler?.drain()]);
+      await until("console server", this.consoleServer?.close());
+      await until("heartbeat", this.heartbeat?.stop());
+      this.fleetClock?.stop();
+      // Never cut short: the file driver flushes its log here.
+      if (this.ownsStore) await this.store.close();
+      this.state = "stopped";
+      const { messages, broadcasts } = this.signals.leftIds();
+      logStopped(this.logger, {
+        messageIds: messages,
+        runIds: this.durable.runningIds(),
+        broadcastIds: broadcasts,
+        tasks: cutOff,
+        leaseMs: this.config.leaseMs,
+        durableLeaseMs: this.config.durableLeaseMs,
+      });
+    } finally {
+      // Held until here: every deadline timer above is unref'd, so without this handle a process
+      // whose only work left is a hung handler would exit before stop() resolves, before the store
+      // is closed and the last log line written.
+      clearInterval(this.keepAlive);
+    }
   }
 }
