@@ -62,6 +62,7 @@ export {
 export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
 export type {
   FailureReason,
+  SignalFailureReason,
   JournalEntry,
   RunRecord,
   RunStatus,

@@ -433,11 +433,11 @@ describe.each(drivers)(
           "the run completed",
         );
         expect(app.read("trips.log")).toEqual(["done t1"]);
-        // The run is completed: a second wake is refused, so it can read beside the timeline.
+        // The run is completed: a second wake is refused as the spec says (not found: not sleeping).
         const [done, again] = await Promise.all([run("run", r.id), run("wake", r.id)]);
         expect(done.stdout).toMatch(/\b2\s+step\s+finish\b/);
         expect(again.code).toBe(1);
-        expect(again.stderr).toContain("is completed, not sleeping (409 OKE1608)");
+        expect(again.stderr).toContain(`run "${r.id}" not found (404 ClockResourceNotFoundError)`);
       },
     );
 

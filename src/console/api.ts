@@ -1,5 +1,5 @@
 /** The Console's JSON API: one handler per endpoint over the operator API and the store's Console listings. */
-import { OkeError } from "../errors.ts";
+import { ClockResourceNotFoundError, OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
@@ -429,13 +429,8 @@ export const handlers: Record<string, ApiHandler> = {
   "POST /api/runs/:id/wake": async ({ host, audit }, { params, actor }) => {
     const runId = params.id ?? "";
     const run = await host.store.getRun(runId);
-    if (!run) throw notFound(`no run "${runId}"`);
-    if (run.status !== "sleeping")
-      throw new OkeError({
-        code: "OKE1608",
-        message: `console: run "${runId}" is ${run.status}, not sleeping`,
-        status: 409,
-      });
+    // The spec's answer for both a missing run and one that is not asleep: 404, `run "{id}" not found`.
+    if (run?.status !== "sleeping") throw new ClockResourceNotFoundError(runId);
     const result = await host.operator.wakeEarly(runId);
     await audit({
       actor,

@@ -246,8 +246,18 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       "run completed",
     );
     const again = await api(`/api/runs/${run.id}/wake`, { method: "POST" });
-    expect(again.status).toBe(409);
-    expect(again.body.error.code).toBe("OKE1608");
+    // Not asleep any more: the spec's ClockResourceNotFoundError, as for an id that does not exist.
+    expect(again.status).toBe(404);
+    expect(again.body.error).toMatchObject({
+      code: "ClockResourceNotFoundError",
+      message: `run "${run.id}" not found`,
+    });
+    const missing = await api(`/api/runs/nope/wake`, { method: "POST" });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({
+      code: "ClockResourceNotFoundError",
+      message: 'run "nope" not found',
+    });
     expect((await api("/api/audit")).body.items[0]).toMatchObject({
       action: "wake",
       target: `run:${run.id}`,

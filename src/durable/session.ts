@@ -42,6 +42,13 @@ export interface SessionDeps {
  */
 const never = (): Promise<never> => new Promise<never>(() => undefined);
 
+/**
+ * The latest wake time a sleep may ask for: JavaScript's last representable Date (year 275760).
+ * The duration grammar has no upper bound, and a later wakeAt is a time no Date, log line or store
+ * column can hold (PostgreSQL's bigint overflows further on): refused at the call, nothing written.
+ */
+const LATEST_WAKE_AT = 8_640_000_000_000_000;
+
 /** What an attempt's body resolves to when the run parked. */
 export const PARKED: unique symbol = Symbol("okengine.parked");
 
@@ -296,6 +303,13 @@ export class JournalSession {
     if (entry) return;
     const now = this.deps.now();
     const wakeAt = now + ms;
+    if (wakeAt > LATEST_WAKE_AT) {
+      throw new OkeError({
+        code: "OKE1304",
+        message: `journal: sleep ${JSON.stringify(label)} of run "${this.deps.runId}" for "${duration}" would wake after the latest time a run can wake (${new Date(LATEST_WAKE_AT).toISOString()})`,
+        fix: "Sleep for a shorter duration; an operator can wake a sleeping run early at any time.",
+      });
+    }
     const sleepEntry: SleepEntry = {
       runId: this.deps.runId,
       seq,

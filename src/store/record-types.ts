@@ -13,6 +13,9 @@ export interface FailureReason {
   attempt: number;
 }
 
+/** The spec's name for {@link FailureReason}: what each failed attempt appends to `failures`. */
+export type SignalFailureReason = FailureReason;
+
 export interface NewMessage {
   /** Unique message id (the runtime generates it). */
   id: string;

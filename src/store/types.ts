@@ -30,6 +30,7 @@ import type {
 export type {
   MessageStatus,
   FailureReason,
+  SignalFailureReason,
   NewMessage,
   StoredMessage,
   RunStatus,
