@@ -1,10 +1,11 @@
-// OkeError.passing: which refusals say "the same request may succeed a little later" (an Idempotency-Key is then freed, not answered).
+// OkeError.passing (which refusals say "the same request may succeed a little later": an Idempotency-Key is then freed, not answered), and errorRecord, which never throws whatever was thrown.
 import { describe, expect, it } from "vitest";
 import {
   JournalLeaseBusy,
   OkeError,
   ScheduleNotOverridableError,
   ClockResourceNotFoundError,
+  errorRecord,
 } from "./errors.ts";
 import { storeErrors } from "./store/index.ts";
 import { httpErrors } from "./http/envelope.ts";
@@ -27,5 +28,29 @@ describe("OkeError.passing", () => {
     ["an OkeError that says so", new OkeError({ code: "X", message: "x", status: 409, passing: true }), true],
   ])("%s", (_, e, want) => {
     expect(e.passing).toBe(want);
+  });
+});
+
+describe("errorRecord", () => {
+  it("records any thrown value, even one String() cannot convert", () => {
+    const bare = Object.assign(Object.create(null) as object, { reason: "nope" });
+    expect(errorRecord(bare)).toEqual({ code: "Error", message: '{"reason":"nope"}' });
+    const hostile = {
+      toString() {
+        throw new Error("no");
+      },
+      toJSON() {
+        throw new Error("no");
+      },
+    };
+    expect(errorRecord(hostile)).toEqual({ code: "Error", message: "[object Object]" });
+    expect(errorRecord("plain text")).toEqual({ code: "Error", message: "plain text" });
+    expect(errorRecord(42)).toEqual({ code: "Error", message: "42" });
+  });
+
+  it("records an Error whose message or name is not a string", () => {
+    const e = new Error("x");
+    (e as unknown as { message: unknown }).message = { detail: 1 };
+    expect(errorRecord(e)).toEqual({ code: "Error", message: "[object Object]" });
   });
 });

@@ -163,12 +163,31 @@ export function errorRecord(e: unknown): { code: string; message: string } {
   if (e instanceof OkeError) return { code: storable(e.code), message: storable(e.message) };
   if (e instanceof Error) {
     const code = (e as { code?: unknown }).code;
+    const name = textOf(e.name);
     return {
-      code: storable(typeof code === "string" ? code : e.name || "Error"),
-      message: storable(e.message),
+      code: storable(typeof code === "string" ? code : name || "Error"),
+      message: storable(textOf(e.message)),
     };
   }
-  return { code: "Error", message: storable(String(e)) };
+  return { code: "Error", message: storable(textOf(e)) };
+}
+
+/**
+ * Any thrown value as text, never throwing itself: `String()` throws for an object without a
+ * prototype (no toString) or whose toString throws, and a failure that cannot be recorded would
+ * leave its message or run unsettled.
+ */
+function textOf(v: unknown): string {
+  if (typeof v === "string") return v;
+  try {
+    return String(v);
+  } catch {
+    try {
+      return JSON.stringify(v) ?? Object.prototype.toString.call(v);
+    } catch {
+      return Object.prototype.toString.call(v);
+    }
+  }
 }
 
 // eslint-disable-next-line no-control-regex
