@@ -21,9 +21,10 @@ export interface SessionDeps {
   leaseMs: number;
   now(): number;
   /**
-   * Journal a failed step's error so replay rethrows it. Off while the run's
-   * trigger will retry (a once consumer with attempts left): the retry must
-   * run the step again.
+   * Journal a failed step's error at once so replay rethrows it. Off while the run's
+   * trigger will retry (a once consumer with attempts left): the retry must run the
+   * step again. The error is then held and journaled only if the body goes on to
+   * journal something else (it caught the failure, so its path depends on it).
    */
   journalErrors: boolean;
   /** A compensating run resumed after a crash: replay only, never past the journal (ReplayEnd). */
@@ -62,7 +63,12 @@ export class JournalSession {
   private seq = 0;
   private readonly names = new Set<string>();
   private lost: JournalLeaseBusy | undefined;
-  private readonly pendingIds: JournalEntry[] = [];
+  /**
+   * Entries that ride with the next write: ids taken since the last one (fx.id() is synchronous),
+   * and failures held back while the trigger retries (journalErrors off). Neither matters unless
+   * some later effect is journaled: then the body used the id, or caught the failure and went on.
+   */
+  private readonly pending: JournalEntry[] = [];
   private parkResolve: ((wakeAt: number) => void) | undefined;
   /** The lease is ours until then at least: from the take, each renewal and each append. */
   private leaseUntil: number | null;
@@ -160,8 +166,9 @@ export class JournalSession {
 
   private async write(entry: JournalEntry | undefined, emits?: NewMessage[]): Promise<void> {
     if (this.lost) throw this.lost;
-    // Ids taken since the last write ride along: an id only matters once some journaled effect used it.
-    const entries = entry ? [...this.pendingIds, entry] : [...this.pendingIds];
+    // What is pending rides along, by position (a failure held back may come after a later id).
+    const entries = entry ? [...this.pending, entry] : [...this.pending];
+    if (this.pending.length > 0) entries.sort((a, b) => a.seq - b.seq);
     if (entries.length === 0) return;
     let at = 0;
     try {
@@ -186,8 +193,19 @@ export class JournalSession {
       throw e;
     }
     this.leaseRenewed(at);
-    this.pendingIds.length = 0;
+    this.pending.length = 0;
     for (const e of entries) this.entries[e.seq] = e;
+  }
+
+  /**
+   * A failed step or call: journaled now, or — while the trigger retries — held until the body
+   * journals anything else. A body that lets the failure end the attempt never journals it, and
+   * the retry runs the effect again; one that catches it and goes on (to a step, an emit, a sleep)
+   * journals it first, so a resume after a wake or a crash takes the same path.
+   */
+  private async failed(entry: JournalEntry): Promise<void> {
+    if (this.deps.journalErrors) await this.write(entry);
+    else this.pending.push(entry);
   }
 
   /**
@@ -198,7 +216,7 @@ export class JournalSession {
     const { seq, entry } = this.next("id", "id");
     if (entry) return entry.value as string;
     const value = make();
-    this.pendingIds.push(this.entry(seq, "id", "id", { value }));
+    this.pending.push(this.entry(seq, "id", "id", { value }));
     return value;
   }
 
@@ -236,7 +254,7 @@ export class JournalSession {
       // refused fails the step like a throw (journaled as its error, so replay fails it the same).
       text = journalJson(value, `step ${JSON.stringify(name)} of run "${this.deps.runId}"`);
     } catch (e) {
-      if (this.deps.journalErrors) await this.write(this.entry(seq, "step", name, { error: errorRecord(e) }));
+      await this.failed(this.entry(seq, "step", name, { error: errorRecord(e) }));
       throw e;
     }
     const json = text === undefined ? undefined : (JSON.parse(text) as T);
@@ -265,8 +283,8 @@ export class JournalSession {
       // A failed call (the callee threw or failed, its input or result was refused) is journaled
       // as the call's error, as a step's is: a flow that catches it and carries on replays the same
       // failure at the same position, and its next entries stay where they were journaled.
-      if (kind === "call" && this.deps.journalErrors && !(e instanceof JournalLeaseBusy))
-        await this.write(this.entry(seq, kind, name, { error: errorRecord(e) }));
+      if (kind === "call" && !(e instanceof JournalLeaseBusy))
+        await this.failed(this.entry(seq, kind, name, { error: errorRecord(e) }));
       throw e;
     }
     await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
@@ -356,7 +374,9 @@ export class JournalSession {
   /** Runs compensations LIFO; each is journaled as `undo:<name>` so a resumed run does not undo twice. */
   async compensate(undos: Array<{ name: string; run: () => Promise<void> | void }>): Promise<void> {
     const done = new Set(this.entries.filter((e) => e?.kind === "undo").map(entryName));
-    let seq = this.entries.length;
+    // After every position the body took, journaled or not: an id taken after the last write is
+    // still pending and rides with the first undo at its own position.
+    let seq = Math.max(this.entries.length, this.seq);
     for (const u of [...undos].reverse()) {
       const name = `undo:${u.name}`;
       if (done.has(name)) continue;

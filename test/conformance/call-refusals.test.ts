@@ -171,7 +171,7 @@ describe.each(reopenables)("fx.call failures and run inputs on the $name driver"
     expect((await app2.operator.runs()).map((r) => r.flow)).toEqual(["align.parent"]);
   });
 
-  it("a durable once consumer with attempts left does not journal a caught call failure; its retry runs the call again, aligned", async () => {
+  it("a durable once consumer with attempts left journals a caught call failure once the body goes on; its retry replays it and takes the same path", async () => {
     const task = signal.once("align.task", { retries: 2 });
     const counts = { child: 0, after: 0, flaky: 0 };
     const child = flow("align.flakyChild", {
@@ -205,17 +205,18 @@ describe.each(reopenables)("fx.call failures and run inputs on the $name driver"
     await app.idle();
     const [run] = await app.operator.runs();
     const done = (await app.operator.run(run!.id))!;
-    // The first attempt's refused call was not journaled (the retry was to run it again): the retry
-    // found the call's position empty, ran it, and replayed "after" from where it was journaled.
-    expect(done.run).toMatchObject({ status: "completed", output: "ok" });
+    // The body caught the refused call and went on to "after", so the call's failure was journaled
+    // with it (the path taken depends on it); the failed "flaky" ended the attempt unjournaled. The
+    // retry replayed the call's failure (the child did not run again) and "after", and ran "flaky".
+    expect(done.run).toMatchObject({ status: "completed", output: "OKE1255" });
     expect(done.journal.map((e) => [e.seq, e.kind, "name" in e ? e.name : e.label])).toEqual([
       [0, "call", "align.flakyChild"],
       [1, "step", "after"],
       [2, "step", "flaky"],
     ]);
-    expect(done.journal[0]!.value).toEqual({ s: "ok" });
+    expect(done.journal[0]!.error).toMatchObject({ code: "OKE1255" });
     expect(done.journal[1]!.value).toBe("OKE1255");
-    expect(counts).toEqual({ child: 2, after: 1, flaky: 2 });
+    expect(counts).toEqual({ child: 1, after: 1, flaky: 2 });
     expect(await app.operator.stats("align.task")).toMatchObject({ delivered: 1, dead: 0 });
   });
 
