@@ -1,5 +1,6 @@
 /** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
 import { errorRecord, isOkeError, JournalLeaseBusy, OkeError } from "../errors.ts";
+import { checkSameSignal } from "../signal/emit-once.ts";
 import { checkJournalName, journalJson } from "../signal/storable.ts";
 import { retryJournalWrite, type JournalRetryDeps } from "./journal-retry.ts";
 import {
@@ -306,6 +307,7 @@ export class JournalSession {
     } catch (e) {
       // A caller-chosen id (fx.emit { id }) stored already: the emit is a no-op, journaled alone.
       if (!(chosenId && isOkeError(e) && e.code === "OKE1261")) throw e;
+      await checkSameSignal(this.deps.store, message);
       await this.write(journaled);
     }
   }

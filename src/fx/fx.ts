@@ -9,7 +9,7 @@ import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
-import { checkIdEmit, isDuplicateMessage } from "../signal/emit-once.ts";
+import { checkIdEmit, checkSameSignal, isDuplicateMessage } from "../signal/emit-once.ts";
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
@@ -151,6 +151,7 @@ class FxContext implements Fx {
       } catch (e) {
         // { id } or a derived id: stored already by an earlier emit — nothing more to enqueue.
         if (!(chosenId && isDuplicateMessage(e))) throw e;
+        await checkSameSignal(rt.store, message);
       }
   }
 

@@ -7,7 +7,7 @@ import type { SignalHandle } from "./signal.ts";
 export interface EmitOnceHost {
   readonly registry: { subscribers: ReadonlyMap<string, readonly unknown[]> };
   readonly clock: { now(): number };
-  readonly store: Pick<Store, "enqueue">;
+  readonly store: Pick<Store, "enqueue" | "getMessage">;
   /** The app's enqueue (claim at emit included). */
   enqueue(message: NewMessage): Promise<void>;
 }
@@ -25,6 +25,23 @@ export function checkIdEmit(target: SignalHandle): void {
 
 /** True for the error a store raises when a message with that id is stored already (every driver). */
 export const isDuplicateMessage = (e: unknown): boolean => isOkeError(e) && e.code === "OKE1261";
+
+/**
+ * After a duplicate id (OKE1261): an id stored for a message of ANOTHER signal is not this emit's
+ * earlier try but an id reused by mistake — resolving would drop this emit without a trace, so it
+ * is refused (OKE1263). Ids are one space across signals. A message pruned meanwhile reads as gone:
+ * nothing to compare, the emit stands as a duplicate.
+ */
+export async function checkSameSignal(store: Pick<Store, "getMessage">, message: NewMessage): Promise<void> {
+  const stored = await store.getMessage(message.id);
+  if (stored === undefined || stored.signal === message.signal) return;
+  throw new OkeError({
+    code: "OKE1263",
+    status: 500,
+    message: `"${message.signal}": emit { id: "${message.id}" } reuses the id of a message of "${stored.signal}"; nothing was enqueued`,
+    fix: `Message ids are unique across signals: put what the id names in it, e.g. "${message.signal}:${message.id}".`,
+  });
+}
 
 /**
  * Emits with `options.id` as the message id. A message with that id already
@@ -50,7 +67,7 @@ export async function emitOnce<P>(
     if (options.tx === undefined) await host.enqueue(message);
     else await host.store.enqueue([message], host.clock.now(), { tx: options.tx });
   } catch (e) {
-    if (options.tx === undefined && isDuplicateMessage(e)) return;
+    if (options.tx === undefined && isDuplicateMessage(e)) return checkSameSignal(host.store, message);
     throw e;
   }
 }

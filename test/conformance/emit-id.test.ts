@@ -109,3 +109,53 @@ describe.each(drivers)("fx.emit { id } on the $name driver", (driver) => {
     expect((await app.operator.stats("ids.task")).pending).toBe(0);
   });
 });
+
+describe.each(drivers)(
+  "an emit { id } that reuses another signal's message id, on the $name driver",
+  (driver) => {
+    const apps = appFactory(driver);
+
+    it("is refused with OKE1263 from app.emit, a plain flow and a durable flow; the first message stays, nothing else is enqueued", async () => {
+      const placed = signal.once("orders.placed");
+      const shipped = signal.once("orders.shipped");
+      const handled: string[] = [];
+      const onPlaced = on(placed, flow("orders.onPlaced", { do: () => void handled.push("placed") }));
+      const onShipped = on(shipped, flow("orders.onShipped", { do: () => void handled.push("shipped") }));
+      const plain = on(
+        http.post("/plain"),
+        flow("orders.plainShip", { do: async (_: unknown, fx) => fx.emit(shipped, {}, { id: "order-42" }) }),
+      );
+      const durable = on(
+        http.post("/durable"),
+        flow("orders.durableShip", {
+          durable: true,
+          do: async (_: unknown, fx) => fx.emit(shipped, {}, { id: "order-42" }),
+        }),
+      );
+      const app = await apps.make([{ placed, shipped, onPlaced, onShipped, plain, durable }]);
+      await app.emit(placed, {}, { id: "order-42" });
+      await until(() => handled.length === 1, "the placed message handled");
+      const refusal = {
+        code: "OKE1263",
+        message: `"orders.shipped": emit { id: "order-42" } reuses the id of a message of "orders.placed"; nothing was enqueued`,
+      };
+      await expect(app.emit(shipped, {}, { id: "order-42" })).rejects.toMatchObject(refusal);
+      for (const path of ["/plain", "/durable"]) {
+        const res = await app.request(path, { method: "POST" });
+        expect(res.status).toBe(500);
+        expect(((await res.json()) as { error: { code: string } }).error.code).toBe("OKE1263");
+      }
+      // The same id on the same signal is still an idempotent no-op.
+      await app.emit(placed, {}, { id: "order-42" });
+      await app.idle();
+      expect(handled).toEqual(["placed"]);
+      expect(await app.operator.stats("orders.shipped")).toMatchObject({
+        pending: 0,
+        inflight: 0,
+        dead: 0,
+        delivered: 0,
+      });
+      expect((await app.store.getMessage("order-42"))?.signal).toBe("orders.placed");
+    });
+  },
+);
