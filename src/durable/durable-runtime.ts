@@ -195,6 +195,7 @@ export class DurableRuntime {
   ): Promise<InvokeResult> {
     // A derived child id (fx.call on replay) may name a run that already exists: take its outcome.
     const existing = parentRunId === null ? undefined : await this.o.store.getRun(runId);
+    if (existing !== undefined && existing.flow !== flow.name) throw foreignRun(runId, flow, existing);
     if (existing?.status === "completed") return { kind: "returned", value: existing.output };
     if (existing?.status === "failed")
       throw new OkeError({
@@ -229,6 +230,8 @@ export class DurableRuntime {
     const { clock } = this.o;
     try {
       const { runId, run: existing } = await this.currentRun(m.id);
+      if (existing !== undefined && existing.flow !== flow.name)
+        return { kind: "error", failure: errorRecord(foreignRun(runId, flow, existing)) };
       if (existing?.status === "completed") return { kind: "ok" };
       if (existing?.status === "failed") return failedDelivery(existing);
       // Parked: the wake scheduler owns it now; the message's job is done.
@@ -278,6 +281,7 @@ export class DurableRuntime {
   ): Promise<DurableDelivery | undefined> {
     const { runId, run } = await this.currentRun(m.id);
     if (run === undefined) return undefined;
+    if (run.flow !== flow.name) return { kind: "error", failure: errorRecord(foreignRun(runId, flow, run)) };
     if (run.status === "completed" || run.status === "sleeping") return { kind: "ok" };
     // Also a run ended for a spent budget (here or by a resume): the message gets its LEASE_EXPIRED failure.
     if (run.status === "failed")
@@ -733,6 +737,19 @@ export class DurableRuntime {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * OKE1305: the run id a delivery or a call derives is taken by a run of another flow — a message id
+ * equal to a derived child id (`<run id>.<n>`), or the reverse. Taking that run's outcome would settle
+ * the message (or answer the call) without this flow ever running.
+ */
+function foreignRun(runId: string, flow: AnyFlow, run: RunRecord): OkeError {
+  return new OkeError({
+    code: "OKE1305",
+    message: `journal: run "${runId}" of flow "${flow.name ?? "?"}" cannot start: a run of flow "${run.flow}" has that id`,
+    fix: "A durable consumer's run id is its message id, and fx.call names a child <parent run id>.<n>: give messages ids that cannot be another run's, e.g. prefixed with what they name (\"invoice:7\").",
+  });
 }
 
 /**

@@ -1,6 +1,6 @@
 // fx.call of a durable callee names the child by the parent run and journal position: a replay after a lost call entry finds the same child.
 import { describe, expect, it } from "vitest";
-import { createTimeTravel, flow, http, on } from "../../src/index.ts";
+import { createTimeTravel, flow, http, on, signal } from "../../src/index.ts";
 import type { Store } from "../../src/store/types.ts";
 import { appFactory, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
@@ -82,3 +82,41 @@ describe.each(drivers.filter((d) => d.name !== "file"))(
     });
   },
 );
+
+describe.each(drivers)("a run id taken by another flow's run, on the $name driver", (driver) => {
+  const apps = appFactory(driver);
+
+  it("a durable consumer whose message id is another flow's child run id never settles as that run: dead with OKE1305", async () => {
+    const issue = signal.once("invoices.issue");
+    const remind = signal.once("invoices.remind", { retries: 1 });
+    const ran: string[] = [];
+    const render = flow("invoices.render", { durable: true, do: async () => (ran.push("render"), "pdf") });
+    const a = on(
+      issue,
+      flow("invoices.issuer", {
+        durable: true,
+        do: async (_: unknown, fx) => {
+          await fx.call(render, {});
+          ran.push("issue");
+        },
+      }),
+    );
+    const b = on(
+      remind,
+      flow("invoices.reminder", { durable: true, do: async () => void ran.push("remind") }),
+    );
+    const app = await apps.make([{ issue, remind, render, a, b }]);
+    await app.emit(issue, {}, { id: "inv-7" });
+    await until(async () => (await app.operator.stats("invoices.issue")).delivered === 1, "issued");
+    // fx.call named the child run "inv-7.0"; a message with that id on another consumer's signal:
+    await app.emit(remind, {}, { id: "inv-7.0" });
+    await until(async () => (await app.operator.stats("invoices.remind")).dead === 1, "the reminder dead");
+    const [dead] = await app.operator.deadLetters("invoices.remind");
+    expect(dead!.failures.map((f) => f.code)).toEqual(["OKE1305", "OKE1305"]);
+    expect(dead!.failures[0]!.message).toBe(
+      'journal: run "inv-7.0" of flow "invoices.reminder" cannot start: a run of flow "invoices.render" has that id',
+    );
+    expect(ran).toEqual(["render", "issue"]);
+    expect((await app.store.getRun("inv-7.0"))?.flow).toBe("invoices.render");
+  });
+});
