@@ -1,27 +1,27 @@
-/** The app's Clock on PostgreSQL: the host clock corrected by FleetTime's measured offset to the database's now(). */
+/** The app's Clock on PostgreSQL: the database's clock, advanced by the host's monotonic clock between measurements. */
 import type { Logger } from "../log/logger.ts";
 import type { Clock } from "./clock.ts";
-import { FleetTime } from "./fleet-time.ts";
+import { FleetTime, type HostTime } from "./fleet-time.ts";
 
 /**
  * Leases, wake-ups, retention and schedules all read this clock, so every
  * instance of a fleet agrees on "now" even when a host clock is off by
- * seconds: a fast host can neither take over a live lease nor wake a sleep
- * early. Timers are armed on the host clock and re-checked on firing, since the
- * offset may move between arming and firing.
+ * seconds or steps while the app runs: a fast host can neither take over a
+ * live lease nor wake a sleep early, and a slow one writes no lease that is
+ * already expired. now() is the database's time at the last measurement plus
+ * the monotonic time since; timers run on the monotonic clock too and are
+ * re-checked on firing, since a measurement may move fleet time between arming
+ * and firing. `host` replaces the monotonic clock in tests (by default
+ * performance.now() under the system clock, the clock itself otherwise).
  */
 export class FleetClock implements Clock {
   private readonly fleet: FleetTime;
 
-  constructor(
-    private readonly base: Clock,
-    storeTime: () => Promise<number>,
-    logger: Logger,
-  ) {
-    this.fleet = new FleetTime(base, storeTime, logger);
+  constructor(base: Clock, storeTime: () => Promise<number>, logger: Logger, host?: HostTime) {
+    this.fleet = new FleetTime(base, storeTime, logger, host);
   }
 
-  /** Measures the offset once (boot), then again periodically until stop(). */
+  /** Measures the database's time once (boot), then again periodically until stop(). */
   start(): Promise<void> {
     return this.fleet.start();
   }
@@ -30,30 +30,16 @@ export class FleetClock implements Clock {
     this.fleet.stop();
   }
 
-  /** ms this host's clock must add to read the database's. */
+  /** ms this host's clock must add to read the database's, as of now. */
   offset(): number {
     return this.fleet.offset();
   }
 
   now(): number {
-    return this.base.now() + this.fleet.offset();
+    return this.fleet.now();
   }
 
   at(at: number, fn: () => void): () => void {
-    let cancel: () => void;
-    let cancelled = false;
-    const arm = (): void => {
-      cancel = this.base.at(at - this.fleet.offset(), () => {
-        if (cancelled) return;
-        // The offset grew since arming (the host fell further behind): not due yet on fleet time.
-        if (this.now() < at) arm();
-        else fn();
-      });
-    };
-    arm();
-    return () => {
-      cancelled = true;
-      cancel();
-    };
+    return this.fleet.at(at, fn);
   }
 }

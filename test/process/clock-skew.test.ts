@@ -1,4 +1,4 @@
-/** Real processes on PostgreSQL, one with its host clock 40 s fast or slow: leases and sleeps follow the database's clock. */
+/** Real processes on PostgreSQL, one with its host clock 40 s off or stepping 40 s after boot: leases and sleeps follow the database's clock. */
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
@@ -28,8 +28,12 @@ interface Invocation {
 const EMITS = 15;
 const RUNS = 5;
 
-async function scenario(skewMs: number): Promise<void> {
-  const schema = `oke_skew_${skewMs < 0 ? "m" : "p"}_${process.pid}`;
+/**
+ * `skewMs`: the skewed instance's host clock is that far off from the start (measured at boot).
+ * `step`: instead, it steps by that much right after boot, between the app's measurements.
+ */
+async function scenario(skewMs: number, step = false): Promise<void> {
+  const schema = `oke_skew_${step ? "s" : ""}${skewMs < 0 ? "m" : "p"}_${process.pid}`;
   schemas.push(schema);
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
@@ -51,7 +55,7 @@ async function scenario(skewMs: number): Promise<void> {
   const skewed = new Child(
     {
       ...env,
-      OKE_CLOCK_OFFSET_MS: String(skewMs),
+      [step ? "OKE_CLOCK_STEP_MS" : "OKE_CLOCK_OFFSET_MS"]: String(skewMs),
       OKE_EMIT: String(EMITS),
       OKE_EMIT_BASE: "1000",
       OKE_RUNS: String(RUNS),
@@ -98,7 +102,7 @@ async function scenario(skewMs: number): Promise<void> {
   ).rows;
   const early = naps.filter((r) => r.ms < 9_500);
   console.log(
-    `clock skew ${skewMs} ms: ${inv.length} invocations of ${2 * EMITS} messages, ${overlaps.length} overlapping; ` +
+    `clock ${step ? "step" : "skew"} ${skewMs} ms: ${inv.length} invocations of ${2 * EMITS} messages, ${overlaps.length} overlapping; ` +
       `${naps.length} naps of 10 s, shortest ${Math.round(Math.min(...naps.map((r) => r.ms)))} ms`,
   );
   expect(overlaps).toEqual([]);
@@ -115,6 +119,16 @@ describe.sequential("clock skew between PostgreSQL instances", () => {
   it(
     "an instance 40 s slow takes over no live lease and wakes no sleep early",
     () => scenario(-40_000),
+    180_000,
+  );
+  it(
+    "an instance whose host clock steps 40 s forward after boot takes over no live lease and wakes no sleep early",
+    () => scenario(40_000, true),
+    180_000,
+  );
+  it(
+    "an instance whose host clock steps 40 s back after boot takes over no live lease and wakes no sleep early",
+    () => scenario(-40_000, true),
     180_000,
   );
 });

@@ -1,12 +1,15 @@
-/** A PostgreSQL app process whose host clock reads OKE_CLOCK_OFFSET_MS off, for the clock-skew tests. */
+/** A PostgreSQL app process whose host clock reads OKE_CLOCK_OFFSET_MS off, or steps OKE_CLOCK_STEP_MS after boot. */
 import pg from "pg";
 import { pino } from "pino";
 import { createApp, flow, on, signal } from "../../src/index.ts";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 
-// A host whose clock is off: every Date.now() of this process (the system clock) reads shifted.
-const offset = Number(process.env.OKE_CLOCK_OFFSET_MS ?? 0);
-if (offset !== 0) {
+// A host whose clock is off: every Date.now() of this process (the system clock) reads shifted, from
+// the start (OKE_CLOCK_OFFSET_MS), or from right after boot (OKE_CLOCK_STEP_MS: an NTP step after the
+// app measured the database's clock, which it re-measures only a minute later).
+let offset = Number(process.env.OKE_CLOCK_OFFSET_MS ?? 0);
+const step = Number(process.env.OKE_CLOCK_STEP_MS ?? 0);
+if (offset !== 0 || step !== 0) {
   const real = Date.now.bind(Date);
   Date.now = () => real() + offset;
 }
@@ -74,6 +77,7 @@ const app = createApp({
 });
 
 await app.boot();
+offset += step;
 say({ event: "ready" });
 
 const emits = Number(process.env.OKE_EMIT ?? 0);
