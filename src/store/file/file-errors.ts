@@ -25,6 +25,13 @@ export const fileStoreErrors = {
       fix: "Call store.open() before using it, and do not use it after close().",
       details: { dir },
     }),
+  removed: (dir: string, file: string) =>
+    new OkeError({
+      code: "OKE1325",
+      message: `File store "${dir}": ${file} was removed or replaced while the app had it open; it refuses every call, and nothing written since was acknowledged.`,
+      fix: `Restore "${dir}" from a backup and restart the app, or restart it to start with an empty store. Never delete the store directory under a running app.`,
+      details: { dir, file },
+    }),
   corrupt: (dir: string, detail: string, cause?: unknown) =>
     new OkeError({
       code: "OKE1323",

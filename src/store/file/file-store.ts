@@ -1,5 +1,7 @@
 /** The file driver: the Store contract on a SQLite database (better-sqlite3, WAL) in one directory. */
+import { statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { isOkeError } from "../../errors.ts";
 import type { Logger } from "../../log/logger.ts";
 import { createEngineStore } from "../memory/index.ts";
 import { createHealthMonitor } from "../store-health.ts";
@@ -12,6 +14,7 @@ import { acquireLock, type HeldLock } from "./file-lock.ts";
 import { ensureDir, probeWritable } from "./durable-fs.ts";
 import { importLegacy, type LegacyImport } from "./sqlite/import-legacy.ts";
 import { DB_FILE, NewerSchemaError, openDb, type SqliteDb } from "./sqlite/sqlite-db.ts";
+import { StoreFileGone } from "./sqlite/sqlite-batch.ts";
 import { SqliteEngine } from "./sqlite/sqlite-engine.ts";
 
 export interface FileStoreOptions {
@@ -91,11 +94,26 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     }
     try {
       const imported = (await importLegacy(dir, db, logger)) ?? null;
+      // The file opened, by identity: a commit first checks the path still names it (one stat per
+      // commit, i.e. per event-loop turn that wrote; ~µs against the commit's fsync).
+      const dbFile = join(dir, DB_FILE);
+      const opened = statSync(dbFile);
       const engine = new SqliteEngine(db, {
         wrapFailure: (cause) => {
-          const err = fileStoreErrors.failed(dir, cause);
+          const err =
+            cause instanceof StoreFileGone
+              ? fileStoreErrors.removed(dir, DB_FILE)
+              : fileStoreErrors.failed(dir, cause);
           monitor.failed(err);
           return err;
+        },
+        stillThere: () => {
+          try {
+            const now = statSync(dbFile);
+            return now.ino === opened.ino && now.dev === opened.dev;
+          } catch {
+            return false;
+          }
         },
       });
       const inner = createEngineStore({
@@ -135,6 +153,9 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const recoverSession = async (): Promise<void> => {
     const failed = session;
     if (failed === undefined || closing !== undefined || failed.engine.failed === null) return;
+    // Reopening would start an empty store under the same name and serve it as if nothing happened.
+    if (isOkeError(failed.engine.failed) && failed.engine.failed.code === "OKE1325")
+      throw failed.engine.failed;
     await probeWritable(dir);
     try {
       failed.db.close();

@@ -4,6 +4,19 @@ import type { Db, Stmt } from "./sqlite-rows.ts";
 export interface SqliteEngineOptions {
   /** Turns a failed write (disk full, I/O error) into the error callers see; the engine then refuses calls. */
   wrapFailure: (cause: unknown) => Error;
+  /**
+   * Asked before each commit: false when the database file is no longer the one opened (removed or
+   * replaced under the process). The batch is then rolled back and failed with `StoreFileGone`,
+   * never acknowledged: a commit into an unlinked file succeeds and is lost at the next open.
+   */
+  stillThere?: () => boolean;
+}
+
+/** The cause a batch fails with when `stillThere` said no. */
+export class StoreFileGone extends Error {
+  constructor() {
+    super("the database file was removed or replaced while open");
+  }
 }
 
 /**
@@ -105,6 +118,11 @@ export class SqliteBatch {
     this.batch = null;
     if (this.failure !== null) {
       b.reject(this.failure);
+      return;
+    }
+    if (this.opts.stillThere?.() === false) {
+      this.batch = b;
+      this.fail(new StoreFileGone());
       return;
     }
     try {
