@@ -4,6 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, RunRecord, Store } from "../store/types.ts";
+import { unlimitedAbort } from "../store/commit-retry.ts";
 import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
@@ -103,7 +104,7 @@ export class DurableRuntime {
   /** Attempts of durable runs this instance is driving now (every path), with their run ids. */
   private readonly driving = new Map<Promise<unknown>, string>();
   /** Aborted at the stop deadline: journal writes still retrying through an outage give up. */
-  private readonly stopping = new AbortController();
+  private readonly stopping = unlimitedAbort();
   /**
    * The durable flows this instance runs: every claim, orphan scan and wake
    * timer is filtered to them, so a run of another flow keeps its status and

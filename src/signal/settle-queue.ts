@@ -1,7 +1,7 @@
 /** The worker pool's settle side: handler outcomes to settlements, batched settles with retry and the keyed hand-off. */
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
-import { commitWithRetry } from "../store/commit-retry.ts";
+import { commitWithRetry, unlimitedAbort } from "../store/commit-retry.ts";
 import type {
   ClaimedMessage,
   FailureReason,
@@ -62,7 +62,7 @@ export class SettleQueue {
   /** Settle statements in flight (at most SETTLE_PARALLEL). */
   private readonly settling = new Set<Promise<void>>();
   /** Ends settle retries at the shutdown deadline. */
-  private readonly abort = new AbortController();
+  private readonly abort = unlimitedAbort();
 
   constructor(private readonly o: SettleQueueOptions) {}
 

@@ -1,4 +1,5 @@
 /** Retries a fenced store write with backoff until it commits or the caller gives up; safe because the store fences stale writers. */
+import { setMaxListeners } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export interface CommitRetryOptions {
@@ -43,4 +44,15 @@ export async function commitWithRetry<T>(
       delay = Math.min(delay * 2, max);
     }
   }
+}
+
+/**
+ * An AbortController for a stop deadline that every retry of an outage waits on: each waiting retry
+ * adds a listener to its signal, so past ten of them Node warned (MaxListenersExceededWarning) as
+ * for a leak. The listeners go when each wait ends; none is leaked.
+ */
+export function unlimitedAbort(): AbortController {
+  const c = new AbortController();
+  setMaxListeners(0, c.signal);
+  return c;
 }

@@ -120,6 +120,33 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
     );
   });
 
+  it("many runs retrying through one outage raise no MaxListenersExceededWarning on the shared stop signal", async () => {
+    const base = await apps.store();
+    let tries = 0;
+    const store: Store = Object.create(base) as Store;
+    store.append = async () => {
+      tries++;
+      throw new Error("connect ECONNREFUSED");
+    };
+    const f = flow("retry.many", { durable: true, do: async (_: unknown, fx) => fx.step("one", () => 1) });
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.name);
+    process.on("warning", onWarning);
+    try {
+      const app = await apps.make([{ f }], { store, logger: recordingLogger().logger });
+      const running = Array.from({ length: 20 }, () => app.invoke(f, {}).catch((e: unknown) => e));
+      // Every run is in its retry wait at once (each first try failed, each second one too).
+      while (tries < 40) await new Promise((r) => setTimeout(r, 5));
+      await app.stop({ timeoutMs: 50 });
+      for (const r of await Promise.all(running)) expect(r).toMatchObject({ name: "JournalLeaseBusy" });
+      // Node emits process warnings on the next tick.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).not.toContain("MaxListenersExceededWarning");
+  });
+
   it("a park whose reply is lost is retried: the run sleeps once and wakes once", async () => {
     const base = await apps.store();
     let lostPark = 0;
