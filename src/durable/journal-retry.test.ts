@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
-import { retryJournalWrite } from "./journal-retry.ts";
+import { isTransient, retryJournalWrite } from "./journal-retry.ts";
 
 function deps() {
   const warned: Array<{ attempt: number; retryInMs: number }> = [];
@@ -86,5 +86,22 @@ describe("retryJournalWrite", () => {
     expect(errors).toEqual([
       "durable run: journal append given up (the lease was lost); the run resumes from its journal once its lease runs out",
     ]);
+  });
+});
+
+describe("isTransient", () => {
+  const pgError = (code: string): Error => Object.assign(new Error(`pg ${code}`), { code });
+
+  it("retries connection loss, shutdowns, resource shortage, serialization failures and plain errors", () => {
+    for (const code of ["08006", "57P01", "53300", "40001", "40P01", "XX000"])
+      expect(isTransient(pgError(code))).toBe(true);
+    expect(isTransient(Object.assign(new Error("connect"), { code: "ECONNREFUSED" }))).toBe(true);
+    expect(isTransient(new Error("boom"))).toBe(true);
+  });
+
+  it("does not retry what no retry changes: data exceptions, integrity violations, syntax or access errors", () => {
+    for (const code of ["22003", "22P02", "23505", "23514", "42P01", "42501"])
+      expect(isTransient(pgError(code))).toBe(false);
+    expect(isTransient(new JournalLeaseBusy("r1"))).toBe(false);
   });
 });

@@ -14,6 +14,13 @@ export interface JournalRetryDeps {
 }
 
 /**
+ * PostgreSQL errors no retry can change: data exceptions (class 22, e.g. a bigint out of range),
+ * integrity violations (23) and syntax or access errors (42). Retried, they held a run for a whole
+ * lease, then came back at each recovery until durable.maxRecoveries.
+ */
+const DETERMINISTIC_SQLSTATE = /^(22|23|42)[0-9A-Z]{3}$/;
+
+/**
  * A store's refusals (lease busy, duplicate seq, terminal run, bad input) are
  * answers, never retried; anything else — a dropped connection, a full disk,
  * an outage wrapped in an OkeError's cause — may pass, so it is retried.
@@ -21,7 +28,8 @@ export interface JournalRetryDeps {
 export function isTransient(e: unknown): boolean {
   if (e instanceof JournalLeaseBusy) return false;
   if (e instanceof OkeError) return e.cause !== undefined;
-  return true;
+  const code = (e as { code?: unknown } | null)?.code;
+  return !(typeof code === "string" && DETERMINISTIC_SQLSTATE.test(code));
 }
 
 /**
