@@ -377,4 +377,40 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
     await p.exit;
     await expect(fetch(`${base}/hello`)).rejects.toThrow();
   });
+
+  it("oke start (prod) says what production still needs: a DATABASE_URL that is a URL, and the email channel's url", async () => {
+    const oke = join(starter, "node_modules/.bin/oke");
+    const args = ["start", "--port", "0", "--host", "127.0.0.1"];
+    // Scheme forgotten: refused before any connect, not retried for 30 s.
+    const bad = await runToEnd(oke, args, {
+      cwd: starter,
+      env: userEnv({ DATABASE_URL: "app:hunter2@127.0.0.1:5432/app" }),
+    });
+    expect(bad.code, bad.output).toBe(1);
+    expect(bad.output).toContain(
+      'oke boot: DATABASE_URL is not a PostgreSQL URL: it does not start with postgres:// ("***@127.0.0.1:5432/app")',
+    );
+    expect(bad.output).toContain("code: OKE1098");
+    expect(bad.output).toContain("postgres://user:password@host:5432/db");
+    expect(bad.output).not.toContain("hunter2");
+    expect(bad.output).not.toMatch(/unavailable|attempt/);
+    // No database here: OKE_JOURNAL=file stands in for it. Without EMAIL_WEBHOOK_URL, boot warns.
+    for (const hook of [undefined, "https://mail-relay.invalid/send"]) {
+      const p = run(oke, args, {
+        cwd: starter,
+        env: userEnv({ OKE_JOURNAL: "file", ...(hook === undefined ? {} : { EMAIL_WEBHOOK_URL: hook }) }),
+      });
+      running.push(p);
+      await p.line(/listening on http:\/\//);
+      p.child.kill("SIGTERM");
+      expect(await p.exit, p.lines.join("\n")).toBe(0);
+      // Read once it exited: the log (pino, stdout) and the address line may arrive in either order.
+      const warned = p.lines.filter((l) => l.includes("sends by webhook"));
+      if (hook === undefined) {
+        expect(warned, p.lines.join("\n")).toHaveLength(1);
+        expect(warned[0]).toContain('channel \\"email\\"');
+        expect(warned[0]).toContain("process.env.EMAIL_WEBHOOK_URL");
+      } else expect(warned).toEqual([]);
+    }
+  });
 });

@@ -113,7 +113,7 @@ class OkeApp implements App, FxRuntime {
         ? new FleetClock(systemClock, storeTime, this.logger)
         : undefined;
     this.clock = options.clock ?? this.fleetClock ?? systemClock;
-    this.send = new SendDrivers(this.config.send, this.logger);
+    this.send = new SendDrivers(this.config.send, this.logger, this.registry.channels.values());
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
     this.durable = new DurableRuntime({
       store: this.store,
@@ -268,7 +268,7 @@ class OkeApp implements App, FxRuntime {
   private storeLine(): string {
     switch (this.store.driver) {
       case "file":
-        return `okengine: queues and runs in ${resolve(this.root, this.config.fileDir)} (file driver; set DATABASE_URL to use PostgreSQL)`;
+        return `okengine: queues and runs in ${resolve(this.root, this.config.fileDir)} (file driver; ${this.config.databaseUrl === undefined ? "set DATABASE_URL to use PostgreSQL" : "pinned by drivers.journal or OKE_JOURNAL, so DATABASE_URL is not used"})`;
       case "postgres":
         return `okengine: queues and runs in PostgreSQL, schema "${this.config.databaseSchema}"`;
       default:

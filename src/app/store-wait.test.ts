@@ -67,6 +67,25 @@ describe("boot waits for an unreachable store", () => {
     await app.stop();
   });
 
+  it("each retry warning is one line: the error's code and message, never its stack", async () => {
+    const raw: string[] = [];
+    const logger = pino({ level: "info" }, { write: (l: string) => void raw.push(l) });
+    const { store } = flakyStore([refused, refused]);
+    const app = createApp({ modules: [{ ping }], env: "test", store, logger });
+    await app.boot();
+    const warns = raw.filter((l) => l.includes('"level":40'));
+    expect(warns).toHaveLength(2);
+    for (const line of warns) {
+      expect(line.trimEnd()).not.toContain("\n"); // one line, and no newline inside it either
+      expect(line).not.toContain("stack");
+      const w = JSON.parse(line) as Record<string, unknown>;
+      expect(w.err).toBeUndefined();
+      expect(w.code).toBe("ECONNREFUSED");
+      expect(w.msg).toContain("(connect ECONNREFUSED 10.0.0.9:5432); attempt");
+    }
+    await app.stop();
+  });
+
   it("fails at once on a statement error (no retry, no warning)", async () => {
     const { logger, warns } = capture();
     const { store, opens } = flakyStore([denied]);

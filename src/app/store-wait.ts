@@ -50,7 +50,7 @@ export function describeFailure(err: unknown): string {
 /**
  * Opens the store; while open() fails with an error the store calls unavailable (`isUnavailable`),
  * tries again after 100 ms, doubling to 2 s (each sleep jittered down to half), until `timeoutMs` from the first attempt — one `warn`
- * per failure saying what failed, where, the attempt, the next try and the time left. Any other
+ * per failure saying what failed, where, the attempt, the next try and the time left (no stack). Any other
  * error (a bad migration, permission denied, a schema newer than this code) is thrown at once.
  */
 export async function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
@@ -107,9 +107,12 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
         cause: err,
       });
     const next = Math.min(jittered(delay, options.random ?? Math.random), remaining);
+    // The error's code and message, not the error: its stack (pg's, Node's net internals) says
+    // nothing about an unreachable host, and up to 20 of them in a row buried the one line that did.
+    const error = describeFailure(err);
     logger.warn(
-      { err, code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: remaining },
-      `okengine: the store at ${address} is unavailable (${describeFailure(err)}); attempt ${attempt}, next try in ${next} ms, giving up in ${remaining} ms`,
+      { code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: remaining },
+      `okengine: the store at ${address} is unavailable (${error}); attempt ${attempt}, next try in ${next} ms, giving up in ${remaining} ms`,
     );
     options.onWaiting?.();
     let timer: NodeJS.Timeout | undefined;

@@ -5,14 +5,19 @@ import { isSchema } from "../schema.ts";
 export type SendDriverName = "console" | "memory" | "webhook";
 
 export interface ChannelOptions<P> {
-  /** Payload contract, checked at `fx.send`. */
+  /** Payload contract, checked at `fx.send` (OKE1265 when it does not match). Default: none. */
   schema?: Schema<P>;
-  /** Overrides the app's `drivers.send` for this channel. */
+  /** Overrides the app's `drivers.send` (console in dev, memory in test, webhook in prod) for this channel. */
   driver?: SendDriverName;
-  /** Webhook target (driver "webhook"). */
-  url?: string;
-  /** Webhook timeout in ms. Default 10 000. */
+  /**
+   * Where the webhook driver POSTs `{ channel, payload }` as JSON. Read it from the environment
+   * (`url: process.env.EMAIL_WEBHOOK_URL`): unset or `""` means no url, and then every send by
+   * webhook fails with OKE1270 (boot warns). Ignored by the console and memory drivers.
+   */
+  url?: string | undefined;
+  /** How long the webhook driver waits for the answer, in ms (OKE1271 after it). Default 10 000. */
   timeoutMs?: number;
+  /** Shown in the manifest. Default: the name. */
   description?: string;
 }
 
@@ -43,11 +48,13 @@ export function channel<P = unknown>(name: string, options: ChannelOptions<P> = 
       `${where}: unknown driver "${String(options.driver)}" (expected console · memory · webhook)`,
     );
   }
-  if (options.url !== undefined) {
+  // An environment variable set to nothing (`EMAIL_WEBHOOK_URL=` in an env file) is no url, not a bad one.
+  const url = options.url === "" ? undefined : options.url;
+  if (url !== undefined) {
     try {
-      new URL(options.url);
+      new URL(url);
     } catch {
-      throw new TypeError(`${where}: url is not a valid URL: ${options.url}`);
+      throw new TypeError(`${where}: url is not a valid URL: ${url}`);
     }
   }
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -58,7 +65,7 @@ export function channel<P = unknown>(name: string, options: ChannelOptions<P> = 
     name,
     schema: options.schema,
     driver: options.driver,
-    url: options.url,
+    url,
     timeoutMs,
     description: options.description ?? name,
   });

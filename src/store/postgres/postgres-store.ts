@@ -11,6 +11,7 @@ import { type PgContext, type PgLogger, withoutPreparedStatements } from "./post
 import { claimedAtEmit, enqueue } from "./postgres-enqueue.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 import { beginCompensation } from "./postgres-compensation.ts";
+import { checkConnectionString } from "./postgres-connection-string.ts";
 import { createPostgresFanout } from "./postgres-fanout.ts";
 import { connectTimedOut, isPostgresOutage, probePostgres } from "./postgres-health.ts";
 import { appendGrouped, finishGrouped, startRunGrouped } from "./postgres-journal-batch.ts";
@@ -27,7 +28,8 @@ import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.t
 
 export interface PostgresStoreOptions {
   /**
-   * PostgreSQL connection string, e.g. `postgres://user@host:5432/db`. Used
+   * PostgreSQL connection string, e.g. `postgres://user:password@host:5432/db` (or a socket
+   * directory, `/var/run/postgresql db`); anything else throws OKE1098 here. Used
    * for the pool the store creates (unless `pool` is given) and always for the
    * dedicated LISTEN connection, which never comes from a pool.
    */
@@ -142,6 +144,8 @@ function schemaIdent(schema: string): string {
  * on one database is how okengine scales out.
  */
 export function createPostgresStore(options: PostgresStoreOptions): Store {
+  // Before any connect: a string pg cannot use would otherwise be retried as an outage (OKE1098).
+  checkConnectionString(options.connectionString, "createPostgresStore(): connectionString");
   const schema = options.schema ?? "okengine";
   const s = schemaIdent(schema);
   const logger = options.logger ?? silent;

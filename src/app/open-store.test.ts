@@ -1,0 +1,86 @@
+// The store the config picks: a malformed PostgreSQL URL stops the app before any connect, and the boot line says why the file driver is used.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import starterConfig from "../../templates/starter/oke.config.ts";
+import { isOkeError } from "../errors.ts";
+import { createApp, flow, http, on } from "../index.ts";
+import { resolveConfig } from "./config.ts";
+import { openStore } from "./open-store.ts";
+
+const capture = () => {
+  const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
+  const logger = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  return { logger, lines };
+};
+const ping = on(http.get("/ping"), flow("ping", { do: () => ({ ok: true }) }));
+const temps: string[] = [];
+afterAll(() => temps.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+describe("a DATABASE_URL that is not a PostgreSQL URL", () => {
+  it("fails createApp at once with OKE1098: no connect attempt, no retry warning, no password shown", () => {
+    const { logger, lines } = capture();
+    let err: unknown;
+    try {
+      createApp({
+        modules: [{ ping }],
+        env: "prod",
+        config: { database: { url: "app:hunter2@127.0.0.1:5432/db" } },
+        logger,
+      });
+    } catch (e) {
+      err = e;
+    }
+    expect(isOkeError(err) && err.code).toBe("OKE1098");
+    expect((err as Error).message).toBe(
+      'oke boot: database.url is not a PostgreSQL URL: it does not start with postgres:// ("***@127.0.0.1:5432/db")',
+    );
+    expect((err as { fix?: string }).fix).toContain("postgres://user:password@host:5432/db");
+    // Refused before the store existed: boot's connect wait never ran, so nothing was retried.
+    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+  });
+
+  it("names DATABASE_URL when the URL came from it", () => {
+    const vars = { DATABASE_URL: "127.0.0.1:5432/db" };
+    const config = resolveConfig(undefined, "prod", vars);
+    expect(() => openStore(config, ".", pino({ level: "silent" }), vars)).toThrow(
+      'oke boot: DATABASE_URL is not a PostgreSQL URL: it does not start with postgres:// ("127.0.0.1:5432/db")',
+    );
+  });
+});
+
+describe("which driver dev uses", () => {
+  it("the starter's oke.config.ts pins none: DATABASE_URL picks PostgreSQL in dev, as drivers.md says", () => {
+    const url = "postgres://postgres@127.0.0.1:5432/test";
+    expect(resolveConfig(starterConfig, "dev", { DATABASE_URL: url }).journal).toBe("postgres");
+    expect(resolveConfig(starterConfig, "dev", {}).journal).toBe("file");
+    expect(resolveConfig(starterConfig, "test", { DATABASE_URL: url }).journal).toBe("memory");
+  });
+
+  const unused = "(file driver; pinned by drivers.journal or OKE_JOURNAL, so DATABASE_URL is not used)";
+  it.each([
+    // A DATABASE_URL of the machine running the tests counts too (resolveConfig reads it).
+    [
+      "without a database URL",
+      undefined,
+      process.env.DATABASE_URL ? unused : "(file driver; set DATABASE_URL to use PostgreSQL)",
+    ],
+    ["with one, under a pin of its own", "postgres://postgres@127.0.0.1:5432/test", unused],
+  ])("the file driver's boot line %s", async (_, url, says) => {
+    const dir = mkdtempSync(join(tmpdir(), "oke-open-store-"));
+    temps.push(dir);
+    const { logger, lines } = capture();
+    const app = createApp({
+      modules: [{ ping }],
+      env: "dev",
+      root: dir,
+      config: { drivers: { journal: "file" }, ...(url === undefined ? {} : { database: { url } }) },
+      logger,
+    });
+    await app.boot();
+    await app.stop();
+    expect(lines.map((l) => l.msg)).toContain(`okengine: queues and runs in ${join(dir, ".oke")} ${says}`);
+  });
+});
