@@ -266,6 +266,9 @@ class OkeApp implements App, FxRuntime {
 
   /** The one boot line that says where queues and runs live. */
   private storeLine(): string {
+    // A store handed in was opened by its caller, wherever that put it: the config does not say where.
+    if (!this.ownsStore && this.store.driver !== "memory")
+      return `okengine: queues and runs in the ${this.store.driver} store given to createApp`;
     switch (this.store.driver) {
       case "file":
         return `okengine: queues and runs in ${resolve(this.root, this.config.fileDir)} (file driver; ${this.config.databaseUrl === undefined ? "set DATABASE_URL to use PostgreSQL" : "pinned by drivers.journal or OKE_JOURNAL, so DATABASE_URL is not used"})`;

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createApp, createTimeTravel, flow, http, on, signal } from "../index.ts";
+import { createFileStore } from "../store/file/file-store.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 
 function captured(level: string) {
@@ -52,6 +53,25 @@ describe("lifecycle logs", () => {
     expect(msgs()).toContain("okengine: queues and runs in memory (lost on exit)");
     await app.stop();
     expect(msgs().at(-1)).toBe("okengine stopped: nothing left running");
+  });
+
+  it("names a file store handed to createApp as such, not the config's directory it does not use", async () => {
+    const { logger, msgs } = captured("info");
+    const dir = mkdtempSync(join(tmpdir(), "oke-given-"));
+    const app = createApp({
+      env: "test",
+      modules: [{ task, worker }],
+      store: createFileStore({ dir }),
+      logger,
+    });
+    try {
+      await app.boot();
+      expect(msgs()).toContain("okengine: queues and runs in the file store given to createApp");
+      expect(msgs().some((m) => m.includes(".oke"))).toBe(false);
+    } finally {
+      await app.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a stop that cuts off durable runs and message handlers counts both", async () => {
