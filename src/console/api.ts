@@ -43,6 +43,8 @@ const RUN_STATUSES: Record<RunStatus, true> = {
 const MAX_IDS = 10_000;
 const ALL_CAP = 100_000;
 const THROUGHPUT_MINUTES = 10;
+/** Dead letters, and failed runs, the overview shows. */
+const RECENT_FAILURES = 10;
 /** Clocks fire on once signals named `clock:<name>`. */
 const CLOCK_PREFIX = clockSignalName("");
 
@@ -137,6 +139,8 @@ const messageView = (m: StoredMessage) => ({
   key: m.key,
   status: m.status,
   attempts: m.attempts,
+  /** Operator replays of this message so far. */
+  replays: m.replays ?? 0,
   failures: m.failures,
   payload: m.payload,
   parentRunId: m.parentRunId,
@@ -245,19 +249,26 @@ export const handlers: Record<string, ApiHandler> = {
     const [signals, counts, failedRuns, instances, audit] = await Promise.all([
       signalsView(host),
       runCounts(host),
-      host.store.pageRuns({ status: "failed", limit: 10 }),
+      host.store.pageRuns({ status: "failed", limit: RECENT_FAILURES }),
       host.store.listInstances(host.clock.now() - 30_000),
       host.store.pageAudit({ limit: 10 }),
     ]);
+    // The newest dead letters of all signals: each signal's newest few (an index walked backwards),
+    // merged newest first — the same order as the failed runs beside them (newest created first).
     const deadLetters: ReturnType<typeof messageView>[] = [];
     for (const s of signals)
       if ("dead" in s && (s.dead ?? 0) > 0)
         deadLetters.push(
-          ...(await host.store.pageMessages({ signal: s.name, status: "dead", limit: 5 })).items.map(
-            messageView,
-          ),
+          ...(
+            await host.store.pageMessages({
+              signal: s.name,
+              status: "dead",
+              limit: RECENT_FAILURES,
+              newestFirst: true,
+            })
+          ).items.map(messageView),
         );
-    deadLetters.sort((a, b) => b.updatedAt - a.updatedAt);
+    deadLetters.sort((a, b) => b.createdAt - a.createdAt);
     return {
       body: {
         env: host.env,
@@ -270,7 +281,7 @@ export const handlers: Record<string, ApiHandler> = {
           runs: Object.fromEntries(counts.filter((c) => c.flow === f.name).map((c) => [c.status, c.count])),
         })),
         recentFailures: {
-          deadLetters: deadLetters.slice(0, 10),
+          deadLetters: deadLetters.slice(0, RECENT_FAILURES),
           runs: failedRuns.items.map((r) => ({ ...summary(r), error: r.error })),
         },
         instances: instances.length,
@@ -393,16 +404,19 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/replays": async ({ jobs }) => ({ body: { jobs: jobs.list() } }),
 
   "GET /api/runs": async ({ host }, { query }) => {
-    const status = query.get("status") ?? undefined;
+    // An empty filter field is no filter.
+    const status = query.get("status") || undefined;
     if (status !== undefined && !(status in RUN_STATUSES))
       throw badRequest(`status must be one of ${Object.keys(RUN_STATUSES).join(", ")}, got "${status}"`);
-    const label = query.get("label") ?? undefined;
+    const label = query.get("label") || undefined;
+    // The store filters by label, so every page holds matches and `next` continues among them.
     const page = await host.store.pageRuns({
       status: status as RunStatus | undefined,
-      flow: query.get("flow") ?? undefined,
-      parentRunId: query.get("parent") ?? undefined,
+      flow: query.get("flow") || undefined,
+      parentRunId: query.get("parent") || undefined,
       since: timeOf(query, "since"),
       until: timeOf(query, "until"),
+      sleepLabel: label,
       cursor: query.get("cursor"),
       limit: limitOf(query),
     });
@@ -410,11 +424,11 @@ export const handlers: Record<string, ApiHandler> = {
     const items = [];
     for (const r of page.items) {
       let sleepingOn: string | null = null;
-      if (r.status === "sleeping") {
+      if (label !== undefined) sleepingOn = label;
+      else if (r.status === "sleeping") {
         const last = [...(await host.store.getJournal(r.id))].reverse().find((e) => e.kind === "sleep");
         sleepingOn = last ? entryName(last) : null;
       }
-      if (label !== undefined && sleepingOn !== label) continue;
       items.push({ ...summary(r), parentRunId: r.parentRunId, sleepingOn, error: r.error });
     }
     return { body: { items, next: page.next } };
@@ -473,7 +487,11 @@ export const handlers: Record<string, ApiHandler> = {
     return { body: result };
   },
 
-  "GET /api/audit": async ({ host }, { query }) => ({
-    body: await host.store.pageAudit({ cursor: query.get("cursor"), limit: limitOf(query) }),
-  }),
+  "GET /api/audit": async ({ host }, { query }) => {
+    const cursor = query.get("cursor") || null;
+    // Audit cursors are entry ids; anything else would reach the store as NaN.
+    if (cursor !== null && !/^\d{1,15}$/.test(cursor))
+      throw badRequest(`cursor must be the "next" of a previous page, got "${cursor}"`);
+    return { body: await host.store.pageAudit({ cursor, limit: limitOf(query) }) };
+  },
 };

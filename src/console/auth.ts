@@ -2,7 +2,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { OkeError } from "../errors.ts";
-import { isLoopback } from "./config.ts";
+import { isLoopbackName } from "./config.ts";
 
 export const SESSION_COOKIE = "oke_console";
 /** Mutating calls must carry this header: a cross-site form or fetch cannot set it without a CORS preflight we never grant. */
@@ -91,12 +91,22 @@ export class ConsoleAuth {
     if (this.failures.size > 10_000) this.failures.delete(this.failures.keys().next().value!);
   }
 
-  /** Who is calling, or a 401/429. */
+  /**
+   * An open Console answers loopback Host names only: a page on evil.example whose name its owner
+   * re-points at 127.0.0.1 (DNS rebinding) sends its own name as Host. A token-locked Console
+   * answers any Host (behind a proxy it has a real name); the token is what protects it.
+   */
+  checkHost(req: IncomingMessage): void {
+    if (!this.open) return;
+    const name = hostName(req.headers.host);
+    if (name === undefined || !isLoopbackName(name))
+      throw consoleErrors.hostNotAllowed(req.headers.host ?? "");
+  }
+
+  /** Who is calling, or a 401/403/429. */
   authenticate(req: IncomingMessage): Actor {
     if (this.open) {
-      const host = hostName(req);
-      // DNS rebinding: a page on evil.example resolving to 127.0.0.1 would send its own Host.
-      if (!isLoopback(host)) throw consoleErrors.hostNotAllowed(host);
+      this.checkHost(req);
       return { label: "dev (open)" };
     }
     const addr = req.socket.remoteAddress ?? "?";
@@ -138,29 +148,40 @@ export class ConsoleAuth {
   }
 }
 
-/** Cross-site protection for mutating calls: the custom header, and a same-origin Origin/Sec-Fetch-Site when a browser sends them. */
-export function checkSameSite(req: IncomingMessage): void {
+/**
+ * Cross-site protection for mutating calls: the custom header, and a same-origin Origin/Sec-Fetch-Site
+ * when a browser sends them. An open Console also wants the Origin's name to be loopback: a page
+ * served under a rebound name is same-origin with itself, so matching Host alone proves nothing.
+ */
+export function checkSameSite(req: IncomingMessage, open: boolean): void {
   if (req.headers[CSRF_HEADER] === undefined) throw consoleErrors.crossSite(`no ${CSRF_HEADER} header`);
   const site = req.headers["sec-fetch-site"];
   if (site !== undefined && site !== "same-origin" && site !== "none")
     throw consoleErrors.crossSite(`Sec-Fetch-Site: ${String(site)}`);
   const origin = req.headers.origin;
-  if (origin !== undefined && origin !== "null") {
-    let originHost: string;
-    try {
-      originHost = new URL(origin).host;
-    } catch {
-      throw consoleErrors.crossSite("malformed Origin");
-    }
-    if (originHost !== req.headers.host) throw consoleErrors.crossSite(`Origin ${origin}`);
-  } else if (origin === "null") throw consoleErrors.crossSite("Origin null");
+  if (origin === "null") throw consoleErrors.crossSite("Origin null");
+  if (origin === undefined) return;
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    throw consoleErrors.crossSite("malformed Origin");
+  }
+  if (url.host !== req.headers.host) throw consoleErrors.crossSite(`Origin ${origin}`);
+  if (open) {
+    const name = hostName(url.host);
+    if (name === undefined || !isLoopbackName(name)) throw consoleErrors.crossSite(`Origin ${origin}`);
+  }
 }
 
-function hostName(req: IncomingMessage): string {
-  const host = req.headers.host ?? "";
-  if (host.startsWith("[")) return host.slice(1, host.indexOf("]"));
-  const colon = host.lastIndexOf(":");
-  return colon === -1 ? host : host.slice(0, colon);
+/**
+ * The name in a Host header, without its port or IPv6 brackets; undefined when the header is
+ * missing or not `name[:port]` / `[v6][:port]`.
+ */
+export function hostName(host: string | undefined): string | undefined {
+  if (host === undefined) return undefined;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(host);
+  return m === null ? undefined : (m[1] ?? m[2]);
 }
 
 function cookie(req: IncomingMessage, name: string): string | undefined {

@@ -1,9 +1,10 @@
 /** Resolves the Console's port, bind address and operator tokens, and decides whether it may run open. */
-import { OkeError } from "../errors.ts";
 import type { ResolvedConfig } from "../app/config.ts";
 import type { Env } from "../app/types.ts";
 
 export const DEFAULT_CONSOLE_PORT = 6533;
+/** Shortest operator token accepted. */
+export const MIN_TOKEN_LENGTH = 16;
 
 export interface ConsoleConfig {
   port: number;
@@ -19,12 +20,50 @@ export type ConsoleDecision =
   | { run: false; reason: "off" }
   | { run: false; reason: "refused"; message: string };
 
-export const isLoopback = (host: string): boolean =>
-  host === "127.0.0.1" || host === "::1" || host === "localhost" || host.startsWith("127.");
+/**
+ * 127.0.0.0/8 written as an IPv4 literal: exactly four dotted decimal octets, none above 255 and
+ * none with a leading zero (`0177.0.0.1` is octal to some parsers). A name that merely starts with
+ * `127.` — `127.attacker.example`, `127.0.0.1.nip.io` — is a DNS name its owner can point anywhere.
+ */
+export function isLoopbackIPv4(s: string): boolean {
+  const parts = s.split(".");
+  return (
+    parts.length === 4 &&
+    parts.every((p) => /^(0|[1-9]\d{0,2})$/.test(p) && Number(p) <= 255) &&
+    parts[0] === "127"
+  );
+}
 
-const bad = (message: string): OkeError => new OkeError({ code: "OKE1094", message });
+/** An address to bind that is loopback: a 127.0.0.0/8 literal, `::1`, or `localhost` (resolved by the OS). */
+export const isLoopbackAddress = (host: string): boolean =>
+  host === "localhost" || host === "::1" || isLoopbackIPv4(host);
 
-/** Whether and how the Console runs in this env. Throws OKE1094 on a malformed setting. */
+/**
+ * A Host (or Origin) name, port and IPv6 brackets removed, that can only mean this machine: a
+ * 127.0.0.0/8 literal, `::1`, `localhost` or a name under it (RFC 6761: `*.localhost` resolves to
+ * loopback and no one can register it; browsers resolve it themselves). Every other name is one a
+ * page on another site could resolve to 127.0.0.1 (DNS rebinding).
+ */
+export function isLoopbackName(name: string): boolean {
+  const n = name.toLowerCase();
+  // The fully qualified form (trailing dot) of a localhost name is the same name.
+  const bare = n.endsWith(".localhost.") || n === "localhost." ? n.slice(0, -1) : n;
+  return (
+    bare === "localhost" ||
+    (bare.endsWith(".localhost") && bare.length > ".localhost".length && !bare.startsWith(".")) ||
+    n === "::1" ||
+    isLoopbackIPv4(n)
+  );
+}
+
+const NOT_STARTED = "okengine console: not started —";
+const RUNS_ON = "The app runs on without a Console.";
+
+/**
+ * Whether and how the Console runs in this env. Never throws: a Console setting that is wrong
+ * leaves the Console off with a `refused` message naming the problem and its fix — an operator
+ * tool misconfigured (a token's variable unset in one deployment) must not stop the app.
+ */
 export function decideConsole(
   config: Pick<ResolvedConfig, "console">,
   env: Env,
@@ -35,42 +74,66 @@ export function decideConsole(
   if (c.port === false || portVar === "off" || portVar === "false") return { run: false, reason: "off" };
   let port: number;
   let portExplicit = true;
-  if (c.port !== undefined) port = c.port;
-  else if (portVar !== undefined && portVar !== "") port = Number(portVar);
-  else {
+  let portFrom: string;
+  if (c.port !== undefined) {
+    port = c.port;
+    portFrom = `console.port is ${JSON.stringify(c.port) ?? String(c.port)}`;
+  } else if (portVar !== undefined && portVar !== "") {
+    port = Number(portVar);
+    portFrom = `OKE_CONSOLE_PORT is ${JSON.stringify(portVar)}`;
+  } else {
     // Tests start many apps at once: the Console stays off there unless asked for.
     if (env === "test") return { run: false, reason: "off" };
     port = DEFAULT_CONSOLE_PORT;
     portExplicit = false;
+    portFrom = "";
   }
   if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw bad(`oke boot: console.port must be a port number or false, got ${String(c.port ?? portVar)}`);
+    return refused(
+      `${portFrom}, not a port number (0–65535). Set it to a port, or to false (OKE_CONSOLE_PORT=off) to turn the Console off.`,
+    );
   const host = c.host ?? vars.OKE_CONSOLE_HOST ?? "127.0.0.1";
+
+  // A token that is empty or short is a secret that was meant and is missing (its variable unset in
+  // this deployment): the Console stays off rather than running open or half-locked.
   const tokens = new Map<string, string>();
-  for (const [label, secret] of Object.entries(c.tokens ?? {})) {
-    if (typeof secret !== "string" || secret.length < 16)
-      throw bad(`oke boot: console token "${label}" must be a string of at least 16 characters`);
-    tokens.set(label, secret);
+  const problems: string[] = [];
+  for (const [label, secret] of Object.entries(c.tokens ?? {}) as Array<[string, unknown]>) {
+    if (secret === undefined || secret === null || secret === "")
+      problems.push(`console token "${label}" is empty (is the variable it is read from set?)`);
+    else if (typeof secret !== "string")
+      problems.push(`console token "${label}" is a ${typeof secret}, not a string`);
+    else if (secret.length < MIN_TOKEN_LENGTH)
+      problems.push(`console token "${label}" is ${characters(secret.length)}, under ${MIN_TOKEN_LENGTH}`);
+    else tokens.set(label, secret);
   }
   const envToken = vars.OKE_CONSOLE_TOKEN;
   if (envToken !== undefined && envToken !== "") {
-    if (envToken.length < 16) throw bad("oke boot: OKE_CONSOLE_TOKEN must be at least 16 characters");
-    tokens.set(vars.OKE_CONSOLE_TOKEN_LABEL || "operator", envToken);
+    if (envToken.length < MIN_TOKEN_LENGTH)
+      problems.push(`OKE_CONSOLE_TOKEN is ${characters(envToken.length)}, under ${MIN_TOKEN_LENGTH}`);
+    else tokens.set(vars.OKE_CONSOLE_TOKEN_LABEL || "operator", envToken);
   }
+  if (problems.length > 0)
+    return refused(
+      `${problems.join("; ")}. Set each token to a secret of ${MIN_TOKEN_LENGTH}+ characters (e.g. \`openssl rand -hex 16\`) and restart, or remove it; console.port: false turns the Console off.`,
+    );
   if (tokens.size === 0) {
     if (env === "prod")
-      return {
-        run: false,
-        reason: "refused",
-        message:
-          "okengine console: not started — production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (16+ characters) to start it, or console.port: false to turn it off. The app runs on without a Console.",
-      };
-    if (!isLoopback(host))
-      return {
-        run: false,
-        reason: "refused",
-        message: `okengine console: not started — it would listen on ${host} without a token. Set OKE_CONSOLE_TOKEN, or bind it to 127.0.0.1.`,
-      };
+      return refused(
+        `production needs an operator secret, and neither OKE_CONSOLE_TOKEN nor console.tokens is set. Set OKE_CONSOLE_TOKEN (${MIN_TOKEN_LENGTH}+ characters) to start it, or console.port: false to turn it off.`,
+      );
+    if (!isLoopbackAddress(host))
+      return refused(
+        `it would listen on ${host} without a token. Set OKE_CONSOLE_TOKEN, or bind it to 127.0.0.1.`,
+      );
   }
   return { run: true, config: { port, portExplicit, host, tokens }, open: tokens.size === 0 };
 }
+
+const characters = (n: number): string => `${n} character${n === 1 ? "" : "s"}`;
+
+const refused = (why: string): ConsoleDecision => ({
+  run: false,
+  reason: "refused",
+  message: `${NOT_STARTED} ${why} ${RUNS_ON}`,
+});

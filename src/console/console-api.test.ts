@@ -1,4 +1,5 @@
 // The Console API over HTTP: signals, messages, dead letters, replay at a rate, runs, auth.
+import { hostname } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
@@ -35,6 +36,39 @@ const parent = flow("trip.parent", {
   },
 });
 
+// A second once signal whose consumer always fails; a broadcast and a live signal a run emits to.
+const other = signal.once<{ n: number }>("jobs.other", { retries: 0 });
+const otherWorker = on(
+  other,
+  flow("jobs.otherWork", {
+    do: ({ n }: { n: number }) => {
+      throw new Error(`other ${n} broke`);
+    },
+  }),
+);
+const news = signal.broadcast<{ n: number }>("news.posted");
+const newsReader = on(news, flow("news.read", { do: () => undefined }));
+const ticker = signal.live<{ n: number }>("ticker.moved");
+// Many calls and emits in one run: more than a page of children and of message look-ups.
+const many = flow("trip.many", {
+  durable: true,
+  do: async ({ calls }: { calls: number }, fx) => {
+    for (let i = 0; i < calls; i++) {
+      await fx.call(child, { x: i });
+      await fx.emit(jobs, { n: 5_000 + i });
+    }
+    await fx.emit(news, { n: 1 });
+    await fx.emit(ticker, { n: 1 });
+    return calls;
+  },
+});
+const napper = flow("trip.napper", {
+  durable: true,
+  do: async (_: { x: number }, fx) => {
+    await fx.clock.sleep("nap", "1h");
+  },
+});
+
 let nightlyFires = 0;
 const nightly = on(
   clock("reports.nightly", { cron: "0 3 * * *", overridable: true }),
@@ -66,7 +100,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     cleanups.push(made.cleanup);
     const time = createTimeTravel(1_700_000_000_000);
     const app = createApp({
-      modules: [{ worker, parent, child, nightly, fixed }],
+      modules: [{ worker, parent, child, nightly, fixed, otherWorker, newsReader, ticker, many, napper }],
       env: "test",
       clock: time,
       store: made.store,
@@ -119,7 +153,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(rest.body.next).toBeNull();
     const first = dead.body.items[0];
     const msg = await api(`/api/messages/${first.id}`);
-    expect(msg.body).toMatchObject({ id: first.id, status: "dead", attempts: 2 });
+    expect(msg.body).toMatchObject({ id: first.id, status: "dead", attempts: 2, replays: 0 });
     expect(msg.body.failures).toEqual([
       expect.objectContaining({ code: "E_JOB", attempt: 1 }),
       expect.objectContaining({ code: "E_JOB", attempt: 2 }),
@@ -144,6 +178,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     const after = await api(`/api/messages/${first.id}`);
     expect(after.body.status).toBe("delivered");
     expect(after.body.failures).toHaveLength(2); // history kept
+    expect(after.body.replays).toBe(1);
     // Replaying it again does nothing: it is not dead any more.
     expect(
       (
@@ -190,6 +225,169 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     await app.idle();
     expect((await api("/api/signals/jobs.run")).body).toMatchObject({ dead: 0, delivered: 5 });
   });
+
+  it("replays at a fractional rate: 2.5 a second is 2 then 3; 0.5 a second is one every 2 s; refuses a rate that is not above 0", async () => {
+    const { app, api, time } = await start();
+    const post = (body: unknown) =>
+      api("/api/signals/jobs.run/replay", { method: "POST", body: JSON.stringify(body) });
+    const jobOf = async (id: number) =>
+      (await api("/api/replays")).body.jobs.find((j: { id: number }) => j.id === id);
+    for (let n = 300; n < 305; n++) await app.emit(jobs, { n, fail: true });
+    await app.idle();
+    for (let n = 300; n < 305; n++) delivered.push(-n);
+    const t0 = time.now();
+    const fast = await post({ all: true, rate: 2.5 });
+    expect(fast.status).toBe(202);
+    expect(fast.body.job).toMatchObject({ total: 5, rate: 2.5 });
+    const fastId: number = fast.body.job.id;
+    await until(async () => {
+      const j = await jobOf(fastId);
+      return j.replayed === 2 && j.nextAt === t0 + 1_000;
+    }, "first batch of 2");
+    time.advance(1_000);
+    await until(async () => (await jobOf(fastId)).state === "done", "the rest in the second second");
+    expect(await jobOf(fastId)).toMatchObject({ replayed: 5, skipped: 0, nextAt: null });
+
+    for (let n = 310; n < 312; n++) await app.emit(jobs, { n, fail: true });
+    await app.idle();
+    for (let n = 310; n < 312; n++) delivered.push(-n);
+    const t1 = time.now();
+    const slow = await post({ all: true, rate: 0.5 });
+    expect(slow.status).toBe(202);
+    const slowId: number = slow.body.job.id;
+    await until(async () => {
+      const j = await jobOf(slowId);
+      return j.replayed === 1 && j.nextAt === t1 + 2_000;
+    }, "the first one, the next due 2 s later");
+    time.advance(1_000); // nothing is due yet: no timer fires
+    expect(await jobOf(slowId)).toMatchObject({ replayed: 1, state: "running", nextAt: t1 + 2_000 });
+    time.advance(1_000);
+    await until(async () => (await jobOf(slowId)).state === "done", "the second one at 2 s");
+    expect((await jobOf(slowId)).replayed).toBe(2);
+
+    for (const rate of [0, -1, "2", 20_000]) {
+      const bad = await post({ all: true, rate });
+      expect([rate, bad.status, bad.body.error?.code]).toEqual([rate, 400, "OKE1605"]);
+    }
+  });
+
+  it("filters runs by sleep label in the query: matches from the first page, next cursors among them", async () => {
+    const { app, api, time } = await start();
+    await app.invoke(parent, { x: 1 });
+    time.advance(10);
+    await app.invoke(parent, { x: 2 });
+    for (let i = 0; i < 4; i++) {
+      time.advance(10);
+      await app.invoke(napper, { x: i });
+    }
+    // Newer runs that are not asleep: on the old code they filled page 1, and the matches sat further on.
+    for (let i = 0; i < 3; i++) {
+      time.advance(10);
+      await app.invoke(child, { x: i });
+    }
+    await app.idle();
+    // The second slept 10 ms later, so it wakes 10 ms later: newest first.
+    const payers = (await app.operator.sleepers())
+      .filter((r) => r.flow === "trip.parent")
+      .sort((a, b) => b.wakeAt - a.wakeAt)
+      .map((r) => r.runId);
+    expect(payers).toHaveLength(2);
+    const first = await api("/api/runs?label=wait-for-payment&limit=1");
+    expect(first.body.items.map((r: { id: string }) => r.id)).toEqual([payers[0]]);
+    expect(first.body.items[0]).toMatchObject({ status: "sleeping", sleepingOn: "wait-for-payment" });
+    expect(first.body.next).toEqual(expect.any(String));
+    const second = await api(
+      `/api/runs?label=wait-for-payment&limit=1&cursor=${encodeURIComponent(first.body.next)}`,
+    );
+    expect(second.body.items.map((r: { id: string }) => r.id)).toEqual([payers[1]]);
+    expect(second.body.next).toBeNull();
+    const naps: string[] = [];
+    let cursor: string | null = null;
+    for (let guard = 0; guard < 10; guard++) {
+      const page: Body = await api(
+        `/api/runs?label=nap&limit=3${cursor === null ? "" : `&cursor=${encodeURIComponent(cursor)}`}`,
+      );
+      expect(page.body.items.length).toBeGreaterThan(0);
+      naps.push(...page.body.items.map((r: { id: string }) => r.id));
+      cursor = page.body.next;
+      if (cursor === null) break;
+    }
+    expect(naps).toHaveLength(4);
+    expect((await api("/api/runs?label=nap&status=completed")).body.items).toEqual([]);
+    // An empty filter field is no filter.
+    expect((await api("/api/runs?label=&status=&limit=500")).body.items.length).toBeGreaterThanOrEqual(9);
+  });
+
+  it("overview: recent failures are the newest dead letters of all signals, newest first", async () => {
+    const { app, api, time } = await start();
+    for (let n = 200; n < 212; n++) {
+      time.advance(1_000);
+      if (n % 2 === 0) await app.emit(jobs, { n, fail: true });
+      else await app.emit(other, { n });
+    }
+    await app.idle();
+    const ov = await api("/api/overview");
+    const dead = ov.body.recentFailures.deadLetters;
+    expect(dead.map((m: { payload: { n: number } }) => m.payload.n)).toEqual([
+      211, 210, 209, 208, 207, 206, 205, 204, 203, 202,
+    ]);
+    expect(dead[0]).toMatchObject({ signal: "jobs.other", status: "dead", replays: 0 });
+    expect(dead[1]).toMatchObject({ signal: "jobs.run", status: "dead" });
+  });
+
+  it("a run's timeline links every call to its own child and every emit to its message's status, past 200 of each; broadcast and live emits carry an event id, no message link", async () => {
+    const { app, api } = await start();
+    await app.invoke(many, { calls: 201 });
+    await app.idle();
+    const runId = (await api("/api/runs?flow=trip.many")).body.items[0].id;
+    const detail = await api(`/api/runs/${runId}`);
+    expect(detail.status).toBe(200);
+    const tl: Body[] = detail.body.timeline;
+    const calls = tl.filter((e) => e.kind === "call");
+    expect(calls).toHaveLength(201);
+    for (const c of calls) expect([c.seq, c.childRunId]).toEqual([c.seq, `${runId}.${c.seq}`]);
+    expect(detail.body.moreChildren).toBe(false);
+    expect(new Set(detail.body.children.map((c: { id: string }) => c.id))).toEqual(
+      new Set(calls.map((c) => c.childRunId)),
+    );
+    // The link leads to the child that call started: its input says which call it was.
+    for (const i of [0, 100, 199, 200]) {
+      const childRun = await api(`/api/runs/${calls[i].childRunId}`);
+      expect([i, childRun.body.run.input]).toEqual([i, { x: i }]);
+    }
+    const onceEmits = tl.filter((e) => e.kind === "emit" && e.name === "jobs.run");
+    expect(onceEmits).toHaveLength(201);
+    for (const e of onceEmits)
+      expect([e.seq, e.delivery, e.messageStatus, typeof e.messageId]).toEqual([
+        e.seq,
+        "once",
+        "delivered",
+        "string",
+      ]);
+    const broadcast = tl.find((e) => e.kind === "emit" && e.name === "news.posted");
+    expect(broadcast).toMatchObject({ delivery: "broadcast", eventId: expect.any(String) });
+    expect(broadcast).not.toHaveProperty("messageId");
+    expect(broadcast).not.toHaveProperty("messageStatus");
+    const live = tl.find((e) => e.kind === "emit" && e.name === "ticker.moved");
+    expect(live).toMatchObject({ delivery: "live", eventId: expect.any(String) });
+    expect(live).not.toHaveProperty("messageId");
+  });
+
+  it.runIf(driver.name === "memory")(
+    "past 1 000 children, the detail lists the newest 1 000, says there are more, and still links every call",
+    async () => {
+      const { app, api } = await start();
+      await app.invoke(many, { calls: 1_001 });
+      await app.idle();
+      const runId = (await api("/api/runs?flow=trip.many")).body.items[0].id;
+      const detail = await api(`/api/runs/${runId}`);
+      expect(detail.body.children).toHaveLength(1_000);
+      expect(detail.body.moreChildren).toBe(true);
+      const calls = detail.body.timeline.filter((e: Body) => e.kind === "call");
+      expect(calls).toHaveLength(1_001);
+      for (const c of calls) expect([c.seq, c.childRunId]).toEqual([c.seq, `${runId}.${c.seq}`]);
+    },
+  );
 
   it("lists runs by status and flow with paging; a run's timeline links emits, calls and children; wake early completes it", async () => {
     const { app, api } = await start();
@@ -275,9 +473,30 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       signals: expect.arrayContaining(["jobs.run", "clock:reports.nightly", "clock:reports.fixed"]),
       env: "test",
       version: expect.any(String),
+      host: hostname(),
+      pid: process.pid,
     });
     const ov = await api("/api/overview");
     expect(ov.body).toMatchObject({ env: "test", instances: 1 });
+    // The overview carries the newest audit entries; the audit log pages with a cursor like every list.
+    for (let i = 0; i < 5; i++)
+      await api("/api/signals/jobs.run/discard", {
+        method: "POST",
+        body: JSON.stringify({ all: true, dryRun: true }),
+      });
+    expect((await api("/api/overview")).body.audit).toHaveLength(5);
+    const audit: number[] = [];
+    let cursor: string | null = null;
+    for (let guard = 0; guard < 10; guard++) {
+      const page: Body = await api(`/api/audit?limit=2${cursor === null ? "" : `&cursor=${cursor}`}`);
+      audit.push(...page.body.items.map((a: { id: number }) => a.id));
+      cursor = page.body.next;
+      if (cursor === null) break;
+    }
+    expect(audit).toHaveLength(5);
+    expect([...audit].sort((a, b) => b - a)).toEqual(audit);
+    const badCursor = await api("/api/audit?cursor=abc");
+    expect([badCursor.status, badCursor.body.error?.code]).toEqual([400, "OKE1605"]);
     expect(ov.body.flows.map((f: { name: string }) => f.name)).toEqual(
       expect.arrayContaining(["jobs.work", "trip.parent"]),
     );

@@ -12,6 +12,8 @@ export interface ReplayJob {
   skipped: number;
   state: "running" | "done" | "stopped" | "failed";
   startedAt: number;
+  /** When the next batch is due (epoch ms); null while a batch is under way and once the job ended. */
+  nextAt: number | null;
   error?: string;
 }
 
@@ -32,7 +34,11 @@ export class ReplayJobs {
     return this.jobs.map((j) => ({ ...j }));
   }
 
-  /** Replays `ids` at `rate` per second: one batch now, the next a second later, and so on. */
+  /**
+   * Replays `ids` at `rate` per second: one batch now, the next a period later, and so on. A rate of
+   * one or more ticks every second and keeps the running total at rate × ticks (2.5/s: 2, 3, 2, 3 …);
+   * a rate under one replays one message every 1/rate seconds (0.5/s: one every 2 s).
+   */
   start(signal: string, ids: string[], rate: number, actor: string): ReplayJob {
     const job: ReplayJob = {
       id: this.nextId++,
@@ -44,14 +50,21 @@ export class ReplayJobs {
       skipped: 0,
       state: "running",
       startedAt: this.host.clock.now(),
+      nextAt: null,
     };
     this.jobs.push(job);
     while (this.jobs.length > KEEP_FINISHED && this.jobs[0]!.state !== "running") this.jobs.shift();
-    const batch = Math.max(1, Math.floor(rate));
+    const periodMs = rate >= 1 ? TICK_MS : Math.ceil(TICK_MS / rate);
+    const perPeriod = rate >= 1 ? rate : 1;
+    let ticks = 0;
     let offset = 0;
     const tick = (): void => {
       this.cancels.delete(job.id);
-      const chunk = ids.slice(offset, offset + batch);
+      job.nextAt = null;
+      ticks++;
+      // Total due by this tick (the epsilon: 100 × 1.13 is 112.99999999999999 in floating point).
+      const due = Math.min(ids.length, Math.floor(ticks * perPeriod + 1e-9));
+      const chunk = ids.slice(offset, due);
       offset += chunk.length;
       this.host.operator.replay(signal, chunk).then(
         (done) => {
@@ -59,7 +72,11 @@ export class ReplayJobs {
           job.skipped += chunk.length - done.length;
           if (job.state !== "running") return;
           if (offset >= ids.length) this.finish(job, "done");
-          else this.cancels.set(job.id, this.host.clock.at(this.host.clock.now() + TICK_MS, tick));
+          else {
+            // A period after this batch finished: a slow store makes the rate lower, never a burst.
+            job.nextAt = this.host.clock.now() + periodMs;
+            this.cancels.set(job.id, this.host.clock.at(job.nextAt, tick));
+          }
         },
         (e: unknown) => {
           job.error = e instanceof Error ? e.message : String(e);
@@ -73,6 +90,7 @@ export class ReplayJobs {
 
   private finish(job: ReplayJob, state: ReplayJob["state"]): void {
     job.state = state;
+    job.nextAt = null;
     this.cancels.get(job.id)?.();
     this.cancels.delete(job.id);
     this.onDone({ ...job });

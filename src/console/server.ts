@@ -133,14 +133,22 @@ export async function startConsoleServer(
   router.on("GET", "/api/whoami", noop, { kind: "whoami" } satisfies Route);
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // Before anything else, whatever the path: an open Console answers loopback Host names only.
+    auth.checkHost(req);
     const url = new URL(req.url ?? "/", "http://console.invalid");
     const method = req.method ?? "GET";
+    const read = method === "GET" || method === "HEAD";
     const page = PAGE_FILES[url.pathname];
-    if (page && (method === "GET" || method === "HEAD")) {
+    if (page && read) {
       // The page itself holds no data: it loads, then asks /api (which authenticates) for everything.
-      if (open) auth.authenticate(req); // open mode still refuses foreign Host names
       res.writeHead(200, { "content-type": page.type, "cache-control": "no-cache", ...PAGE_HEADERS });
       res.end(method === "HEAD" ? undefined : await pageFile(page.file));
+      return;
+    }
+    if (url.pathname === "/favicon.ico" && read) {
+      // Browsers ask for it on every page load; an answer with no icon keeps a 404 out of their console.
+      res.writeHead(204, { "cache-control": "max-age=86400", ...PAGE_HEADERS });
+      res.end();
       return;
     }
     const found = router.find(method as FindMyWay.HTTPMethod, url.pathname);
@@ -153,7 +161,7 @@ export async function startConsoleServer(
     }
     const route = found.store as Route;
     const mutating = method !== "GET" && method !== "HEAD";
-    if (mutating) checkSameSite(req);
+    if (mutating) checkSameSite(req, open);
     const body = mutating ? await readJson(req) : undefined;
     if (route.kind === "login") {
       const token = (body as { token?: unknown } | undefined)?.token;

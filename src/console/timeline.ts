@@ -17,9 +17,19 @@ export interface TimelineItem {
   label?: string;
   wakeAt?: number;
   duration?: string;
-  /** Emits: the message it committed, and that message's status now (undefined once pruned). */
+  /** Emits: the emitted signal's delivery, when this app declares the signal. */
+  delivery?: "once" | "broadcast" | "live";
+  /**
+   * Emits to a once signal (or one this app no longer declares): the message it committed, and that
+   * message's status now — absent once the message is gone (pruned after delivery, or discarded).
+   */
   messageId?: string;
   messageStatus?: string;
+  /**
+   * Emits to a broadcast or live signal: the event's id. There is no message of that id to link to:
+   * a broadcast's copies are `<eventId>/<flow>` on each subscriber's queue, a live entry is on its tape.
+   */
+  eventId?: string;
   /** Calls: the child run it started, when the callee is durable. */
   childRunId?: string;
 }
@@ -42,11 +52,17 @@ export interface RunDetail {
   sleepingOn: string | null;
   /** Parent first, up to the root (at most 20). */
   ancestors: RunSummary[];
+  /** Runs whose parent is this one, oldest first: all of them, or the newest MAX_CHILDREN. */
   children: RunSummary[];
+  /** There are more children than `children` holds (all: `GET /api/runs?parent=<id>`). */
+  moreChildren: boolean;
 }
 
 const PREVIEW_CHARS = 160;
-const MAX_LINKED_MESSAGES = 200;
+/** Children listed in a run's detail; calls past them are linked by looking their run up. */
+const MAX_CHILDREN = 1_000;
+/** Store reads a detail keeps in flight at once (message statuses, child runs). */
+const LOOKUPS_AT_ONCE = 8;
 
 export function preview(value: unknown): string | undefined {
   if (value === undefined) return undefined;
@@ -69,18 +85,45 @@ export const summary = (r: RunRecord): RunSummary => ({
   recoveries: r.recoveries,
 });
 
+/** Runs `fn` on every item, at most `n` at once. */
+async function eachLimit<T>(items: readonly T[], n: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
+}
+
+/** The newest MAX_CHILDREN children of a run (store order: newest first), and whether there are more. */
+async function childrenOf(host: ConsoleHost, runId: string): Promise<{ runs: RunRecord[]; more: boolean }> {
+  const runs: RunRecord[] = [];
+  let cursor: string | null = null;
+  while (runs.length < MAX_CHILDREN) {
+    const page = await host.store.pageRuns({
+      parentRunId: runId,
+      cursor,
+      limit: Math.min(500, MAX_CHILDREN - runs.length),
+    });
+    runs.push(...page.items);
+    if (page.next === null) return { runs, more: false };
+    cursor = page.next;
+  }
+  return { runs, more: true };
+}
+
 export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDetail | undefined> {
   const found = await host.operator.run(runId);
   if (!found) return undefined;
   const { run, journal } = found;
-  const childPage = await host.store.pageRuns({ parentRunId: run.id, limit: 200 });
-  const children = [...childPage.items].reverse(); // oldest first: the order calls were made
-  const byFlow = new Map<string, RunRecord[]>();
-  for (const c of children) byFlow.set(c.flow, [...(byFlow.get(c.flow) ?? []), c]);
+  const { runs: newestFirst, more: moreChildren } = await childrenOf(host, run.id);
+  const children = [...newestFirst].reverse(); // oldest first: the order calls were made
+  const childIds = new Set(children.map((c) => c.id));
+  const delivery = new Map(host.manifest.signals.map((s) => [s.name, s.delivery]));
   const entries = [...journal].sort((a, b) => a.seq - b.seq);
   let prev = run.createdAt;
-  let linked = 0;
   const timeline: TimelineItem[] = [];
+  const statusOf: Array<{ item: TimelineItem; id: string }> = [];
+  const childOf: Array<{ item: TimelineItem; id: string }> = [];
   for (const e of entries) {
     const item: TimelineItem = {
       seq: e.seq,
@@ -96,21 +139,36 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
       item.wakeAt = e.wakeAt;
       item.duration = e.duration;
     } else if (e.kind === "emit") {
+      const d = delivery.get(e.name);
+      if (d !== undefined) item.delivery = d;
       const id = (e.value as { messageId?: unknown } | undefined)?.messageId;
       if (typeof id === "string") {
-        item.messageId = id;
-        if (linked++ < MAX_LINKED_MESSAGES) item.messageStatus = (await host.store.getMessage(id))?.status;
+        if (d === "broadcast" || d === "live") item.eventId = id;
+        else {
+          item.messageId = id;
+          statusOf.push({ item, id });
+        }
       }
     } else {
       const p = preview(e.value);
       if (p !== undefined) item.preview = p;
       if (e.kind === "call") {
-        const child = byFlow.get(e.name)?.shift();
-        if (child) item.childRunId = child.id;
+        // A durable parent names a durable callee's run `<its run id>.<the call's journal seq>`
+        // (fx.call): no run of that id means the callee is not durable (or its run was pruned).
+        const id = `${run.id}.${e.seq}`;
+        if (childIds.has(id)) item.childRunId = id;
+        else if (moreChildren) childOf.push({ item, id });
       }
     }
     timeline.push(item);
   }
+  await eachLimit(statusOf, LOOKUPS_AT_ONCE, async ({ item, id }) => {
+    const status = (await host.store.getMessage(id))?.status;
+    if (status !== undefined) item.messageStatus = status;
+  });
+  await eachLimit(childOf, LOOKUPS_AT_ONCE, async ({ item, id }) => {
+    if ((await host.store.getRun(id))?.parentRunId === run.id) item.childRunId = id;
+  });
   const ancestors: RunSummary[] = [];
   const seen = new Set([run.id]);
   for (let id = run.parentRunId; id !== null && ancestors.length < 20 && !seen.has(id);) {
@@ -127,5 +185,6 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     sleepingOn: run.status === "sleeping" && lastSleep ? entryName(lastSleep) : null,
     ancestors,
     children: children.map(summary),
+    moreChildren,
   };
 }

@@ -13,6 +13,8 @@ export interface MessagePageRequest {
   /** Cursor from the previous page's `next`. */
   cursor?: string | null;
   limit: number;
+  /** Dead letters only: newest first (creation, then emit order, descending), the reverse of the default. */
+  newestFirst?: boolean;
 }
 
 export interface RunPageRequest {
@@ -24,6 +26,8 @@ export interface RunPageRequest {
   since?: number;
   /** createdAt < until (epoch ms). */
   until?: number;
+  /** Sleeping runs whose current sleep (the last sleep entry of the journal) has this label. */
+  sleepLabel?: string;
   cursor?: string | null;
   limit: number;
 }
@@ -78,7 +82,7 @@ export interface AuditRecord extends AuditEntry {
 }
 
 export interface ConsoleStore {
-  /** Messages of one signal in one status, oldest first (delivered: newest first), keyset-paged. */
+  /** Messages of one signal in one status, oldest first (delivered, and dead with `newestFirst`: newest first), keyset-paged. */
   pageMessages(req: MessagePageRequest): Promise<Page<StoredMessage>>;
   /** Runs matching the filter, newest first (createdAt, then id, descending), keyset-paged. */
   pageRuns(req: RunPageRequest): Promise<Page<RunRecord>>;

@@ -1,39 +1,56 @@
 /* The okengine Console page: plain ES module, no build step, nothing fetched from elsewhere. */
-/* global document, window, fetch, location, setTimeout, clearTimeout, URLSearchParams */
+/* global document, window, fetch, location, setTimeout, clearTimeout, URLSearchParams, Node */
 
 const main = document.getElementById("main");
 const statusLine = document.getElementById("status");
+const whoLine = document.getElementById("who");
+const signOutButton = document.getElementById("signout");
 const POLL_MS = 2000;
-let timer;
+// Handlers are element properties (never attributes), so a refresh can hand the fresh ones to the nodes it keeps.
+const HANDLERS = ["onclick", "onsubmit", "onchange"];
 
-/** Builds an element: h("a", { href: "#/" }, "text", child…). */
+/** Builds an element: h("a", { href: "#/" }, "text", child…). Children nest in arrays to any depth. */
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    // The page's CSP (style-src 'self') refuses style attributes: style with classes.
+    if (k === "style") throw new Error("h(): use a class, not a style attribute");
+    if (HANDLERS.includes(k)) el[k] = v;
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat())
-    if (c !== undefined && c !== null) el.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat(Infinity))
+    if (c !== undefined && c !== null && c !== false) el.append(c instanceof Node ? c : String(c));
   return el;
 }
-const Node = window.Node;
 
+/** Calls the API; a refusal throws an Error carrying the API's code, message and fix. */
 async function api(path, options = {}) {
-  const res = await fetch(path, {
-    ...options,
-    credentials: "same-origin",
-    headers: options.body
-      ? { "content-type": "application/json", "x-oke-console": "1" }
-      : { "x-oke-console": "1" },
-  });
-  const body = await res.json();
-  const message = body.error ? `${body.error.code}: ${body.error.message}` : res.statusText;
-  if (!res.ok) throw Object.assign(new Error(message), { body, signIn: res.status === 401 });
+  let res;
+  try {
+    res = await fetch(path, {
+      ...options,
+      credentials: "same-origin",
+      headers: options.body
+        ? { "content-type": "application/json", "x-oke-console": "1" }
+        : { "x-oke-console": "1" },
+    });
+  } catch (e) {
+    throw new Error(`the Console did not answer (${e.message})`);
+  }
+  const body = await res.json().catch(() => undefined);
+  if (!res.ok) {
+    const err = body?.error;
+    throw Object.assign(
+      new Error(err ? `${err.code}: ${err.message}` : `HTTP ${res.status} ${res.statusText}`),
+      { status: res.status, code: err?.code, fix: err?.fix, signIn: res.status === 401 },
+    );
+  }
+  if (body === undefined) throw new Error(`HTTP ${res.status}: the answer is not JSON`);
   return body;
 }
 const post = (path, body) => api(path, { method: "POST", body: JSON.stringify(body ?? {}) });
+const describe = (e) => (e.fix ? `${e.message} (${e.fix})` : e.message);
 
 const time = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "—");
 const age = (ms) =>
@@ -44,46 +61,116 @@ const age = (ms) =>
       : ms < 60000
         ? `${Math.round(ms / 1000)} s`
         : `${Math.round(ms / 60000)} min`;
-const link = (href, text, label) => h("a", { href, "aria-label": label }, text);
-const runLink = (id) => link(`#/run/${encodeURIComponent(id)}`, id, `run ${id}`);
 const enc = encodeURIComponent;
+const link = (href, text, label) => h("a", { href, "aria-label": label }, text);
+const runLink = (id) => link(`#/run/${enc(id)}`, id, `run ${id}`);
+const messageLink = (id) => link(`#/message/${enc(id)}`, id, `message ${id}`);
+const when = (ms) => h("td", { class: "time" }, time(ms));
+const row = (key, ...cells) => h("tr", { "data-key": key }, cells);
+const nextLink = (href) => h("p", {}, link(href, "Next page →", "next page"));
 
+/** A table inside its own scrolling box: a wide table never widens the page. */
 function table(headers, rows, caption) {
   return h(
-    "table",
-    {},
-    caption ? h("caption", { class: "muted" }, caption) : null,
+    "div",
+    { class: "scroll" },
     h(
-      "thead",
+      "table",
       {},
+      caption ? h("caption", { class: "muted" }, caption) : null,
       h(
-        "tr",
+        "thead",
         {},
-        headers.map((x) => h("th", { scope: "col" }, x)),
+        h(
+          "tr",
+          {},
+          headers.map((x) => h("th", { scope: "col" }, x)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.length
+          ? rows
+          : h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "Nothing here.")),
       ),
     ),
-    h(
-      "tbody",
-      {},
-      rows.length ? rows : h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, "Nothing here.")),
+  );
+}
+
+/** Deliveries per minute as bars; heights are classes (b0 none … b8 the busiest minute). */
+function bars(xs = []) {
+  const max = Math.max(1, ...xs);
+  return h(
+    "span",
+    { class: "bar", role: "img", "aria-label": `deliveries per minute: ${xs.join(", ")}` },
+    xs.map((n) => h("span", { class: `b${n > 0 ? Math.max(1, Math.round((8 * n) / max)) : 0}` })),
+  );
+}
+
+// The status line: what the last action did, or why it failed (until the next success or page).
+
+function say(text, error = false) {
+  statusLine.textContent = text;
+  statusLine.className = error ? "bad" : "";
+}
+
+/**
+ * An operator action: `run` answers what to say when done, or null when the operator cancelled.
+ * Failures go to the status line with the API's code and message; the view is re-read either way.
+ */
+let acting = 0;
+function action(what, run) {
+  return async (event) => {
+    const button = event?.currentTarget;
+    if (button) button.disabled = true;
+    acting++;
+    let done;
+    try {
+      done = await run();
+      if (done) say(done);
+    } catch (e) {
+      if (e.signIn) return showSignIn();
+      say(`${what} failed: ${describe(e)}`, true);
+      done = "failed";
+    } finally {
+      acting--;
+      if (button) button.disabled = false;
+    }
+    if (done) await render("action");
+  };
+}
+
+/** An audit entry's detail as "count 3 · all true · ids m_1, m_2": it wraps where a JSON blob would not. */
+const detailText = (detail = {}) =>
+  Object.entries(detail)
+    .filter(([, v]) => v !== undefined)
+    .map(
+      ([k, v]) => `${k} ${Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : v}`,
+    )
+    .join(" · ");
+
+function auditTable(items) {
+  return table(
+    ["When", "Who", "Action", "Target", "Detail"],
+    items.map((a) =>
+      row(
+        `audit ${a.id ?? a.at}`,
+        when(a.at),
+        h("td", {}, a.actor),
+        h("td", {}, a.action),
+        h("td", {}, a.target),
+        h("td", { class: "detail" }, detailText(a.detail)),
+      ),
     ),
   );
 }
-const bars = (xs) =>
-  h(
-    "span",
-    { class: "bar", role: "img", "aria-label": `deliveries per minute: ${xs.join(", ")}` },
-    xs.map((n) => h("span", { style: `height:${Math.min(18, 1 + n)}px` })),
-  );
 
-function confirmAction(text) {
-  return window.confirm(text);
-}
-
-// Views. Each returns a node; the router re-renders it every POLL_MS (live updates, no reload).
+// Views. Each returns a node; the router re-reads it every POLL_MS and patches what changed.
 
 async function overview() {
   const o = await api("/api/overview");
+  const audit = Array.isArray(o.audit) ? o.audit : (await api("/api/audit?limit=10")).items;
   return h(
     "div",
     {},
@@ -92,9 +179,8 @@ async function overview() {
     table(
       ["Signal", "Delivery", "Pending", "In flight", "Dead", "Delivered", "Oldest pending", "Last 10 min"],
       o.signals.flatMap((s) => [
-        h(
-          "tr",
-          {},
+        row(
+          `signal ${s.name}`,
           h(
             "td",
             {},
@@ -106,14 +192,13 @@ async function overview() {
           h("td", { class: `num${s.dead ? " bad" : ""}` }, s.dead ?? "—"),
           h("td", { class: "num" }, s.delivered ?? "—"),
           h("td", {}, age(s.oldestPendingAgeMs)),
-          h("td", {}, bars(s.throughput.delivered)),
+          h("td", {}, bars(s.throughput?.delivered)),
         ),
         // A broadcast signal's per-flow copy queues, under it and labelled — never as signals.
         ...(s.copies ?? []).map((c) =>
-          h(
-            "tr",
-            { class: "copies" },
-            h("td", {}, `↳ copies for ${c.flow}`),
+          row(
+            `copies ${s.name} ${c.flow}`,
+            h("td", { class: "copies" }, `↳ copies for ${c.flow}`),
             h("td", {}, "copies"),
             h("td", { class: "num" }, c.pending),
             h("td", { class: "num" }, c.inflight),
@@ -129,9 +214,8 @@ async function overview() {
     table(
       ["Flow", "Triggers", "Durable", "Runs"],
       o.flows.map((f) =>
-        h(
-          "tr",
-          {},
+        row(
+          `flow ${f.name}`,
           h("td", {}, f.durable ? link(`#/runs?flow=${enc(f.name)}`, f.name, `runs of ${f.name}`) : f.name),
           h("td", {}, f.triggers.join(", ")),
           h("td", {}, f.durable ? "yes" : "no"),
@@ -150,31 +234,26 @@ async function overview() {
       ["When", "What", "Failure"],
       [
         ...o.recentFailures.deadLetters.map((m) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, time(m.updatedAt)),
-            h(
-              "td",
-              {},
-              "dead letter ",
-              link(`#/message/${enc(m.id)}`, m.id, `message ${m.id}`),
-              ` on ${m.signal}`,
-            ),
+          row(
+            `dead ${m.id}`,
+            when(m.updatedAt),
+            h("td", {}, "dead letter ", messageLink(m.id), ` on ${m.signal}`),
             h("td", { class: "bad" }, m.failures.at(-1)?.message ?? ""),
           ),
         ),
         ...o.recentFailures.runs.map((r) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, time(r.updatedAt)),
+          row(
+            `run ${r.id}`,
+            when(r.updatedAt),
             h("td", {}, "run ", runLink(r.id), ` of ${r.flow}`),
             h("td", { class: "bad" }, r.error?.message ?? ""),
           ),
         ),
       ],
     ),
+    h("h2", {}, "Audit log"),
+    auditTable(audit.slice(0, 10)),
+    h("p", {}, link("#/audit", "The whole audit log →", "the whole audit log")),
     h("p", { class: "muted" }, `${o.instances} instance(s) alive · env ${o.env}`),
   );
 }
@@ -185,73 +264,72 @@ async function signalView(name, params) {
   const [s, page] = await Promise.all([
     api(`/api/signals/${enc(name)}`),
     api(
-      `/api/signals/${enc(name)}/messages?status=${status}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
+      `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
     ),
   ]);
-  const selected = () => [...main.querySelectorAll("input[name=pick]:checked")].map((i) => i.value);
-  const act = async (verb, all) => {
-    const ids = selected();
-    if (!all && ids.length === 0) return say("Select messages first.");
-    const target = all ? { all: true } : { ids };
-    const dry = await post(`/api/signals/${enc(name)}/${verb}`, { ...target, dryRun: true });
-    if (!confirmAction(`${verb === "replay" ? "Replay" : "Discard"} ${dry.count} dead letter(s) of ${name}?`))
-      return;
-    const done = await post(`/api/signals/${enc(name)}/${verb}`, target);
-    say(
-      `${verb === "replay" ? "Replayed" : "Discarded"} ${(done.replayed ?? done.discarded).length} message(s).`,
-    );
-    await render();
-  };
+  const picks = () => [...main.querySelectorAll("input[name=pick]:checked")];
+  const act = (verb, all) =>
+    action(`${verb === "replay" ? "Replay" : "Discard"}${all ? " all" : ""}`, async () => {
+      const ids = picks().map((i) => i.value);
+      if (!all && ids.length === 0) return "Select messages first.";
+      const target = all ? { all: true } : { ids };
+      const url = `/api/signals/${enc(name)}/${verb}`;
+      const dry = await post(url, { ...target, dryRun: true });
+      if (dry.count === 0) return `No dead letters to ${verb} on ${name}.`;
+      const question =
+        verb === "replay"
+          ? `Replay ${all ? "all " : ""}${dry.count} dead letter(s) of ${name}?`
+          : `Discard ${all ? "all " : ""}${dry.count} dead letter(s) of ${name}? They are deleted for good.`;
+      if (
+        !window.confirm(
+          dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question,
+        )
+      )
+        return null;
+      const done = await post(url, target);
+      for (const box of picks()) box.checked = false;
+      return `${verb === "replay" ? "Replayed" : "Discarded"} ${(done.replayed ?? done.discarded).length} message(s) of ${name}.`;
+    });
   return h(
     "div",
     {},
     h("h1", {}, `Signal ${name}`),
     h(
       "p",
-      {},
+      { id: "signal-counts" },
       `pending ${s.pending} · in flight ${s.inflight} · dead ${s.dead} · delivered ${s.delivered} · oldest pending ${age(s.oldestPendingAgeMs)} · `,
-      bars(s.throughput.delivered),
+      bars(s.throughput?.delivered),
     ),
     h(
       "nav",
-      { "aria-label": "Message status" },
+      { "aria-label": "Message status", class: "tabs" },
       ["dead", "pending", "inflight", "delivered"].map((st) =>
         h(
           "a",
-          {
-            href: `#/signal/${enc(name)}?status=${st}`,
-            "aria-current": st === status ? "page" : null,
-            style: "margin-right:1rem",
-          },
-          st === "dead" ? "Dead letters" : st,
+          { href: `#/signal/${enc(name)}?status=${st}`, "aria-current": st === status ? "page" : null },
+          st === "dead" ? "Dead letters" : st === "inflight" ? "in flight" : st,
         ),
       ),
     ),
     status === "dead"
       ? h(
           "p",
-          {},
+          { class: "actions" },
+          h("button", { class: "primary", type: "button", onclick: act("replay", false) }, "Replay selected"),
+          h("button", { type: "button", onclick: act("replay", true) }, "Replay all"),
           h(
             "button",
-            { class: "primary", type: "button", onclick: () => act("replay", false) },
-            "Replay selected",
-          ),
-          " ",
-          h("button", { type: "button", onclick: () => act("replay", true) }, "Replay all"),
-          " ",
-          h(
-            "button",
-            { class: "danger", type: "button", onclick: () => act("discard", false) },
+            { class: "danger", type: "button", onclick: act("discard", false) },
             "Discard selected",
           ),
+          h("button", { class: "danger", type: "button", onclick: act("discard", true) }, "Discard all"),
         )
       : null,
     table(
       [status === "dead" ? "Pick" : "", "Message", "Key", "Attempts", "Created", "Last failure"],
       page.items.map((m) =>
-        h(
-          "tr",
-          {},
+        row(
+          m.id,
           h(
             "td",
             {},
@@ -264,21 +342,15 @@ async function signalView(name, params) {
                 })
               : "",
           ),
-          h("td", {}, link(`#/message/${enc(m.id)}`, m.id, `message ${m.id}`)),
+          h("td", {}, messageLink(m.id)),
           h("td", {}, m.key ?? "—"),
           h("td", { class: "num" }, m.attempts),
-          h("td", {}, time(m.createdAt)),
+          when(m.createdAt),
           h("td", { class: m.failures.length ? "bad" : "" }, m.failures.at(-1)?.message ?? ""),
         ),
       ),
     ),
-    page.next
-      ? h(
-          "p",
-          {},
-          link(`#/signal/${enc(name)}?status=${status}&cursor=${enc(page.next)}`, "Next page →", "next page"),
-        )
-      : null,
+    page.next ? nextLink(`#/signal/${enc(name)}?status=${enc(status)}&cursor=${enc(page.next)}`) : null,
   );
 }
 
@@ -296,6 +368,7 @@ async function messageView(id) {
       ` · status `,
       h("strong", { id: "message-status" }, m.status),
       ` · attempts ${m.attempts}`,
+      m.replays !== undefined ? ` · replays ${m.replays}` : "",
       m.parentRunId ? [" · emitted by ", runLink(m.parentRunId)] : "",
     ),
     m.status === "dead"
@@ -307,12 +380,11 @@ async function messageView(id) {
             {
               class: "primary",
               type: "button",
-              onclick: async () => {
-                if (!confirmAction(`Replay message ${m.id}?`)) return;
+              onclick: action("Replay", async () => {
+                if (!window.confirm(`Replay message ${m.id}?`)) return null;
                 const r = await post(`/api/signals/${enc(m.signal)}/replay`, { ids: [m.id] });
-                say(`Replayed ${r.replayed.length} message(s).`);
-                await render();
-              },
+                return `Replayed ${r.replayed.length} message(s).`;
+              }),
             },
             "Replay this message",
           ),
@@ -321,12 +393,11 @@ async function messageView(id) {
     h("h2", {}, "Failure history"),
     table(
       ["Attempt", "When", "Code", "Message"],
-      m.failures.map((f) =>
-        h(
-          "tr",
-          {},
+      m.failures.map((f, i) =>
+        row(
+          `failure ${i}`,
           h("td", { class: "num" }, f.attempt),
-          h("td", {}, time(f.at)),
+          when(f.at),
           h("td", {}, h("code", {}, f.code)),
           h("td", {}, f.message),
         ),
@@ -341,7 +412,7 @@ async function runsView(params) {
   const q = new URLSearchParams(params);
   q.set("limit", "50");
   const page = await api(`/api/runs?${q}`);
-  const field = (name, label, el) => h("label", {}, label, el);
+  const field = (label, el) => h("label", {}, label, el);
   const form = h(
     "form",
     {
@@ -355,7 +426,6 @@ async function runsView(params) {
       },
     },
     field(
-      "status",
       "Status",
       h(
         "select",
@@ -365,9 +435,9 @@ async function runsView(params) {
         ),
       ),
     ),
-    field("flow", "Flow", h("input", { name: "flow", value: params.get("flow") ?? "" })),
-    field("label", "Sleep label", h("input", { name: "label", value: params.get("label") ?? "" })),
-    field("since", "Since (ISO)", h("input", { name: "since", value: params.get("since") ?? "" })),
+    field("Flow", h("input", { name: "flow", value: params.get("flow") ?? "" })),
+    field("Sleep label", h("input", { name: "label", value: params.get("label") ?? "" })),
+    field("Since (ISO)", h("input", { name: "since", value: params.get("since") ?? "" })),
     h("button", { type: "submit" }, "Filter"),
   );
   return h(
@@ -378,31 +448,34 @@ async function runsView(params) {
     table(
       ["Run", "Flow", "Status", "Sleeping on", "Recoveries", "Created", "Updated"],
       page.items.map((r) =>
-        h(
-          "tr",
-          {},
+        row(
+          r.id,
           h("td", {}, runLink(r.id)),
           h("td", {}, r.flow),
           h("td", { class: r.status === "failed" ? "bad" : "" }, r.status),
           h("td", {}, r.sleepingOn ?? ""),
           h("td", { class: r.recoveries > 0 ? "bad" : "" }, String(r.recoveries ?? 0)),
-          h("td", {}, time(r.createdAt)),
-          h("td", {}, time(r.updatedAt)),
+          when(r.createdAt),
+          when(r.updatedAt),
         ),
       ),
     ),
     page.next
-      ? h(
-          "p",
-          {},
-          link(
-            `#/runs?${new URLSearchParams({ ...Object.fromEntries(params), cursor: page.next })}`,
-            "Next page →",
-            "next page",
-          ),
-        )
+      ? nextLink(`#/runs?${new URLSearchParams({ ...Object.fromEntries(params), cursor: page.next })}`)
       : null,
   );
+}
+
+/**
+ * An emit. A once message is linked while the store holds it (its status beside it); a message the
+ * server looked up and found gone is named, unlinked. A broadcast or live emit has no message to
+ * open: its event id is shown as text.
+ */
+function emitted(e) {
+  const fanout = e.delivery === "broadcast" || e.delivery === "live";
+  if (e.eventId || fanout) return [" · event ", h("code", {}, e.eventId ?? e.messageId), ` (${e.delivery})`];
+  if (e.messageStatus) return [" · message ", messageLink(e.messageId), ` (${e.messageStatus})`];
+  return [" · message ", h("code", {}, e.messageId), " (gone: pruned after delivery, or discarded)"];
 }
 
 async function runView(id) {
@@ -411,20 +484,14 @@ async function runView(id) {
   const item = (e) =>
     h(
       "li",
-      {},
+      { "data-key": `entry ${e.seq}` },
       h("strong", {}, e.kind),
       ` ${e.label ?? e.name} `,
       h("span", { class: "muted" }, `at ${time(e.at)} (+${e.tookMs} ms)`),
       e.preview ? [" → ", h("code", {}, e.preview)] : null,
       e.error ? h("span", { class: "bad" }, ` ${e.error.code}: ${e.error.message}`) : null,
       e.wakeAt ? ` · wakes ${time(e.wakeAt)} (${e.duration})` : null,
-      e.messageId
-        ? [
-            " · message ",
-            link(`#/message/${enc(e.messageId)}`, e.messageId, `message ${e.messageId}`),
-            ` (${e.messageStatus ?? "pruned"})`,
-          ]
-        : null,
+      e.messageId || e.eventId ? emitted(e) : null,
       e.childRunId ? [" · child run ", runLink(e.childRunId)] : null,
     );
   return h(
@@ -450,12 +517,11 @@ async function runView(id) {
             {
               class: "primary",
               type: "button",
-              onclick: async () => {
-                if (!confirmAction(`Wake run ${r.id} now?`)) return;
+              onclick: action("Wake", async () => {
+                if (!window.confirm(`Wake run ${r.id} now?`)) return null;
                 const w = await post(`/api/runs/${enc(r.id)}/wake`);
-                say(`Woken (${w.outcome}).`);
-                await render();
-              },
+                return `Woken (${w.outcome}).`;
+              }),
             },
             "Wake now",
           ),
@@ -465,15 +531,21 @@ async function runView(id) {
     h("h2", {}, "Trace chain"),
     h(
       "p",
-      {},
+      { id: "trace-parent" },
       d.ancestors.length
         ? ["Parent: ", d.ancestors.map((a, i) => [i ? " ← " : "", runLink(a.id), ` (${a.flow})`])]
         : "No parent.",
-      " ",
+    ),
+    h(
+      "p",
+      { id: "trace-children" },
       d.children.length
         ? [
             "Children: ",
             d.children.map((c, i) => [i ? ", " : "", runLink(c.id), ` (${c.flow}, ${c.status})`]),
+            d.moreChildren
+              ? [" … ", link(`#/runs?parent=${enc(r.id)}`, "all children", `all children of run ${r.id}`)]
+              : null,
           ]
         : "No children.",
     ),
@@ -487,12 +559,12 @@ async function runView(id) {
 
 async function schedulesView() {
   const { schedules } = await api("/api/schedules");
-  const act = (name, action) => async () => {
-    if (!confirmAction(`${action} schedule ${name}?`)) return;
-    await post(`/api/schedules/${enc(name)}/${action}`);
-    say(`${action}: ${name}`);
-    await render();
-  };
+  const act = (name, verb) =>
+    action(`${verb[0].toUpperCase()}${verb.slice(1)} ${name}`, async () => {
+      if (!window.confirm(`${verb} schedule ${name}?`)) return null;
+      await post(`/api/schedules/${enc(name)}/${verb}`);
+      return `${verb}: ${name}`;
+    });
   return h(
     "div",
     {},
@@ -500,9 +572,8 @@ async function schedulesView() {
     table(
       ["Schedule", "Flow", "Spec", "Paused", "Actions"],
       schedules.map((s) =>
-        h(
-          "tr",
-          {},
+        row(
+          s.name,
           h("td", {}, s.name),
           h("td", {}, s.flow),
           h(
@@ -517,12 +588,15 @@ async function schedulesView() {
             "td",
             {},
             h(
-              "button",
-              { type: "button", onclick: act(s.name, s.paused ? "resume" : "pause") },
-              s.paused ? `Resume ${s.name}` : `Pause ${s.name}`,
+              "div",
+              { class: "actions" },
+              h(
+                "button",
+                { type: "button", onclick: act(s.name, s.paused ? "resume" : "pause") },
+                s.paused ? `Resume ${s.name}` : `Pause ${s.name}`,
+              ),
+              h("button", { type: "button", onclick: act(s.name, "trigger") }, `Trigger ${s.name} now`),
             ),
-            " ",
-            h("button", { type: "button", onclick: act(s.name, "trigger") }, `Trigger ${s.name} now`),
           ),
         ),
       ),
@@ -537,16 +611,17 @@ async function instancesView() {
     {},
     h("h1", {}, "Instances"),
     table(
-      ["Instance", "Version", "Env", "Started", "Last heartbeat", "Runs", "Console"],
+      ["Instance", "Host", "PID", "Version", "Env", "Started", "Last heartbeat", "Runs", "Console"],
       instances.map((i) =>
-        h(
-          "tr",
-          {},
+        row(
+          i.id,
           h("td", {}, i.id, i.id === self ? " (this one)" : ""),
+          h("td", { class: "host" }, i.host ?? "—"),
+          h("td", { class: "num pid" }, i.pid ?? "—"),
           h("td", {}, `${i.version} (okengine ${i.okengineVersion})`),
           h("td", {}, i.env),
-          h("td", {}, time(i.startedAt)),
-          h("td", {}, time(i.seenAt)),
+          when(i.startedAt),
+          when(i.seenAt),
           h("td", {}, `${i.flows.length} flows; consumes ${i.signals.join(", ") || "—"}`),
           h("td", {}, i.console ?? "—"),
         ),
@@ -555,25 +630,31 @@ async function instancesView() {
   );
 }
 
-async function auditView() {
-  const page = await api("/api/audit?limit=100");
+async function auditView(params) {
+  const cursor = params.get("cursor");
+  const page = await api(`/api/audit?limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`);
   return h(
     "div",
     {},
     h("h1", {}, "Audit log"),
-    table(
-      ["When", "Who", "Action", "Target", "Detail"],
-      page.items.map((a) =>
-        h(
-          "tr",
-          {},
-          h("td", {}, time(a.at)),
-          h("td", {}, a.actor),
-          h("td", {}, a.action),
-          h("td", {}, a.target),
-          h("td", {}, h("code", {}, JSON.stringify(a.detail))),
-        ),
-      ),
+    cursor ? h("p", {}, link("#/audit", "← Newest entries", "newest entries")) : null,
+    auditTable(page.items),
+    page.next ? nextLink(`#/audit?cursor=${enc(page.next)}`) : null,
+  );
+}
+
+function errorView(e) {
+  return h(
+    "div",
+    { class: "error-view" },
+    h("h1", {}, "Could not show this view"),
+    h("p", { class: "bad", id: "view-error" }, e.message),
+    e.fix ? h("p", {}, e.fix) : null,
+    h(
+      "p",
+      { class: "muted" },
+      "The page tries again every 2 seconds. ",
+      link("#/", "Back to the overview", "back to the overview"),
     ),
   );
 }
@@ -594,7 +675,8 @@ function signInView(error) {
         e.preventDefault();
         try {
           await post("/api/login", { token: input.value });
-          await render();
+          say("");
+          await render("navigate");
         } catch (err) {
           main.replaceChildren(signInView(err.message));
         }
@@ -606,10 +688,6 @@ function signInView(error) {
     h("p", {}, h("button", { class: "primary", type: "submit" }, "Sign in")),
     error ? h("p", { class: "bad", role: "alert" }, error) : null,
   );
-}
-
-function say(text) {
-  statusLine.textContent = text;
 }
 
 async function route() {
@@ -632,38 +710,146 @@ async function route() {
     case "instances":
       return instancesView();
     case "audit":
-      return auditView();
+      return auditView(params);
     default:
-      return h("p", {}, "No such view.");
+      throw new Error(`no view "${location.hash}"`);
   }
 }
 
-let rendering = false;
-async function render(focus = false) {
-  clearTimeout(timer);
-  if (rendering) return;
-  rendering = true;
-  try {
-    const view = await route();
-    // Keep the operator's place: don't re-render under an open form or checked boxes.
-    const busy = main.querySelector(
-      "input[name=pick]:checked, form.filters input:focus, form.filters select:focus",
+// Refreshing in place: the fresh view is patched into the one on screen, node by node, so focus,
+// ticked boxes and typed text stay where they are. Rows and links are matched by key, not position.
+
+function keyOf(n) {
+  if (n.nodeType !== 1) return `#${n.nodeType}`;
+  const key =
+    n.getAttribute("data-key") ??
+    (n.id ||
+      (n.tagName === "A"
+        ? n.getAttribute("href")
+        : n.tagName === "INPUT" || n.tagName === "SELECT"
+          ? `${n.getAttribute("name")} ${n.type === "checkbox" ? n.getAttribute("value") : ""}`
+          : ""));
+  return `${n.tagName} ${key}`;
+}
+
+function patch(old, fresh) {
+  if (old.nodeType !== 1) {
+    if (old.nodeValue !== fresh.nodeValue) old.nodeValue = fresh.nodeValue;
+    return;
+  }
+  for (const { name } of [...old.attributes]) if (!fresh.hasAttribute(name)) old.removeAttribute(name);
+  for (const { name, value } of fresh.attributes)
+    if (old.getAttribute(name) !== value) old.setAttribute(name, value);
+  for (const p of HANDLERS) old[p] = fresh[p];
+  patchChildren(old, [...fresh.childNodes]);
+}
+
+function patchChildren(parent, freshKids) {
+  const olds = [...parent.childNodes];
+  const pool = new Map();
+  for (const o of olds) {
+    const k = keyOf(o);
+    if (!pool.has(k)) pool.set(k, []);
+    pool.get(k).push(o);
+  }
+  const wanted = freshKids.map((f) => {
+    const o = pool.get(keyOf(f))?.shift();
+    if (!o) return f;
+    patch(o, f);
+    return o;
+  });
+  const keep = new Set(wanted);
+  for (const o of olds) if (!keep.has(o)) o.remove();
+  // Insert the new nodes around the kept ones; a kept node is moved only if the order changed.
+  wanted.forEach((n, i) => {
+    if (parent.childNodes[i] !== n) parent.insertBefore(n, parent.childNodes[i] ?? null);
+  });
+}
+
+/** Shows a view: a navigation replaces the page and moves focus to it; a refresh patches in place. */
+function show(view, navigate) {
+  view.setAttribute("data-key", `view ${location.hash}`);
+  const current = main.firstElementChild;
+  if (navigate || !current || current.getAttribute("data-key") !== view.getAttribute("data-key")) {
+    main.replaceChildren(view);
+    if (navigate) main.focus();
+    return;
+  }
+  const focused = main.contains(document.activeElement) ? document.activeElement : null;
+  const focusKey = focused && focused !== main ? keyOf(focused) + focused.textContent : null;
+  patchChildren(main, [view]);
+  // A focused node that had to be moved or replaced: focus its successor with the same key.
+  if (focusKey && !main.contains(document.activeElement)) {
+    const again = [...main.querySelectorAll("a, button, input, select")].find(
+      (el) => keyOf(el) + el.textContent === focusKey,
     );
-    if (!busy || focus) main.replaceChildren(view);
-    if (focus) main.focus();
-    const who = await api("/api/whoami").catch(() => undefined);
-    document.getElementById("who").textContent = who ? `${who.label} · ${who.env}` : "";
-    timer = setTimeout(() => void render(), POLL_MS);
-  } catch (e) {
-    if (e.signIn) main.replaceChildren(signInView());
-    else {
-      say(e.message);
-      timer = setTimeout(() => void render(), POLL_MS);
-    }
-  } finally {
-    rendering = false;
+    again?.focus();
   }
 }
 
-window.addEventListener("hashchange", () => void render(true));
-void render();
+let generation = 0;
+let timer;
+// Keep the operator's place: no refresh while messages are ticked, a filter is focused or an action runs.
+const holding = () =>
+  acting > 0 ||
+  main.querySelector("input[name=pick]:checked, form.filters input:focus, form.filters select:focus") !==
+    null;
+
+/**
+ * Reads the current view and shows it. `why`: "navigate" (the hash changed: always wins, even over a
+ * refresh in flight), "action" (after an operator action), "refresh" (the poll), "load".
+ * Only the newest call's answer is shown; an older one still in flight is dropped when it lands.
+ */
+async function render(why = "refresh") {
+  clearTimeout(timer);
+  if (why === "refresh" && holding()) {
+    timer = setTimeout(() => void render(), POLL_MS);
+    return;
+  }
+  const mine = ++generation;
+  let view;
+  try {
+    view = await route();
+  } catch (e) {
+    if (mine !== generation) return;
+    if (e.signIn) return showSignIn();
+    view = errorView(e);
+  }
+  if (mine !== generation) return;
+  if (why === "navigate") say(""); // a new page: what the last action said is done with
+  show(view, why === "navigate");
+  if (!whoLine.textContent) void whoAmI();
+  timer = setTimeout(() => void render(), POLL_MS);
+}
+
+let signIns = 0; // a sign-out in the meantime makes an answer about the old session stale
+async function whoAmI() {
+  const session = signIns;
+  const who = await api("/api/whoami").catch(() => undefined);
+  if (session !== signIns) return;
+  whoLine.textContent = who ? `${who.label} · ${who.env}` : "";
+  signOutButton.hidden = !who || who.open === true;
+}
+
+function showSignIn() {
+  generation++; // drops whatever is in flight
+  signIns++;
+  clearTimeout(timer);
+  whoLine.textContent = "";
+  signOutButton.hidden = true;
+  main.replaceChildren(signInView());
+}
+
+signOutButton.onclick = async () => {
+  try {
+    await post("/api/logout");
+  } catch (e) {
+    return say(`Sign-out failed: ${describe(e)}`, true);
+  }
+  showSignIn();
+  say("Signed out.");
+  document.getElementById("token")?.focus();
+};
+
+window.addEventListener("hashchange", () => void render("navigate"));
+void render("load");

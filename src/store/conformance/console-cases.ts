@@ -8,6 +8,7 @@ import {
   ids,
   msg,
   outcome,
+  sleepEntry,
   sleepingRun,
   startRun,
   T0,
@@ -82,6 +83,96 @@ export function consoleCases(factory: StoreFactory): void {
           store().pageMessages({ signal: "sig.a", status: "delivered", limit: 2, cursor }),
         ),
       ).toEqual([names[5], names[2], names[0]]);
+    });
+
+    it("pages dead letters newest first on request, the reverse of the default order", async () => {
+      const names = ids("m", 6);
+      for (const [i, id] of names.entries()) await store().enqueue([msg(id)], T0 + (i < 3 ? 0 : i));
+      await settleAll(store(), T0 + 100, [names[0]!, names[1]!, names[3]!, names[5]!]);
+      const first = await store().pageMessages({
+        signal: "sig.a",
+        status: "dead",
+        limit: 1,
+        newestFirst: true,
+      });
+      expect(idsOf(first.items)).toEqual([names[5]]);
+      // Same creation time: emit order breaks the tie, newest first.
+      expect(
+        await allPages((cursor) =>
+          store().pageMessages({ signal: "sig.a", status: "dead", limit: 1, cursor, newestFirst: true }),
+        ),
+      ).toEqual([names[5], names[3], names[1], names[0]]);
+      expect(
+        await allPages((cursor) =>
+          store().pageMessages({ signal: "sig.a", status: "dead", limit: 3, cursor, newestFirst: true }),
+        ),
+      ).toEqual([names[5], names[3], names[1], names[0]]);
+      expect(
+        (await store().pageMessages({ signal: "sig.b", status: "dead", limit: 3, newestFirst: true })).items,
+      ).toEqual([]);
+    });
+
+    it("finds sleeping runs by the label of their current sleep, newest first, across pages", async () => {
+      const sleepOn = (id: string, seq: number, label: string, now: number) =>
+        store().park({
+          runId: id,
+          owner: "inst-1",
+          now,
+          entry: { ...sleepEntry(id, seq, now + 1_000, now), label },
+        });
+      // Runs asleep on other labels or not asleep at all, between the matches and around them.
+      for (let i = 0; i < 6; i++) await startRun(store(), `busy${i}`, { now: T0 + i * 10 + 5 });
+      await startRun(store(), "pay1", { now: T0 + 10 });
+      await sleepOn("pay1", 0, "payment", T0 + 10);
+      await startRun(store(), "other", { now: T0 + 20 });
+      await sleepOn("other", 0, "shipping", T0 + 20);
+      await startRun(store(), "pay2", { now: T0 + 30, flow: "flow.b" });
+      await sleepOn("pay2", 0, "payment", T0 + 30);
+      // Slept on "payment" before; sleeps on "reminder" now.
+      await startRun(store(), "moved", { now: T0 + 40 });
+      await sleepOn("moved", 0, "payment", T0 + 40);
+      expect(
+        await store().claimDueRuns({
+          owner: "inst-1",
+          now: T0 + 1_040,
+          max: 1,
+          leaseMs: 1_000,
+          runIds: ["moved"],
+        }),
+      ).toHaveLength(1);
+      await sleepOn("moved", 1, "reminder", T0 + 1_040);
+      // Slept on "payment", woke, runs now.
+      await startRun(store(), "awake", { now: T0 + 50 });
+      await sleepOn("awake", 0, "payment", T0 + 50);
+      expect(
+        await store().claimDueRuns({
+          owner: "inst-1",
+          now: T0 + 1_050,
+          max: 1,
+          leaseMs: 1_000,
+          runIds: ["awake"],
+        }),
+      ).toHaveLength(1);
+      await startRun(store(), "pay3", { now: T0 + 60 });
+      await sleepOn("pay3", 0, "payment", T0 + 60);
+
+      const labelled = (f: Omit<Parameters<Store["pageRuns"]>[0], "limit" | "cursor">, limit: number) =>
+        allPages((cursor) => store().pageRuns({ ...f, limit, cursor }));
+      const first = await store().pageRuns({ sleepLabel: "payment", limit: 1 });
+      expect(idsOf(first.items)).toEqual(["pay3"]);
+      expect(first.next).not.toBeNull();
+      expect(await labelled({ sleepLabel: "payment" }, 1)).toEqual(["pay3", "pay2", "pay1"]);
+      expect(await labelled({ sleepLabel: "payment" }, 2)).toEqual(["pay3", "pay2", "pay1"]);
+      expect((await store().pageRuns({ sleepLabel: "payment", limit: 3 })).next).toBeNull();
+      expect(await labelled({ sleepLabel: "reminder" }, 2)).toEqual(["moved"]);
+      expect(await labelled({ sleepLabel: "payment", flow: "flow.a" }, 2)).toEqual(["pay3", "pay1"]);
+      expect(await labelled({ sleepLabel: "payment", status: "sleeping" }, 2)).toEqual([
+        "pay3",
+        "pay2",
+        "pay1",
+      ]);
+      expect(await labelled({ sleepLabel: "payment", status: "running" }, 2)).toEqual([]);
+      expect(await labelled({ sleepLabel: "nobody" }, 2)).toEqual([]);
     });
 
     it("pages runs newest first, filtered by status, flow, parent and time", async () => {

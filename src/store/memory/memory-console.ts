@@ -35,7 +35,7 @@ const before = (a: [number, number], b: [number, number]): boolean =>
   a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
 
 export function pageMessages(records: Iterable<MsgRec>, req: MessagePageRequest): Page<StoredMessage> {
-  const desc = req.status === "delivered";
+  const desc = req.status === "delivered" || (req.status === "dead" && req.newestFirst === true);
   const c = req.cursor ? decodeCursor(req.cursor) : undefined;
   const after: [number, number] | undefined = c ? [c[0], Number(c[1])] : undefined;
   const hits: Array<{ k: [number, number]; m: MsgRec }> = [];
@@ -54,6 +54,15 @@ export function pageMessages(records: Iterable<MsgRec>, req: MessagePageRequest)
   };
 }
 
+/** The label of a run's last sleep entry (its current sleep while it sleeps). */
+function currentSleep(r: RunRec): string | undefined {
+  for (let i = r.entries.length - 1; i >= 0; i--) {
+    const e = r.entries[i]!;
+    if (e.kind === "sleep") return e.label;
+  }
+  return undefined;
+}
+
 const runBefore = (a: RunRec, t: number, id: string): boolean =>
   a.createdAt < t || (a.createdAt === t && a.id < id);
 
@@ -66,6 +75,8 @@ export function pageRuns(records: Iterable<RunRec>, req: RunPageRequest): Page<R
     if (req.parentRunId !== undefined && r.parentRunId !== req.parentRunId) continue;
     if (req.since !== undefined && r.createdAt < req.since) continue;
     if (req.until !== undefined && r.createdAt >= req.until) continue;
+    if (req.sleepLabel !== undefined && (r.status !== "sleeping" || currentSleep(r) !== req.sleepLabel))
+      continue;
     if (c && !runBefore(r, c[0], c[1])) continue;
     hits.push(r);
   }

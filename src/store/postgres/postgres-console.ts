@@ -55,9 +55,17 @@ export async function pageMessages(ctx: PgContext, req: MessagePageRequest): Pro
       params = [req.signal, c ? Number(c[1]) : 0, limit + 1];
       break;
     case "dead":
-      sql = `SELECT * FROM ${t} WHERE signal = $1 AND status = 'dead' AND (created_at, seq) > ($2, $3)
+      // messages_dead (signal, created_at, seq), walked forwards or (newest first) backwards.
+      sql =
+        req.newestFirst === true
+          ? `SELECT * FROM ${t} WHERE signal = $1 AND status = 'dead' AND (created_at, seq) < ($2, $3)
+             ORDER BY created_at DESC, seq DESC LIMIT $4`
+          : `SELECT * FROM ${t} WHERE signal = $1 AND status = 'dead' AND (created_at, seq) > ($2, $3)
              ORDER BY created_at, seq LIMIT $4`;
-      params = [req.signal, c ? c[0] : -1, c ? Number(c[1]) : 0, limit + 1];
+      params =
+        req.newestFirst === true
+          ? [req.signal, c ? c[0] : Number.MAX_SAFE_INTEGER, c ? Number(c[1]) : 0, limit + 1]
+          : [req.signal, c ? c[0] : -1, c ? Number(c[1]) : 0, limit + 1];
       break;
     case "delivered":
       sql = `SELECT * FROM ${t} WHERE signal = $1 AND status = 'delivered' AND (updated_at, seq) < ($2, $3)
@@ -86,14 +94,24 @@ export async function pageRuns(ctx: PgContext, req: RunPageRequest): Promise<Pag
   if (req.parentRunId !== undefined) where.push(`parent_run_id = ${p(req.parentRunId)}`);
   if (req.since !== undefined) where.push(`created_at >= ${p(req.since)}`);
   if (req.until !== undefined) where.push(`created_at < ${p(req.until)}`);
+  // A sleeping run's current sleep is its last sleep entry: a backward walk of the journal's primary
+  // key per sleeping run, newest run first, until the page is full.
+  const status = req.sleepLabel !== undefined ? "sleeping" : req.status;
+  if (req.sleepLabel !== undefined) {
+    if (req.status !== undefined && req.status !== "sleeping") where.push("false");
+    where.push(
+      `(SELECT j.name FROM ${ctx.s}.journal_entries j WHERE j.run_id = runs.id AND j.kind = 'sleep'
+        ORDER BY j.seq DESC LIMIT 1) = ${p(req.sleepLabel)}`,
+    );
+  }
   if (c) where.push(`(created_at, id COLLATE "C") < (${p(c[0])}, ${p(c[1])})`);
   const order = `ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT $1`;
   const branch = (status: string | undefined): string =>
     `(SELECT * FROM ${ctx.s}.runs WHERE ${[...where, ...(status ? [`status = ${p(status)}`] : [])].join(" AND ") || "true"} ${order})`;
   // A parent's children come from runs_children; otherwise one seek of runs_page per status, merged.
   const sql =
-    req.status !== undefined || req.parentRunId !== undefined
-      ? branch(req.status)
+    status !== undefined || req.parentRunId !== undefined
+      ? branch(status)
       : `SELECT * FROM (${Object.keys(STATUSES)
           .map((s) => branch(s))
           .join(" UNION ALL ")}) u ${order}`;

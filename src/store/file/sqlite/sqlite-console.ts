@@ -24,7 +24,18 @@ export class SqliteConsole {
     const after = c ? ([c[0], Number(c[1])] as const) : undefined;
     let rows: MsgRow[];
     let keyOf: (m: MsgRow) => [number, number];
-    if (req.status === "dead") {
+    if (req.status === "dead" && req.newestFirst === true) {
+      keyOf = (m) => [m.created_at, m.seq];
+      rows = this.b.all<MsgRow>(
+        `SELECT * FROM messages WHERE signal = ? AND status = 'dead'
+           AND (created_at < ? OR (created_at = ? AND seq < ?)) ORDER BY created_at DESC, seq DESC LIMIT ?`,
+        req.signal,
+        after?.[0] ?? Number.MAX_VALUE,
+        after?.[0] ?? Number.MAX_VALUE,
+        after?.[1] ?? Number.MAX_VALUE,
+        limit + 1,
+      );
+    } else if (req.status === "dead") {
       keyOf = (m) => [m.created_at, m.seq];
       rows = this.b.all<MsgRow>(
         `SELECT * FROM messages WHERE signal = ? AND status = 'dead'
@@ -82,6 +93,12 @@ export class SqliteConsole {
     if (req.parentRunId !== undefined) add("parent_run_id IS ?", req.parentRunId);
     if (req.since !== undefined) add("created_at >= ?", req.since);
     if (req.until !== undefined) add("created_at < ?", req.until);
+    if (req.sleepLabel !== undefined)
+      add(
+        `status = 'sleeping' AND (SELECT j.name FROM journal_entries j WHERE j.run_id = runs.id AND j.kind = 'sleep'
+           ORDER BY j.seq DESC LIMIT 1) = ?`,
+        req.sleepLabel,
+      );
     const c = req.cursor ? decodeCursor(req.cursor) : undefined;
     if (c) add("(created_at < ? OR (created_at = ? AND id < ?))", c[0], c[0], c[1]);
     const rows = this.b.all<RunRow>(
