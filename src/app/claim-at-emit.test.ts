@@ -195,6 +195,9 @@ describe("claim at emit (postgres)", () => {
     await makeApp(storeB, [b.exports], { config, time });
     await appA.emit(a.jobs, { n: 1 });
     await until(() => a.seen.length === 1, "A runs it");
+    // A hangs as a whole: it claims nothing more, its handler still running. (A live pool frees a
+    // hung handler's slot at the lease and may claim the message again itself.)
+    await appA.stop({ timeoutMs: 0 });
     time.advance(10_000);
     await until(() => b.seen.length === 1, "B reclaims it");
     expect(b.seen).toEqual([{ n: 1, attempt: 2 }]);

@@ -374,3 +374,267 @@ describe("WorkerPool", () => {
     });
   });
 });
+
+describe("WorkerPool: a handler still running when its lease runs out", () => {
+  const released = <L extends { msg: string }>(lines: L[]) =>
+    lines.filter((l) => l.msg.startsWith("handler still running after its lease"));
+  const pending = new Promise<HandlerOutcome>(() => undefined);
+
+  it("frees its slot (logged): the message runs retries + 1 times and is dead-lettered, and the others all run", async () => {
+    const t = setup({
+      concurrency: 4,
+      retries: 3,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return m.id === "hung" ? pending : Promise.resolve({ kind: "ok" });
+      },
+    });
+    await t.emit("hung");
+    t.pool.start();
+    await until(() => t.ran.includes("hung#1"), "attempt 1 started");
+    for (let a = 2; a <= 4; a++) {
+      t.clock.advance(30_000); // attempt a - 1's lease runs out: the pool's lease timer claims it again
+      await until(() => t.ran.includes(`hung#${a}`), `attempt ${a} started`);
+    }
+    const others = Array.from({ length: 20 }, (_, i) => `n${i}`);
+    for (const id of others) await t.emit(id);
+    // Before, the four attempts held all four slots for good and none of these ever ran.
+    await until(() => t.ran.filter((r) => r.startsWith("n")).length === 20, "the 20 others ran");
+    // Attempts 1-3 still hang but hold nothing: the one slot taken is attempt 4's.
+    expect(t.pool.active).toBe(1);
+    expect(t.pool.leftIds()).toEqual(["hung"]);
+    t.clock.advance(30_000); // attempt 4's lease runs out: the next claim finds the budget spent
+    await until(async () => (await t.store.getMessage("hung"))?.status === "dead", "hung dead-lettered");
+    await t.pool.whenIdle();
+
+    expect(t.ran.filter((r) => r.startsWith("hung"))).toEqual(["hung#1", "hung#2", "hung#3", "hung#4"]);
+    expect(t.ran.filter((r) => r.startsWith("n")).sort()).toEqual(others.map((id) => `${id}#1`).sort());
+    const dead = await t.store.getMessage("hung");
+    expect(dead).toMatchObject({ status: "dead", attempts: 5 });
+    expect(dead!.failures).toEqual([
+      {
+        code: "LEASE_EXPIRED",
+        message:
+          'attempt 4 of "pool.test" did not finish within its lease: its handler crashed, hung or lost its process, and all 4 attempts are spent',
+        at: 1_120_000,
+        attempt: 4,
+      },
+    ]);
+    expect(await t.store.stats("pool.test", t.clock.now())).toMatchObject({
+      pending: 0,
+      inflight: 0,
+      delivered: 20,
+      dead: 1,
+    });
+    const lease =
+      "handler still running after its lease (30 s) ran out; its slot is freed and the message will be claimed again";
+    expect(released(t.lines)).toEqual(
+      [1, 2, 3, 4].map((attempt) => ({
+        level: 40,
+        time: expect.any(Number) as number,
+        pid: expect.any(Number) as number,
+        hostname: expect.any(String) as string,
+        signal: "pool.test",
+        messageId: "hung",
+        attempt,
+        lateMs: 0,
+        msg:
+          attempt < 4
+            ? `${lease}: it runs as attempt ${attempt + 1}`
+            : `${lease}: its 4 attempt(s) are spent, so that claim settles it dead (LEASE_EXPIRED) without running it`,
+      })),
+    );
+    // The hung handlers take no slot: nothing runs, nothing is held.
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual([]);
+  });
+
+  it("a hung handler that resolves after its message was claimed again settles nothing and leaves the pool's counts alone", async () => {
+    const gates = new Map<string, () => void>();
+    const running = new Set<string>();
+    let most = 0;
+    const t = setup({
+      concurrency: 2,
+      handle: (m) => {
+        const run = `${m.id}#${m.attempts}`;
+        t.ran.push(run);
+        running.add(run);
+        most = Math.max(most, running.size);
+        return new Promise((resolve) =>
+          gates.set(run, () => {
+            running.delete(run);
+            resolve({ kind: "ok" });
+          }),
+        );
+      },
+    });
+    const open = (run: string) => gates.get(run)!();
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => gates.has("m1#1") && gates.has("m2#1"), "both slots taken");
+    t.clock.advance(30_000); // both leases run out while their handlers hang
+    await until(() => gates.has("m1#2") && gates.has("m2#2"), "both claimed again and run");
+    expect(released(t.lines).map((l) => [l.messageId, l.attempt])).toEqual([
+      ["m1", 1],
+      ["m2", 1],
+    ]);
+    expect(t.pool.active).toBe(2);
+
+    // The first attempts resolve late: their settles are fenced off (attempt 2 holds the messages).
+    open("m1#1");
+    open("m2#1");
+    const fenced = () =>
+      t.lines.flatMap((l) => (l.msg.startsWith("settle ignored") ? (l.fenced as string[]) : []));
+    await until(() => fenced().length === 2, "the late settles came back refused");
+    expect(fenced().sort()).toEqual(["m1", "m2"]);
+    for (const id of ["m1", "m2"])
+      expect(await t.store.getMessage(id)).toMatchObject({ status: "inflight", attempts: 2, lockedBy: "w1" });
+    // Still two slots taken, by the second attempts: the late ends freed none of theirs.
+    expect(t.pool.active).toBe(2);
+    expect(t.pool.leftIds().sort()).toEqual(["m1", "m2"]);
+
+    open("m1#2");
+    open("m2#2");
+    for (const id of ["m1", "m2"])
+      await until(async () => (await t.store.getMessage(id))?.status === "delivered", `${id} delivered`);
+    expect(await t.store.getMessage("m1")).toMatchObject({ attempts: 2, failures: [] });
+
+    // The pool still runs exactly `concurrency` handlers at once (counted from here: until now the
+    // late first attempts ran beside the second ones, outside the slots).
+    most = 0;
+    for (let i = 0; i < 5; i++) await t.emit(`a${i}`);
+    await until(() => t.pool.leftIds().length === 5, "all five claimed");
+    expect(t.pool.active).toBe(2);
+    expect(running.size).toBe(2);
+    for (let i = 0; i < 5; i++) {
+      await until(() => running.size > 0, "a handler running");
+      open([...running][0]!);
+    }
+    await until(
+      async () => (await t.store.stats("pool.test", t.clock.now())).delivered === 7,
+      "all delivered",
+    );
+    await t.pool.whenIdle();
+    expect(most).toBe(2);
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual([]);
+    expect(released(t.lines)).toHaveLength(2);
+  });
+
+  it("a handler past its lease neither keeps the pool busy nor holds up stop(), which reports it but not as left", async () => {
+    const t = setup({
+      concurrency: 1,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return m.attempts === 1 ? pending : Promise.resolve({ kind: "ok" });
+      },
+    });
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.ran.includes("m1#1"), "attempt 1 started");
+    t.clock.advance(30_000);
+    await until(async () => (await t.store.getMessage("m1"))?.status === "delivered", "m1 delivered");
+    await t.pool.whenIdle();
+    expect(t.ran).toEqual(["m1#1", "m1#2"]);
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual([]);
+    // A deadline far beyond the test's timeout: stop() must not wait for attempt 1.
+    await t.pool.stop(600_000);
+    expect(t.lines.filter((l) => l.msg.startsWith("shutdown deadline"))).toEqual([]);
+    expect(t.lines.at(-1)).toMatchObject({
+      level: 40,
+      signal: "pool.test",
+      pastLease: ["m1#1"],
+      msg: "stopped with 1 handler(s) still running after their lease ran out; their slots were freed then, and their messages were already anyone's to claim",
+    });
+  });
+
+  it("a durable consumer's claim that finds the run busy while its own attempt still runs here past its lease asks again once that attempt ends", async () => {
+    let finish!: () => void;
+    let late = true; // attempt 1 still holds the run
+    const asked: string[] = [];
+    const t = setup({
+      concurrency: 1,
+      retries: 0,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        if (m.id !== "m1") return Promise.resolve({ kind: "ok" });
+        return new Promise((resolve) => (finish = () => resolve({ kind: "ok" })));
+      },
+      // Stands in for the durable runtime: busy while attempt 1 runs, completed once it has ended.
+      whenSpent: (m) => {
+        asked.push(`${m.id}#${m.attempts}`);
+        return Promise.resolve(late ? { kind: "abandon" as const, runId: m.id } : { kind: "ok" as const });
+      },
+    });
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.ran.includes("m1#1"), "attempt 1 started");
+    t.clock.advance(30_000); // attempt 1 runs on past its lease: its slot is freed
+    await until(() => asked.length === 1, "claim 2 asks the run");
+    await until(() => t.pool.leftIds().length === 1, "claim 2 waits for attempt 1");
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual(["m1"]);
+    // The freed slot runs other messages meanwhile.
+    await t.emit("m2");
+    await until(async () => (await t.store.getMessage("m2"))?.status === "delivered", "m2 delivered");
+    t.clock.advance(30_000); // claim 2's lease runs out while it waits: claim 3 finds the run busy too
+    await until(() => asked.length === 2, "claim 3 asks the run");
+    late = false;
+    finish(); // attempt 1 ends: its late settle is fenced off, and claim 3 asks the run again
+    await until(async () => (await t.store.getMessage("m1"))?.status === "delivered", "m1 delivered");
+    await t.pool.whenIdle();
+    expect(asked).toEqual(["m1#2", "m1#3", "m1#3"]);
+    expect(t.ran).toEqual(["m1#1", "m2#1"]);
+    expect(await t.store.getMessage("m1")).toMatchObject({ attempts: 3, failures: [] });
+    expect(t.lines.filter((l) => l.messageId === "m1").map((l) => [l.attempt, l.msg])).toEqual([
+      [
+        1,
+        "handler still running after its lease (30 s) ran out; its slot is freed and the message will be claimed again: its 1 attempt(s) are spent, so that claim settles it with its run, or dead (LEASE_EXPIRED) when it has none; should that claim find its run busy, it runs again here once this attempt has ended",
+      ],
+      [2, expect.stringMatching(/^attempt 2 left to its lease: run "m1" is leased by another holder/)],
+      [3, expect.stringMatching(/^attempt 3 left to its lease: run "m1" is leased by another holder/)],
+    ]);
+    expect(t.lines.filter((l) => l.msg.startsWith("settle ignored"))).toEqual([
+      expect.objectContaining({ fenced: ["m1"] }),
+    ]);
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual([]);
+  });
+
+  it("a durable consumer's spent-claim run lookup that hangs past its lease frees its slot too", async () => {
+    const lookups: Array<{ run: string; answer: (o: HandlerOutcome) => void }> = [];
+    const t = setup({
+      concurrency: 1,
+      retries: 0,
+      whenSpent: (m) => new Promise((answer) => lookups.push({ run: `${m.id}#${m.attempts}`, answer })),
+    });
+    await t.emit("m1");
+    // Its one attempt was made by a holder that died: the pool's claim is past the budget.
+    await t.store.claim({ signal: "pool.test", worker: "gone", max: 1, now: 970_000, leaseMs: 30_000 });
+    t.pool.start();
+    await until(() => lookups.length === 1, "the spent claim asks the run");
+    expect(t.pool.active).toBe(1);
+    t.clock.advance(30_000); // the lookup hangs past its lease: its slot is freed, claim 3 asks again
+    await until(() => lookups.length === 2, "claim 3 asks the run");
+    expect(lookups.map((l) => l.run)).toEqual(["m1#2", "m1#3"]);
+    expect(t.pool.active).toBe(1);
+    lookups[1]!.answer({ kind: "abandon", runId: "m1" }); // busy: the hung lookup holds the run
+    await until(() => t.pool.active === 0, "claim 3 waits for the hung lookup");
+    await t.emit("m2");
+    await until(() => t.ran.includes("m2"), "m2 ran in the freed slot");
+    lookups[0]!.answer({ kind: "ok" }); // late: fenced off; claim 3 asks again
+    await until(() => lookups.length === 3, "claim 3 asks again");
+    lookups[2]!.answer({ kind: "ok" });
+    await until(async () => (await t.store.getMessage("m1"))?.status === "delivered", "m1 delivered");
+    await t.pool.whenIdle();
+    expect(lookups.map((l) => l.run)).toEqual(["m1#2", "m1#3", "m1#3"]);
+    expect(await t.store.getMessage("m1")).toMatchObject({ attempts: 3 });
+    expect(t.lines.filter((l) => l.messageId === "m1").map((l) => l.msg)[0]).toBe(
+      "run lookup of a spent claim still running after its lease (30 s) ran out; its slot is freed and the message will be claimed again: that claim asks its run again; should that claim find its run busy, it runs again here once this lookup has ended",
+    );
+    expect(t.pool.active).toBe(0);
+    expect(t.pool.leftIds()).toEqual([]);
+  });
+});

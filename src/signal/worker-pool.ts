@@ -24,12 +24,42 @@ export class WorkerPool {
   /** The claim loop in progress, so stop() can wait for a claim already sent. */
   private pumpDone: Promise<void> | undefined;
   private again = false;
-  /** Handlers (and spent-claim lookups) running now; a count, not a set of promises: one Set entry per message was a hash insert and delete on the hot path. */
-  private inflight = 0;
   /** stop() waiting for `inflight` to reach 0. */
   private quietWaiters: Array<() => void> = [];
-  /** Ids of the messages whose handlers run now (what a stop leaves behind). */
-  private readonly runningIds = new Set<string>();
+  /**
+   * Handlers running now under a lease this pool still holds, by message id: the claim each runs
+   * (what a stop leaves behind). The claim, not just the id: a handler that outlived its lease was
+   * released (release()), and its late end must not end a later attempt of the same message.
+   */
+  private readonly runningIds = new Map<string, ClaimedMessage>();
+  /** Spent-claim run lookups (settleWithRun) in flight, by message id, the same way. */
+  private readonly lookups = new Map<string, ClaimedMessage>();
+  /**
+   * No lease held by a running handler or lookup runs out before this: a lower bound (raised only
+   * by releaseLapsed's scan), so starting a message costs one comparison, not a scan.
+   */
+  private lapseAt = Infinity;
+  /**
+   * Handlers and lookups still running after their lease ran out. The message was anyone's to claim
+   * from then on, so they were released: they take no slot, stop() does not wait for them, and their
+   * outcome, when it comes, is still sent (the store fences it off once the message was claimed again).
+   */
+  private readonly pastLease = new Set<ClaimedMessage>();
+  /** The ids in pastLease, each with how many of its attempts are there. */
+  private readonly pastLeaseIds = new Map<string, number>();
+  /**
+   * A durable consumer's claims (whenSpent) started while an earlier attempt of their message still
+   * ran here past its lease. That attempt may hold the message's run: when such a claim comes back
+   * `abandon` (run busy), it is asked again once that attempt has ended (retryBehind) rather than
+   * left to one more lease. Empty but for that case.
+   */
+  private readonly behindLate = new Set<ClaimedMessage>();
+  /**
+   * Those claims waiting, by message id, for the late attempt to end (then they go to the front of
+   * the buffer), or let go when their own lease runs out first. Counted against claims like the
+   * buffer; no slot.
+   */
+  private readonly parked = new Map<string, ClaimedMessage>();
   /** Claimed, not started yet (prefetch). */
   private buffer: ClaimedMessage[] = [];
   /** Room promised to claims in flight; the settle queue holds the hand-offs', so the two never take the same room twice. */
@@ -73,14 +103,27 @@ export class WorkerPool {
     });
   }
 
+  /**
+   * Handlers (and spent-claim lookups) running now under a lease this pool holds: the slots taken.
+   * Derived from the two maps, so it cannot drift from them.
+   */
+  private get inflight(): number {
+    return this.runningIds.size + this.lookups.size;
+  }
+
   get active(): number {
     return this.inflight;
   }
 
-  /** Messages this pool holds and has not finished: handlers running, then claimed ones not started. */
+  /**
+   * Messages this pool holds and has not finished: handlers running, then claimed ones not started.
+   * Not a handler still running past its lease: its message is no longer held (it may be held again,
+   * as a later attempt, and is listed then).
+   */
   leftIds(): string[] {
-    const ids = [...this.runningIds];
+    const ids = [...this.runningIds.keys()];
     for (const m of this.buffer) ids.push(m.id);
+    for (const id of this.parked.keys()) ids.push(id);
     return ids;
   }
 
@@ -148,7 +191,11 @@ export class WorkerPool {
     try {
       do {
         this.again = false;
-        while (this.running && this.room() > 0 && this.dropsSettling.size === 0) {
+        for (;;) {
+          // A lease that ran out is anyone's to claim (this claim's included): its handler's slot is
+          // freed first, so a hung handler cannot keep the room a claim needs.
+          this.releaseLapsed(this.o.clock.now());
+          if (!this.running || this.room() <= 0 || this.dropsSettling.size > 0) break;
           const want = this.room();
           this.roomHeld += want;
           let claimed: ClaimedMessage[];
@@ -227,6 +274,7 @@ export class WorkerPool {
       this.inflight -
       this.reserved -
       this.buffer.length -
+      this.parked.size -
       this.roomHeld -
       this.settles.roomHeld
     );
@@ -300,7 +348,7 @@ export class WorkerPool {
    * A durable consumer's message whose attempts are spent (a claim past the budget, or its last
    * attempt dropped unrun: `unstarted`) is settled with what its run says (whenSpent). `settle` gets
    * `undefined` when there is no run or the lookup failed (logged as `lookupFailed`). Counts as a
-   * handler in flight, so stop() waits for it.
+   * handler in flight, so stop() waits for it — until its lease runs out, like a handler's (release()).
    */
   private settleWithRun(
     m: ClaimedMessage,
@@ -308,15 +356,22 @@ export class WorkerPool {
     lookupFailed: string,
     settle: (outcome: HandlerOutcome | undefined) => void,
   ): void {
-    this.inflight++;
+    this.hold(this.lookups, m);
+    let busy = false;
     void (this.o.whenSpent?.(m, unstarted) ?? Promise.resolve(undefined))
       .catch((e: unknown): HandlerOutcome | undefined => {
         this.o.logger.warn({ signal: this.o.signal.name, messageId: m.id, err: e }, lookupFailed);
         return undefined;
       })
-      .then(settle)
+      .then((outcome) => {
+        busy = outcome?.kind === "abandon";
+        settle(outcome);
+      })
       .finally(() => {
+        const behind = this.behindLate.size > 0 && this.behindLate.delete(m);
+        if (!this.unhold(this.lookups, m)) return;
         this.ended();
+        if (behind && busy) this.retryBehind(m);
         this.startBuffered();
       });
   }
@@ -332,8 +387,7 @@ export class WorkerPool {
       );
       return;
     }
-    this.runningIds.add(m.id);
-    this.inflight++;
+    this.hold(this.runningIds, m);
     // A promise chain, not an async function: an async frame and its awaits were ~450 B of garbage
     // per message (bench/s3-rounds.ts --alloc-profile), the two closures here ~100 B.
     let outcome: Promise<HandlerOutcome>;
@@ -349,22 +403,182 @@ export class WorkerPool {
     );
   }
 
-  /** A handler's outcome is in: queue its settlement, free the slot, start or claim more. */
+  /**
+   * A handler's outcome is in: queue its settlement, free the slot, start or claim more. The
+   * settlement of a handler released past its lease is queued too (it applies when nobody claimed
+   * the message since; otherwise the store fences it off, logged by settled()), but its slot was
+   * freed then: nothing else changes.
+   */
   private finish(m: ClaimedMessage, outcome: HandlerOutcome): void {
     try {
       this.settles.outcome(m, outcome);
     } finally {
-      this.ended();
-      this.runningIds.delete(m.id);
-      this.startBuffered();
-      // Claim again once the local buffer is half empty, so claims stay batched.
-      if (this.mayHaveMore && this.buffer.length <= this.o.prefetch / 2) this.wake();
+      const behind = this.behindLate.size > 0 && this.behindLate.delete(m);
+      if (this.unhold(this.runningIds, m)) {
+        this.ended();
+        if (behind && outcome.kind === "abandon") this.retryBehind(m);
+        this.startBuffered();
+        // Claim again once the local buffer is half empty, so claims stay batched.
+        if (this.mayHaveMore && this.buffer.length <= this.o.prefetch / 2) this.wake();
+      }
     }
   }
 
-  /** One handler (or spent-claim lookup) ended; wakes stop() once none is left. */
+  /**
+   * Counts a handler or lookup of `m` against the slots (`inflight` is the maps' size) until it ends
+   * or its lease runs out. An earlier attempt of the same message still counted has lost its lease
+   * (the store handed the message out again), so it is released first: one entry per message, and
+   * each entry leaves its map once, by its end or by its release.
+   */
+  private hold(map: Map<string, ClaimedMessage>, m: ClaimedMessage): void {
+    const earlier =
+      this.runningIds.get(m.id) ?? (this.lookups.size === 0 ? undefined : this.lookups.get(m.id));
+    if (earlier !== undefined) this.release(earlier, this.o.clock.now());
+    map.set(m.id, m);
+    // A claim of it still parked lapsed (the store handed the message out again): this one replaces it.
+    if (this.parked.size > 0) this.parked.delete(m.id);
+    if (this.pastLeaseIds.size > 0 && this.o.whenSpent !== undefined && this.pastLeaseIds.has(m.id))
+      this.behindLate.add(m);
+    if (m.leaseExpiresAt < this.lapseAt && this.lapses(m)) {
+      this.lapseAt = m.leaseExpiresAt;
+      if (this.running) this.armAt(m.leaseExpiresAt);
+    }
+  }
+
+  /** `m` ended: true when it still held its slot, false when it had been released past its lease. */
+  private unhold(map: Map<string, ClaimedMessage>, m: ClaimedMessage): boolean {
+    if (map.get(m.id) === m) {
+      map.delete(m.id);
+      return true;
+    }
+    this.endedLate(m);
+    return false;
+  }
+
+  /** A released attempt ended at last: a claim parked behind it goes to the front of the buffer. */
+  private endedLate(m: ClaimedMessage): void {
+    this.pastLease.delete(m);
+    const n = this.pastLeaseIds.get(m.id)! - 1;
+    if (n > 0) {
+      this.pastLeaseIds.set(m.id, n);
+      return;
+    }
+    this.pastLeaseIds.delete(m.id);
+    const next = this.parked.get(m.id);
+    if (next === undefined) return;
+    this.parked.delete(m.id);
+    if (this.askAgain(next)) this.startBuffered();
+  }
+
+  /**
+   * A durable consumer's claim found its run busy (abandon) while this instance's own late attempt
+   * of the message ran, which may hold the run: asked again once that attempt has ended (at once
+   * when it has ended already), under the same claim, instead of a lease later. Parked meanwhile.
+   */
+  private retryBehind(m: ClaimedMessage): void {
+    if (!this.pastLeaseIds.has(m.id)) {
+      this.askAgain(m);
+      return;
+    }
+    this.parked.set(m.id, m);
+    if (m.leaseExpiresAt < this.lapseAt) {
+      this.lapseAt = m.leaseExpiresAt;
+      if (this.running) this.armAt(m.leaseExpiresAt);
+    }
+  }
+
+  /** Puts a claim that found its run busy back at the front of the buffer while its lease holds. */
+  private askAgain(m: ClaimedMessage): boolean {
+    // After stop() it is left to lazy reclaim, like a buffered message; a lapsed one to its next claim.
+    if (this.stopped || m.leaseExpiresAt <= this.o.clock.now()) return false;
+    this.buffer.unshift(m);
+    this.o.logger.info(
+      { signal: this.o.signal.name, messageId: m.id, attempt: m.attempts },
+      `attempt ${m.attempts} runs again: this instance's earlier attempt, which held its run past its lease, has ended`,
+    );
+    return true;
+  }
+
+  /**
+   * Releases every handler and lookup whose lease ran out while it ran (its message can be claimed
+   * by anyone now, so this instance no longer holds it), starts buffered messages in the freed
+   * slots, and keeps the timer on the next lease a running one holds: without it a pool whose slots
+   * were all taken by hung handlers never claimed again, and its buffer never started.
+   */
+  private releaseLapsed(now: number): void {
+    if (now >= this.lapseAt) {
+      let next = Infinity;
+      let freed = false;
+      for (const map of [this.runningIds, this.lookups]) {
+        for (const m of map.values()) {
+          if (!this.lapses(m)) continue;
+          if (m.leaseExpiresAt <= now) {
+            this.release(m, now);
+            freed = true;
+          } else if (m.leaseExpiresAt < next) next = m.leaseExpiresAt;
+        }
+      }
+      for (const m of this.parked.values()) {
+        if (m.leaseExpiresAt > now) {
+          if (m.leaseExpiresAt < next) next = m.leaseExpiresAt;
+          continue;
+        }
+        // Its abandon line said it: the message is claimed again now that the lease lapsed.
+        this.parked.delete(m.id);
+        freed = true;
+      }
+      this.lapseAt = next;
+      if (freed) this.startBuffered();
+    }
+    if (this.running && this.lapseAt < Infinity) this.armAt(this.lapseAt);
+  }
+
+  /**
+   * False for the one thing the pool runs past its lease on purpose: the run lookup of a last attempt
+   * dropped from the buffer (droppedDurable), settled under that lapsed claim while claims wait for it
+   * (dropsSettling). Every handler, and the lookup of a spent claim, is released when its lease runs out.
+   */
+  private lapses(m: ClaimedMessage): boolean {
+    return this.runningIds.get(m.id) === m || budgetSpent(m, this.o.signal);
+  }
+
+  /**
+   * One running handler or lookup whose lease ran out: its slot is freed (it no longer counts in
+   * `inflight`), it is kept in pastLease until it ends, and the line says what comes next.
+   */
+  private release(m: ClaimedMessage, now: number): void {
+    const handler = this.runningIds.get(m.id) === m;
+    (handler ? this.runningIds : this.lookups).delete(m.id);
+    this.pastLease.add(m);
+    this.pastLeaseIds.set(m.id, (this.pastLeaseIds.get(m.id) ?? 0) + 1);
+    const s = this.o.signal;
+    const settledAs = `${s.deadLetter ? "dead" : "delivered"} (${LEASE_EXPIRED})`;
+    let next: string;
+    if (!handler) {
+      next = "that claim asks its run again";
+    } else if (!budgetSpent({ attempts: m.attempts + 1 }, s)) {
+      next = `it runs as attempt ${m.attempts + 1}`;
+    } else if (this.o.whenSpent === undefined) {
+      next = `its ${s.retries + 1} attempt(s) are spent, so that claim settles it ${settledAs} without running it`;
+    } else {
+      next = `its ${s.retries + 1} attempt(s) are spent, so that claim settles it with its run, or ${settledAs} when it has none`;
+    }
+    // A durable consumer's claim here that finds the run busy (this one may hold it) waits for it.
+    if (this.o.whenSpent !== undefined)
+      next += `; should that claim find its run busy, it runs again here once this ${handler ? "attempt" : "lookup"} has ended`;
+    this.o.logger.warn(
+      { signal: s.name, messageId: m.id, attempt: m.attempts, lateMs: Math.max(0, now - m.leaseExpiresAt) },
+      `${handler ? "handler" : "run lookup of a spent claim"} still running after its lease (${leaseSeconds(this.o.leaseMs)}) ran out; ` +
+        `its slot is freed and the message will be claimed again: ${next}`,
+    );
+    this.ended();
+  }
+
+  /** A handler (or spent-claim lookup) ended or was released; wakes stop() once none is left. */
   private ended(): void {
-    if (--this.inflight > 0 || this.quietWaiters.length === 0) return;
+    // Nothing left to lapse: no stale lease arms the timer (a lower bound, see lapseAt).
+    if (this.inflight === 0 && this.parked.size === 0) this.lapseAt = Infinity;
+    if (this.inflight > 0 || this.quietWaiters.length === 0) return;
     const waiters = this.quietWaiters;
     this.quietWaiters = [];
     for (const w of waiters) w();
@@ -422,6 +636,7 @@ export class WorkerPool {
       this.inflight === 0 &&
       this.reserved === 0 &&
       this.buffer.length === 0 &&
+      this.parked.size === 0 &&
       this.settles.empty &&
       !this.mayHaveMore
     );
@@ -471,11 +686,17 @@ export class WorkerPool {
     await this.settles.drain();
     clearTimeout(abortSettles);
     this.stopped = true;
-    const left = this.inflight + this.buffer.length;
+    const left = this.inflight + this.buffer.length + this.parked.size;
     if (left > 0)
       this.o.logger.warn(
         { signal: this.o.signal.name, left },
         "shutdown deadline: leaving in-flight messages to lazy reclaim",
+      );
+    // Not waited for: released when their lease ran out, each logged then.
+    if (this.pastLease.size > 0)
+      this.o.logger.warn(
+        { signal: this.o.signal.name, pastLease: [...this.pastLease].map((m) => `${m.id}#${m.attempts}`) },
+        `stopped with ${this.pastLease.size} handler(s) still running after their lease ran out; their slots were freed then, and their messages were already anyone's to claim`,
       );
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
