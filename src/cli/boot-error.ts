@@ -1,4 +1,5 @@
 /** Turns anything that stops a boot into one readable line for the terminal. */
+import { inspect } from "node:util";
 import { isOkeError } from "../errors.ts";
 
 const withPrefix = (message: string): string => (/^oke[: ]/.test(message) ? message : `oke boot: ${message}`);
@@ -6,7 +7,7 @@ const withPrefix = (message: string): string => (/^oke[: ]/.test(message) ? mess
 /**
  * One readable text for anything that stops a boot: okengine's own errors keep
  * their exact text (`oke boot: journal driver "postgres" needs DATABASE_URL`),
- * OKE codes come with their code and fix. Stacks only with OKE_DEBUG=1.
+ * OKE codes come with their code and fix. Stacks (the cause chain's too) only with OKE_DEBUG=1.
  */
 export function describeBootError(e: unknown): string {
   let text: string;
@@ -22,6 +23,23 @@ export function describeBootError(e: unknown): string {
   } else {
     text = `oke boot: ${String(e)}`;
   }
-  if (process.env.OKE_DEBUG && e instanceof Error && e.stack) text += `\n${e.stack}`;
+  if (process.env.OKE_DEBUG && e instanceof Error) text += `\n${stacks(e)}`;
   return text;
+}
+
+/**
+ * The stack of `e` and of each error in its `cause` chain: what stopped a boot is often wrapped
+ * ("cannot load src/flows/x.ts: …" around the error the user's own line threw), and the wrapper's
+ * stack holds only okengine's frames.
+ */
+function stacks(e: Error): string {
+  const parts: string[] = [];
+  const seen = new Set<unknown>();
+  for (let c: unknown = e; c !== undefined && c !== null && !seen.has(c) && parts.length < 10;) {
+    seen.add(c);
+    const text = c instanceof Error ? (c.stack ?? `${c.name}: ${c.message}`) : inspect(c);
+    parts.push(parts.length === 0 ? text : `Caused by: ${text}`);
+    c = c instanceof Error ? c.cause : undefined;
+  }
+  return parts.join("\n");
 }

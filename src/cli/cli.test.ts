@@ -1,12 +1,24 @@
 // The oke binary as a real process: dev, start, routes and manifest on fixture projects.
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { builtOke, withoutVitestEnv } from "../../test/support/built-oke.ts";
+import { freePort } from "../../test/support/free-port.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 /** The CLI compiled once (test/support/built-oke.ts), so no command compiles okengine's sources through tsx first. */
@@ -23,8 +35,8 @@ const CLOCKS = fileURLToPath(new URL("./fixtures/clocks", import.meta.url));
 interface Oke {
   child: ChildProcess;
   lines: string[];
-  /** Resolves with the first line (already printed or to come) matching `re` after index `from`. */
-  line(re: RegExp, from?: number): Promise<string>;
+  /** Resolves with the first line (already printed or to come) matching `re` after index `from`; rejects after `ms`. */
+  line(re: RegExp, from?: number, ms?: number): Promise<string>;
   exit: Promise<number | null>;
 }
 
@@ -65,13 +77,24 @@ function oke(args: string[], env: Record<string, string | undefined> = {}): Oke 
       r(code);
     }),
   );
-  const line = (re: RegExp, from = 0): Promise<string> =>
+  // The deadline is generous (a busy machine is slow), and says what was printed when it passes.
+  const line = (re: RegExp, from = 0, ms = 60_000): Promise<string> =>
     new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(new Error(`no line ${String(re)} within ${ms} ms:\n${lines.join("\n")}`));
+      }, ms);
+      let settled = false;
       const check = (): void => {
+        if (settled) return;
         const hit = lines.slice(from).find((l) => re.test(l));
-        if (hit !== undefined) resolve(hit);
-        else if (closed) reject(new Error(`oke exited before printing ${String(re)}:\n${lines.join("\n")}`));
-        else waiters.push(check);
+        if (hit !== undefined) {
+          clearTimeout(timer);
+          resolve(hit);
+        } else if (closed) {
+          clearTimeout(timer);
+          reject(new Error(`oke exited before printing ${String(re)}:\n${lines.join("\n")}`));
+        } else waiters.push(check);
       };
       check();
     });
@@ -346,6 +369,33 @@ describe("oke start", () => {
     expect(p.lines[0]).toBe("oke: cannot load src/flows/broken.ts: kaput");
   });
 
+  it("with OKE_DEBUG=1, prints the stack of what the project's own line threw, under the wrapper's", async () => {
+    const dir = tempProject();
+    writeFileSync(
+      join(dir, "src/flows/broken.ts"),
+      'import { http } from "okengine";\n\nexport const typo = (http as unknown as { gett(): unknown }).gett();\n',
+    );
+    const p = oke(["routes", dir], { OKE_DEBUG: "1" });
+    expect(await p.exit).toBe(1);
+    expect(p.lines[0]).toMatch(/^oke: cannot load src\/flows\/broken\.ts: .*gett is not a function$/);
+    const out = p.lines.join("\n");
+    expect(out).toMatch(/^Caused by: TypeError: .*gett is not a function$/m);
+    // The user's file and line, as a frame of the cause's stack.
+    expect(out).toMatch(/^\s+at .*src\/flows\/broken\.ts:3:\d+/m);
+  });
+
+  it("refuses a folder that is not a project (run from inside src/), naming the project above, and creates nothing", async () => {
+    const dir = tempProject();
+    const src = join(dir, "src");
+    const runs = [oke(["routes", src]), oke(["dev", src, "--port", "0"], { OKE_CONSOLE_PORT: "0" })];
+    expect(await Promise.all(runs.map((r) => r.exit))).toEqual([1, 1]);
+    for (const r of runs)
+      expect(r.lines[0]).toBe(
+        `oke: ${src} is not a project folder: it has no package.json, oke.config.ts or src/; the project seems to be ${dir}: run oke there, or pass that folder`,
+      );
+    expect(existsSync(join(src, ".oke"))).toBe(false);
+  });
+
   it("refuses a project outside an ES module scope, saying what to add", async () => {
     const dir = tempProject();
     writeFileSync(join(dir, "package.json"), '{ "name": "cjs-app" }\n');
@@ -354,6 +404,31 @@ describe("oke start", () => {
     expect(p.lines[0]).toBe(
       `oke: ${join(dir, "package.json")} must say "type": "module" (okengine projects are ES modules)`,
     );
+  });
+});
+
+describe("oke doctor where there is no store", () => {
+  it("exits 1 saying so, and creates nothing, for a missing directory, a missing --store, or --salvage", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "oke-doctor-none-"));
+    temps.push(dir);
+    const missing = join(dir, "nope");
+    const runs = [
+      oke(["doctor", missing]),
+      oke(["doctor", "--salvage", missing]),
+      oke(["doctor", dir, "--store", "nowhere"]),
+      oke(["doctor", "--salvage", dir]),
+    ];
+    const codes = await Promise.all(runs.map((r) => r.exit));
+    expect(codes).toEqual([1, 1, 1, 1]);
+    expect(runs[0]!.lines).toEqual([`oke doctor: directory "${missing}" not found`]);
+    expect(runs[1]!.lines).toEqual([`oke doctor: directory "${missing}" not found`]);
+    expect(runs[2]!.lines).toEqual([
+      `oke doctor: no file store at ${join(dir, "nowhere")}; nothing to check`,
+    ]);
+    expect(runs[3]!.lines[0]).toMatch(/^oke doctor: no file store at .*\.oke; nothing to check/);
+    expect(existsSync(missing)).toBe(false);
+    expect(existsSync(join(dir, "nowhere"))).toBe(false);
+    expect(existsSync(join(dir, ".oke"))).toBe(false);
   });
 });
 
@@ -395,5 +470,197 @@ describe("oke dev", () => {
     expect(await p.exit).toBe(0);
     // The app child went with it: its port no longer answers.
     await expect(fetch(`http://127.0.0.1:${third}/_/health`)).rejects.toThrow();
+  });
+});
+
+/** Waits until the app `oke dev` runs now (its latest "listening" line) answers `path` with `data`. */
+async function served(p: Oke, path: string, data: unknown, ms = 60_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    const listening = p.lines.filter((l) => /^okengine listening on .* \(dev\)$/.test(l)).at(-1);
+    if (listening !== undefined) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${portOf(listening)}${path}`);
+        last = await res.json();
+        if (JSON.stringify(last) === JSON.stringify({ ok: true, data })) return;
+      } catch (e) {
+        last = e; // between two processes: the old one is gone, the new one not up yet
+      }
+    }
+    if (Date.now() > deadline)
+      throw new Error(
+        `GET ${path} never answered ${JSON.stringify(data)} (last: ${String(JSON.stringify(last))}):\n${p.lines.join("\n")}`,
+      );
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const helloFlow = (greeting: string): string =>
+  `import { flow, http, on } from "okengine";\nexport const hello = on(http.get(), flow({ do: () => ({ greeting: ${JSON.stringify(greeting)} }) }));\n`;
+
+/** Saves as many editors do ("safe write"): a temp file beside it, renamed over it, so the file is a new inode. */
+function saveByRename(file: string, text: string): void {
+  const tmp = `${file}.oke-test-tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, file);
+}
+
+describe("a second oke dev on the same project", { timeout: 120_000 }, () => {
+  it("says which process holds the file store, with the code and a fix", async () => {
+    const dir = tempProject();
+    const config = join(dir, "oke.config.ts");
+    writeFileSync(config, readFileSync(config, "utf8").replace('journal: "memory"', 'journal: "file"'));
+    const first = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
+    await first.line(/^okengine listening on .* \(dev\)$/);
+    const second = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
+    const locked = await second.line(/^oke boot: File store ".*" is locked by process \d+\.$/);
+    const pid = /process (\d+)/.exec(locked)![1]!;
+    await second.line(/^ {2}code: OKE1320$/);
+    await second.line(new RegExp(`^ {2}fix: Stop process ${pid} or point this app at another directory\\.`));
+    await second.line(/^oke dev: app exited \(code 1\); waiting for a change to restart$/);
+    for (const p of [second, first]) {
+      p.child.kill("SIGINT");
+      expect(await p.exit).toBe(0);
+    }
+  });
+});
+
+describe("oke dev watches what the app is made of", { timeout: 240_000 }, () => {
+  it("sees a file replaced by rename, then edited in place, then touched; a boot error fixed by an in-place save restarts", async () => {
+    const dir = tempProject();
+    const hello = join(dir, "src/flows/hello.ts");
+    const p = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
+    await served(p, "/hello", { greeting: "Hello" });
+
+    saveByRename(hello, helloFlow("renamed"));
+    await served(p, "/hello", { greeting: "renamed" });
+
+    // The same file, written in place now: on Linux a recursive fs.watch lost it at the rename.
+    writeFileSync(hello, helloFlow("in place"));
+    await served(p, "/hello", { greeting: "in place" });
+
+    let mark = p.lines.length;
+    const now = new Date();
+    utimesSync(hello, now, now);
+    await p.line(/^okengine listening on .* \(dev\)$/, mark);
+
+    // A boot error (the file no longer loads), fixed by an in-place save, after another rename.
+    mark = p.lines.length;
+    saveByRename(hello, 'throw new Error("kaput");\n');
+    await p.line(/^oke: cannot load src\/flows\/hello\.ts: kaput$/, mark);
+    await p.line(/^oke dev: app exited \(code 1\); waiting for a change to restart$/, mark);
+    writeFileSync(hello, helloFlow("fixed"));
+    await served(p, "/hello", { greeting: "fixed" });
+
+    // A folder created after the start is watched too.
+    mkdirSync(join(dir, "src/flows/later"));
+    writeFileSync(join(dir, "src/flows/later/bye.ts"), helloFlow("bye").replace("hello", "bye"));
+    await served(p, "/later/bye", { greeting: "bye" });
+    writeFileSync(join(dir, "src/flows/later/bye.ts"), helloFlow("bye again").replace("hello", "bye"));
+    await served(p, "/later/bye", { greeting: "bye again" });
+
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
+  });
+
+  it("restarts on package.json, tsconfig.json and oke.config.ts, however they are saved", async () => {
+    const dir = tempProject();
+    const pkgFile = join(dir, "package.json");
+    const pkgText = readFileSync(pkgFile, "utf8");
+    // A flow exported without on(…): dev says so (once per boot).
+    writeFileSync(
+      join(dir, "src/flows/forgot.ts"),
+      'import { flow } from "okengine";\nexport const forgot = flow({ do: () => 1 });\n',
+    );
+    const p = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
+    await served(p, "/hello", { greeting: "Hello" });
+    await p.line(/WARN.*flow "forgot" \(src\/flows\/forgot\.ts#forgot\) is exported without on\(…\)/);
+
+    // What `oke` itself tells the user to fix, in package.json.
+    let mark = p.lines.length;
+    writeFileSync(pkgFile, '{ "name": "cjs-app" }\n');
+    await p.line(/must say "type": "module"/, mark);
+    await p.line(/^oke dev: app exited \(code 1\)/, mark);
+    mark = p.lines.length;
+    writeFileSync(pkgFile, pkgText);
+    await p.line(/^okengine listening on .* \(dev\)$/, mark);
+
+    // tsconfig.json's paths decide what `@/…` and other aliases resolve to.
+    mark = p.lines.length;
+    saveByRename(join(dir, "tsconfig.json"), '{ "compilerOptions": { "strict": true } }\n');
+    await p.line(/^okengine listening on .* \(dev\)$/, mark);
+
+    // The config, saved by rename and then in place: bodyLimit 2048 → 10 → 2048.
+    const config = join(dir, "oke.config.ts");
+    const configText = readFileSync(config, "utf8");
+    saveByRename(config, configText.replace("bodyLimit: 2048", "bodyLimit: 10"));
+    await served(p, "/hello", { greeting: "Hello" });
+    const status = async (): Promise<number> => {
+      const listening = p.lines.filter((l) => /^okengine listening on .* \(dev\)$/.test(l)).at(-1)!;
+      return (await postJson(`http://127.0.0.1:${portOf(listening)}/greet`, { name: "ada lovelace" })).status;
+    };
+    for (const deadline = Date.now() + 60_000; (await status().catch(() => 0)) !== 413;) {
+      if (Date.now() > deadline) throw new Error(`bodyLimit 10 never applied:\n${p.lines.join("\n")}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    writeFileSync(config, configText);
+    for (const deadline = Date.now() + 60_000; (await status().catch(() => 0)) !== 200;) {
+      if (Date.now() > deadline) throw new Error(`bodyLimit 2048 never back:\n${p.lines.join("\n")}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
+  });
+});
+
+describe("oke dev --inspect", { timeout: 120_000 }, () => {
+  const debugFlow =
+    'import inspector from "node:inspector";\nimport { flow, http, on } from "okengine";\n' +
+    "export const debug = on(http.get(), flow({ do: () => ({ url: inspector.url() ?? null, execArgv: process.execArgv }) }));\n";
+
+  it("opens the inspector in the app's process, not in the supervisor's, again after a restart", async () => {
+    const dir = tempProject();
+    writeFileSync(join(dir, "src/flows/debug.ts"), debugFlow);
+    const p = oke(["dev", dir, "--port", "0", "--inspect=127.0.0.1:0"], { OKE_CONSOLE_PORT: "0" });
+    const port = portOf(await p.line(/^okengine listening on .* \(dev\)$/));
+    const seen = (await (await fetch(`http://127.0.0.1:${port}/debug`)).json()) as {
+      data: { url: string | null; execArgv: string[] };
+    };
+    expect(seen.data.execArgv).toContain("--inspect=127.0.0.1:0");
+    expect(seen.data.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\//);
+    // One inspector, the app's: Node prints this line for each process that opens one.
+    expect(p.lines.filter((l) => l.startsWith("Debugger listening on ")).length).toBe(1);
+
+    const mark = p.lines.length;
+    writeFileSync(join(dir, "src/flows/debug.ts"), `${debugFlow}// changed\n`);
+    const again = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
+    const after = (await (await fetch(`http://127.0.0.1:${again}/debug`)).json()) as {
+      data: { url: string | null };
+    };
+    expect(after.data.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\//);
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
+  });
+
+  it("with --inspect in NODE_OPTIONS, the app still starts and the supervisor says to use --inspect", async () => {
+    const dir = tempProject();
+    writeFileSync(join(dir, "src/flows/debug.ts"), debugFlow);
+    // A fixed port, as 9229 is: the supervisor takes it first.
+    const inspectPort = await freePort();
+    const p = oke(["dev", dir, "--port", "0"], {
+      OKE_CONSOLE_PORT: "0",
+      NODE_OPTIONS: `--inspect=127.0.0.1:${inspectPort}`,
+    });
+    await p.line(/^oke dev: the app's process ignores --inspect in NODE_OPTIONS: .*`oke dev --inspect`/);
+    const port = portOf(await p.line(/^okengine listening on .* \(dev\)$/));
+    const seen = (await (await fetch(`http://127.0.0.1:${port}/debug`)).json()) as {
+      data: { url: string | null };
+    };
+    expect(seen.data.url).toBeNull();
+    expect(p.lines.join("\n")).not.toContain("address already in use");
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
   });
 });

@@ -2,7 +2,7 @@
 
 export const DEFAULT_CONSOLE_URL = "http://127.0.0.1:6533";
 
-/** Exit codes of the operator commands: 1 the Console answered with an error, 2 it could not be reached or spoke no JSON. */
+/** Exit codes of the operator commands: 1 the Console answered with an error, 2 it could not be reached or what answered is not a Console. */
 export const EXIT_REFUSED = 1;
 export const EXIT_UNREACHABLE = 2;
 
@@ -81,25 +81,37 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
       );
     }
     const text = await res.text();
+    const notConsole = (what: string): CommandError =>
+      new CommandError(
+        `oke: ${url} is not a Console: it answered ${res.status} with ${what} (is --url the Console port, 6533 by default, rather than the app's?)`,
+        EXIT_UNREACHABLE,
+      );
     let parsed: unknown;
     try {
       parsed = text === "" ? undefined : JSON.parse(text);
     } catch {
-      throw new CommandError(
-        `oke: ${url} answered ${res.status} with something that is not the Console's JSON (is --url the Console port, 6533 by default, rather than the app's?)`,
-        EXIT_UNREACHABLE,
-      );
+      throw notConsole("something that is not the Console's JSON");
+    }
+    // An okengine app's own HTTP port answers in its envelope, { ok, data | error }, which the
+    // Console never uses: its 404 for /api/… is "no route", not a refusal by a Console.
+    const answer = typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : {};
+    if (typeof answer.ok === "boolean" && ("data" in answer || "error" in answer)) {
+      const appCode = (answer as ApiErrorBody).error?.code;
+      throw notConsole(`an okengine app's answer${appCode === undefined ? "" : ` (${appCode})`}`);
     }
     if (res.ok) return parsed as T;
     const err = (parsed as ApiErrorBody | undefined)?.error;
-    const code = err?.code ?? "";
-    let line = `oke: the Console refused: ${err?.message ?? `HTTP ${res.status}`} (${res.status}${code ? ` ${code}` : ""})`;
+    // Whatever answered an error without the Console's { error: { code, message } } is something else.
+    if (typeof err?.code !== "string" || typeof err.message !== "string")
+      throw notConsole(parsed === undefined ? "an empty body" : "JSON that is not the Console's");
+    const code = err.code;
+    let line = `oke: the Console refused: ${err.message} (${res.status}${code ? ` ${code}` : ""})`;
     if (res.status === 401)
       line +=
         token === undefined
           ? "\n  fix: pass --token <token> or set OKE_CONSOLE_TOKEN to an operator token of that app"
           : "\n  fix: that token is not one of the app's operator tokens (console.tokens / OKE_CONSOLE_TOKEN)";
-    else if (err?.fix) line += `\n  fix: ${err.fix}`;
+    else if (err.fix) line += `\n  fix: ${err.fix}`;
     throw new CommandError(line, EXIT_REFUSED);
   }
 

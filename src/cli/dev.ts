@@ -1,13 +1,17 @@
 /** oke dev: runs the app in a child process and restarts it when the project's files change. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, statSync, watch, type FSWatcher } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CliError } from "../project/load-project.ts";
+import { checkProjectDir } from "../project/load-project.ts";
+import { watchTree } from "./watch-tree.ts";
 
 export interface DevOptions {
   port?: number;
   host?: string;
+  /** Open the inspector in the app's process (`true`: Node's default, 127.0.0.1:9229; or `[host:]port`). */
+  inspect?: string | true;
+  /** The same, and break before the app's first line. */
+  inspectBrk?: string | true;
   /** Quiet period after the last change before restarting. */
   debounceMs?: number;
   /** How long a child gets to stop after SIGTERM before SIGKILL. */
@@ -15,22 +19,52 @@ export interface DevOptions {
 }
 
 const BIN = fileURLToPath(new URL("../../bin/oke.js", import.meta.url));
-const CONFIG = /^oke\.config\.[cm]?[jt]s$/;
-const IGNORED = /(^|[\\/])(\.|node_modules[\\/])|~$|\.sw.$/;
+/** Files at the project's top that change what the app is: its config, its package (the module type), its aliases. */
+const TOP_FILES = /^(oke\.config\.[cm]?[jt]s|package\.json|tsconfig\.json)$/;
+/** Dot-files and dot-folders, node_modules, editors' backups and swap files. */
+const IGNORED = /(^|\/)(\.|node_modules(\/|$))|~$|\.sw.$/;
+
+const inspectFlag = (name: string, value: string | true | undefined): string[] =>
+  value === undefined ? [] : [value === true ? `--${name}` : `--${name}=${value}`];
+
+const INSPECT_OPTION = /(^|\s)--inspect(-brk|-wait)?(=\S*)?(?=\s|$)/g;
+
+/**
+ * `NODE_OPTIONS=--inspect npm run dev` opens an inspector in every Node process of the chain: npm's
+ * (or npx's), this supervisor's, then the app's, which finds the port taken. The app's process gets
+ * NODE_OPTIONS without it, and the supervisor says how to debug the app instead.
+ */
+function withoutInspect(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const options = (env.NODE_OPTIONS ?? "").trim();
+  const stripped = options.replace(INSPECT_OPTION, "").trim();
+  if (stripped === options) return env;
+  console.error(
+    "oke dev: the app's process ignores --inspect in NODE_OPTIONS: npm, npx and this supervisor are Node processes too, and the first of them took its port; to debug the app, run `oke dev --inspect` (`npm run dev -- --inspect`)",
+  );
+  return { ...env, NODE_OPTIONS: stripped };
+}
 
 /**
  * `oke dev`: a supervisor that runs the app in a child process (`oke __run`)
- * and restarts it when a file under src/ or oke.config.* changes. Restart =
+ * and restarts it when a file under src/, oke.config.*, package.json or tsconfig.json changes. Restart =
  * SIGTERM, wait for the child to exit (it stops gracefully and frees the
  * port and the .oke/ lock), spawn again.
  */
 export async function runDev(dir: string, options: DevOptions = {}): Promise<void> {
-  const root = resolve(dir);
-  if (!existsSync(root) || !statSync(root).isDirectory())
-    throw new CliError(`oke: project directory "${dir}" not found`);
+  const root = checkProjectDir(dir);
   const debounceMs = options.debounceMs ?? 100;
   const killAfterMs = options.killAfterMs ?? 15_000;
-  const args = [BIN, "__run", root, "--env", "dev"];
+  const env = withoutInspect(process.env);
+  // The inspector goes to the app's process only: the supervisor runs none of the project's code.
+  const args = [
+    ...inspectFlag("inspect", options.inspect),
+    ...inspectFlag("inspect-brk", options.inspectBrk),
+    BIN,
+    "__run",
+    root,
+    "--env",
+    "dev",
+  ];
   if (options.port !== undefined) args.push("--port", String(options.port));
   if (options.host !== undefined) args.push("--host", options.host);
 
@@ -44,7 +78,7 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
     const c = spawn(process.execPath, args, {
       stdio: ["ignore", "inherit", "inherit", "ipc"],
       detached: true,
-      env: process.env,
+      env,
     });
     child = c;
     c.once("exit", (code, signal) => {
@@ -76,8 +110,8 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
   };
 
   let timer: NodeJS.Timeout | undefined;
-  const changed = (file: string | null): void => {
-    if (stopping || (file !== null && IGNORED.test(file))) return;
+  const changed = (): void => {
+    if (stopping) return;
     clearTimeout(timer);
     timer = setTimeout(() => {
       if (restarting !== undefined) {
@@ -92,10 +126,14 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
     }, debounceMs);
   };
 
-  const watchers: FSWatcher[] = [];
-  const src = join(root, "src");
-  if (existsSync(src)) watchers.push(watch(src, { recursive: true }, (_event, file) => changed(file)));
-  watchers.push(watch(root, (_event, file) => file !== null && CONFIG.test(file) && changed(file)));
+  const watcher = watchTree(
+    root,
+    {
+      descend: (rel) => rel === "" || ((rel === "src" || rel.startsWith("src/")) && !IGNORED.test(rel)),
+      relevant: (rel) => (rel === "src" || rel.startsWith("src/") ? !IGNORED.test(rel) : TOP_FILES.test(rel)),
+    },
+    changed,
+  );
 
   const shutdown = (): void => {
     if (stopping) {
@@ -104,7 +142,7 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
     }
     stopping = true;
     clearTimeout(timer);
-    for (const w of watchers) w.close();
+    watcher.close();
     void Promise.resolve(restarting)
       .then(stopChild)
       .finally(() => process.exit(0));
@@ -112,6 +150,6 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
   process.on("SIGINT", shutdown);
   process.on("SIGTERM", shutdown);
 
-  console.log(`oke dev: watching ${src} and oke.config.*`);
+  console.log(`oke dev: watching ${join(root, "src")}, oke.config.*, package.json and tsconfig.json`);
   start();
 }

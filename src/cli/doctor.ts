@@ -1,6 +1,7 @@
 /** `oke doctor`: checks the file store (store.db, or an old-format log not yet imported); `--salvage` keeps every valid record of such a log. */
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { CliError } from "../project/load-project.ts";
 import { LOG_FILE } from "../store/file/recovery.ts";
 import { inspectFileLog, salvageFileLog, type DamagedRange } from "../store/file/salvage.ts";
 import { DB_FILE, checkDb } from "../store/file/sqlite/sqlite-db.ts";
@@ -11,13 +12,25 @@ export interface DoctorFlags {
   store?: string;
 }
 
+const isDir = (path: string): boolean => existsSync(path) && statSync(path).isDirectory();
+
 const describe = (d: DamagedRange, size: number): string =>
   `  bytes ${d.offset}–${d.offset + d.bytes - 1} (${d.bytes} bytes)${d.offset + d.bytes === size ? ", up to the end of the file" : ""}`;
 
-/** Prints what it found; exit code 1 when damage is found and left in place. */
+/** Prints what it found; exit code 1 when damage is found and left in place, or there is no store to check. */
 export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> {
-  const storeDir = resolve(dir, flags.store ?? ".oke");
+  const root = resolve(dir);
+  if (!isDir(root)) throw new CliError(`oke doctor: directory "${dir}" not found`);
+  const storeDir = resolve(root, flags.store ?? ".oke");
   const db = join(storeDir, DB_FILE);
+  // Nothing to check is not "intact": a mistyped directory or --store must not pass, and --salvage
+  // (which takes the store's lock) must not create a store where there was none.
+  if (!existsSync(join(storeDir, LOG_FILE)) && !existsSync(db))
+    throw new CliError(
+      isDir(storeDir)
+        ? `oke doctor: ${storeDir} holds no file store (neither ${DB_FILE} nor ${LOG_FILE}); nothing to check`
+        : `oke doctor: no file store at ${storeDir}; nothing to check${flags.store === undefined ? " (the file driver creates it when the app first starts; --store names another)" : ""}`,
+    );
   // A store on SQLite (no old log waiting for its import): SQLite's own check; a torn WAL tail it
   // discards by itself, so there is nothing to salvage.
   if (!existsSync(join(storeDir, LOG_FILE)) && existsSync(db)) {

@@ -59,13 +59,34 @@ const program = new Command("oke")
   .version(pkg.version)
   .showHelpAfterError();
 
+/** `--inspect[=[host:]port]`: only an address, so `oke dev --inspect my-app` is not taken for one silently. */
+const parseInspect = (v: string): string => {
+  if (!/^(\S+:)?\d+$/.test(v))
+    throw new InvalidArgumentError(
+      "expected [host:]port, e.g. --inspect=9230 (put the project directory before --inspect)",
+    );
+  return v;
+};
+
 program
   .command("dev")
-  .description("run the app in dev mode and restart it when src/ or oke.config.* changes")
+  .description(
+    "run the app in dev mode and restart it when src/, oke.config.*, package.json or tsconfig.json changes",
+  )
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
   .option("--host <host>", "address to bind (default: config, else 127.0.0.1)")
-  .action(guard(async (dir: string, flags: ServeFlags) => (await import("./dev.ts")).runDev(dir, flags)));
+  .option(
+    "--inspect [address]",
+    "open the debugger in the app's process ([host:]port, default 127.0.0.1:9229)",
+    parseInspect,
+  )
+  .option("--inspect-brk [address]", "the same, and pause before the app's first line", parseInspect)
+  .action(
+    guard(async (dir: string, flags: ServeFlags & { inspect?: string | true; inspectBrk?: string | true }) =>
+      (await import("./dev.ts")).runDev(dir, flags),
+    ),
+  );
 
 program
   .command("start")

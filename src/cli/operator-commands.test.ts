@@ -222,12 +222,14 @@ describe.each(drivers)(
       "refuses without a token or with a wrong one (exit 1), and says plainly when the Console cannot be reached (exit 2)",
       async () => {
         // Nothing is dead yet: a refused replay has nothing it could change under the other three.
-        const [none, wrong, mutating, away] = await Promise.all([
+        const [none, wrong, mutating, away, appPort] = await Promise.all([
           oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl }),
           oke(["status", "--url", app.consoleUrl, "--token", "not-the-operator-token"]),
           oke(["replay", "jobs.run", "--all"], { OKE_CONSOLE_URL: app.consoleUrl }),
           // The app's own port is not the Console: nothing listens on port 1.
           oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN]),
+          // The app's HTTP port answers JSON too (its 404 OKE1404), but is not the Console.
+          oke(["status", "--url", app.appUrl, "--token", TOKEN]),
         ]);
         expect(none.code).toBe(1);
         expect(none.stdout).toBe("");
@@ -239,6 +241,13 @@ describe.each(drivers)(
         expect(mutating.code).toBe(1);
         expect(away.code).toBe(2);
         expect(away.stderr).toContain("cannot reach the Console at http://127.0.0.1:1");
+        expect(appPort.code).toBe(2);
+        expect(appPort.stdout).toBe("");
+        expect(appPort.stderr).toContain(`oke: ${app.appUrl} is not a Console`);
+        expect(appPort.stderr).toContain("(OKE1404)");
+        expect(appPort.stderr).toContain(
+          "is --url the Console port, 6533 by default, rather than the app's?",
+        );
       },
     );
 
@@ -420,6 +429,8 @@ describe.each(drivers)(
 
         expect(tl.code).toBe(0);
         expect(tl.stdout).toContain(`run ${r.id}  flow trips.book  sleeping`);
+        // The time since the entry before (a step after a 4 min sleep shows 4 min), not the step's own.
+        expect(tl.stdout).toMatch(/^SEQ\s+KIND\s+NAME\s+AT\s+SINCE PREV\s+DETAIL/m);
         expect(tl.stdout).toMatch(/\b0\s+step\s+book\s.*→ \{.*"seat":"12A"/);
         expect(tl.stdout).toMatch(/\b1\s+sleep\s+wait-for-payment\s.*label wait-for-payment for 1h/);
         expect(timeline.timeline.map((t: Json) => t.kind)).toEqual(["step", "sleep"]);

@@ -282,7 +282,8 @@ function formatRun(d: RunDetail): string {
   else
     out.push(
       table(
-        ["SEQ", "KIND", "NAME", "AT", "TOOK", "DETAIL"],
+        // tookMs is the time since the entry before (or the run's start): a step after a sleep shows the sleep.
+        ["SEQ", "KIND", "NAME", "AT", "SINCE PREV", "DETAIL"],
         d.timeline.map((t) => [t.seq, t.kind, t.name, when(t.at), age(t.tookMs), detailOf(t)]),
       ),
     );

@@ -39,6 +39,22 @@ function exitOnSignals(app: App): void {
   if (process.send !== undefined) process.on("disconnect", () => stop("supervisor gone"));
 }
 
+/**
+ * In dev, a flow exported from src/flows/ that nothing triggers is most often an `on(…)` left out:
+ * it loads, gets a name, and every request for it answers 404. Said once per boot, in the app's log;
+ * a flow another one declares in `effects.calls` is meant to be called, and is left out.
+ */
+function warnUntriggeredFlows(app: App): void {
+  const called = new Set(app.manifest.flows.flatMap((f) => f.effects.calls));
+  for (const f of app.manifest.flows) {
+    if (f.triggers.length > 0 || !f.source?.startsWith("src/flows/") || called.has(f.name)) continue;
+    app.logger.warn(
+      { flow: f.name, source: f.source },
+      `flow "${f.name}" (${f.source}) is exported without on(…), so no route, signal or clock runs it (only fx.call and app.invoke do): to serve it, export on(http.get(), flow({ … }))`,
+    );
+  }
+}
+
 /** `oke start` (and the child of `oke dev`): load, boot, listen, print the address, stop on a signal. */
 export async function runApp(dir: string, options: RunOptions): Promise<void> {
   const project = await loadProject(dir);
@@ -49,6 +65,7 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
     root: project.root,
   });
   exitOnSignals(app);
+  if (options.env === "dev") warnUntriggeredFlows(app);
   const started = await app.start({ port: options.port, host: options.host }).catch((e: unknown) => {
     // SIGTERM while boot waited for the database: the signal's stop() exits (0), not a boot error (1).
     if (isOkeError(e) && e.code === "OKE1097") return undefined;

@@ -65,6 +65,30 @@ export function registerProjectResolution(root: string): void {
   registeredFor = root;
 }
 
+const isProjectRoot = (dir: string): boolean =>
+  existsSync(join(dir, "package.json")) ||
+  CONFIG_FILES.some((f) => existsSync(join(dir, f))) ||
+  existsSync(join(dir, "src"));
+
+/**
+ * The project folder exists and looks like one: a package.json, an oke.config.* or a src/ folder.
+ * Run from inside src/ (or any other folder of the project), `oke` would otherwise find no
+ * flows, serve nothing and leave a .oke/ there; instead it says which folder it meant.
+ */
+export function checkProjectDir(dir: string): string {
+  const root = resolve(dir);
+  if (!existsSync(root) || !statSync(root).isDirectory())
+    throw new CliError(`oke: project directory "${dir}" not found`);
+  if (isProjectRoot(root)) return root;
+  let above: string | undefined;
+  for (let d = dirname(root); above === undefined && dirname(d) !== d; d = dirname(d))
+    if (isProjectRoot(d)) above = d;
+  throw new CliError(
+    `oke: ${root} is not a project folder: it has no package.json, oke.config.ts or src/` +
+      (above === undefined ? "" : `; the project seems to be ${above}: run oke there, or pass that folder`),
+  );
+}
+
 /**
  * okengine is ESM. Outside an ES module scope tsx compiles the project to
  * CommonJS, which then fails in confusing ways (require() of ESM cycles,
@@ -103,9 +127,7 @@ const importFile = async (root: string, file: string): Promise<Record<string, un
  * imports work without a build step. Requires tsx to be registered (src/cli/typescript.ts).
  */
 export async function loadProject(dir: string): Promise<LoadedProject> {
-  const root = resolve(dir);
-  if (!existsSync(root) || !statSync(root).isDirectory())
-    throw new CliError(`oke: project directory "${dir}" not found`);
+  const root = checkProjectDir(dir);
   checkEsmScope(root);
   // Under vitest with okengine/vitest's plugin, vitest resolves `@/` and loads TypeScript itself.
   if (process.env.OKE_VITEST_PLUGIN !== "1") {
