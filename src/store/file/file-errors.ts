@@ -3,13 +3,20 @@ import { OkeError } from "../../errors.ts";
 
 /** Errors of the file driver (OKE132x). Codes are stable; texts name the directory. */
 export const fileStoreErrors = {
-  locked: (dir: string, pid: number) =>
-    new OkeError({
-      code: "OKE1320",
-      message: `File store "${dir}" is locked by process ${pid}${pid === process.pid ? " (this process)" : ""}.`,
-      fix: `Stop process ${pid} or point this app at another directory. If no such process runs, delete "${dir}/lock".`,
-      details: { dir, pid },
-    }),
+  locked: (dir: string, pid: number | undefined) =>
+    pid === undefined
+      ? new OkeError({
+          code: "OKE1320",
+          message: `File store "${dir}" is locked by another process.`,
+          fix: "Stop the other process using this directory (another app, or a container sharing its volume), or point this app at another directory.",
+          details: { dir },
+        })
+      : new OkeError({
+          code: "OKE1320",
+          message: `File store "${dir}" is locked by process ${pid}${pid === process.pid ? " (this process)" : ""}.`,
+          fix: `Stop process ${pid} (in this or another container sharing the directory) or point this app at another directory. If no such process runs, delete "${dir}/lock".`,
+          details: { dir, pid },
+        }),
   failed: (dir: string, cause: unknown) =>
     new OkeError({
       code: "OKE1321",

@@ -1,5 +1,7 @@
 // Old-format recovery (what the legacy import reads) and the directory lock, across restarts.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
 import { mkdtemp, readFile, rm, stat, truncate, writeFile, appendFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -165,6 +167,40 @@ describe("directory lock", () => {
     const held = await acquireLock(dir, (pid) => seen.push(pid));
     expect(seen).toEqual([process.pid]);
     await expect(acquireLock(dir)).rejects.toMatchObject({ code: "OKE1320" });
+    await held.release();
+  });
+
+  it("refuses a directory a live process holds even when the lock file names this pid (two containers, both pid 1), and takes it once that process is gone", async () => {
+    const dir = await tempDir();
+    const lockModule = fileURLToPath(new URL("./file-lock.ts", import.meta.url));
+    // A real process holds the directory through acquireLock, as an app would.
+    const holder = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        `const { acquireLock } = await import(${JSON.stringify(lockModule)});
+         await acquireLock(${JSON.stringify(dir)});
+         process.stdout.write("held\\n");
+         setInterval(() => undefined, 1 << 30);`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const [first] = (await once(holder.stdout!, "data")) as [Buffer];
+      expect(first.toString()).toBe("held\n");
+      // What a holder in another PID namespace looks like from here: a lock file naming our own pid.
+      await writeFile(join(dir, "lock"), `${process.pid}\n`);
+      await expect(acquireLock(dir)).rejects.toMatchObject({ code: "OKE1320" });
+    } finally {
+      holder.kill("SIGKILL");
+      await once(holder, "exit");
+    }
+    const seen: Array<number | undefined> = [];
+    const held = await acquireLock(dir, (pid) => seen.push(pid));
+    expect(seen).toEqual([process.pid]);
     await held.release();
   });
 
