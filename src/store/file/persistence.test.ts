@@ -189,7 +189,7 @@ describe("directory lock", () => {
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     try {
-      const [first] = (await once(holder.stdout!, "data")) as [Buffer];
+      const [first] = (await once(holder.stdout, "data")) as [Buffer];
       expect(first.toString()).toBe("held\n");
       // What a holder in another PID namespace looks like from here: a lock file naming our own pid.
       await writeFile(join(dir, "lock"), `${process.pid}\n`);
