@@ -255,8 +255,12 @@ function formatRuns(page: { items: RunRow[]; next: string | null }, query: strin
 function detailOf(t: TimelineItem): string | undefined {
   if (t.kind === "sleep")
     return `label ${t.label ?? "-"}${t.duration ? ` for ${t.duration}` : ""}, wakes ${when(t.wakeAt) ?? "-"}`;
-  if (t.kind === "emit")
-    return t.messageId ? `message ${t.messageId} (${t.messageStatus ?? "pruned"})` : undefined;
+  if (t.kind === "emit") {
+    if (t.eventId !== undefined) return `${t.delivery ?? "broadcast"} event ${t.eventId}`;
+    return t.messageId
+      ? `message ${t.messageId} (${t.messageStatus ?? "gone: pruned or discarded"})`
+      : undefined;
+  }
   const parts: string[] = [];
   if (t.error) parts.push(`error ${t.error.code}: ${short(t.error.message, 60)}`);
   if (t.childRunId) parts.push(`child run ${t.childRunId}`);

@@ -1,6 +1,7 @@
 /** oke start: loads a project, boots its app, listens, and stops it gracefully on SIGINT/SIGTERM. */
 import { createApp } from "../app/app.ts";
 import type { App, Env } from "../app/types.ts";
+import { isLoopbackAddress as isLoopback } from "../console/config.ts";
 import { isOkeError } from "../errors.ts";
 import { describeBootError } from "./boot-error.ts";
 import { loadProject } from "../project/load-project.ts";
@@ -13,8 +14,6 @@ export interface RunOptions {
 
 /** The bound address as a URL host (IPv6 in brackets). */
 export const displayHost = (host: string): string => (host.includes(":") ? `[${host}]` : host);
-
-const isLoopback = (host: string): boolean => host === "::1" || host.startsWith("127.");
 
 /** SIGINT/SIGTERM (or the dev supervisor going away) → graceful app.stop(), then exit. A second signal exits at once. */
 function exitOnSignals(app: App): void {
