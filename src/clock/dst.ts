@@ -7,8 +7,19 @@ const DAY = 86_400_000;
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
+/** Each zone's last answer: a cron's next slot is asked from the previous one, so it is asked again. */
+const lastOffset = new Map<string, { t: number; off: number }>();
+
 /** The zone's UTC offset at instant `t`, in ms (east positive). */
 export function zoneOffset(tz: string, t: number): number {
+  const last = lastOffset.get(tz);
+  if (last?.t === t) return last.off;
+  const off = computeOffset(tz, t);
+  lastOffset.set(tz, { t, off });
+  return off;
+}
+
+function computeOffset(tz: string, t: number): number {
   let f = formatters.get(tz);
   if (f === undefined) {
     f = new Intl.DateTimeFormat("en-US", {
@@ -66,6 +77,34 @@ export function transitions(tz: string, start: number, days = 366): Transition[]
   return out;
 }
 
+/**
+ * The DST gaps of `tz` whose instant is in (start, end], to the second. Offsets are compared a day
+ * apart at most (zones change at most once in a day), so a span under a day costs two look-ups.
+ */
+export function gapsBetween(tz: string, start: number, end: number): Transition[] {
+  const out: Transition[] = [];
+  let prev = zoneOffset(tz, start);
+  for (let lo = start; lo < end;) {
+    const hi = Math.min(end, lo + DAY);
+    const off = zoneOffset(tz, hi);
+    if (off !== prev) {
+      // The first whole second after `lo` whose offset is the new one.
+      let a = Math.floor(lo / 1000);
+      let b = Math.ceil(hi / 1000);
+      while (b - a > 1) {
+        const mid = Math.floor((a + b) / 2);
+        if (zoneOffset(tz, mid * 1000) === prev) a = mid;
+        else b = mid;
+      }
+      const at = b * 1000;
+      if (off > prev && at > start) out.push({ at, kind: "gap", from: at + prev, to: at + off });
+      prev = off;
+    }
+    lo = hi;
+  }
+  return out;
+}
+
 const iso = (wall: number): string => new Date(wall).toISOString().slice(0, 16).replace("T", " ");
 
 /**
@@ -83,9 +122,22 @@ export function dstNotes(spec: ScheduleSpec, now: number): string[] {
     if (hit === undefined || hit >= tr.to) continue;
     notes.push(
       tr.kind === "gap"
-        ? `cron "${spec.cron}" in ${spec.timezone} meets a DST gap on ${iso(tr.from).slice(0, 10)} (local ${iso(tr.from).slice(11)}–${iso(tr.to).slice(11)} does not exist): that fire runs at the next valid instant`
+        ? `cron "${spec.cron}" in ${spec.timezone} meets a DST gap on ${iso(tr.from).slice(0, 10)} (local ${iso(tr.from).slice(11)}–${iso(tr.to).slice(11)} does not exist): ${gapFires(wallCron, tr)}`
         : `cron "${spec.cron}" in ${spec.timezone} meets a DST overlap on ${iso(tr.from).slice(0, 10)} (local ${iso(tr.from).slice(11)}–${iso(tr.to).slice(11)} happens twice): a daily fire runs once, at the first pass; finer crons fire in both passes`,
     );
   }
   return notes;
+}
+
+/** What happens to a cron's fires in a gap (schedule-spec.ts): each runs at its end, together once. */
+function gapFires(wallCron: Cron, tr: Transition): string {
+  const times: string[] = [];
+  for (let w = wallCron.nextRun(new Date(tr.from - 1000)); w !== null && w.getTime() < tr.to;) {
+    times.push(iso(w.getTime()).slice(11));
+    w = wallCron.nextRun(w);
+  }
+  const end = `${iso(tr.to).slice(11)}, the next valid instant`;
+  if (times.length === 1) return `the fire at ${times[0]} runs at ${end}`;
+  const shown = times.length > 4 ? `${times.slice(0, 3).join(", ")} … ${times.at(-1)!}` : times.join(", ");
+  return `the fires at ${shown} run once, at ${end}`;
 }

@@ -349,14 +349,20 @@ export class ScheduleRuntime {
       const out = await handle(m);
       const slot = (m.payload as Partial<ClockInput> | undefined)?.scheduledAt ?? 0;
       try {
-        if (out.kind === "error" && out.failure)
-          await this.o.store.recordScheduleError(
-            name,
-            { slot, code: out.failure.code, message: out.failure.message, at: this.now() },
-            this.now(),
-          );
-        else if (out.kind === "ok" && this.live.get(name)?.record.lastError)
+        // The record in memory says whether there is an error to clear, so a success costs no
+        // store call as a rule. It is kept in step here for this instance's own writes; another
+        // instance's error or clear reaches it as a store wake (the drivers send one when a clock
+        // gains or loses its error), which re-reads the schedules.
+        let lastError: ScheduleRecord["lastError"] | undefined;
+        if (out.kind === "error" && out.failure) {
+          lastError = { slot, code: out.failure.code, message: out.failure.message, at: this.now() };
+          await this.o.store.recordScheduleError(name, lastError, this.now());
+        } else if (out.kind === "ok" && this.live.get(name)?.record.lastError) {
+          lastError = null;
           await this.o.store.recordScheduleError(name, null, this.now());
+        }
+        const l = this.live.get(name);
+        if (lastError !== undefined && l !== undefined) l.record = { ...l.record, lastError };
       } catch (e) {
         this.o.logger.warn({ err: e, clock: name }, "clock: could not record the fire's outcome");
       }

@@ -1,6 +1,7 @@
 /** A schedule's spec (cron XOR every, in a timezone) turned into slot arithmetic: next slot, latest due slot. */
 import { Cron } from "croner";
 import type { ScheduleSpec } from "../store/schedule-types.ts";
+import { gapsBetween, zoneOffset } from "./dst.ts";
 import { parseDuration } from "./duration.ts";
 
 export type { ScheduleSpec } from "../store/schedule-types.ts";
@@ -75,7 +76,8 @@ export function compileSpec(spec: ScheduleSpec): CompiledSpec {
     };
   }
   const cron = new Cron(spec.cron!.trim(), { mode: "5-part", timezone: spec.timezone, paused: true });
-  const next = (t: number): number | null => cron.nextRun(new Date(t))?.getTime() ?? null;
+  const zoned = (t: number): number | null => cron.nextRun(new Date(t))?.getTime() ?? null;
+  const next = spec.timezone === "UTC" ? zoned : gapAware(spec, zoned);
   return {
     spec,
     next,
@@ -95,3 +97,39 @@ export function compileSpec(spec: ScheduleSpec): CompiledSpec {
     },
   };
 }
+
+/**
+ * `next` of a cron in a zone with DST gaps. croner moves a fire whose local time does not exist to
+ * the end of the gap only when the minute and hour fields hold one value each; `0,30 2 * * *` or
+ * `30 2-3 * * *` lost their gap fires on a spring-forward day. Here the cron is read on local wall
+ * time: every fire whose local time falls in a gap runs at the gap's end, the next valid instant,
+ * and fires that land there together are one (a slot is an instant). Fires at real local times
+ * are croner's, overlaps included.
+ */
+function gapAware(spec: ScheduleSpec, zoned: (t: number) => number | null): (t: number) => number | null {
+  const wall = new Cron(spec.cron!.trim(), { mode: "5-part", timezone: "UTC", paused: true });
+  const tz = spec.timezone;
+  // Whether the cron fires at local wall time `w` (wall times as UTC ms).
+  const firesAtWall = (w: number): boolean => wall.nextRun(new Date(w - 1))?.getTime() === w;
+  return (t) => {
+    for (let from = t; ;) {
+      const real = zoned(from);
+      // A gap before the next real fire whose local times hold a fire: it runs at the gap's end.
+      // Looked for from `t`, not `from`: it may lie before a fire skipped in an earlier turn.
+      const gaps = gapsBetween(tz, t, real ?? t + YEAR);
+      for (const g of gaps) {
+        const hit = wall.nextRun(new Date(g.from - 1))?.getTime();
+        if (hit !== undefined && hit < g.to && g.at > t && (real === null || g.at <= real)) return g.at;
+      }
+      if (real === null) return null;
+      // croner moves a gap fire (single-valued fields) only to a gap's end, so with no gap passed
+      // `real` is a real local time of the cron; past a gap it may be such a move, found above or
+      // not a fire of the cron at all.
+      const gapPassed = (from === t ? gaps : gapsBetween(tz, from, real)).length > 0;
+      if (!gapPassed || firesAtWall(real + zoneOffset(tz, real))) return real;
+      from = real;
+    }
+  };
+}
+
+const YEAR = 366 * 86_400_000;

@@ -99,6 +99,47 @@ describe("slot maths", () => {
     expect(c.next(utc("2026-03-08T07:00:00Z"))).toBe(utc("2026-03-09T06:30:00Z"));
   });
 
+  it("DST gap: every fire of a cron whose local time does not exist runs at the gap's end, together once", () => {
+    // New York, 2026-03-08: 02:00–03:00 local does not exist; 03:00 EDT is 07:00Z.
+    const fires = (cron: string, from: string, to: string): string[] => {
+      const c = compileSpec({ cron, every: null, timezone: "America/New_York" });
+      const out: string[] = [];
+      for (let t = c.next(utc(from)); t !== null && t <= utc(to); t = c.next(t))
+        out.push(new Date(t).toISOString().slice(11, 16));
+      return out;
+    };
+    const day = (cron: string) => fires(cron, "2026-03-08T04:00:00Z", "2026-03-09T04:00:00Z");
+    expect(day("30 2 * * *")).toEqual(["07:00"]);
+    expect(day("0,30 2 * * *")).toEqual(["07:00"]);
+    expect(day("*/15 2 * * *")).toEqual(["07:00"]);
+    expect(day("15,45 2 * * *")).toEqual(["07:00"]);
+    expect(day("30 2,14 * * *")).toEqual(["07:00", "18:30"]);
+    expect(day("30 2-3 * * *")).toEqual(["07:00", "07:30"]);
+    expect(day("30 1-2 * * *")).toEqual(["06:30", "07:00"]);
+    expect(day("0 2,3 * * *")).toEqual(["07:00"]);
+    // Days before and after are untouched.
+    expect(fires("*/15 2 * * *", "2026-03-07T04:00:00Z", "2026-03-08T04:00:00Z")).toEqual([
+      "07:00",
+      "07:15",
+      "07:30",
+      "07:45",
+    ]);
+    expect(fires("0,30 2 * * *", "2026-03-09T04:00:00Z", "2026-03-10T04:00:00Z")).toEqual(["06:00", "06:30"]);
+    // Other zones' gaps: Santiago's midnight (00:00 → 01:00), Lord Howe's half hour (02:00 → 02:30).
+    const santiago = compileSpec({ cron: "*/20 0 * * *", every: null, timezone: "America/Santiago" });
+    expect(santiago.next(utc("2026-09-06T00:00:00Z"))).toBe(utc("2026-09-06T04:00:00Z"));
+    expect(santiago.next(utc("2026-09-06T04:00:00Z"))).toBe(utc("2026-09-07T03:00:00Z"));
+    const howe = compileSpec({ cron: "0,15,45 2 * * *", every: null, timezone: "Australia/Lord_Howe" });
+    expect(howe.next(utc("2026-10-03T12:00:00Z"))).toBe(utc("2026-10-03T15:30:00Z"));
+    expect(howe.next(utc("2026-10-03T15:30:00Z"))).toBe(utc("2026-10-03T15:45:00Z"));
+    // latestDue counts the merged fire once.
+    const q = compileSpec({ cron: "*/15 2 * * *", every: null, timezone: "America/New_York" });
+    expect(q.latestDue(utc("2026-03-08T04:00:00Z"), utc("2026-03-08T12:00:00Z"))).toEqual({
+      slot: utc("2026-03-08T07:00:00Z"),
+      count: 1,
+    });
+  });
+
   it("DST overlap: a daily 01:30 in New York fires once", () => {
     const c = compileSpec({ cron: "30 1 * * *", every: null, timezone: "America/New_York" });
     const first = c.next(utc("2026-10-31T12:00:00Z"));
@@ -114,7 +155,18 @@ describe("slot maths", () => {
     ]);
     expect(transitions("UTC", from)).toEqual([]);
     const ny = (cron: string) => dstNotes({ cron, every: null, timezone: "America/New_York" }, from);
-    expect(ny("30 2 * * *")).toEqual([expect.stringMatching(/DST gap on 2026-03-08 \(local 02:00–03:00/)]);
+    expect(ny("30 2 * * *")).toEqual([
+      'cron "30 2 * * *" in America/New_York meets a DST gap on 2026-03-08 (local 02:00–03:00 does not exist): the fire at 02:30 runs at 03:00, the next valid instant',
+    ]);
+    expect(ny("0,30 2 * * *")).toEqual([
+      expect.stringMatching(
+        /DST gap on 2026-03-08 .*: the fires at 02:00, 02:30 run once, at 03:00, the next valid instant$/,
+      ),
+    ]);
+    expect(ny("* 2 * * *")).toEqual([
+      expect.stringMatching(/the fires at 02:00, 02:01, 02:02 … 02:59 run once, at 03:00/),
+    ]);
+    expect(ny("30 2-3 * * *")).toEqual([expect.stringMatching(/the fire at 02:30 runs at 03:00/)]);
     expect(ny("30 1 * * *")).toEqual([
       expect.stringMatching(/DST overlap on 2026-11-01 \(local 01:00–02:00/),
     ]);

@@ -194,6 +194,66 @@ for (const driver of drivers) {
       expect(await app.deadLetters({ name: "clock:reports.hourly" } as never)).toHaveLength(1);
     });
 
+    it("lastError: the retry that succeeds after a failed attempt clears it", async () => {
+      const attempts: number[] = [];
+      const time = createTimeTravel(utc("2026-05-01T10:59:30Z"));
+      const mod = {
+        flaky: on(
+          clock("flaky", { every: "1h", retries: 2 }),
+          flow("flaky", {
+            do: (_i: ClockInput, fx) => {
+              attempts.push(fx.attempt);
+              if (fx.attempt === 1) throw new Error("first attempt fails");
+            },
+          }),
+        ),
+      };
+      const app = await apps.make([mod], { time });
+      time.advance("30s");
+      await app.idle();
+      // The retry's back-off (if any) is time-travelled through in steps; no wall-clock wait.
+      for (let i = 0; i < 60 && attempts.length < 2; i++) {
+        time.advance("10s");
+        await app.idle();
+      }
+      expect(attempts).toEqual([1, 2]);
+      expect((await app.operator.schedules.get("flaky")).lastError).toBeNull();
+    });
+
+    it("lastError: two instances, a later slot's success clears it whichever instance recorded it", async () => {
+      const outcomes: string[] = [];
+      const time = createTimeTravel(utc("2026-05-01T10:00:30Z"));
+      const store = await apps.store();
+      const mod = () => ({
+        c: on(
+          clock("flaky.minute", { every: "1m", retries: 0 }),
+          flow("flaky.minute", {
+            do: (i: ClockInput) => {
+              const fail = i.scheduledAt === utc("2026-05-01T10:01:00Z");
+              outcomes.push(fail ? "failed" : "ok");
+              if (fail) throw new Error("slot failed");
+            },
+          }),
+        ),
+      });
+      const a = await apps.make([mod()], { time, store });
+      const b = await apps.make([mod()], { time, store });
+      const view = () => a.operator.schedules.get("flaky.minute");
+      time.advance("30s");
+      await Promise.all([a.idle(), b.idle()]);
+      expect(outcomes).toEqual(["failed"]);
+      expect((await view()).lastError).toMatchObject({ message: "slot failed" });
+      // Settle both instances once more: the wake the error sent has made each re-read it.
+      await Promise.all([a.idle(), b.idle()]);
+      for (let m = 2; m <= 4; m++) {
+        time.advance("1m");
+        await Promise.all([a.idle(), b.idle()]);
+        expect((await view()).lastError, `after slot ${m}`).toBeNull();
+        expect(await b.operator.schedules.get("flaky.minute")).toMatchObject({ lastError: null });
+      }
+      expect(outcomes).toEqual(["failed", "ok", "ok", "ok"]);
+    });
+
     it("reconcile at boot: a clock no longer declared is orphaned with its history, not fired", async () => {
       const log: ClockInput[] = [];
       const time = createTimeTravel(utc("2026-05-01T10:59:00Z"));
@@ -253,6 +313,63 @@ for (const driver of drivers) {
           .filter((x) => x.clock === "nightly.overlap" && x.scheduledAt > from)
           .map((x) => new Date(x.scheduledAt).toISOString()),
       ).toEqual(["2026-11-01T05:30:00.000Z", "2026-11-02T06:30:00.000Z"]);
+    });
+
+    it("DST: crons with several fires in the gap hour fire once at its end; the fall-back day is untouched", async () => {
+      const log: ClockInput[] = [];
+      const crons = {
+        single: "30 2 * * *",
+        list: "0,30 2 * * *",
+        step: "*/15 2 * * *",
+        hours: "30 2,14 * * *",
+        range: "30 2-3 * * *",
+      };
+      const mod = Object.fromEntries(
+        Object.entries(crons).map(([k, cron]) => [
+          k,
+          on(
+            clock(`dst.${k}`, { cron, timezone: "America/New_York" }),
+            flow(`dst.${k}`, { do: (i: ClockInput) => void log.push(i) }),
+          ),
+        ]),
+      );
+      const time = createTimeTravel(utc("2026-03-08T04:00:00Z"));
+      const app = await apps.make([mod], { time });
+      // Steps of 15 minutes (no slot is more frequent), so each fire is seen on its own, not caught up.
+      const walk = async (from: string, steps: number): Promise<Record<string, string[]>> => {
+        const start = utc(from);
+        if (time.now() !== start) {
+          time.set(start);
+          await app.idle();
+        }
+        for (let i = 0; i < steps; i++) {
+          time.advance("15m");
+          await app.idle();
+        }
+        const out: Record<string, string[]> = {};
+        for (const k of Object.keys(crons))
+          out[k] = log
+            .filter((x) => x.clock === `dst.${k}` && x.scheduledAt > start)
+            .map((x) => new Date(x.scheduledAt).toISOString().slice(11, 16));
+        return out;
+      };
+      // 2026-03-08: 02:00–03:00 local does not exist; 03:00 EDT is 07:00Z.
+      expect(await walk("2026-03-08T04:00:00Z", 64)).toEqual({
+        single: ["07:00"],
+        list: ["07:00"],
+        step: ["07:00"],
+        hours: ["07:00", "18:30"],
+        range: ["07:00", "07:30"],
+      });
+      expect(log.every((x) => x.missedRuns === 0)).toBe(true);
+      // 2026-11-01: 01:00–02:00 happens twice, 02:00 EST is 07:00Z: these crons fire as on any day.
+      expect(await walk("2026-11-01T04:00:00Z", 64)).toEqual({
+        single: ["07:30"],
+        list: ["07:00", "07:30"],
+        step: ["07:00", "07:15", "07:30", "07:45"],
+        hours: ["07:30", "19:30"],
+        range: ["07:30", "08:30"],
+      });
     });
 
     it("a durable clock flow runs under the slot's id; fx.clock.ago/fromNow/duration use the injected clock", async () => {

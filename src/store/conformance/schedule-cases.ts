@@ -116,6 +116,45 @@ export function scheduleCases(factory: StoreFactory, options: ConformanceOptions
       expect(await store().overrideSchedule("nope", minutely, T0)).toBeUndefined();
     });
 
+    it("a reconcile racing an operator's pause, edit or resume never undoes it, and the version never goes back", async () => {
+      // A deploy changes every clock's description while an operator acts on the last one. On
+      // postgres the two really run side by side, the operator starting at a different point of
+      // the reconcile each round; whatever the interleaving, both changes must be in the result.
+      const n = 200;
+      const target = `c${n - 1}`;
+      const decls = (gen: number): DeclaredSchedule[] =>
+        Array.from({ length: n }, (_, i) =>
+          decl(`c${String(i).padStart(3, "0")}`, minutely, { overridable: true, description: `gen ${gen}` }),
+        );
+      const every5m: ScheduleSpec = { cron: null, every: "5m", timezone: "UTC" };
+      await store().reconcileSchedules(decls(0), T0);
+      for (let gen = 1; gen <= 24; gen++) {
+        const at = T0 + gen * 60_000;
+        const op = (["pause", "edit", "resume"] as const)[gen % 3]!;
+        if (op === "resume") await store().setSchedulePaused(target, true, at - 1);
+        const before = await one(store(), target);
+        const reconciled = store().reconcileSchedules(decls(gen), at);
+        await new Promise((r) => setTimeout(r, (gen % 4) * 3));
+        const acted =
+          op === "edit"
+            ? store().overrideSchedule(target, every5m, at + 1)
+            : store().setSchedulePaused(target, op === "pause", at + 1);
+        const [list, result] = await Promise.all([reconciled, acted]);
+        const after = await one(store(), target);
+        expect(after, `round ${gen} (${op})`).toMatchObject({
+          paused: op === "pause",
+          override: op === "edit" ? every5m : null,
+          description: `gen ${gen}`,
+        });
+        expect(after.version, `round ${gen} (${op})`).toBe(result!.version);
+        expect(after.version).toBeGreaterThan(before.version);
+        expect(after.version).toBeGreaterThanOrEqual(list.find((r) => r.name === target)!.version);
+        // Back to running on the declared spec for the next round, outside any race.
+        await store().setSchedulePaused(target, false, at + 2);
+        await store().overrideSchedule(target, null, at + 2);
+      }
+    });
+
     it("a clock declared non-overridable refuses edits, and loses an override when code revokes overridable", async () => {
       await store().reconcileSchedules([decl("fixed"), decl("soft", hourly, { overridable: true })], T0);
       const err = await rejectionOf(store().overrideSchedule("fixed", minutely, T0 + 1));

@@ -274,8 +274,11 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       return fired;
     },
     async recordScheduleError(name, error, now) {
+      const had = (engine.getSchedule(name)?.lastError ?? null) !== null;
+      // Whether the clock has an error at all is what other instances act on (a success clears it
+      // only when they know there is one): a change of that is a wake, a newer error is not.
       if (engine.recordScheduleError(name, error, now))
-        await commit({ op: "recordScheduleError", name, error, now });
+        await commit({ op: "recordScheduleError", name, error, now }, had !== (error !== null) ? wake : []);
     },
     async listFires(name, limit) {
       return engine.listFires(name, limit);

@@ -125,7 +125,24 @@ export async function reconcileSchedules(
     // Instances booting together take turns, so each plans against the other's result.
     await q(c, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`okengine:schedules:${ctx.s}`]);
     const { rows } = await q<ScheduleRow>(c, `SELECT * FROM ${ctx.s}.schedules`, []);
-    const plan = planReconcile(rows.map(toRecord), declared, now);
+    const current = new Map(rows.map((r) => [r.name, toRecord(r)]));
+    let plan = planReconcile([...current.values()], declared, now);
+    // The read above is not locked, and an operator's pause, edit or resume (update() below) may have
+    // committed since: writing the plan's copy would undo it and move the version back. So the rows
+    // the plan rewrites are locked and read again, and the plan is made again on what they hold.
+    const locked = new Set<string>();
+    for (;;) {
+      const more = plan.map((r) => r.name).filter((n) => current.has(n) && !locked.has(n));
+      if (more.length === 0) break;
+      const fresh = await q<ScheduleRow>(
+        c,
+        `SELECT * FROM ${ctx.s}.schedules WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`,
+        [more],
+      );
+      for (const r of fresh.rows) current.set(r.name, toRecord(r));
+      for (const n of more) locked.add(n);
+      plan = planReconcile([...current.values()], declared, now);
+    }
     await upsert(c, ctx.s, plan);
     if (plan.length > 0) await announce(ctx, c);
     return plan.length;
@@ -310,18 +327,31 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
   return out;
 }
 
+/**
+ * Notes a fire's failure or clears it. Instances learn that a clock has an error (or no longer has
+ * one) from a wake sent when that changes, so whichever instance runs the next successful fire
+ * clears it at once; a newer error over an older one changes nothing they act on and sends none.
+ */
 export async function recordScheduleError(
   ctx: PgContext,
   name: string,
   error: ScheduleError | null,
   now: number,
 ): Promise<void> {
-  await q(
+  const { rows } = await q<{ had: boolean }>(
     ctx.pool,
-    `UPDATE ${ctx.s}.schedules SET last_error = $2::jsonb, updated_at = $3
-     WHERE name = $1 AND ($2::jsonb IS NOT NULL OR last_error IS NOT NULL)`,
+    `WITH prev AS (
+       SELECT name, last_error IS NOT NULL AS had FROM ${ctx.s}.schedules WHERE name = $1 FOR UPDATE
+     )
+     UPDATE ${ctx.s}.schedules s SET last_error = $2::jsonb, updated_at = $3
+     FROM prev WHERE s.name = prev.name AND ($2::jsonb IS NOT NULL OR prev.had)
+     RETURNING prev.had`,
     [name, error === null ? null : jsonParam(error), now],
   );
+  const row = rows[0];
+  if (row === undefined || row.had === (error !== null)) return;
+  await announce(ctx, ctx.pool);
+  ctx.emit([{ kind: "wake" }]);
 }
 
 export async function listFires(ctx: PgContext, name: string, limit = 100): Promise<ScheduleFire[]> {
