@@ -239,6 +239,26 @@ export class LiveRuntime {
     );
   }
 
+  /**
+   * Hears the store's appends, once for every tape of this process. Kept only
+   * once the store accepted it: a subscribe that throws is not remembered, so
+   * the reader's caller sees the error and the next reader subscribes again.
+   * An accepted subscription is the store's to keep served through its own
+   * outages (the postgres driver retries its LISTEN connection and polls).
+   */
+  private follow(): void {
+    if (this.unsubscribeStore !== undefined) return;
+    try {
+      this.unsubscribeStore = this.store.subscribeTapes((t) => {
+        if (t === "all") for (const f of this.feeds.values()) f.wake();
+        else this.feeds.get(JSON.stringify([t.signal, t.key]))?.wake();
+      });
+    } catch (err) {
+      this.logger.warn({ err }, "live: subscribing to tape appends failed; the next reader tries again");
+      throw err;
+    }
+  }
+
   /** Replays the tape after a position, then follows it. Returns the unsubscribe. */
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
     if (
@@ -258,10 +278,7 @@ export class LiveRuntime {
         `app.live: after must be a tape position (a non-negative integer), got ${String(after)}`,
       );
     if (typeof listener !== "function") throw new TypeError("app.live: listener must be a function");
-    this.unsubscribeStore ??= this.store.subscribeTapes((t) => {
-      if (t === "all") for (const f of this.feeds.values()) f.wake();
-      else this.feeds.get(JSON.stringify([t.signal, t.key]))?.wake();
-    });
+    this.follow();
     const name = JSON.stringify([signal.name, key]);
     let feed = this.feeds.get(name);
     if (!feed) this.feeds.set(name, (feed = new TapeFeed(this, signal, key)));
