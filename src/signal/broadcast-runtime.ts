@@ -17,13 +17,22 @@ import { WorkerPool, type HandlerOutcome } from "./worker-pool.ts";
  *   (its own flows, plus the fleet's as last read, at most REFRESH_MS old);
  * - a copy waits in the queue for an instance with its flow at most
  *   MAX_WAIT_MS; older copies are dropped as missed, and the copies of a flow
- *   whose every subscriber lapsed are cleared by the janitor.
+ *   whose every subscriber lapsed are cleared by the janitor;
+ * - a heartbeat that failed (store unreachable) is retried every RETRY_MS, and
+ *   at once on the store's wake-up, so an instance re-announces its flows as
+ *   soon as the store is back;
+ * - an outage does not count against a subscriber's TTL: after this
+ *   instance's own store calls failed, the subscribers it last saw before the
+ *   outage still count (and the janitor waits) for SUBSCRIBER_TTL_MS from the
+ *   first read that succeeds again. Their entries expired only because nobody
+ *   could heartbeat meanwhile.
  */
 export const BROADCAST_PHYSICS = {
   HEARTBEAT_MS: 5_000,
   SUBSCRIBER_TTL_MS: 15_000,
   REFRESH_MS: 1_000,
   MAX_WAIT_MS: 30_000,
+  RETRY_MS: 1_000,
 } as const;
 
 const JANITOR_BATCH = 500;
@@ -46,6 +55,7 @@ export interface BroadcastRuntimeOptions {
   signals: ReadonlyMap<string, SignalHandle>;
   subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
   concurrency: number;
+  /** The app's prefetch; copy pools use none (see start()), so a claimed copy is a started copy. */
   prefetch: number;
   leaseMs: number;
   /** Runs one claimed copy through its flow, as a once consumer would (the app's handler). */
@@ -64,6 +74,15 @@ export class BroadcastRuntime {
   /** signal → flows known to have a live subscriber (ours included). */
   private fleet = new Map<string, Set<string>>();
   private fleetReadAt = -Infinity;
+  /** The fleet as last read before this instance's store calls failed: held over an outage. */
+  private known = new Map<string, Set<string>>();
+  /** A store call failed since the last fleet read that succeeded. */
+  private outage = false;
+  /** Until then `known` still counts and the janitor waits (the grace after an outage). */
+  private holdUntil = -Infinity;
+  /** The last heartbeat failed: retried every RETRY_MS and on the store's wake-up. */
+  private tickFailed = false;
+  private unsubscribe: (() => void) | undefined;
   private refreshing: Promise<void> | undefined;
   private cancelTick: (() => void) | undefined;
   private tickRunning: Promise<void> | undefined;
@@ -107,15 +126,45 @@ export class BroadcastRuntime {
           signal: queue,
           worker: this.o.instanceId,
           concurrency: this.o.concurrency,
-          prefetch: this.o.prefetch,
+          // No prefetch: a copy is claimed only into a free slot and its handler starts at once, so
+          // a claim is spent only by a copy that started. A prefetched copy left in the buffer of an
+          // instance that died came back spent (one attempt) and was never run anywhere.
+          // The cost: under a backlog, up to one claim per finished handler instead of one per
+          // prefetch/2 copies; an idle fleet claims once per event either way.
+          prefetch: 0,
           leaseMs: this.o.leaseMs,
           handle: this.copyHandler(s, flow, this.o.handler(queue, flow)),
+          // A claim that finds the one attempt spent: the handler that held it was cut off.
+          whenSpent: (m, unstarted) => Promise.resolve(this.cutOff(s, flow, m, unstarted)),
         });
         this.pools.push(pool);
         pool.start();
       }
     }
-    this.armTick();
+    // The store's wake-up (poll tick, reconnect) retries a failed heartbeat at once.
+    this.unsubscribe = this.o.store.subscribe((e) => {
+      if (e.kind === "wake" && this.tickFailed) this.runTick();
+    });
+    this.armTick(BROADCAST_PHYSICS.HEARTBEAT_MS);
+  }
+
+  /**
+   * A copy whose one attempt is spent: its handler started on an instance that died (or outlived its
+   * lease), so it is settled unrun. `unstarted` (a copy dropped from the buffer) cannot happen without
+   * prefetch; should it, the pool settles it with its never-started text.
+   */
+  private cutOff(
+    signal: BroadcastSignal,
+    flow: AnyFlow,
+    m: ClaimedMessage,
+    unstarted: { code: string; message: string } | undefined,
+  ): HandlerOutcome | undefined {
+    if (unstarted !== undefined) return undefined;
+    this.o.logger.warn(
+      { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id), attempt: m.attempts - 1 },
+      "broadcast: a handler was cut off (its instance stopped, or it outlived its lease); not run again",
+    );
+    return { kind: "ok" };
   }
 
   private copyHandler(
@@ -125,11 +174,6 @@ export class BroadcastRuntime {
   ): (m: ClaimedMessage) => Promise<HandlerOutcome> {
     return async (m) => {
       const log = { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id) };
-      if (m.attempts > 1) {
-        // An instance took this copy and vanished mid-handler: broadcast does not retry.
-        this.o.logger.warn(log, "broadcast: a handler was cut off (its instance stopped); not run again");
-        return { kind: "ok" };
-      }
       const age = this.o.clock.now() - m.createdAt;
       if (age > BROADCAST_PHYSICS.MAX_WAIT_MS) {
         this.o.logger.warn({ ...log, ageMs: age }, "broadcast: event waited too long for this flow; missed");
@@ -147,20 +191,49 @@ export class BroadcastRuntime {
     };
   }
 
-  private armTick(): void {
+  private armTick(delayMs: number): void {
     if (this.stopped) return;
-    this.cancelTick = this.o.clock.at(this.o.clock.now() + BROADCAST_PHYSICS.HEARTBEAT_MS, () => {
-      this.tickRunning = this.tick()
-        .catch((err: unknown) => this.o.logger.warn({ err }, "broadcast: heartbeat failed; retrying"))
-        .finally(() => {
-          this.tickRunning = undefined;
-          this.armTick();
-        });
+    this.cancelTick?.();
+    this.cancelTick = this.o.clock.at(this.o.clock.now() + delayMs, () => {
+      this.cancelTick = undefined;
+      this.runTick();
     });
+  }
+
+  /** Heartbeat and janitor now (unless one is running), then the next one armed. */
+  private runTick(): void {
+    if (this.stopped || this.tickRunning !== undefined) return;
+    this.cancelTick?.();
+    this.cancelTick = undefined;
+    this.tickRunning = this.tick()
+      .then(
+        () => {
+          if (this.tickFailed) this.o.logger.info("broadcast: heartbeat sent again; the store is back");
+          this.tickFailed = false;
+        },
+        (err: unknown) => {
+          this.outage = true;
+          // One line per outage, not one per retry.
+          if (!this.tickFailed)
+            this.o.logger.warn(
+              { err },
+              `broadcast: heartbeat failed; retrying every ${BROADCAST_PHYSICS.RETRY_MS} ms and on reconnect`,
+            );
+          else this.o.logger.debug({ err }, "broadcast: heartbeat failed again");
+          this.tickFailed = true;
+        },
+      )
+      .finally(() => {
+        this.tickRunning = undefined;
+        this.armTick(this.tickFailed ? BROADCAST_PHYSICS.RETRY_MS : BROADCAST_PHYSICS.HEARTBEAT_MS);
+      });
   }
 
   private async tick(): Promise<void> {
     await this.heartbeat();
+    // Right after an outage every subscriber's entry may have lapsed only for want of a reachable
+    // store: clearing their copies before they re-announce would lose events they are still there for.
+    if (this.o.clock.now() < this.holdUntil) return;
     await this.sweep();
   }
 
@@ -177,12 +250,30 @@ export class BroadcastRuntime {
   }
 
   private async readFleet(now: number): Promise<void> {
-    const live = await this.o.store.liveSubscriptions(now);
+    let live: BroadcastSubscription[];
+    try {
+      live = await this.o.store.liveSubscriptions(now);
+    } catch (e) {
+      this.outage = true;
+      throw e;
+    }
     const fleet = new Map<string, Set<string>>();
-    for (const { signal, flow } of [...this.own, ...live]) {
+    const add = (signal: string, flow: string): void => {
       let set = fleet.get(signal);
       if (!set) fleet.set(signal, (set = new Set()));
       set.add(flow);
+    };
+    for (const { signal, flow } of [...this.own, ...live]) add(signal, flow);
+    if (this.outage) {
+      // The first read after our store calls failed: members' entries may have expired meanwhile
+      // only because nobody could heartbeat. Those seen before count for one more TTL.
+      this.outage = false;
+      this.holdUntil = now + BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS;
+    }
+    if (now < this.holdUntil) {
+      for (const [signal, flows] of this.known) for (const flow of flows) add(signal, flow);
+    } else {
+      this.known = fleet;
     }
     this.fleet = fleet;
     this.fleetReadAt = now;
@@ -285,6 +376,7 @@ export class BroadcastRuntime {
 
   async stop(timeoutMs: number): Promise<void> {
     this.stopped = true;
+    this.unsubscribe?.();
     this.cancelTick?.();
     const deadline = Date.now() + timeoutMs;
     await withinMs(timeoutMs, this.tickRunning);

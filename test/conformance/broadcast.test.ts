@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { flow, on, signal, OkeError } from "../../src/index.ts";
 import { BROADCAST_PHYSICS, broadcastQueue } from "../../src/signal/broadcast-runtime.ts";
-import { appFactory, recordingLogger, until } from "./app-fixture.ts";
+import type { Store } from "../../src/store/types.ts";
+import { appFactory, gate, recordingLogger, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
 /** Two flows on one broadcast signal, recording which flow ran which event where. */
@@ -13,6 +14,26 @@ function fanout(name: string) {
   const charge = on(placed, flow(`${name}.charge`, { do: ({ id }) => void seen.push(`charge ${id}`) }));
   const ship = on(placed, flow(`${name}.ship`, { do: ({ id }) => void seen.push(`ship ${id}`) }));
   return { placed, seen, charge, ship };
+}
+
+/** The store with every call failing while `down` (events still flow): an outage both apps see. */
+function outageStore(store: Store): { store: Store; setDown(down: boolean): void; failures: () => number } {
+  let down = false;
+  let failures = 0;
+  const wrapped = new Proxy(store, {
+    get(target, prop, receiver) {
+      const v: unknown = Reflect.get(target, prop, receiver);
+      if (typeof v !== "function" || prop === "subscribe" || prop === "close") return v;
+      return (...args: unknown[]): unknown => {
+        if (down) {
+          failures++;
+          return Promise.reject(new Error("store unreachable (test outage)"));
+        }
+        return (v as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: wrapped, setDown: (d) => void (down = d), failures: () => failures };
 }
 
 describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
@@ -142,5 +163,100 @@ describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
     );
     const err = await a.emit(placed, {}).catch((e: unknown) => e);
     expect((err as OkeError).code).toBe("OKE1240");
+  });
+
+  it("copies an instance claimed but never started run on the other replica when it dies", async () => {
+    const placed = signal.broadcast("orders.crash");
+    const startedOnA: string[] = [];
+    const ranOnB: string[] = [];
+    const hang = gate();
+    const onA = on(
+      placed,
+      flow("orders.crash.slow", {
+        do: async ({ id }: { id: string }) => {
+          startedOnA.push(id);
+          await hang.promise;
+        },
+      }),
+    );
+    const onB = on(
+      placed,
+      flow("orders.crash.slow", { do: ({ id }: { id: string }) => void ranOnB.push(id) }),
+    );
+    const config = { signals: { concurrency: 2, prefetch: 4, leaseMs: 10_000 } };
+    const store = await apps.store();
+    const a = await apps.make([{ placed, onA }], { store, config });
+    const ids = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
+    for (const id of ids) await a.emit(placed, { id });
+    await until(() => startedOnA.length === 2, "A's two slots busy");
+    // A's claim is in (a prefetching pool took concurrency + prefetch copies in it).
+    await until(
+      async () =>
+        (await store.stats(broadcastQueue("orders.crash", "orders.crash.slow"), a.clock.now())).inflight >= 2,
+      "A's claims",
+    );
+    // A dies: its handlers never end, and nothing it held is released (stop with no time to finish).
+    await a.stop({ timeoutMs: 0 });
+    const { logger, records } = recordingLogger();
+    const b = await apps.make([{ placed, onB }], { store, config, time: a.time, logger });
+    const queue = broadcastQueue("orders.crash", "orders.crash.slow");
+    // B takes what nobody holds at once...
+    await until(
+      async () => (await store.stats(queue, b.clock.now())).pending === 0,
+      "B took the free copies",
+    );
+    await b.idle();
+    // ...and A's claims once their lease ran out.
+    a.time.advance(config.signals.leaseMs + 1_000);
+    await until(async () => {
+      const st = await store.stats(queue, b.clock.now());
+      return st.pending === 0 && st.inflight === 0;
+    }, "every copy settled");
+    await b.idle();
+    // Each event ran once across the fleet: what A started is not run again, the rest ran on B.
+    expect([...startedOnA, ...ranOnB].sort()).toEqual(ids);
+    expect(ranOnB.filter((id) => startedOnA.includes(id))).toEqual([]);
+    const cut = records.filter((r) => String(r.msg).includes("a handler was cut off"));
+    expect(cut).toHaveLength(startedOnA.length);
+    // Nothing on B blames a crash or hang for a copy (the once text for a spent claim).
+    expect(records.filter((r) => /crashed, hung/.test(String(r.msg)))).toEqual([]);
+    hang.open();
+  });
+
+  it("after a store outage the fleet's flows still count, and members re-announce at once", async () => {
+    const placed = signal.broadcast("orders.outage", { optional: true });
+    const seen: string[] = [];
+    const remote = on(
+      placed,
+      flow("orders.outage.audit", { do: ({ id }: { id: string }) => void seen.push(id) }),
+    );
+    const faulty = outageStore(await apps.store());
+    const b = await apps.make([{ placed, remote }], { store: faulty.store });
+    // A binds nothing: only B runs the flow.
+    const a = await apps.make([{ placed }], { store: faulty.store, time: b.time });
+    await a.emit(placed, { id: "before" });
+    await until(() => seen.includes("before"), "B ran the event emitted before the outage");
+    faulty.setDown(true);
+    // 20 s without a store: every heartbeat fails and B's entry expires (TTL 15 s).
+    for (let i = 0; i < 4; i++) {
+      const failed = faulty.failures();
+      b.time.advance(BROADCAST_PHYSICS.HEARTBEAT_MS);
+      await until(() => faulty.failures() > failed, "a failed heartbeat");
+    }
+    faulty.setDown(false);
+    // Emits right after the store is back, before B's next heartbeat: B's flow still counts.
+    for (const id of ["r1", "r2", "r3"]) await a.emit(placed, { id });
+    await until(
+      () => ["r1", "r2", "r3"].every((id) => seen.includes(id)),
+      "B ran the emits made on recovery",
+    );
+    // B re-announces within RETRY_MS, not a full heartbeat later.
+    b.time.advance(BROADCAST_PHYSICS.RETRY_MS);
+    await until(async () => {
+      const live = await faulty.store.liveSubscriptions(b.clock.now());
+      return live.some((s) => s.flow === "orders.outage.audit");
+    }, "B's subscription announced again");
+    await b.idle();
+    expect(seen.sort()).toEqual(["before", "r1", "r2", "r3"]);
   });
 });
