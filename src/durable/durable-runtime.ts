@@ -196,23 +196,28 @@ export class DurableRuntime {
   ): Promise<InvokeResult> {
     // A derived child id (fx.call on replay) may name a run that already exists: take its outcome.
     const existing = parentRunId === null ? undefined : await this.o.store.getRun(runId);
-    if (existing !== undefined && existing.flow !== flow.name) throw foreignRun(runId, flow, existing);
-    if (existing?.status === "completed") return { kind: "returned", value: existing.output };
-    if (existing?.status === "failed")
-      throw new OkeError({
-        code: existing.error?.code ?? "Error",
-        message: existing.error?.message ?? `run "${runId}" failed`,
+    const ended = existing === undefined ? undefined : outcomeOf(runId, flow, existing);
+    if (ended !== undefined) return ended;
+    let acquired: AcquiredRun;
+    try {
+      acquired = await this.o.store.startRun({
+        id: runId,
+        flow: flow.name!,
+        input,
+        parentRunId,
+        owner: this.nextOwner(),
+        now: this.o.clock.now(),
+        leaseMs: this.o.leaseMs,
       });
-    if (existing?.status === "sleeping") return { kind: "parked", runId };
-    const acquired = await this.o.store.startRun({
-      id: runId,
-      flow: flow.name!,
-      input,
-      parentRunId,
-      owner: this.nextOwner(),
-      now: this.o.clock.now(),
-      leaseMs: this.o.leaseMs,
-    });
+    } catch (e) {
+      // A run id chosen earlier (an Idempotency-Key retry taking over a dead request's run) whose run
+      // ended since it was read — finished by another instance's orphan scan: its outcome, not a 409.
+      if (!(e instanceof OkeError && e.code === "OKE1310")) throw e;
+      const run = await this.o.store.getRun(runId);
+      const outcome = run === undefined ? undefined : outcomeOf(runId, flow, run);
+      if (outcome === undefined) throw e;
+      return outcome;
+    }
     const outcome = await this.drive(this.deps, acquired, (session, undos) =>
       this.o.execute(flow, input, { runId, attempt: 1, parentRunId, session, undos }),
     );
@@ -751,6 +756,22 @@ function foreignRun(runId: string, flow: AnyFlow, run: RunRecord): OkeError {
     message: `journal: run "${runId}" of flow "${flow.name ?? "?"}" cannot start: a run of flow "${run.flow}" has that id`,
     fix: "A durable consumer's run id is its message id, and fx.call names a child <parent run id>.<n>: give messages ids that cannot be another run's, e.g. prefixed with what they name (\"invoice:7\").",
   });
+}
+
+/**
+ * The outcome of an existing run `start` finds under its id: returned (completed), thrown (failed),
+ * parked (sleeping), or undefined for one still to drive. A run of another flow is OKE1305.
+ */
+function outcomeOf(runId: string, flow: AnyFlow, run: RunRecord): InvokeResult | undefined {
+  if (run.flow !== flow.name) throw foreignRun(runId, flow, run);
+  if (run.status === "completed") return { kind: "returned", value: run.output };
+  if (run.status === "failed")
+    throw new OkeError({
+      code: run.error?.code ?? "Error",
+      message: run.error?.message ?? `run "${runId}" failed`,
+    });
+  if (run.status === "sleeping") return { kind: "parked", runId };
+  return undefined;
 }
 
 /**

@@ -315,3 +315,45 @@ describe.each(drivers)("idempotent retries on the $name driver", (driver) => {
     await expect(app.emit(task, {}, { id: "" })).rejects.toMatchObject({ code: "OKE1257" });
   });
 });
+
+describe.each(drivers)(
+  "a keyed retry's durable run that another instance finished, on the $name driver",
+  (driver) => {
+    const apps = appFactory(driver);
+
+    it("takes the finished run's outcome instead of answering 409 OKE1310 (the orphan scan won the race)", async () => {
+      const store = await apps.store();
+      const durable = on(
+        http.post("/durable-orders"),
+        flow("orders.durable", {
+          durable: true,
+          do: async (_: unknown, fx) => fx.step("place", () => "never"),
+        }),
+      );
+      const app = await apps.make([{ durable }], { store });
+      // What another instance's orphan scan left: the request's recorded run, finished meanwhile.
+      await store.startRun({
+        id: "run-k1",
+        flow: "orders.durable",
+        input: {},
+        parentRunId: null,
+        owner: "scan",
+        now: 1_000_000,
+        leaseMs: 30_000,
+      });
+      await store.finish({
+        runId: "run-k1",
+        owner: "scan",
+        now: 1_000_001,
+        status: "completed",
+        output: { orderId: "run-k1" },
+      });
+      const request = { params: {}, query: {}, body: {}, headers: {} };
+      const target = { method: "POST" as const, path: "/durable-orders", flow: "orders.durable" };
+      await expect(app.invokeRoute(target, request, { runId: "run-k1" })).resolves.toEqual({
+        kind: "returned",
+        value: { orderId: "run-k1" },
+      });
+    });
+  },
+);
