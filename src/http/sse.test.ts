@@ -195,6 +195,21 @@ describe("live routes over SSE", () => {
     await until(() => c.ended, "stream ended");
   });
 
+  it("while the instance stops, an EventSource's reconnect gets an empty stream that ends (it reconnects), any other client 503 OKE1471", async () => {
+    const { app, port } = await start();
+    // The window between ending the streams and closing the listener, held open.
+    (app as unknown as { sse: { closeAll(): void } }).sse.closeAll();
+    const es = await fetch(`http://127.0.0.1:${port}/orders/o1/status`, {
+      headers: { accept: "text/event-stream" },
+    });
+    expect(es.status).toBe(200);
+    expect(es.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    expect(await es.text()).toMatch(/^retry: \d+\n\n$/);
+    const other = await fetch(`http://127.0.0.1:${port}/orders/o1/status`);
+    expect(other.status).toBe(503);
+    expect(((await other.json()) as { error: { code: string } }).error.code).toBe("OKE1471");
+  });
+
   it("in-process requests refuse a live route with 501", async () => {
     const app = createApp({ modules, env: "test" });
     apps.push(app);

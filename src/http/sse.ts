@@ -18,6 +18,10 @@ export interface SseLimits {
   heartbeatMs: number;
 }
 
+/** True for a client that asked for an event stream (EventSource always sends this Accept). */
+const wantsEventStream = (req: IncomingMessage): boolean =>
+  (req.headers.accept ?? "").toLowerCase().includes("text/event-stream");
+
 /** What EventSource waits before reconnecting (ms), sent as the stream's `retry:` field. */
 const RETRY_MS = 1_000;
 
@@ -102,7 +106,20 @@ export class SseHub implements StreamCount {
         "OKE1470",
         "Last-Event-ID must be a tape position (the id of an event this stream sent)",
       );
-    if (this.closing) return refuse(503, "OKE1471", "The server is shutting down", { "retry-after": "1" });
+    if (this.closing) {
+      // EventSource takes any answer but 200 as final and never reconnects, and a reconnect can reach
+      // this instance while it stops (still listening, or over a kept-alive socket). An empty stream
+      // that ends at once makes it reconnect after `retry` instead: elsewhere, or here restarted.
+      if (wantsEventStream(req)) {
+        res.writeHead(200, {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache",
+        });
+        res.end(`retry: ${RETRY_MS}\n\n`);
+        return;
+      }
+      return refuse(503, "OKE1471", "The server is shutting down", { "retry-after": "1" });
+    }
     if (this.open.size >= this.limits.maxConnections) {
       this.logger.warn(
         { open: this.open.size, signal: stream.signal.name },
