@@ -517,7 +517,11 @@ describe("a second oke dev on the same project", { timeout: 120_000 }, () => {
     const locked = await second.line(/^oke boot: File store ".*" is locked by process \d+\.$/);
     const pid = /process (\d+)/.exec(locked)![1]!;
     await second.line(/^ {2}code: OKE1320$/);
-    await second.line(new RegExp(`^ {2}fix: Stop process ${pid} or point this app at another directory\\.`));
+    await second.line(
+      new RegExp(
+        `^ {2}fix: Stop process ${pid} \\(in this or another container sharing the directory\\) or point this app at another directory\\.`,
+      ),
+    );
     await second.line(/^oke dev: app exited \(code 1\); waiting for a change to restart$/);
     for (const p of [second, first]) {
       p.child.kill("SIGINT");
