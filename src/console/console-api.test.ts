@@ -373,9 +373,9 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(live).not.toHaveProperty("messageId");
   });
 
-  it.runIf(driver.name === "memory")(
-    "past 1 000 children, the detail lists the newest 1 000, says there are more, and still links every call",
-    async () => {
+  // Memory only: 1 001 child runs take seconds on the other drivers and test the same API code.
+  if (driver.name === "memory")
+    it("past 1 000 children, the detail lists the newest 1 000, says there are more, and still links every call", async () => {
       const { app, api } = await start();
       await app.invoke(many, { calls: 1_001 });
       await app.idle();
@@ -386,8 +386,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       const calls = detail.body.timeline.filter((e: Body) => e.kind === "call");
       expect(calls).toHaveLength(1_001);
       for (const c of calls) expect([c.seq, c.childRunId]).toEqual([c.seq, `${runId}.${c.seq}`]);
-    },
-  );
+    });
 
   it("lists runs by status and flow with paging; a run's timeline links emits, calls and children; wake early completes it", async () => {
     const { app, api } = await start();
