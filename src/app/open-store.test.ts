@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import starterConfig from "../../templates/starter/oke.config.ts";
 import { isOkeError } from "../errors.ts";
 import { createApp, flow, http, on } from "../index.ts";
@@ -60,15 +60,13 @@ describe("which driver dev uses", () => {
   });
 
   const unused = "(file driver; pinned by drivers.journal or OKE_JOURNAL, so DATABASE_URL is not used)";
+  afterEach(() => vi.unstubAllEnvs());
   it.each([
-    // A DATABASE_URL of the machine running the tests counts too (resolveConfig reads it).
-    [
-      "without a database URL",
-      undefined,
-      process.env.DATABASE_URL ? unused : "(file driver; set DATABASE_URL to use PostgreSQL)",
-    ],
+    ["without a database URL", undefined, "(file driver; set DATABASE_URL to use PostgreSQL)"],
     ["with one, under a pin of its own", "postgres://postgres@127.0.0.1:5432/test", unused],
   ])("the file driver's boot line %s", async (_, url, says) => {
+    // resolveConfig reads the process's DATABASE_URL: a developer's own must not decide the line.
+    vi.stubEnv("DATABASE_URL", undefined);
     const dir = mkdtempSync(join(tmpdir(), "oke-open-store-"));
     temps.push(dir);
     const { logger, lines } = capture();
