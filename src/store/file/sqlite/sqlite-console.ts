@@ -22,43 +22,24 @@ export class SqliteConsole {
     const limit = Math.max(0, req.limit);
     const c = req.cursor ? decodeCursor(req.cursor) : undefined;
     const after = c ? ([c[0], Number(c[1])] as const) : undefined;
+    // dead pages by creation, delivered by delivery time (newest first), the rest by seq alone.
+    const column =
+      req.status === "dead" ? "created_at" : req.status === "delivered" ? "updated_at" : undefined;
+    const keyOf = (m: MsgRow): [number, number] => [column === undefined ? 0 : m[column], m.seq];
     let rows: MsgRow[];
-    let keyOf: (m: MsgRow) => [number, number];
-    if (req.status === "dead" && req.newestFirst === true) {
-      keyOf = (m) => [m.created_at, m.seq];
+    if (column !== undefined) {
+      const newest = req.status === "delivered" || req.newestFirst === true;
+      const [cmp, dir, from] = newest ? ["<", " DESC", Number.MAX_VALUE] : [">", "", -Number.MAX_VALUE];
       rows = this.b.all<MsgRow>(
-        `SELECT * FROM messages WHERE signal = ? AND status = 'dead'
-           AND (created_at < ? OR (created_at = ? AND seq < ?)) ORDER BY created_at DESC, seq DESC LIMIT ?`,
+        `SELECT * FROM messages WHERE signal = ? AND status = '${req.status}'
+           AND (${column} ${cmp} ? OR (${column} = ? AND seq ${cmp} ?)) ORDER BY ${column}${dir}, seq${dir} LIMIT ?`,
         req.signal,
-        after?.[0] ?? Number.MAX_VALUE,
-        after?.[0] ?? Number.MAX_VALUE,
-        after?.[1] ?? Number.MAX_VALUE,
-        limit + 1,
-      );
-    } else if (req.status === "dead") {
-      keyOf = (m) => [m.created_at, m.seq];
-      rows = this.b.all<MsgRow>(
-        `SELECT * FROM messages WHERE signal = ? AND status = 'dead'
-           AND (created_at > ? OR (created_at = ? AND seq > ?)) ORDER BY created_at, seq LIMIT ?`,
-        req.signal,
-        after?.[0] ?? -Number.MAX_VALUE,
-        after?.[0] ?? -Number.MAX_VALUE,
-        after?.[1] ?? -Number.MAX_VALUE,
-        limit + 1,
-      );
-    } else if (req.status === "delivered") {
-      keyOf = (m) => [m.updated_at, m.seq];
-      rows = this.b.all<MsgRow>(
-        `SELECT * FROM messages WHERE signal = ? AND status = 'delivered'
-           AND (updated_at < ? OR (updated_at = ? AND seq < ?)) ORDER BY updated_at DESC, seq DESC LIMIT ?`,
-        req.signal,
-        after?.[0] ?? Number.MAX_VALUE,
-        after?.[0] ?? Number.MAX_VALUE,
-        after?.[1] ?? Number.MAX_VALUE,
+        after?.[0] ?? from,
+        after?.[0] ?? from,
+        after?.[1] ?? from,
         limit + 1,
       );
     } else {
-      keyOf = (m) => [0, m.seq];
       // The cursor's first part is 0 for these; a later one would mean "past everything" (memory driver).
       const past = after !== undefined && after[0] > 0;
       rows = past
