@@ -1,22 +1,13 @@
 // The Console page in headless Chromium: refreshes keep focus and clicks, actions report and refresh, no CSP violations, 390 px.
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../support/chromium.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { flow, on, signal } from "../../src/index.ts";
 import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const TOKEN = "browser-page-token-0123456789";
 const SHOTS = process.env.OKE_CONSOLE_SCREENSHOTS; // a directory: write screenshots of the views there
 // Conditions, never sleeps: every wait below ends as soon as what it waits for is on screen.
@@ -143,7 +134,7 @@ describe("the Console page in headless Chromium", () => {
     await app.invoke(waiting, { user: "bob" });
     await app.idle();
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+    browser = await launchChromium();
     const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
     await context.exposeBinding("__cspViolation", (_source, text: string) => void cspViolations.push(text));
     await context.addInitScript(() => {

@@ -1,20 +1,12 @@
 // The Console in headless Chromium: sign-in refusal, a dead letter replayed, a sleeping run woken, a trace chain followed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../support/chromium.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { flow, on, signal } from "../../src/index.ts";
 import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const TOKEN = "browser-test-token-0123456789";
 const SHOTS = process.env.OKE_CONSOLE_SCREENSHOTS; // a directory: write docs/img screenshots there
 
@@ -66,7 +58,7 @@ describe("the Console in headless Chromium", () => {
     await app.invoke(trial, { user: "ada" });
     await app.emit(placed, { id: 1 });
     await app.idle();
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     page.on("dialog", (d) => void d.accept());
   });

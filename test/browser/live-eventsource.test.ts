@@ -1,7 +1,8 @@
 // An EventSource in headless Chromium on a live route: history, new entries, resume after a server restart.
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
+import { launchChromium } from "../support/chromium.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
@@ -11,16 +12,6 @@ import { freePort } from "../support/free-port.ts";
 // A real browser's EventSource on a live route, across a server restart.
 
 const CHILD = fileURLToPath(new URL("../process/fanout-child.ts", import.meta.url));
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const FLAGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const schema = `oke_browser_${process.pid}`;
 const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
 const children: Child[] = [];
@@ -51,7 +42,7 @@ beforeAll(async () => {
   await admin.query(
     `CREATE TABLE "${schema}".fanout_runs (id bigserial PRIMARY KEY, flow text NOT NULL, event text NOT NULL, pid int NOT NULL)`,
   );
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
