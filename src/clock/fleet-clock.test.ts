@@ -1,6 +1,6 @@
 // FleetClock: the database's clock advanced by a monotonic one, so host clock steps move neither now() nor timers.
 import { afterEach, describe, expect, it } from "vitest";
-import type { Logger } from "../log/logger.ts";
+import { recordingLogger } from "../../test/conformance/app-fixture.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { FleetClock } from "./fleet-clock.ts";
 import { hostTimeOf, MAX_HOLD_MS, systemHostTime, type HostTime } from "./fleet-time.ts";
@@ -36,16 +36,9 @@ function rig(o: { rate?: number; dbAhead?: number } = {}) {
     monotonic: () => truth.now() * rate,
     after: (ms, fn) => truth.at(truth.now() + ms / rate, fn),
   };
-  const warns: string[] = [];
-  const logger = {
-    warn: (_o: unknown, msg: string) => warns.push(msg),
-    error: () => undefined,
-    info: () => undefined,
-    debug: () => undefined,
-    trace: () => undefined,
-    fatal: () => undefined,
-    child: () => logger,
-  } as unknown as Logger;
+  const { logger, records } = recordingLogger();
+  /** The warnings logged so far. */
+  const warns = (): string[] => records.filter((r) => r.level === 40).map((r) => String(r.msg));
   const storeTime = (): Promise<number> => {
     s.reads++;
     return s.dbDown ? Promise.reject(new Error("connect ECONNREFUSED")) : Promise.resolve(db());
@@ -120,7 +113,7 @@ describe("FleetClock and host clock steps", () => {
     const { clock, db, s, warns, advance } = await started(rig());
     s.wallStep = -40_000;
     await advance(61_000); // past the re-measure at +60.5 s (fleet time)
-    expect(warns).toEqual([expect.stringContaining("this host's clock is 40000 ms off the database's")]);
+    expect(warns()).toEqual([expect.stringContaining("this host's clock is 40000 ms off the database's")]);
     expect(clock.now()).toBe(db());
     expect(clock.offset()).toBe(40_000);
     s.wallStep = 0; // NTP fixed it
@@ -131,7 +124,7 @@ describe("FleetClock and host clock steps", () => {
 
   it("a host 40 s slow at boot reads the database's clock, and stepping right keeps it there", async () => {
     const { clock, db, s, warns, advance } = await started(rig({ dbAhead: 40_000 }));
-    expect(warns.join()).toContain("40000 ms off");
+    expect(warns().join()).toContain("40000 ms off");
     expect(clock.now()).toBe(db());
     s.wallStep = 40_000;
     await advance(5_000);
@@ -167,7 +160,7 @@ describe("FleetClock across re-measures", () => {
     expect(clock.now()).toBe(db() + MAX_HOLD_MS + 4_000);
     await advance(61_000);
     expect(clock.now()).toBe(db());
-    expect(warns.join()).toContain("moved back");
+    expect(warns().join()).toContain("moved back");
   });
 
   it("a database clock that steps forward is followed at the next re-measure", async () => {
@@ -183,7 +176,7 @@ describe("FleetClock across re-measures", () => {
     const r = rig();
     r.s.dbDown = true;
     const { clock, db, s, warns, advance } = await started(r);
-    expect(warns.join()).toContain("could not read the database's time");
+    expect(warns().join()).toContain("could not read the database's time");
     expect(clock.now()).toBe(db());
     s.wallStep = -40_000;
     await advance(61_000); // the re-measure fails again
@@ -199,7 +192,7 @@ describe("FleetClock across re-measures", () => {
     s.dbDown = true;
     s.wallStep = 40_000;
     await advance(61_000);
-    expect(warns.join()).toContain("keeping the last measurement");
+    expect(warns().join()).toContain("keeping the last measurement");
     expect(clock.now()).toBe(db());
   });
 
@@ -219,9 +212,7 @@ describe("FleetClock across re-measures", () => {
 describe("FleetClock over other clocks", () => {
   it("over time travel, fleet time moves with advance and set, and timers fire when they are reached", async () => {
     const tt = createTimeTravel(T0);
-    const clock = new FleetClock(tt, () => Promise.resolve(tt.now() + 5_000), {
-      warn: () => undefined,
-    } as unknown as Logger);
+    const clock = new FleetClock(tt, () => Promise.resolve(tt.now() + 5_000), recordingLogger().logger);
     stops.push(() => clock.stop());
     await clock.start();
     expect(clock.now()).toBe(T0 + 5_000);
@@ -238,9 +229,7 @@ describe("FleetClock over other clocks", () => {
 
   it("under the system clock, a step of Date.now() moves neither now() nor a timer", async () => {
     const real = Date.now.bind(Date);
-    const clock = new FleetClock(systemClock, () => Promise.resolve(real()), {
-      warn: () => undefined,
-    } as unknown as Logger);
+    const clock = new FleetClock(systemClock, () => Promise.resolve(real()), recordingLogger().logger);
     stops.push(() => clock.stop());
     await clock.start();
     try {

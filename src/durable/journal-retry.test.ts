@@ -1,26 +1,18 @@
 // retryJournalWrite: the first try runs outside the retry loop; what happens after it fails is unchanged.
 import { describe, expect, it } from "vitest";
 import { JournalLeaseBusy, OkeError } from "../errors.ts";
-import type { Logger } from "../log/logger.ts";
+import { recordingLogger } from "../../test/conformance/app-fixture.ts";
 import { isTransient, retryJournalWrite } from "./journal-retry.ts";
 
 function deps() {
-  const warned: Array<{ attempt: number; retryInMs: number }> = [];
-  const errors: string[] = [];
-  const logger = {
-    warn: (o: { attempt: number; retryInMs: number }) =>
-      warned.push({ attempt: o.attempt, retryInMs: o.retryInMs }),
-    error: (_o: unknown, msg: string) => errors.push(msg),
-    info: () => undefined,
-    debug: () => undefined,
-    trace: () => undefined,
-    fatal: () => undefined,
-    child: () => logger,
-  } as unknown as Logger;
+  const { logger, records } = recordingLogger();
+  const at = (level: number) => records.filter((r) => r.level === level);
   return {
     d: { clock: { now: () => Date.now(), at: () => () => undefined }, logger, leaseMs: 30_000 },
-    warned,
-    errors,
+    /** The retry warnings logged so far: attempt and delay. */
+    warned: () => at(40).map((r) => ({ attempt: r.attempt, retryInMs: r.retryInMs })),
+    /** The error lines logged so far. */
+    errors: () => at(50).map((r) => r.msg),
   };
 }
 
@@ -34,7 +26,7 @@ describe("retryJournalWrite", () => {
     });
     expect(v).toBe("ok");
     expect(attempts).toEqual([1]);
-    expect(warned).toEqual([]);
+    expect(warned()).toEqual([]);
   });
 
   it("retries transient failures with attempts numbered from the first try and growing delays", async () => {
@@ -46,7 +38,7 @@ describe("retryJournalWrite", () => {
     });
     expect(v).toBe(3);
     expect(attempts).toEqual([1, 2, 3]);
-    expect(warned).toEqual([
+    expect(warned()).toEqual([
       { attempt: 1, retryInMs: 50 },
       { attempt: 2, retryInMs: 100 },
     ]);
@@ -56,7 +48,7 @@ describe("retryJournalWrite", () => {
     const { d, warned } = deps();
     const busy = new JournalLeaseBusy("r1");
     await expect(retryJournalWrite(d, "finish", "r1", () => Promise.reject(busy))).rejects.toBe(busy);
-    expect(warned).toEqual([]);
+    expect(warned()).toEqual([]);
     const bad = new OkeError({ code: "OKE1301", message: "refused" });
     let n = 0;
     await expect(
@@ -82,8 +74,8 @@ describe("retryJournalWrite", () => {
       ),
     ).rejects.toBe(lost);
     expect(tries).toBe(2);
-    expect(warned).toEqual([{ attempt: 1, retryInMs: 50 }]);
-    expect(errors).toEqual([
+    expect(warned()).toEqual([{ attempt: 1, retryInMs: 50 }]);
+    expect(errors()).toEqual([
       "durable run: journal append given up (the lease was lost); the run resumes from its journal once its lease runs out",
     ]);
   });
