@@ -5,6 +5,17 @@ import { entryName, type Store } from "../../src/store/types.ts";
 import { appFactory, recordingLogger, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
+/** `base`, except that every journal append fails as in an outage; `tries()` counts them. */
+function outage(base: Store): { store: Store; tries: () => number } {
+  let tries = 0;
+  const store: Store = Object.create(base) as Store;
+  store.append = async () => {
+    tries++;
+    throw new Error("connect ECONNREFUSED");
+  };
+  return { store, tries: () => tries };
+}
+
 describe.each(drivers)("journal writes whose reply is lost, on the $name driver", (driver) => {
   const apps = appFactory(driver);
 
@@ -90,12 +101,7 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
 
   it("a write still failing at the stop deadline is given up, logged, and the run left to its lease", async () => {
     const base = await apps.store();
-    let tries = 0;
-    const store: Store = Object.create(base) as Store;
-    store.append = async () => {
-      tries++;
-      throw new Error("connect ECONNREFUSED");
-    };
+    const { store, tries } = outage(base);
     let entered = false;
     const f = flow("retry.outage", {
       durable: true,
@@ -108,7 +114,7 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
     const { logger, records } = recordingLogger();
     const app = await apps.make([{ f }], { store, logger });
     const running = app.invoke(f, {}).catch((e: unknown) => e);
-    while (tries < 2) await new Promise((r) => setTimeout(r, 5));
+    while (tries() < 2) await new Promise((r) => setTimeout(r, 5));
     await app.stop({ timeoutMs: 50 });
     expect(await running).toMatchObject({ name: "JournalLeaseBusy" });
     expect(entered).toBe(true);
@@ -122,12 +128,7 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
 
   it("many runs retrying through one outage raise no MaxListenersExceededWarning on the shared stop signal", async () => {
     const base = await apps.store();
-    let tries = 0;
-    const store: Store = Object.create(base) as Store;
-    store.append = async () => {
-      tries++;
-      throw new Error("connect ECONNREFUSED");
-    };
+    const { store, tries } = outage(base);
     const f = flow("retry.many", { durable: true, do: async (_: unknown, fx) => fx.step("one", () => 1) });
     const warnings: string[] = [];
     const onWarning = (w: Error): void => void warnings.push(w.name);
@@ -136,7 +137,7 @@ describe.each(drivers)("journal writes whose reply is lost, on the $name driver"
       const app = await apps.make([{ f }], { store, logger: recordingLogger().logger });
       const running = Array.from({ length: 20 }, () => app.invoke(f, {}).catch((e: unknown) => e));
       // Every run is in its retry wait at once (each first try failed, each second one too).
-      while (tries < 40) await new Promise((r) => setTimeout(r, 5));
+      while (tries() < 40) await new Promise((r) => setTimeout(r, 5));
       await app.stop({ timeoutMs: 50 });
       for (const r of await Promise.all(running)) expect(r).toMatchObject({ name: "JournalLeaseBusy" });
       // Node emits process warnings on the next tick.
