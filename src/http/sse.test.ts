@@ -1,5 +1,5 @@
 // Live routes over SSE on a real socket: history then new entries, resume by id, heartbeats, slow clients.
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import { createServer, request as httpRequest, type IncomingMessage } from "node:http";
 import { connect as tcpConnect, type Socket } from "node:net";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { pino } from "pino";
@@ -8,6 +8,8 @@ import { z } from "zod";
 import type { OkeConfig } from "../app/config.ts";
 import type { App } from "../app/types.ts";
 import { createApp, flow, http, on, signal } from "../index.ts";
+import { LiveStream } from "../signal/live-runtime.ts";
+import { SseHub } from "./sse.ts";
 
 // SSE over a real socket: what EventSource sees of a live route.
 
@@ -215,5 +217,58 @@ describe("live routes over SSE", () => {
     apps.push(app);
     const res = await app.request("/orders/o1/status");
     expect(res.status).toBe(501);
+  });
+});
+
+describe("SseHub, when following the tape fails", () => {
+  it("a subscribe that throws ends the stream (the client reconnects), logs why, and frees its slot", async () => {
+    let fail = true;
+    const lines: Array<{ level: number; msg: string; signal?: string }> = [];
+    const logger = pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const hub = new SseHub(
+      {
+        live: () => {
+          if (fail) throw new Error("tape unavailable");
+          return () => undefined;
+        },
+      },
+      { maxConnections: 1, maxBufferBytes: 1 << 20, heartbeatMs: 60_000 },
+      logger,
+    );
+    const server = createServer((req, res) => hub.serve(req, res, new LiveStream(orderStatus, "o1")));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const { port } = server.address() as { port: number };
+      const get = () =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          httpRequest({ port, path: "/", headers: { accept: "text/event-stream" } }, (res) => {
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => (body += c));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          })
+            .on("error", reject)
+            .end();
+        });
+      // The 200 and `retry:` are sent before the tape is followed; the stream then ends.
+      expect(await get()).toEqual({ status: 200, body: "retry: 1000\n\n" });
+      expect(hub.size).toBe(0);
+      expect(lines).toEqual([
+        expect.objectContaining({
+          level: 50,
+          signal: "orders.status",
+          msg: "live: the stream could not follow its tape and was closed (the client reconnects)",
+        }),
+      ]);
+      // The slot was given back: with a cap of one stream, the next client is served, not refused.
+      fail = false;
+      const next = connect(port, "/");
+      expect((await next.ready).statusCode).toBe(200);
+      await until(() => hub.size === 1, "the second stream is open");
+      next.close();
+    } finally {
+      hub.closeAll();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });

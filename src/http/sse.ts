@@ -145,6 +145,13 @@ export class SseHub implements StreamCount {
     // Small writes, sent as they come: no Nagle delay between an emit and the client.
     req.socket.setNoDelay(true);
     let done = false;
+    // Assigned below; declared first so close() can run before it exists (a subscribe that throws,
+    // or a listener that finds the client too slow while the tape is still being subscribed).
+    let unsubscribe = (): void => undefined;
+    const heartbeat = setInterval(() => {
+      if (!done && !tooSlow()) res.write(": ping\n\n");
+    }, this.limits.heartbeatMs);
+    heartbeat.unref();
     const entry: OpenStream = {
       res,
       close: () => {
@@ -169,18 +176,32 @@ export class SseHub implements StreamCount {
       res.destroy();
       return true;
     };
-    const unsubscribe = this.source.live(
-      stream.signal,
-      { ...(stream.key === undefined ? {} : { key: stream.key }), ...(after === undefined ? {} : { after }) },
-      (e) => {
-        if (done || tooSlow()) return;
-        res.write(frame(e));
-      },
-    );
-    const heartbeat = setInterval(() => {
-      if (!done && !tooSlow()) res.write(": ping\n\n");
-    }, this.limits.heartbeatMs);
-    heartbeat.unref();
+    try {
+      unsubscribe = this.source.live(
+        stream.signal,
+        {
+          ...(stream.key === undefined ? {} : { key: stream.key }),
+          ...(after === undefined ? {} : { after }),
+        },
+        (e) => {
+          if (done || tooSlow()) return;
+          res.write(frame(e));
+        },
+      );
+    } catch (e) {
+      // The 200 is already sent: ending the stream makes the client reconnect after `retry`, and the
+      // log says why; the entry must not stay counted against maxConnections.
+      this.logger.error(
+        { signal: stream.signal.name, key: stream.key, err: e },
+        "live: the stream could not follow its tape and was closed (the client reconnects)",
+      );
+      entry.close();
+      return;
+    }
+    if (done) {
+      unsubscribe();
+      return;
+    }
     res.on("close", () => entry.close());
   }
 
