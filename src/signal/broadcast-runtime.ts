@@ -55,8 +55,6 @@ export interface BroadcastRuntimeOptions {
   signals: ReadonlyMap<string, SignalHandle>;
   subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
   concurrency: number;
-  /** The app's prefetch; copy pools use none (see start()), so a claimed copy is a started copy. */
-  prefetch: number;
   leaseMs: number;
   /** Runs one claimed copy through its flow, as a once consumer would (the app's handler). */
   handler(queue: OnceSignal, flow: AnyFlow): (m: ClaimedMessage) => Promise<HandlerOutcome>;
@@ -136,6 +134,7 @@ export class BroadcastRuntime {
           handle: this.copyHandler(s, flow, this.o.handler(queue, flow)),
           // A claim that finds the one attempt spent: the handler that held it was cut off.
           whenSpent: (m, unstarted) => Promise.resolve(this.cutOff(s, flow, m, unstarted)),
+          whenSpentSays: "that claim settles the copy as cut off, without running it again",
         });
         this.pools.push(pool);
         pool.start();

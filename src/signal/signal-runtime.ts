@@ -86,7 +86,6 @@ export class SignalRuntime {
       signals: o.signals,
       subscribers: o.subscribers,
       concurrency: o.concurrency,
-      prefetch: o.prefetch,
       leaseMs: o.leaseMs,
       handler: (queue, flow) => this.handler(queue, flow),
     });

@@ -53,6 +53,12 @@ export interface WorkerPoolOptions {
     message: ClaimedMessage,
     unstarted?: { code: string; message: string },
   ): Promise<HandlerOutcome | undefined>;
+  /**
+   * What `whenSpent` does, for the warning about a handler still running past its lease, when it is
+   * not a durable consumer's run lookup (whose wording is the default): a broadcast copy is settled
+   * unrun, and "settles it with its run" would send an operator looking for a run that never exists.
+   */
+  whenSpentSays?: string;
 }
 
 /** A slot held for a message being written already claimed (claim at emit). */

@@ -20,6 +20,7 @@ function setup(o: {
     m: ClaimedMessage,
     unstarted?: { code: string; message: string },
   ) => Promise<HandlerOutcome | undefined>;
+  whenSpentSays?: string;
 }) {
   const inner = createMemoryStore();
   const calls = { claim: 0, nextLeaseExpiry: 0, settle: 0 };
@@ -59,6 +60,7 @@ function setup(o: {
         return Promise.resolve({ kind: "ok" });
       }),
     ...(o.whenSpent === undefined ? {} : { whenSpent: o.whenSpent }),
+    ...(o.whenSpentSays === undefined ? {} : { whenSpentSays: o.whenSpentSays }),
   });
   pools.push(pool);
   const emit = (id: string) =>
@@ -548,6 +550,35 @@ describe("WorkerPool: a handler still running when its lease runs out", () => {
       pastLease: ["m1#1"],
       msg: "stopped with 1 handler(s) still running after their lease ran out; their slots were freed then, and their messages were already anyone's to claim",
     });
+  });
+
+  it("a pool whose whenSpent is not a run lookup (a broadcast copy) says what its spent claim does, not a durable consumer's words", async () => {
+    let finish!: () => void;
+    const t = setup({
+      concurrency: 1,
+      retries: 0,
+      deadLetter: false,
+      handle: (m) => {
+        t.ran.push(`${m.id}#${m.attempts}`);
+        return new Promise((resolve) => (finish = () => resolve({ kind: "ok" })));
+      },
+      whenSpent: () => Promise.resolve({ kind: "ok" as const }),
+      whenSpentSays: "that claim settles the copy as cut off, without running it again",
+    });
+    await t.emit("c1");
+    t.pool.start();
+    await until(() => t.ran.includes("c1#1"), "the copy started");
+    t.clock.advance(30_000);
+    await until(
+      async () => (await t.store.getMessage("c1"))?.status === "delivered",
+      "the spent copy settled",
+    );
+    finish();
+    await t.pool.whenIdle();
+    expect(t.ran).toEqual(["c1#1"]);
+    expect(t.lines.filter((l) => l.messageId === "c1").map((l) => l.msg)).toEqual([
+      "handler still running after its lease (30 s) ran out; its slot is freed and the message will be claimed again: its 1 attempt(s) are spent, so that claim settles the copy as cut off, without running it again",
+    ]);
   });
 
   it("a durable consumer's claim that finds the run busy while its own attempt still runs here past its lease asks again once that attempt ends", async () => {

@@ -560,11 +560,13 @@ export class WorkerPool {
       next = `it runs as attempt ${m.attempts + 1}`;
     } else if (this.o.whenSpent === undefined) {
       next = `its ${s.retries + 1} attempt(s) are spent, so that claim settles it ${settledAs} without running it`;
+    } else if (this.o.whenSpentSays !== undefined) {
+      next = `its ${s.retries + 1} attempt(s) are spent, so ${this.o.whenSpentSays}`;
     } else {
       next = `its ${s.retries + 1} attempt(s) are spent, so that claim settles it with its run, or ${settledAs} when it has none`;
     }
     // A durable consumer's claim here that finds the run busy (this one may hold it) waits for it.
-    if (this.o.whenSpent !== undefined)
+    if (this.o.whenSpent !== undefined && this.o.whenSpentSays === undefined)
       next += `; should that claim find its run busy, it runs again here once this ${handler ? "attempt" : "lookup"} has ended`;
     this.o.logger.warn(
       { signal: s.name, messageId: m.id, attempt: m.attempts, lateMs: Math.max(0, now - m.leaseExpiresAt) },
