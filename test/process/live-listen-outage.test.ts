@@ -20,7 +20,7 @@ describe("live tapes across a PostgreSQL blip", () => {
     const a = createApp({ modules: [{ feed }], env: "test", store: storeA, logger: quiet });
     // B's poll is an hour away: only its tape LISTEN connection, retried on its own, can bring A's appends.
     const { logger, lines } = capturingLogger("info");
-    const listenFailed = () => lines.filter((l) => /LISTEN for live tapes failed/.test(l.msg));
+    const listenFailed = () => lines.filter((l) => /LISTEN for live tapes is down/.test(l.msg));
     const b = await proxiedStore(schema, { logger, pollIntervalMs: 3_600_000 });
     const appB = createApp({ modules: [{ feed }], env: "test", store: b.store, logger: quiet });
     try {

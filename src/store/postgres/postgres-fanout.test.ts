@@ -86,7 +86,7 @@ describe("postgres tape notifications when LISTEN cannot start", () => {
     try {
       // Never another subscribeTapes(): the poll alone re-reads, the retries alone restart.
       await until(() => heard.filter((t) => t === "all").length >= 3, "three poll ticks");
-      expect(log.count(/LISTEN for live tapes failed/)).toBe(1);
+      expect(log.count(/LISTEN for live tapes is down/)).toBe(1);
     } finally {
       stop();
       await fanout.close();
@@ -111,7 +111,7 @@ describe("postgres tape notifications when LISTEN cannot start", () => {
     try {
       await proxy.cut();
       const stop = fanout.store.subscribeTapes((t) => heard.push(t));
-      await until(() => log.count(/LISTEN for live tapes failed/) === 1, "the failed start logged");
+      await until(() => log.count(/LISTEN for live tapes is down/) === 1, "the failed start logged");
       await proxy.restore();
       await until(async () => (await listening()) === 1, "the tape LISTEN connection back");
       await until(() => heard.includes("all"), "every reader told to look once it is back");
@@ -121,7 +121,7 @@ describe("postgres tape notifications when LISTEN cannot start", () => {
         () => heard.some((t) => t !== "all" && t.signal === "feed" && t.key === "k"),
         "the other instance's append heard",
       );
-      expect(log.count(/LISTEN for live tapes failed/)).toBe(1);
+      expect(log.count(/LISTEN for live tapes is down/)).toBe(1);
       stop();
     } finally {
       await fanout.close();

@@ -10,7 +10,7 @@ import type {
 import type { StoreEvent } from "../types.ts";
 import { type PgContext, type PgLogger, q } from "./postgres-context.ts";
 import { fromJson, jsonParam } from "./postgres-rows.ts";
-import { createWakeSource, encodeWake, nextPollAt, type WakeSource } from "./postgres-wake.ts";
+import { createWakeSource, encodeWake, type WakeSource } from "./postgres-wake.ts";
 
 export interface PgFanoutOptions {
   connectionString: string;
@@ -59,9 +59,6 @@ const appendSql = (s: string): string => `
   ON CONFLICT (id) DO NOTHING
   RETURNING signal, key, position, id, payload, created_at`;
 
-/** Backoff of the retries of a LISTEN connection that could not start, in ms. */
-const RETRY = { initialMs: 100, maxMs: 5_000 };
-
 export interface PgFanout {
   store: FanoutStore;
   close(): Promise<void>;
@@ -73,7 +70,6 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
   const channel = `okengine_${o.schema}_live`;
   const listeners = new Set<(tape: TapeRef | "all") => void>();
   let source: WakeSource | undefined;
-  let starting: Promise<void> | undefined;
   let closed = false;
   /** Tapes every listener should re-read: `undefined` = all of them (a poll tick or reconnect). */
   const tell = (tapes: TapeRef[] | undefined): void => {
@@ -101,44 +97,13 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
     }
     tell(tapes);
   };
-  // While the LISTEN connection cannot start, this driver retries it on its own (readers never wait for
-  // a later subscriber) and polls in its place: the wake source's own poll timer only runs once it started.
-  let retryTimer: NodeJS.Timeout | undefined;
-  let pollTimer: NodeJS.Timeout | undefined;
-  let failures = 0;
-  const stopTimers = (): void => {
-    if (retryTimer !== undefined) clearTimeout(retryTimer);
-    if (pollTimer !== undefined) clearTimeout(pollTimer);
-    retryTimer = pollTimer = undefined;
-  };
-  const poll = (): void => {
-    if (closed || pollTimer !== undefined) return;
-    pollTimer = setTimeout(
-      () => {
-        pollTimer = undefined;
-        if (closed || source !== undefined || listeners.size === 0) return;
-        tell(undefined);
-        poll();
-      },
-      Math.max(0, nextPollAt(Date.now(), o.pollIntervalMs) - Date.now()),
-    );
-    pollTimer.unref();
-  };
-  const retry = (): void => {
-    if (closed || retryTimer !== undefined) return;
-    const delay = Math.min(RETRY.maxMs, RETRY.initialMs * 2 ** failures) * (0.5 + Math.random() / 2);
-    failures++;
-    retryTimer = setTimeout(() => {
-      retryTimer = undefined;
-      // Nobody listens any more: the next subscriber starts it again.
-      if (listeners.size > 0) startListening();
-    }, delay);
-    retryTimer.unref();
-  };
   // The LISTEN connection is opened by the first subscriber: an app with no live reader holds none.
+  // Once created the source stays until close(): it retries a connect that failed (even the first)
+  // or a connection that was lost, polls meanwhile and logs each outage, so no reader ever waits
+  // for a later subscriber to bring it back.
   const startListening = (): void => {
-    if (closed || source || starting || retryTimer) return;
-    const candidate = createWakeSource({
+    if (closed || source) return;
+    source = createWakeSource({
       connectionString: o.connectionString,
       channel,
       origin: ctx.origin,
@@ -148,35 +113,10 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
       connectTimeoutMs: o.connectTimeoutMs ?? 0,
       logger: o.logger,
       onEvents,
+      name: "LISTEN for live tapes",
     });
-    starting = candidate.start().then(
-      async () => {
-        starting = undefined;
-        if (closed) return candidate.close();
-        // Started: from here the wake source reconnects and polls by itself.
-        source = candidate;
-        stopTimers();
-        if (failures > 0) {
-          failures = 0;
-          o.logger.info?.({}, "okengine postgres: LISTEN for live tapes is back");
-          // Appends since the last poll tick were heard by nobody: every reader looks now.
-          tell(undefined);
-        }
-      },
-      async (err: unknown) => {
-        starting = undefined;
-        await candidate.close();
-        if (closed) return;
-        // Once per outage, not per try: the retries are quiet until it is back.
-        if (failures === 0)
-          o.logger.warn(
-            { err },
-            "okengine postgres: LISTEN for live tapes failed; readers poll until it is back",
-          );
-        poll();
-        retry();
-      },
-    );
+    // Never rejects: a failed connect is the source's to log and retry.
+    void source.start();
   };
 
   const store: FanoutStore = {
@@ -307,8 +247,6 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
     store,
     async close() {
       closed = true;
-      stopTimers();
-      await starting;
       await source?.close();
     },
   };

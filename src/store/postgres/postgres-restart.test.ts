@@ -2,7 +2,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewMessage, Store, StoreEvent } from "../types.ts";
-import type { PgLogger } from "./postgres-context.ts";
 import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
 import { pino } from "pino";
 import { createApp } from "../../app/app.ts";
@@ -20,6 +19,13 @@ const msg = (id: string, signal = "sig.r"): NewMessage => ({
   payload: { id },
   parentRunId: null,
 });
+/** Waits, re-checking every 20 ms, until `check` holds (a generous deadline: machine speed never decides). */
+async function until(check: () => boolean, what: string, ms = 30_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !check();) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 const nextEvent = (store: Store, match: (e: StoreEvent) => boolean): Promise<StoreEvent> =>
   new Promise((resolve) => {
     const stop = store.subscribe((e) => {
@@ -29,22 +35,34 @@ const nextEvent = (store: Store, match: (e: StoreEvent) => boolean): Promise<Sto
       }
     });
   });
-/** A logger that keeps the messages and can wait for one. */
-const recordingLogger = (): PgLogger & { warnings: string[]; logged(msg: string): Promise<void> } => {
-  const warnings: string[] = [];
-  const waiters: { msg: string; resolve: () => void }[] = [];
-  const log = (_o: object, m?: string): void => {
-    warnings.push(m ?? "");
-    for (const w of waiters.filter((w) => w.msg === m)) w.resolve();
-  };
+/** A logger that keeps its lines and can wait for one. */
+const recordingLogger = () => {
+  const lines: { level: "warn" | "error" | "info"; msg: string; fields: object }[] = [];
+  const waiters: { match: RegExp; resolve: () => void }[] = [];
+  const at =
+    (level: "warn" | "error" | "info") =>
+    (fields: object, msg = ""): void => {
+      lines.push({ level, msg, fields });
+      for (const w of waiters.filter((w) => w.match.test(msg))) w.resolve();
+    };
   return {
-    warnings,
-    warn: log,
-    error: log,
-    logged: (msg) =>
-      warnings.includes(msg) ? Promise.resolve() : new Promise((resolve) => waiters.push({ msg, resolve })),
+    lines,
+    warn: at("warn"),
+    error: at("error"),
+    info: at("info"),
+    /** How many lines at `level` match. */
+    count: (level: "warn" | "info", match: RegExp) =>
+      lines.filter((l) => l.level === level && match.test(l.msg)).length,
+    logged: (match: RegExp): Promise<void> =>
+      lines.some((l) => match.test(l.msg))
+        ? Promise.resolve()
+        : new Promise((resolve) => waiters.push({ match, resolve })),
   };
 };
+/** The LISTEN outage lines of the store's wake-up connection. */
+const LISTEN_DOWN =
+  /^okengine postgres: LISTEN for wake-ups is down \(.+\); polling every 3600000 ms and reconnecting until it is back$/;
+const LISTEN_BACK = /^okengine postgres: LISTEN for wake-ups is back after \d+ ms \(\d+ connect attempts?\)$/;
 
 describe("postgres store survives lost connections (shared server)", () => {
   const schema = freshSchema("lost");
@@ -68,7 +86,8 @@ describe("postgres store survives lost connections (shared server)", () => {
       );
       expect(rows[0]!.n).toBeGreaterThanOrEqual(2); // the LISTEN connection and at least one pooled one
       await woke;
-      expect(logger.warnings).toContain("okengine postgres: LISTEN connection lost; reconnecting");
+      expect(logger.count("warn", LISTEN_DOWN)).toBe(1);
+      await logger.logged(LISTEN_BACK);
       expect(
         await store.claim({ signal: "sig.r", worker: "w", max: 5, now: T0, leaseMs: 1000 }),
       ).toMatchObject([{ id: "b" }]);
@@ -114,20 +133,37 @@ describe("postgres store survives a real PostgreSQL restart", () => {
         await store.claim({ signal: "sig.r", worker: "w", max: 1, now: T0, leaseMs: 1000 }),
       ).toMatchObject([{ id: "b" }]);
 
-      // Down long enough for reconnect attempts to fail, then back.
+      // The restart was one outage: one warn, one info.
+      await logger.logged(LISTEN_BACK);
+      expect(logger.count("warn", LISTEN_DOWN)).toBe(1);
+      expect(logger.count("info", LISTEN_BACK)).toBe(1);
+
+      // Down long enough for reconnect attempts to fail (the first comes within 100 ms of the loss), then back.
       woke = nextEvent(store, (e) => e.kind === "wake");
       await cluster.stop();
       await expect(store.getMessage("a")).rejects.toThrow();
-      await logger.logged("okengine postgres: LISTEN reconnect failed");
+      await until(() => logger.count("warn", LISTEN_DOWN) === 2, "the second outage");
+      await new Promise((r) => setTimeout(r, 500));
       await cluster.start();
       await woke;
+      // Several failed tries, yet one warn when it went down and one info when it came back.
+      await until(() => logger.count("info", LISTEN_BACK) === 2, "LISTEN back");
+      expect(logger.count("warn", LISTEN_DOWN)).toBe(2);
+      const back = logger.lines.filter((l) => LISTEN_BACK.test(l.msg))[1]!.fields as {
+        attempts: number;
+        downMs: number;
+      };
+      expect(back.attempts).toBeGreaterThanOrEqual(2);
+      expect(back.downMs).toBeGreaterThanOrEqual(500);
       expect(
         await store.claim({ signal: "sig.r", worker: "w", max: 5, now: T0, leaseMs: 1000 }),
       ).toMatchObject([{ id: "c" }]);
       const heard = nextEvent(store, (e) => e.kind === "enqueued" && e.signal === "sig.after");
       await other.enqueue([msg("d", "sig.after")], T0);
       await heard;
-      expect(logger.warnings).toContain("okengine postgres: idle pool connection failed; it is replaced");
+      expect(logger.lines.map((l) => l.msg)).toContain(
+        "okengine postgres: idle pool connection failed; it is replaced",
+      );
     } finally {
       await store.close();
       await other.close();

@@ -1,11 +1,14 @@
 /** Cross-process wake-ups on postgres over LISTEN/NOTIFY. */
 import pg from "pg";
 import type { StoreEvent } from "../types.ts";
+import { connectTimedOut } from "./postgres-health.ts";
 
 /** The logger methods the listener uses (PgLogger fits; declared here so this file needs no import of the context). */
 interface PgLogger {
   warn(obj: object, msg?: string): void;
   error(obj: object, msg?: string): void;
+  /** A LISTEN connection that is back. */
+  info?(obj: object, msg?: string): void;
 }
 
 /**
@@ -62,28 +65,43 @@ export interface WakeSourceOptions {
   onEvents: (events: StoreEvent[]) => void;
   /** Reconnect backoff bounds (ms); tests shorten them. */
   backoff?: { initialMs: number; maxMs: number };
+  /** What log lines call this connection. @default "LISTEN for wake-ups" */
+  name?: string;
 }
 
 export interface WakeSource {
-  /** Resolves once LISTEN is active (or at once in poll-only mode). */
+  /**
+   * Starts the poll timer and opens the LISTEN connection (none in poll-only mode). Resolves once
+   * that first connect has succeeded or failed: a failed one is an outage like a lost connection,
+   * retried with backoff (the poll covering it) until it is back or close() is called.
+   */
   start(): Promise<void>;
+  /** Stops retries and polls and ends the connection, one still connecting included. */
   close(): Promise<void>;
 }
 
 /**
  * A dedicated LISTEN connection (never from the pool: a pooled client is
- * handed to other queries and may be a PgBouncer transaction slot). On any
- * error or server restart it reconnects with capped exponential backoff and,
- * once back, emits a synthetic "wake" — notifications sent while it was away
- * are lost, so workers must re-check. A slow poll timer backs it up; in
- * poll-only mode that timer is the only source of wake-ups.
+ * handed to other queries and may be a PgBouncer transaction slot). Whether its
+ * first connect fails or a later error or server restart drops it, it
+ * reconnects with capped exponential backoff and, once back, emits a synthetic
+ * "wake" — notifications sent while it was away are lost, so workers must
+ * re-check. An outage is logged twice: one warn when it begins, one info when
+ * it ends (the tries in between are quiet). A slow poll timer backs it up,
+ * running whether LISTEN is up or not; in poll-only mode that timer is the only
+ * source of wake-ups.
  */
 export function createWakeSource(o: WakeSourceOptions): WakeSource {
   const backoff = o.backoff ?? { initialMs: 100, maxMs: 5_000 };
+  const name = o.name ?? "LISTEN for wake-ups";
   let client: pg.Client | undefined;
+  /** The connect in flight: close() aborts it and waits for it, so no connection outlives close(). */
+  let attempt: { client: pg.Client; done: Promise<void> } | undefined;
+  let started: Promise<void> | undefined;
   let closed = false;
-  let failures = 0;
-  let reconnectTimer: NodeJS.Timeout | undefined;
+  /** While LISTEN is down: since when (performance.now()), connects failed and retries scheduled. */
+  let outage: { since: number; failed: number; retries: number } | undefined;
+  let retryTimer: NodeJS.Timeout | undefined;
   let pollTimer: NodeJS.Timeout | undefined;
 
   const onNotification = (msg: pg.Notification): void => {
@@ -93,7 +111,49 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
     o.onEvents(decoded.events);
   };
 
-  const connect = async (): Promise<void> => {
+  /** Marks LISTEN down: the first call of an outage logs it, the later ones only count. */
+  const down = (err: unknown, connectFailed: boolean): void => {
+    if (outage !== undefined) {
+      if (connectFailed) outage.failed++;
+      return;
+    }
+    outage = { since: performance.now(), failed: connectFailed ? 1 : 0, retries: 0 };
+    const reason = err === undefined ? "connection ended" : describeError(err);
+    o.logger.warn(
+      { err, channel: o.channel },
+      `okengine postgres: ${name} is down (${reason}); polling every ${o.pollIntervalMs} ms and reconnecting until it is back`,
+    );
+  };
+
+  const connected = (c: pg.Client): void => {
+    if (closed) {
+      c.removeAllListeners("end");
+      c.end().catch(() => undefined);
+      return;
+    }
+    client = c;
+    if (outage === undefined) return;
+    const downMs = Math.round(performance.now() - outage.since);
+    const attempts = outage.failed + 1;
+    outage = undefined;
+    o.logger.info?.(
+      { channel: o.channel, downMs, attempts },
+      `okengine postgres: ${name} is back after ${downMs} ms (${attempts} connect attempt${attempts === 1 ? "" : "s"})`,
+    );
+    // Notifications sent while it was down are gone: make everyone look.
+    o.onEvents([{ kind: "wake" }]);
+  };
+
+  const failed = (c: pg.Client, err: unknown): void => {
+    c.removeAllListeners("end");
+    c.end().catch(() => undefined);
+    if (closed) return;
+    down(connectTimedOut(err, o.connectTimeoutMs ?? 0), true);
+    scheduleRetry();
+  };
+
+  /** One connect; never rejects (a failure is counted and retried). */
+  const tryConnect = (): Promise<void> => {
     // TCP keepalive: a connection silently dropped by the network is noticed, not waited on forever.
     const c = new pg.Client({
       connectionString: o.connectionString,
@@ -105,72 +165,89 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
     c.on("error", (err) => lost(c, err));
     c.on("end", () => lost(c, undefined));
     c.on("notification", onNotification);
-    try {
+    const done = (async () => {
       await c.connect();
       await c.query(`LISTEN ${quoteIdent(o.channel)}`);
-    } catch (err) {
-      c.removeAllListeners("end");
-      c.end().catch(() => undefined);
-      throw err;
-    }
-    if (closed) {
-      await c.end();
-      return;
-    }
-    client = c;
-    failures = 0;
+    })()
+      .then(
+        () => connected(c),
+        (err: unknown) => failed(c, err),
+      )
+      .finally(() => {
+        if (attempt?.client === c) attempt = undefined;
+      });
+    attempt = { client: c, done };
+    return done;
   };
 
   const lost = (c: pg.Client, err: Error | undefined): void => {
     if (client !== c || closed) return;
     client = undefined;
-    o.logger.warn({ err }, "okengine postgres: LISTEN connection lost; reconnecting");
     c.removeAllListeners("end");
     c.end().catch(() => undefined);
-    scheduleReconnect();
+    down(err, false);
+    scheduleRetry();
   };
 
-  const scheduleReconnect = (): void => {
-    if (closed || reconnectTimer !== undefined) return;
-    const delay = Math.min(backoff.maxMs, backoff.initialMs * 2 ** failures) * (0.5 + Math.random() / 2);
-    failures++;
-    reconnectTimer = setTimeout(() => {
-      reconnectTimer = undefined;
-      connect().then(
-        // Notifications sent while we were away are gone: make everyone look.
-        () => {
-          if (!closed) o.onEvents([{ kind: "wake" }]);
-        },
-        (err: unknown) => {
-          o.logger.warn({ err, attempt: failures }, "okengine postgres: LISTEN reconnect failed");
-          scheduleReconnect();
-        },
-      );
+  const scheduleRetry = (): void => {
+    if (closed || retryTimer !== undefined || outage === undefined) return;
+    // The same schedule whether the first connect failed or a live connection was lost.
+    const delay =
+      Math.min(backoff.maxMs, backoff.initialMs * 2 ** outage.retries++) * (0.5 + Math.random() / 2);
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      if (!closed) void tryConnect();
     }, delay);
-    reconnectTimer.unref();
+    retryTimer.unref();
+  };
+
+  /**
+   * The safety-net poll. Ticks are spaced by performance.now() (setTimeout's own clock): a step of
+   * the host's wall clock (NTP) neither delays nor bunches them. The wall clock is read once, for
+   * the phase nextPollAt gives the first tick.
+   */
+  const startPolling = (): void => {
+    const wall = Date.now();
+    let due = performance.now() + (nextPollAt(wall, o.pollIntervalMs) - wall);
+    const arm = (): void => {
+      pollTimer = setTimeout(
+        () => {
+          pollTimer = undefined;
+          if (closed) return;
+          const now = performance.now();
+          due += o.pollIntervalMs;
+          // A whole interval late (a suspended process): the next tick is an interval away, not at once.
+          if (due <= now) due = now + o.pollIntervalMs;
+          o.onEvents([{ kind: "wake" }]);
+          if (!closed) arm();
+        },
+        Math.max(0, due - performance.now()),
+      );
+      pollTimer.unref();
+    };
+    arm();
   };
 
   return {
-    async start() {
-      if (o.listen) await connect();
-      const tick = (): void => {
-        pollTimer = setTimeout(
-          () => {
-            if (closed) return;
-            o.onEvents([{ kind: "wake" }]);
-            tick();
-          },
-          Math.max(0, nextPollAt(Date.now(), o.pollIntervalMs) - Date.now()),
-        );
-        pollTimer.unref();
-      };
-      tick();
+    start() {
+      if (closed) return Promise.resolve();
+      started ??= (async () => {
+        startPolling();
+        if (o.listen) await tryConnect();
+      })();
+      return started;
     },
     async close() {
       closed = true;
-      if (reconnectTimer !== undefined) clearTimeout(reconnectTimer);
+      if (retryTimer !== undefined) clearTimeout(retryTimer);
       if (pollTimer !== undefined) clearTimeout(pollTimer);
-      reconnectTimer = pollTimer = undefined;
+      retryTimer = pollTimer = undefined;
+      const pending = attempt;
+      if (pending) {
+        // Destroying the socket fails the connect at once; end() would wait for a server that may never answer.
+        pending.client.connection.stream.destroy(new Error("LISTEN connection closed while connecting"));
+        await pending.done;
+      }
       const c = client;
       client = undefined;
       if (c) {
@@ -179,6 +256,14 @@ export function createWakeSource(o: WakeSourceOptions): WakeSource {
       }
     },
   };
+}
+
+/** An error's message for a log line; a refused dual-stack connect is an AggregateError with an empty one. */
+function describeError(err: unknown): string {
+  if (err instanceof AggregateError && err.message === "")
+    return err.errors.map((e: unknown) => describeError(e)).join("; ");
+  if (err instanceof Error) return err.message || ((err as { code?: string }).code ?? err.name);
+  return String(err);
 }
 
 /**
