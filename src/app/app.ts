@@ -3,6 +3,7 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { systemClock, type Clock } from "../clock/clock.ts";
 import { FleetClock } from "../clock/fleet-clock.ts";
+import { processClock } from "../clock/process-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
@@ -107,12 +108,14 @@ class OkeApp implements App, FxRuntime {
     this.root = options.root ?? process.cwd();
     this.store = options.store ?? openStore(this.config, this.root, this.logger);
     // On PostgreSQL the whole fleet reads the database's clock; a caller's clock (time travel) wins.
+    // Elsewhere the process is its own fleet: its clock advances on the monotonic clock, so a host
+    // clock step neither expires the leases of handlers in flight nor holds timers back.
     const storeTime = this.store.storeTime?.bind(this.store);
     this.fleetClock =
       options.clock === undefined && storeTime !== undefined
         ? new FleetClock(systemClock, storeTime, this.logger)
         : undefined;
-    this.clock = options.clock ?? this.fleetClock ?? systemClock;
+    this.clock = options.clock ?? this.fleetClock ?? processClock;
     this.send = new SendDrivers(this.config.send, this.logger, this.registry.channels.values());
     this.instanceId = `${hostname()}:${process.pid}:${newId().slice(-6)}`;
     this.durable = new DurableRuntime({
@@ -156,7 +159,8 @@ class OkeApp implements App, FxRuntime {
       clock: this.clock,
       logger: this.logger,
       clocks: [...this.registry.clocks.values()],
-      // The app clock already is fleet time on PostgreSQL.
+      // The app clock already is fleet time on PostgreSQL (a second FleetTime would only re-measure
+      // it), the process clock elsewhere: neither moves, nor delays its timers, when the host clock steps.
       fleetTime: false,
       ...(this.config.claimAtEmit
         ? {
@@ -492,8 +496,10 @@ class OkeApp implements App, FxRuntime {
   async stop(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.state === "stopped" || this.state === "stopping") return;
     const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
-    const deadline = Date.now() + timeoutMs;
-    const left = (): number => Math.max(0, deadline - Date.now());
+    // A duration within this process: on the monotonic clock, so a host clock step during the drain
+    // neither cuts it short nor stretches it.
+    const deadline = performance.now() + timeoutMs;
+    const left = (): number => Math.max(0, Math.ceil(deadline - performance.now()));
     const cutOff: string[] = [];
     /** Waits for `p` until the deadline; names it among what was left if it had not settled. */
     const until = async (what: string, p: Promise<unknown> | undefined): Promise<void> => {

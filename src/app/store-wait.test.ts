@@ -1,6 +1,7 @@
 // Boot while the store is unreachable: open() retried on connection-class errors (logged, bounded, stoppable), statement errors fail at once.
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { hostClockSteps, within } from "../../test/support/host-clock-step.ts";
 import { createApp, flow, http, on, signal } from "../index.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
@@ -306,5 +307,54 @@ describe("database.connectTimeoutMs", () => {
     expect(() => resolveConfig({ database: { connectAttemptTimeoutMs: -5 } }, "test")).toThrow(
       "oke boot: database.connectAttemptTimeoutMs must be a non-negative integer, got -5",
     );
+  });
+});
+
+describe("the wait's bound and host clock steps", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("a host clock step of +40 s during the wait does not use up its 10 s bound", async () => {
+    const clock = hostClockSteps();
+    const { logger, warns } = capture();
+    // The first open fails, and the host clock steps forward while it does (NTP after a network came up).
+    const { store, opens } = flakyStore([
+      () => {
+        clock.step(40_000);
+        return refused();
+      },
+    ]);
+    await openStoreWaiting({
+      store,
+      timeoutMs: 10_000,
+      logger,
+      stopped: new Promise(() => undefined),
+      fix: "",
+      random: () => 0,
+    });
+    expect(opens()).toBe(2);
+    expect(warns().map((l) => [l.nextTryMs, (l.givesUpInMs as number) > 9_000])).toEqual([[50, true]]);
+  });
+
+  it("a host clock step of -40 s during the wait does not stretch its 300 ms bound", async () => {
+    const clock = hostClockSteps();
+    const { logger } = capture();
+    const { store } = flakyStore([
+      () => {
+        clock.step(-40_000);
+        return refused();
+      },
+      ...Array.from({ length: 1_000 }, () => refused),
+    ]);
+    const waited = openStoreWaiting({
+      store,
+      timeoutMs: 300,
+      logger,
+      stopped: new Promise(() => undefined),
+      fix: "",
+      random: () => 0,
+    });
+    await expect(within(waited, 15_000, "the wait")).rejects.toMatchObject({ code: "OKE1096" });
   });
 });

@@ -56,7 +56,9 @@ export function describeFailure(err: unknown): string {
 export async function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
   const { store, timeoutMs, logger, stopped } = options;
   const address = store.address ?? store.driver;
-  const startedAt = Date.now();
+  // Elapsed time on the monotonic clock: a host clock step must neither end the wait nor stretch it.
+  const startedAt = performance.now();
+  const waited = (): number => Math.round(performance.now() - startedAt);
   const stoppedError = (): OkeError =>
     new OkeError({
       code: "OKE1097",
@@ -66,7 +68,7 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
   for (let attempt = 1; ; attempt++) {
     // An open still in flight when the app stops or the bound passes is left to settle on its own
     // (close() waits for it). A connect that hangs (a host that drops packets) ends at the bound.
-    const left = timeoutMs - (Date.now() - startedAt);
+    const left = timeoutMs - waited();
     let deadline: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
       store.open().then(
@@ -87,14 +89,14 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
     if (outcome.ok) {
       if (attempt > 1)
         logger.info(
-          { address, attempt, waitedMs: Date.now() - startedAt },
+          { address, attempt, waitedMs: waited() },
           `okengine: the store at ${address} is reachable (attempt ${attempt})`,
         );
       return;
     }
     const { err } = outcome;
     if (store.isUnavailable?.(err) !== true) throw err;
-    const remaining = timeoutMs - (Date.now() - startedAt);
+    const remaining = timeoutMs - waited();
     if (remaining <= 0)
       throw new OkeError({
         code: "OKE1096",

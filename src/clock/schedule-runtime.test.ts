@@ -1,9 +1,12 @@
 // Store round trips per fired slot: one fire statement, no re-read of the schedules while nothing else changed.
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { gate } from "../../test/conformance/app-fixture.ts";
+import { hostClockSteps, within } from "../../test/support/host-clock-step.ts";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { FireRequest } from "../store/schedule-types.ts";
 import type { Store } from "../store/types.ts";
+import { systemClock } from "./clock.ts";
 import { FOLLOWER_DELAY_MS, ScheduleRuntime } from "./schedule-runtime.ts";
 import { every } from "./schedule.ts";
 import { createTimeTravel } from "./time-travel.ts";
@@ -193,5 +196,53 @@ describe("schedule runtime round trips", () => {
     ]);
     expect((await inner.listSchedules()).map((r) => r.lastMissedRuns)).toEqual([0, 0]);
     await follow.stop();
+  });
+});
+
+describe("schedule runtime on fleet time (fleetTime: true) and host clock steps", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("a host clock step of -40 s does not hold the next slot back: the timer runs on fleet time", async () => {
+    const clock = hostClockSteps();
+    const inner = createMemoryStore();
+    await inner.open();
+    let fired = gate<number>();
+    // A store with a clock of its own (as PostgreSQL's): the real time, whatever the host's reads.
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === "storeTime") return () => Promise.resolve(clock.wall());
+        if (prop === "fireBatch")
+          return async (reqs: FireRequest[]) => {
+            const out = await target.fireBatch(reqs);
+            fired.open(reqs[0]!.slot);
+            return out;
+          };
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const rt = new ScheduleRuntime({
+      store,
+      clock: systemClock,
+      logger: createLogger({ format: "silent" }),
+      clocks: [{ name: "c.tick", schedule: every("1s"), flow: "f.tick" }],
+      fleetTime: true,
+    });
+    try {
+      await rt.start();
+      const first = await within(fired.promise, 15_000, "the first slot");
+      // The next slot's timer is armed once the check that fired the first one ends.
+      await settle(rt);
+      fired = gate<number>();
+      clock.step(-40_000);
+      const next = await within(fired.promise, 15_000, "the next slot, a second later");
+      expect(next).toBeGreaterThan(first);
+      // Fleet time did not step with the host clock.
+      expect(Math.abs(rt.now() - clock.wall())).toBeLessThan(5_000);
+    } finally {
+      await rt.stop();
+      await inner.close();
+    }
   });
 });

@@ -28,7 +28,9 @@ export interface ScheduleRuntimeOptions {
   clocks: readonly BoundClock[];
   /**
    * Read "now" from the store's clock (fleet time, fleet-time.ts) when the
-   * store has one. For the system clock only: time travel is its own truth.
+   * store has one, and arm the timer on it (monotonic). For a clock that is
+   * not the fleet's already: time travel is its own truth, and an app's clock
+   * is fleet time on PostgreSQL.
    */
   fleetTime?: boolean;
   /**
@@ -110,7 +112,7 @@ export class ScheduleRuntime {
 
   /** Now on the fleet's clock. */
   now(): number {
-    return this.o.clock.now() + (this.fleet?.offset() ?? 0);
+    return this.fleet?.now() ?? this.o.clock.now();
   }
 
   /** The bound clock of this app by name, if any. */
@@ -205,7 +207,7 @@ export class ScheduleRuntime {
     } catch (e) {
       this.o.logger.error({ err: e }, "clock: schedule check failed; retrying");
       this.timerStale = true;
-      this.armAt(this.o.clock.now() + RETRY_MS);
+      this.armAt(this.now() + RETRY_MS);
     }
   }
 
@@ -321,16 +323,21 @@ export class ScheduleRuntime {
       this.timerAt = Infinity;
       return;
     }
-    // Local clock time of the fleet instant.
-    this.armAt(at - (this.fleet?.offset() ?? 0));
+    this.armAt(at);
   }
 
+  /**
+   * One timer on the instant `at` of now(). With fleet time it is fleet time's own timer, on the
+   * monotonic clock: armed on the host clock at the matching local instant, a step of the host
+   * clock back held a slot back by the size of the step.
+   */
   private armAt(at: number): void {
     if (!this.running) return;
     if (this.cancelTimer !== undefined && at === this.timerAt) return;
     this.cancelTimer?.();
     this.timerAt = at;
-    this.cancelTimer = this.o.clock.at(at, () => {
+    const timers = this.fleet ?? this.o.clock;
+    this.cancelTimer = timers.at(at, () => {
       this.cancelTimer = undefined;
       this.timerAt = Infinity;
       this.kick(!this.timerStale);

@@ -723,11 +723,12 @@ export class DurableRuntime {
    * lease (see `runningIds`).
    */
   async stop(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    // On the monotonic clock: a host clock step while the scheduler stops must not move the deadline.
+    const deadline = performance.now() + timeoutMs;
     await this.scheduler.stop(timeoutMs);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<"expired">((r) => {
-      timer = setTimeout(() => r("expired"), Math.max(0, deadline - Date.now()));
+      timer = setTimeout(() => r("expired"), Math.max(0, deadline - performance.now()));
       timer.unref();
     });
     try {

@@ -39,6 +39,8 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
   let probing = false;
   let stopped = false;
   let delay = minDelay;
+  /** When the outage began on the monotonic clock: `since` is wall time, and a host clock step would skew a difference of it. */
+  let downAt = 0;
 
   const schedule = (): void => {
     if (stopped || timer !== undefined || probing) return;
@@ -49,10 +51,8 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
         () => {
           probing = false;
           if (state.ok || stopped) return;
-          o.logger?.info?.(
-            { driver: o.name, downMs: Date.now() - state.since },
-            `${o.name} store available again after ${Date.now() - state.since} ms`,
-          );
+          const downMs = Math.round(performance.now() - downAt);
+          o.logger?.info?.({ driver: o.name, downMs }, `${o.name} store available again after ${downMs} ms`);
           state = OK;
           delay = minDelay;
         },
@@ -71,6 +71,7 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
     if (stopped || !o.isOutage(e)) return;
     if (state.ok) {
       state = { ok: false, since: Date.now(), reason: describe(e) };
+      downAt = performance.now();
       o.logger?.warn(
         { driver: o.name, err: e },
         `${o.name} store unavailable (${state.reason}); probing until it can commit again`,
