@@ -83,10 +83,11 @@ export function applyClientLimits(
   };
   cap(streams?.size ?? 0);
   const unwatch = streams?.watch(cap) ?? (() => undefined);
-  let lastDropWarning = 0;
+  let lastDropWarning = -Infinity;
   server.on("drop", () => {
-    // One line per 10 s at most: a flood must not also flood the log.
-    const now = Date.now();
+    // One line per 10 s at most: a flood must not also flood the log (monotonic: a host clock step
+    // back must not mute it).
+    const now = performance.now();
     if (now - lastDropWarning < 10_000) return;
     lastDropWarning = now;
     logger.warn(

@@ -377,9 +377,10 @@ export class BroadcastRuntime {
     this.stopped = true;
     this.unsubscribe?.();
     this.cancelTick?.();
-    const deadline = Date.now() + timeoutMs;
+    // A duration within this process: monotonic, so a host clock step neither cuts nor stretches it.
+    const deadline = performance.now() + timeoutMs;
     await withinMs(timeoutMs, this.tickRunning);
-    await Promise.all(this.pools.map((p) => p.stop(Math.max(0, deadline - Date.now()))));
+    await Promise.all(this.pools.map((p) => p.stop(Math.max(0, Math.ceil(deadline - performance.now())))));
   }
 }
 
