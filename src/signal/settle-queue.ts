@@ -93,13 +93,19 @@ export class SettleQueue {
         status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
         failure,
       };
-      this.o.logger.warn(
+      // A dead letter is work that did not get done: error, where a retried attempt is a warning.
+      const log = settlement.status === "dead" ? this.o.logger.error : this.o.logger.warn;
+      log.call(
+        this.o.logger,
         {
           signal: s.name,
           messageId: m.id,
+          ...(m.key === null ? {} : { key: m.key }),
           attempt: m.attempts,
           code: failure.code,
           outcome: settlement.status,
+          // The stack of what the handler threw (pino's `err`): the line says where, not only what.
+          ...(outcome.cause instanceof Error ? { err: outcome.cause } : {}),
         },
         `attempt ${m.attempts} failed: ${failure.message}`,
       );

@@ -16,7 +16,7 @@ const ran = (): HandlerOutcome => OK;
 const failed = (e: unknown): HandlerOutcome =>
   e instanceof JournalLeaseBusy
     ? { kind: "abandon", runId: e.runId }
-    : { kind: "error", failure: errorRecord(e) };
+    : { kind: "error", failure: errorRecord(e), cause: e };
 
 /** How the signal runtime runs flows; the app wires it to fx and to the durable runtime. */
 export interface SignalFlowRunner {
@@ -100,7 +100,8 @@ export class SignalRuntime {
       const pool = new WorkerPool({
         store: this.o.store,
         clock: this.o.clock,
-        logger: this.o.logger,
+        // Every line of the pool names the flow it runs: an operator looks for the code by it.
+        logger: this.o.logger.child({ flow: flows[0]!.name }),
         signal: s,
         worker: this.o.worker,
         concurrency: this.o.concurrency,

@@ -12,7 +12,13 @@ import type { OnceSignal } from "./signal.ts";
  */
 export type HandlerOutcome =
   | { kind: "ok" }
-  | { kind: "error"; failure: Omit<FailureReason, "at" | "attempt">; final?: boolean }
+  | {
+      kind: "error";
+      failure: Omit<FailureReason, "at" | "attempt">;
+      final?: boolean;
+      /** The thrown value, for the log line alone (its stack says where the handler threw); never stored. */
+      cause?: unknown;
+    }
   | { kind: "abandon"; runId?: string };
 
 export interface WorkerPoolOptions {
