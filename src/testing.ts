@@ -1,8 +1,15 @@
 /** Test helpers (okengine/testing): an in-process app on the memory driver with a frozen clock. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import pretty from "pino-pretty";
 import { createApp } from "./app/app.ts";
+import type { OkeConfig } from "./app/config.ts";
 import type { App, CreateAppOptions } from "./app/types.ts";
 import { createTimeTravel, type TimeTravel } from "./clock/time-travel.ts";
 import type { SentMessage } from "./fx/send.ts";
+import type { Logger } from "./log/logger.ts";
 import { loadProject } from "./project/load-project.ts";
 
 export { createTimeTravel } from "./clock/time-travel.ts";
@@ -26,22 +33,84 @@ export type TestAppOptions = Omit<CreateAppOptions, "clock" | "env" | "modules">
   );
 
 /**
+ * The journal a test app uses: the one its config pins (`env.test.drivers.journal`, else
+ * `drivers.journal`), else memory. OKE_JOURNAL is an override for `oke dev` / `oke start`: a test
+ * must not pick up the project's `.oke/` (dead letters of earlier runs, its lock) from the shell.
+ */
+function testJournal(config: OkeConfig | undefined): {
+  journal: "memory" | "file" | "postgres";
+  config: OkeConfig;
+} {
+  const pinned = config?.env?.test?.drivers?.journal ?? config?.drivers?.journal;
+  if (pinned !== undefined) return { journal: pinned, config: config ?? {} };
+  const base = config ?? {};
+  const test = base.env?.test ?? {};
+  return {
+    journal: "memory",
+    config: {
+      ...base,
+      env: { ...base.env, test: { ...test, drivers: { ...test.drivers, journal: "memory" } } },
+    },
+  };
+}
+
+/**
+ * Test logs when OKE_LOG_LEVEL asks for them: readable lines written synchronously, so they are
+ * out before a failing test's report (pino's transport thread would lose or delay them).
+ */
+function testLogger(): Logger | undefined {
+  const level = process.env.OKE_LOG_LEVEL;
+  if (level === undefined || level === "") return undefined;
+  return pino(
+    { level },
+    pretty({
+      sync: true,
+      colorize: process.stdout.isTTY,
+      ignore: "pid,hostname",
+      translateTime: "HH:MM:ss.l",
+    }),
+  );
+}
+
+/**
  * Boots an app in the `test` environment (memory journal, memory send driver,
  * silent logs) on a time-travel clock starting at `start` (default 0), from
- * modules or from a whole project directory.
+ * modules or from a whole project directory. A config that pins the file
+ * journal gets a fresh temporary directory (removed by `stop()`) unless `root`
+ * is given, so tests never share the project's `.oke/`.
  */
 export async function createTestApp(options: TestAppOptions): Promise<TestApp> {
   const { start, project, modules, ...rest } = options;
   const time = createTimeTravel(start ?? 0);
   const loaded = project === undefined ? undefined : await loadProject(project);
+  const { journal, config } = testJournal(rest.config ?? loaded?.config);
+  const tempRoot =
+    journal === "file" && rest.store === undefined && rest.root === undefined
+      ? mkdtempSync(join(tmpdir(), "oke-test-"))
+      : undefined;
   const app = createApp({
     ...rest,
     modules: loaded?.modules ?? modules ?? [],
-    config: rest.config ?? loaded?.config,
-    root: loaded?.root ?? rest.root,
+    config,
+    root: tempRoot ?? rest.root ?? loaded?.root,
     env: "test",
     clock: time,
+    logger: rest.logger ?? testLogger(),
   }) as App & { sent: SentMessage[] };
-  await app.boot();
+  if (tempRoot !== undefined) {
+    const stop = app.stop.bind(app);
+    Object.assign(app, {
+      stop: async (o?: { timeoutMs?: number }): Promise<void> => {
+        await stop(o);
+        rmSync(tempRoot, { recursive: true, force: true });
+      },
+    });
+  }
+  try {
+    await app.boot();
+  } catch (e) {
+    if (tempRoot !== undefined) rmSync(tempRoot, { recursive: true, force: true });
+    throw e;
+  }
   return Object.assign(app, { time });
 }

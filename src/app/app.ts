@@ -13,7 +13,7 @@ import { OkeError } from "../errors.ts";
 import type { AnyFlow, Flow, InvokeResult } from "../flow/flow.ts";
 import { checkInput, executeFlow } from "../fx/execute.ts";
 import type { FxRuntime } from "../fx/runtime.ts";
-import type { DeadLetter, EmitOptions } from "../fx/types.ts";
+import type { DeadLetter, EmitArgs, EmitOptions } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
@@ -27,7 +27,13 @@ import { emitOnce } from "../signal/emit-once.ts";
 import { checkRunInput } from "../signal/storable.ts";
 import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import { SseHub } from "../http/sse.ts";
-import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
+import {
+  isSignal,
+  type EmitInput,
+  type LiveSignal,
+  type OnceSignal,
+  type SignalHandle,
+} from "../signal/signal.ts";
 import { SignalRuntime } from "../signal/signal-runtime.ts";
 import type { NewMessage, Store } from "../store/types.ts";
 import { resolveConfig, resolveEnv, type Env, type ResolvedConfig } from "./config.ts";
@@ -352,13 +358,16 @@ class OkeApp implements App, FxRuntime {
     return this.signals.lives.live(signal, options, listener);
   }
 
-  async emit<P>(
-    target: SignalHandle<P>,
-    payload?: P,
-    options?: EmitOptions & { tx?: unknown; id?: string },
+  async emit<P, In>(
+    target: SignalHandle<P, In>,
+    ...args: EmitArgs<EmitInput<P, In>, EmitOptions & { tx?: unknown; id?: string }>
   ): Promise<void> {
+    // The payload is the schema's input: checked (and transformed) by prepareEmit, typed there as unknown.
+    const [payload, options] = args as [unknown, (EmitOptions & { tx?: unknown; id?: string }) | undefined];
+    this.refuseStopped("app.emit()");
     if (this.state === "new" || this.state === "booting") await this.openStore();
-    if (options?.id !== undefined) return emitOnce(this, target, payload, { ...options, id: options.id });
+    if (options?.id !== undefined)
+      return emitOnce<unknown>(this, target, payload, { ...options, id: options.id });
     if (isSignal(target) && target.delivery !== "once")
       return this.emitFanout(target, payload, options, { flow: "app.emit", runId: null });
     const message = await prepareEmit(
@@ -391,10 +400,23 @@ class OkeApp implements App, FxRuntime {
     return r.kind === "returned" ? (r.value as O) : undefined;
   }
 
+  /** After stop() the store is closed and nothing runs: a script or test learns it at once. */
+  private refuseStopped(what: string): void {
+    if (this.state === "stopping" || this.state === "stopped")
+      throw new OkeError({
+        code: "OKE1089",
+        message: `${what}: the app is ${this.state === "stopped" ? "stopped" : "stopping"} (app.stop() was called)`,
+        status: 503,
+      });
+  }
+
   async request(input: string | Request, init?: RequestInit): Promise<Response> {
+    this.refuseStopped("app.request()");
     this.httpHandler ??= createHttpHandler(this, {
       bodyLimit: this.config.bodyLimit,
-      exposeErrors: this.env === "dev",
+      // In-process requests come from the app's own code or tests: a test's failing flow shows its
+      // error and stack in the 500's details instead of a bare "Internal error". Never in prod.
+      exposeErrors: this.env !== "prod",
       hideServerErrors: this.env === "prod",
     });
     return this.httpHandler.fetch(toRequest(input, init));
@@ -461,7 +483,8 @@ class OkeApp implements App, FxRuntime {
   }
 
   async idle(options: { timeoutMs?: number } = {}): Promise<void> {
-    const timeoutMs = options.timeoutMs ?? 10_000;
+    // Under vitest's default 5 s test timeout, so a hung handler shows OKE1099 naming it.
+    const timeoutMs = options.timeoutMs ?? 4_000;
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<"timeout">((r) => {
       timer = setTimeout(() => r("timeout"), timeoutMs);
@@ -484,7 +507,32 @@ class OkeApp implements App, FxRuntime {
     } finally {
       clearTimeout(timer);
     }
-    throw new OkeError({ code: "OKE1099", message: `app.idle(): work still running after ${timeoutMs} ms` });
+    throw new OkeError({
+      code: "OKE1099",
+      message: `app.idle(): work still running after ${timeoutMs} ms${await this.describeBusy()}`,
+    });
+  }
+
+  /** What idle() still waits for, as `: message m1 of "sig" (flow "f"), run r1 (flow "g"), …`. */
+  private async describeBusy(): Promise<string> {
+    const { messages, broadcasts } = this.signals.leftIds();
+    const named = async (what: string, id: string, signal: () => Promise<string | undefined>) => {
+      const name = await signal().catch(() => undefined);
+      if (name === undefined) return `${what} ${id}`;
+      const flows = (this.registry.subscribers.get(name) ?? []).map((f) => f.name ?? "(unnamed)");
+      return `${what} ${id} of "${name}"${flows.length > 0 ? ` (flow ${flows.map((f) => JSON.stringify(f)).join(", ")})` : ""}`;
+    };
+    const parts = await Promise.all([
+      ...messages.map((id) => named("message", id, async () => (await this.store.getMessage(id))?.signal)),
+      ...broadcasts.map((id) => Promise.resolve(`broadcast ${id}`)),
+      ...this.durable.runningIds().map(async (id) => {
+        const run = await this.store.getRun(id).catch(() => undefined);
+        return run === undefined ? `run ${id}` : `run ${id} (flow ${JSON.stringify(run.flow)})`;
+      }),
+    ]);
+    if (this.schedules.busy) parts.push("a schedule fire");
+    if (this.tasks.size > 0) parts.push(`${this.tasks.size} app task(s)`);
+    return parts.length === 0 ? "" : `: ${parts.join(", ")}`;
   }
 
   /**

@@ -3,10 +3,10 @@ import type { Clock } from "../clock/clock.ts";
 import type { ScheduleOperatorApi } from "../clock/operator-types.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { WakeEarlyResult } from "../durable/durable-runtime.ts";
-import type { DeadLetter, EmitOptions } from "../fx/types.ts";
+import type { DeadLetter, EmitArgs, EmitOptions } from "../fx/types.ts";
 import type { Logger } from "../log/logger.ts";
 import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
-import type { LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { EmitInput, LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
 import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../http/types.ts";
 import type { Env, OkeConfig } from "./config.ts";
@@ -96,10 +96,9 @@ export interface App {
    * `id` (once signals): a caller-chosen message id — a second emit with the same id enqueues nothing and
    * resolves the same (see docs/signals.md#idempotent-emits).
    */
-  emit<P>(
-    target: SignalHandle<P>,
-    payload?: P,
-    options?: EmitOptions & { tx?: unknown; id?: string },
+  emit<P, In>(
+    target: SignalHandle<P, In>,
+    ...args: EmitArgs<EmitInput<P, In>, EmitOptions & { tx?: unknown; id?: string }>
   ): Promise<void>;
   /** Runs a flow in-process as `fx.call` would (checks `in`). */
   invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined>;

@@ -19,6 +19,13 @@ export function describeBootError(e: unknown): string {
       text = `oke boot: port ${sys.port ?? "?"} is already in use (pass --port or set PORT)`;
     else if (sys.code === "EACCES" && sys.syscall === "listen")
       text = `oke boot: not allowed to listen on port ${sys.port ?? "?"}`;
+    // pg's text, with no code: the URL asks for TLS (sslmode=require, ssl=true) and the server has none.
+    else if (sys.code === undefined && e.message === "The server does not support SSL connections")
+      text =
+        "oke boot: the PostgreSQL server does not support SSL connections, but DATABASE_URL asks for SSL\n" +
+        "  code: OKE1336\n" +
+        "  fix: Enable SSL on the server (ssl = on), or drop sslmode=require / ssl=true from DATABASE_URL " +
+        "(or database.url) for a server reached over a trusted network only.";
     else text = withPrefix(e.message);
   } else {
     text = `oke boot: ${String(e)}`;

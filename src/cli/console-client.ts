@@ -2,6 +2,20 @@
 
 export const DEFAULT_CONSOLE_URL = "http://127.0.0.1:6533";
 
+let quietInstalled = false;
+/**
+ * Exits quietly when stdout's reader goes away (`oke dead x | head`): what was asked is done, and
+ * the rest of the output has no one to read it. Installed once per process.
+ */
+export function quietOnClosedStdout(): void {
+  if (quietInstalled) return;
+  quietInstalled = true;
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw e;
+  });
+}
+
 /** Exit codes of the operator commands: 1 the Console answered with an error, 2 it could not be reached or what answered is not a Console. */
 export const EXIT_REFUSED = 1;
 export const EXIT_UNREACHABLE = 2;
@@ -24,10 +38,13 @@ export interface ClientOptions {
   timeoutMs?: number;
 }
 
+/** Whether an answer has the shape a command reads; one that does not is not a Console's. */
+export type Shape<T> = (value: unknown) => value is T;
+
 export interface ConsoleClient {
   readonly url: string;
-  get<T>(path: string): Promise<T>;
-  post<T>(path: string, body?: unknown): Promise<T>;
+  get<T>(path: string, shape?: Shape<T>): Promise<T>;
+  post<T>(path: string, body?: unknown, shape?: Shape<T>): Promise<T>;
 }
 
 interface ApiErrorBody {
@@ -48,18 +65,25 @@ function baseUrl(raw: string | undefined): string {
 }
 
 /** Why a fetch failed, in a word the operator recognises (ECONNREFUSED, ENOTFOUND, timeout…). */
-function causeOf(e: unknown): string {
-  if (e instanceof Error && e.name === "TimeoutError") return "no answer in time";
+function causeOf(e: unknown, timeoutMs: number): string {
+  if (e instanceof Error && e.name === "TimeoutError") return `no answer within ${seconds(timeoutMs)}`;
   const cause = (e as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
 }
+
+const seconds = (ms: number): string => (ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`);
 
 export function createConsoleClient(options: ClientOptions): ConsoleClient {
   const url = baseUrl(options.url);
   const token = options.token === "" ? undefined : options.token;
   const timeoutMs = options.timeoutMs ?? 15_000;
 
-  async function call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+  async function call<T>(
+    method: "GET" | "POST",
+    path: string,
+    body: unknown,
+    shape: Shape<T> | undefined,
+  ): Promise<T> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (token !== undefined) headers.authorization = `Bearer ${token}`;
     if (method === "POST") {
@@ -76,11 +100,20 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
       });
     } catch (e) {
       throw new CommandError(
-        `oke: cannot reach the Console at ${url} (${causeOf(e)}). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.`,
+        `oke: cannot reach the Console at ${url} (${causeOf(e, timeoutMs)}). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.`,
         EXIT_UNREACHABLE,
       );
     }
-    const text = await res.text();
+    // The timeout covers the body too: an answer that stalls or is cut off half-way is no answer.
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      throw new CommandError(
+        `oke: the Console at ${url} did not finish its answer (${res.status}, then ${causeOf(e, timeoutMs)})${method === "POST" ? "; the action may or may not have been done: check before running it again" : ""}`,
+        EXIT_UNREACHABLE,
+      );
+    }
     const notConsole = (what: string): CommandError =>
       new CommandError(
         `oke: ${url} is not a Console: it answered ${res.status} with ${what} (is --url the Console port, 6533 by default, rather than the app's?)`,
@@ -99,7 +132,11 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
       const appCode = (answer as ApiErrorBody).error?.code;
       throw notConsole(`an okengine app's answer${appCode === undefined ? "" : ` (${appCode})`}`);
     }
-    if (res.ok) return parsed as T;
+    if (res.ok) {
+      // A 200 in JSON that is not what this command reads (`{"status":"ok"}` from a health check).
+      if (shape !== undefined && !shape(parsed)) throw notConsole("JSON that is not the Console's");
+      return parsed as T;
+    }
     const err = (parsed as ApiErrorBody | undefined)?.error;
     // Whatever answered an error without the Console's { error: { code, message } } is something else.
     if (typeof err?.code !== "string" || typeof err.message !== "string")
@@ -117,7 +154,7 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
 
   return {
     url,
-    get: (path) => call("GET", path),
-    post: (path, body) => call("POST", path, body),
+    get: (path, shape) => call("GET", path, undefined, shape),
+    post: (path, body, shape) => call("POST", path, body, shape),
   };
 }

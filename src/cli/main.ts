@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError } from "commander";
 import { describeBootError } from "./boot-error.ts";
 import type { DoctorFlags } from "./doctor.ts";
+import { quietOnClosedStdout } from "./console-client.ts";
 import { addOperatorCommands } from "./operator-commands.ts";
 import { registerTypeScript } from "./typescript.ts";
 
@@ -117,6 +118,7 @@ program
   .argument("[dir]", "project directory", ".")
   .action(
     guard(async (dir: string) => {
+      quietOnClosedStdout();
       const { formatRoutes } = await import("./inspect.ts");
       console.log(formatRoutes((await loadManifest(dir)).routes));
     }),
@@ -128,6 +130,7 @@ program
   .argument("[dir]", "project directory", ".")
   .action(
     guard(async (dir: string) => {
+      quietOnClosedStdout();
       console.log(JSON.stringify(await loadManifest(dir), null, 2));
     }),
   );

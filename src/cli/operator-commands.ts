@@ -4,7 +4,9 @@ import {
   CommandError,
   createConsoleClient,
   DEFAULT_CONSOLE_URL,
+  quietOnClosedStdout,
   type ConsoleClient,
+  type Shape,
 } from "./console-client.ts";
 import type { TimelineItem } from "../console/timeline.ts";
 import { age, short, table, when } from "./table.ts";
@@ -92,6 +94,81 @@ interface Schedule {
 
 const RUN_STATUSES = ["running", "sleeping", "compensating", "completed", "failed"];
 
+// Shapes of the answers, as far as the commands read them: a server that answers 200 with other
+// JSON is not a Console (exit 2), rather than a crash in the printing.
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const isStr = (v: unknown): v is string => typeof v === "string";
+const isNum = (v: unknown): v is number => typeof v === "number";
+const listOf = (v: unknown, item: (x: Obj) => boolean): boolean =>
+  Array.isArray(v) && v.every((x) => isObj(x) && item(x));
+const isPage = (v: unknown, item: (x: Obj) => boolean): boolean =>
+  isObj(v) && listOf(v.items, item) && (v.next === null || isStr(v.next));
+const isMessage = (m: Obj): boolean => isStr(m.id) && Array.isArray(m.failures);
+const isRun = (r: Obj): boolean => isStr(r.id) && isStr(r.flow) && isStr(r.status);
+const isSchedule = (s: unknown): s is Schedule => isObj(s) && isStr(s.name) && isStr(s.flow);
+const shapes = {
+  overview: ((v) =>
+    isObj(v) &&
+    isStr(v.env) &&
+    isNum(v.now) &&
+    isNum(v.instances) &&
+    listOf(v.signals, (s) => isStr(s.name) && isStr(s.delivery) && isObj(s.throughput)) &&
+    listOf(v.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
+    isObj(v.recentFailures) &&
+    Array.isArray(v.recentFailures.runs)) as Shape<Overview>,
+  messages: ((v) => isPage(v, isMessage)) as Shape<{ items: Message[]; next: string | null }>,
+  runs: ((v) => isPage(v, isRun)) as Shape<{ items: RunRow[]; next: string | null }>,
+  run: ((v) =>
+    isObj(v) &&
+    isObj(v.run) &&
+    isRun(v.run) &&
+    listOf(v.timeline, (t) => isStr(t.kind)) &&
+    listOf(v.ancestors, isRun) &&
+    listOf(v.children, isRun)) as Shape<RunDetail>,
+  schedules: ((v) => isObj(v) && Array.isArray(v.schedules) && v.schedules.every(isSchedule)) as Shape<{
+    schedules: Schedule[];
+  }>,
+  schedule: isSchedule as Shape<Schedule>,
+  /** A replay's or discard's answer: the ids done (or that would be), or a paced job. */
+  acted: (key: string, dry: string) =>
+    ((v) =>
+      isObj(v) &&
+      ((Array.isArray(v[key]) && v[key].every(isStr)) ||
+        (Array.isArray(v[dry]) && v[dry].every(isStr)) ||
+        (isObj(v.job) && isNum(v.job.total)))) as Shape<ActedAnswer>,
+};
+
+/** What replay and discard answer (docs/console.md); `count`, `more`, `skipped` are absent from older apps. */
+interface ActedAnswer {
+  replayed?: string[];
+  discarded?: string[];
+  wouldReplay?: string[];
+  wouldDiscard?: string[];
+  count?: number;
+  more?: boolean;
+  skipped?: string[];
+  job?: { id: string; total: number; rate: number };
+}
+
+/** A word as a POSIX shell reads it back: quoted unless it is plainly safe. */
+const shellWord = (w: string): string => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
+
+/**
+ * The same command for the next page: every option the operator gave (--url when typed, never the
+ * token), shell-quoted, and --cursor.
+ */
+function nextPage(cmd: Command, words: Array<string | undefined>, next: string): string {
+  const url = cmd.getOptionValueSource("url") === "cli" ? ["--url", cmd.getOptionValue("url") as string] : [];
+  return `more: ${[...words.filter((w): w is string => w !== undefined), ...url, "--cursor", next]
+    .map((w, i) => (i === 0 ? w : shellWord(w)))
+    .join(" ")}`;
+}
+
+/** `--name value` when the value was given. */
+const opt = (name: string, v: string | number | undefined): Array<string | undefined> =>
+  v === undefined ? [] : [`--${name}`, String(v)];
+
 const parseLimit = (v: string): number => {
   const n = Number(v);
   if (!/^\d+$/.test(v) || n < 1 || n > 500) throw new InvalidArgumentError("expected a number from 1 to 500");
@@ -133,6 +210,7 @@ const act =
     const cmd = args[args.length - 1] as Command;
     const flags = cmd.optsWithGlobals<ConnFlags>();
     args[args.length - 2] = { ...(args[args.length - 2] as object), ...flags };
+    quietOnClosedStdout();
     try {
       await run(createConsoleClient({ url: flags.url, token: flags.token }), ...args);
     } catch (e) {
@@ -205,18 +283,22 @@ function formatStatus(url: string, o: Overview): string {
       ),
     );
   const dead = o.signals.filter((s) => (s.dead ?? 0) > 0);
-  const failed = o.recentFailures.runs.length;
+  // recentFailures.runs is the newest few only: the flows' counts say how many failed runs are kept.
+  // A flow no longer in the app has no row above, so its failed runs count through the list at least.
+  const failed = Math.max(
+    o.flows.reduce((n, f) => n + (f.runs.failed ?? 0), 0),
+    o.recentFailures.runs.length,
+  );
   if (dead.length > 0 || failed > 0) {
     out.push("");
     for (const s of dead)
       out.push(`${s.dead} dead letter${s.dead === 1 ? "" : "s"} on ${s.name}: oke dead ${s.name}`);
-    if (failed > 0)
-      out.push(`${failed} recent failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
+    if (failed > 0) out.push(`${failed} failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
   }
   return out.join("\n");
 }
 
-function formatDead(signal: string, page: { items: Message[]; next: string | null }): string {
+function formatDead(page: { items: Message[]; next: string | null }, signal: string, more: string): string {
   if (page.items.length === 0) return `no dead letters on ${signal}`;
   const out: string[] = [`dead letters of ${signal} (oldest first):`];
   for (const m of page.items) {
@@ -229,11 +311,11 @@ function formatDead(signal: string, page: { items: Message[]; next: string | nul
     for (const f of m.failures)
       out.push(`  attempt ${f.attempt}  ${when(f.at)}  ${f.code}  ${short(f.message, 100)}`);
   }
-  if (page.next !== null) out.push("", `more: oke dead ${signal} --cursor ${page.next}`);
+  if (page.next !== null) out.push("", more);
   return out.join("\n");
 }
 
-function formatRuns(page: { items: RunRow[]; next: string | null }, query: string): string {
+function formatRuns(page: { items: RunRow[]; next: string | null }, more: string): string {
   if (page.items.length === 0) return "no runs";
   const out = table(
     ["RUN", "FLOW", "STATUS", "SLEEPING ON", "WAKE AT", "RECOVERIES", "CREATED", "PARENT", "ERROR"],
@@ -249,7 +331,7 @@ function formatRuns(page: { items: RunRow[]; next: string | null }, query: strin
       r.error ? short(`${r.error.code ?? ""} ${r.error.message ?? ""}`.trim(), 50) : undefined,
     ]),
   );
-  return page.next === null ? out : `${out}\n\nmore: oke runs${query} --cursor ${page.next}`;
+  return page.next === null ? out : `${out}\n\n${more}`;
 }
 
 function detailOf(t: TimelineItem): string | undefined {
@@ -322,6 +404,38 @@ function targetOf(ids: string[], all: boolean | undefined): { ids: string[] } | 
   return { ids };
 }
 
+/** The ids named that were not dead letters: from the answer, or (an older app) what it did not list. */
+function skippedOf(res: ActedAnswer, body: { ids: string[] } | { all: true }): string[] {
+  if (res.skipped !== undefined) return res.skipped;
+  if (!("ids" in body)) return [];
+  const done = new Set(res.replayed ?? res.discarded ?? res.wouldReplay ?? res.wouldDiscard ?? []);
+  return body.ids.filter((id) => !done.has(id));
+}
+
+const skippedLine = (signal: string, res: ActedAnswer, body: { ids: string[] } | { all: true }): string => {
+  const skipped = skippedOf(res, body);
+  return skipped.length > 0 ? `\nnot dead letters of ${signal} (skipped): ${skipped.join(", ")}` : "";
+};
+
+/** What a replay or discard did (or, dry, would do): the count, the cap, the ids, the ids skipped. */
+function actedText(
+  verb: "replay" | "discard",
+  signal: string,
+  res: ActedAnswer,
+  body: { ids: string[] } | { all: true },
+): string {
+  const dry = verb === "replay" ? res.wouldReplay : res.wouldDiscard;
+  const ids = dry ?? (verb === "replay" ? res.replayed : res.discarded) ?? [];
+  const n = res.count ?? ids.length;
+  const what = `${n} dead letter${n === 1 ? "" : "s"} of ${signal}`;
+  const more = res.more ? " (and more past the cap: run it again)" : "";
+  const head =
+    dry !== undefined
+      ? `dry run: would ${verb} ${what}${more}; nothing changed`
+      : `${verb === "replay" ? "replayed" : "discarded"} ${what}${more}`;
+  return `${head}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
+}
+
 /** Adds the operator commands to the `oke` program. */
 export function addOperatorCommands(program: Command): void {
   withConsole(
@@ -332,7 +446,7 @@ export function addOperatorCommands(program: Command): void {
       ),
   ).action(
     act(async (c, flags: ConnFlags) => {
-      const o = await c.get<Overview>("/api/overview");
+      const o = await c.get("/api/overview", shapes.overview);
       if (flags.json) printJson(o);
       else print(formatStatus(c.url, o));
     }),
@@ -347,14 +461,19 @@ export function addOperatorCommands(program: Command): void {
       .option("--limit <n>", "at most this many (1-500, default 50)", parseLimit)
       .option("--cursor <cursor>", "the next page (printed under a full page)"),
   ).action(
-    act(async (c, signal: string, flags: ConnFlags & { limit?: number; cursor?: string }) => {
+    act(async (c, signal: string, flags: ConnFlags & { limit?: number; cursor?: string }, cmd: Command) => {
       const q = new URLSearchParams({ limit: String(flags.limit ?? 50) });
       if (flags.cursor) q.set("cursor", flags.cursor);
-      const page = await c.get<{ items: Message[]; next: string | null }>(
-        `/api/signals/${enc(signal)}/dead?${q.toString()}`,
-      );
+      const page = await c.get(`/api/signals/${enc(signal)}/dead?${q.toString()}`, shapes.messages);
       if (flags.json) printJson(page);
-      else print(formatDead(signal, page));
+      else
+        print(
+          formatDead(
+            page,
+            signal,
+            nextPage(cmd, ["oke", "dead", signal, ...opt("limit", flags.limit)], page.next ?? ""),
+          ),
+        );
     }),
   );
 
@@ -384,27 +503,17 @@ export function addOperatorCommands(program: Command): void {
           ...(flags.dryRun ? { dryRun: true } : {}),
           ...(flags.rate ? { rate: flags.rate } : {}),
         };
-        const res = await c.post<{
-          replayed?: string[];
-          wouldReplay?: string[];
-          count?: number;
-          more?: boolean;
-          job?: { id: string; total: number; rate: number };
-        }>(`/api/signals/${enc(signal)}/replay`, body);
+        const res = await c.post(
+          `/api/signals/${enc(signal)}/replay`,
+          body,
+          shapes.acted("replayed", "wouldReplay"),
+        );
         if (flags.json) return printJson(res);
-        if (res.wouldReplay)
-          return print(
-            `dry run: would replay ${res.count ?? res.wouldReplay.length} dead letter${res.count === 1 ? "" : "s"} of ${signal}${res.more ? " (and more past the cap)" : ""}; nothing changed${res.wouldReplay.length > 0 ? `\n${res.wouldReplay.join("\n")}` : ""}`,
-          );
         if (res.job)
           return print(
-            `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})`,
+            `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})${res.more ? "; more past the cap: run it again once this job is done" : ""}${skippedLine(signal, res, body)}`,
           );
-        const done = res.replayed ?? [];
-        const skipped = "ids" in body ? body.ids.filter((id) => !done.includes(id)) : [];
-        print(
-          `replayed ${done.length} dead letter${done.length === 1 ? "" : "s"} of ${signal}${done.length > 0 ? `\n${done.join("\n")}` : ""}${skipped.length > 0 ? `\nnot dead letters of ${signal} (skipped): ${skipped.join(", ")}` : ""}`,
-        );
+        print(actedText("replay", signal, res, body));
       },
     ),
   );
@@ -420,19 +529,13 @@ export function addOperatorCommands(program: Command): void {
   ).action(
     act(async (c, signal: string, ids: string[], flags: ConnFlags & { all?: boolean; dryRun?: boolean }) => {
       const body = { ...targetOf(ids, flags.all), ...(flags.dryRun ? { dryRun: true } : {}) };
-      const res = await c.post<{ discarded?: string[]; wouldDiscard?: string[]; count?: number }>(
+      const res = await c.post(
         `/api/signals/${enc(signal)}/discard`,
         body,
+        shapes.acted("discarded", "wouldDiscard"),
       );
       if (flags.json) return printJson(res);
-      if (res.wouldDiscard)
-        return print(
-          `dry run: would discard ${res.wouldDiscard.length} dead letter${res.wouldDiscard.length === 1 ? "" : "s"} of ${signal}; nothing changed${res.wouldDiscard.length > 0 ? `\n${res.wouldDiscard.join("\n")}` : ""}`,
-        );
-      const done = res.discarded ?? [];
-      print(
-        `discarded ${done.length} dead letter${done.length === 1 ? "" : "s"} of ${signal}${done.length > 0 ? `\n${done.join("\n")}` : ""}`,
-      );
+      print(actedText("discard", signal, res, body));
     }),
   );
 
@@ -460,21 +563,23 @@ export function addOperatorCommands(program: Command): void {
           limit?: number;
           cursor?: string;
         },
+        cmd: Command,
       ) => {
         const q = new URLSearchParams();
-        let shown = "";
+        const words: Array<string | undefined> = ["oke", "runs"];
         for (const k of ["status", "flow", "label", "parent", "since"] as const) {
           const v = flags[k];
           if (v !== undefined) {
             q.set(k, v);
-            shown += ` --${k} ${v}`;
+            words.push(...opt(k, v));
           }
         }
+        words.push(...opt("limit", flags.limit));
         q.set("limit", String(flags.limit ?? 50));
         if (flags.cursor) q.set("cursor", flags.cursor);
-        const page = await c.get<{ items: RunRow[]; next: string | null }>(`/api/runs?${q.toString()}`);
+        const page = await c.get(`/api/runs?${q.toString()}`, shapes.runs);
         if (flags.json) printJson(page);
-        else print(formatRuns(page, shown));
+        else print(formatRuns(page, nextPage(cmd, words, page.next ?? "")));
       },
     ),
   );
@@ -487,7 +592,7 @@ export function addOperatorCommands(program: Command): void {
       .argument("<runId>", "the run"),
   ).action(
     act(async (c, runId: string, flags: ConnFlags) => {
-      const d = await c.get<RunDetail>(`/api/runs/${enc(runId)}`);
+      const d = await c.get(`/api/runs/${enc(runId)}`, shapes.run);
       if (flags.json) printJson(d);
       else print(formatRun(d));
     }),
@@ -500,7 +605,11 @@ export function addOperatorCommands(program: Command): void {
       .argument("<runId>", "the sleeping run"),
   ).action(
     act(async (c, runId: string, flags: ConnFlags) => {
-      const res = await c.post<{ outcome: string; runId: string }>(`/api/runs/${enc(runId)}/wake`);
+      const res = await c.post(
+        `/api/runs/${enc(runId)}/wake`,
+        undefined,
+        ((v) => isObj(v) && isStr(v.outcome)) as Shape<{ outcome: string }>,
+      );
       if (flags.json) printJson(res);
       else
         print(
@@ -517,7 +626,7 @@ export function addOperatorCommands(program: Command): void {
       .description("schedules (clocks): list them; pause, resume, trigger, edit or reset one"),
   ).action(
     act(async (c, flags: ConnFlags) => {
-      const res = await c.get<{ schedules: Schedule[] }>("/api/schedules");
+      const res = await c.get("/api/schedules", shapes.schedules);
       if (flags.json) printJson(res);
       else print(formatSchedules(res.schedules));
     }),
@@ -529,7 +638,7 @@ export function addOperatorCommands(program: Command): void {
   ] as const) {
     withConsole(schedules.command(verb).description(what).argument("<name>", "the schedule")).action(
       act(async (c, name: string, flags: ConnFlags) => {
-        const s = await c.post<Schedule>(`/api/schedules/${enc(name)}/${verb}`);
+        const s = await c.post(`/api/schedules/${enc(name)}/${verb}`, undefined, shapes.schedule);
         if (flags.json) printJson(s);
         else print(scheduleLine(past, s));
       }),
@@ -539,7 +648,11 @@ export function addOperatorCommands(program: Command): void {
     schedules.command("trigger").description("fire it once now").argument("<name>", "the schedule"),
   ).action(
     act(async (c, name: string, flags: ConnFlags) => {
-      const r = await c.post<{ clock: string; messageId: string }>(`/api/schedules/${enc(name)}/trigger`);
+      const r = await c.post(
+        `/api/schedules/${enc(name)}/trigger`,
+        undefined,
+        ((v) => isObj(v) && isStr(v.messageId)) as Shape<{ messageId: string }>,
+      );
       if (flags.json) printJson(r);
       else print(`triggered ${name}: message ${r.messageId}`);
     }),
@@ -557,7 +670,7 @@ export function addOperatorCommands(program: Command): void {
       const edit: Record<string, string> = {};
       for (const k of ["cron", "every", "timezone"] as const) if (flags[k] !== undefined) edit[k] = flags[k];
       if (Object.keys(edit).length === 0) throw usage("schedules edit needs --cron, --every or --timezone");
-      const s = await c.post<Schedule>(`/api/schedules/${enc(name)}/edit`, edit);
+      const s = await c.post(`/api/schedules/${enc(name)}/edit`, edit, shapes.schedule);
       if (flags.json) printJson(s);
       else print(scheduleLine("edited", s));
     }),

@@ -7,6 +7,7 @@
 import type { Logger } from "../log/logger.ts";
 import type { FireRequest, ScheduleRecord } from "../store/schedule-types.ts";
 import { effectiveSpec } from "../store/schedule-types.ts";
+import { loopFailureLog } from "../store/store-health.ts";
 import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
 import type { Clock } from "./clock.ts";
 import { dstNotes } from "./dst.ts";
@@ -101,7 +102,11 @@ export class ScheduleRuntime {
 
   private readonly fleet: FleetTime | undefined;
 
+  /** A failed check's log line: once per store outage at warn, else error (store-health.ts). */
+  private readonly checkFailed: ReturnType<typeof loopFailureLog>;
+
   constructor(private readonly o: ScheduleRuntimeOptions) {
+    this.checkFailed = loopFailureLog(o.store, o.logger);
     this.bound = new Map(o.clocks.map((c) => [c.name, c]));
     const storeTime = o.store.storeTime?.bind(o.store);
     this.fleet =
@@ -205,7 +210,7 @@ export class ScheduleRuntime {
       }
       this.arm();
     } catch (e) {
-      this.o.logger.error({ err: e }, "clock: schedule check failed; retrying");
+      this.checkFailed(e, {}, "clock: schedule check failed; retrying");
       this.timerStale = true;
       this.armAt(this.now() + RETRY_MS);
     }

@@ -1,12 +1,35 @@
 /** createTimeTravel: a frozen clock for tests whose timers fire only when time is advanced. */
 import type { Clock } from "./clock.ts";
-import { parseDuration } from "./duration.ts";
+import { isDuration, parseDuration, type Duration } from "./duration.ts";
 
 export interface TimeTravel extends Clock {
-  /** Moves time forward by a duration (`"7d"`) or milliseconds, firing what became due. */
-  advance(by: string | number): number;
-  /** Jumps to an absolute epoch-ms instant (never backwards), firing what became due. */
-  set(ms: number): number;
+  /**
+   * Moves time forward by a duration (`"7d"`: an integer and ms|s|m|h|d) or a non-negative
+   * number of milliseconds, firing what became due. Anything else throws (a typo must not
+   * silently move time by 0 ms).
+   */
+  advance(by: Duration | number): number;
+  /**
+   * Jumps to an absolute epoch-ms instant (or a Date), firing what became due. Time only goes
+   * forward: an instant before now leaves it where it is (and returns it); NaN throws.
+   */
+  set(to: number | Date): number;
+}
+
+const show = (v: unknown): string => (typeof v === "string" ? JSON.stringify(v) : String(v));
+
+/** Milliseconds of an advance, or a clear error naming the bad value. */
+function advanceMs(by: unknown): number {
+  if (typeof by === "number") {
+    if (Number.isFinite(by) && by >= 0) return by;
+    throw new RangeError(
+      `time.advance(${show(by)}): expected a non-negative finite number of milliseconds (time only goes forward)`,
+    );
+  }
+  if (typeof by === "string" && isDuration(by)) return parseDuration(by);
+  throw new TypeError(
+    `time.advance(${show(by)}): expected milliseconds or a duration like "500ms", "30s", "2m", "8h", "7d" (an integer and a unit)`,
+  );
 }
 
 interface Pending {
@@ -54,7 +77,12 @@ export function createTimeTravel(start: number | Date = 0): TimeTravel {
         p.cancelled = true;
       };
     },
-    advance: (by) => moveTo(now + (typeof by === "number" ? by : parseDuration(by))),
-    set: (ms) => moveTo(ms),
+    advance: (by) => moveTo(now + advanceMs(by)),
+    set: (to) => {
+      const ms = to instanceof Date ? to.getTime() : to;
+      if (typeof ms !== "number" || !Number.isFinite(ms))
+        throw new TypeError(`time.set(${show(to)}): expected epoch milliseconds or a valid Date`);
+      return moveTo(ms);
+    },
   };
 }

@@ -39,9 +39,13 @@ const RUN_STATUSES: Record<RunStatus, true> = {
   completed: true,
   failed: true,
 };
-/** Ids one replay/discard call may name, and dead letters "all" may take in one call. */
+/** Ids one replay/discard call may name. */
 const MAX_IDS = 10_000;
-const ALL_CAP = 100_000;
+/**
+ * Dead letters one `all: true` replay or discard takes (oldest first); the answer says `more` when
+ * others remain. A property so tests can lower it.
+ */
+export const replayLimits = { all: 100_000 };
 const THROUGHPUT_MINUTES = 10;
 /** Dead letters, and failed runs, the overview shows. */
 const RECENT_FAILURES = 10;
@@ -122,6 +126,28 @@ async function deadIds(
   }
   return { ids, more: true };
 }
+
+/**
+ * The dead letters a call acts on: "all" is the oldest `replayLimits.all`; named ids are those still
+ * dead when `check` (a dry run, a paced job), else all of them (the store skips the others itself).
+ */
+async function pick(
+  host: ConsoleHost,
+  signal: string,
+  target: string[] | "all",
+  check: boolean,
+): Promise<{ ids: string[]; more: boolean; skipped: string[] }> {
+  if (target === "all") return { ...(await deadIds(host, signal, replayLimits.all)), skipped: [] };
+  if (!check) return { ids: target, more: false, skipped: [] };
+  const ids = await stillDead(host, signal, target);
+  return { ids, more: false, skipped: without(target, ids) };
+}
+
+/** `named` less `done`, in the caller's order. */
+const without = (named: readonly string[], done: readonly string[]): string[] => {
+  const hit = new Set(done);
+  return named.filter((id) => !hit.has(id));
+};
 
 /** Which of `ids` are dead letters of `signal` right now. */
 async function stillDead(host: ConsoleHost, signal: string, ids: readonly string[]): Promise<string[]> {
@@ -339,10 +365,7 @@ export const handlers: Record<string, ApiHandler> = {
     const rate = b.rate;
     if (rate !== undefined && (typeof rate !== "number" || !(rate > 0) || rate > 10_000))
       throw badRequest('"rate" must be a number of messages per second, above 0 and at most 10 000');
-    const picked =
-      target === "all"
-        ? await deadIds(host, signal, ALL_CAP)
-        : { ids: await stillDead(host, signal, target), more: false };
+    const picked = await pick(host, signal, target, dryRun || rate !== undefined);
     if (dryRun) {
       await audit({
         actor,
@@ -350,7 +373,15 @@ export const handlers: Record<string, ApiHandler> = {
         target: `signal:${signal}`,
         detail: { dryRun, all: target === "all", count: picked.ids.length, rate },
       });
-      return { body: { dryRun: true, wouldReplay: picked.ids, count: picked.ids.length, more: picked.more } };
+      return {
+        body: {
+          dryRun: true,
+          wouldReplay: picked.ids,
+          count: picked.ids.length,
+          more: picked.more,
+          skipped: picked.skipped,
+        },
+      };
     }
     if (rate !== undefined) {
       const job = jobs.start(signal, picked.ids, rate, actor);
@@ -360,27 +391,34 @@ export const handlers: Record<string, ApiHandler> = {
         target: `signal:${signal}`,
         detail: { all: target === "all", count: picked.ids.length, rate, job: job.id },
       });
-      return { status: 202, body: { job } };
+      return { status: 202, body: { job, more: picked.more, skipped: picked.skipped } };
     }
-    const replayed = await host.operator.replay(signal, target);
+    // "all" acts on the ids picked above (at most replayLimits.all), never on the whole signal in one
+    // statement: a signal with millions of dead letters would otherwise be one unbounded UPDATE.
+    const replayed = picked.ids.length === 0 ? [] : await host.operator.replay(signal, picked.ids);
     await audit({
       actor,
       action: "replay",
       target: `signal:${signal}`,
       detail: { all: target === "all", count: replayed.length, ids: replayed.slice(0, 100) },
     });
-    return { body: { replayed } };
+    return {
+      body: {
+        replayed,
+        count: replayed.length,
+        more: picked.more,
+        skipped: target === "all" ? [] : without(target, replayed),
+      },
+    };
   },
 
   "POST /api/signals/:signal/discard": async ({ host, audit }, { params, body, actor }) => {
     const signal = onceSignal(host, params.signal);
     const b = bodyObject(body);
     const target = targetOf(b);
-    if (flagOf(b, "dryRun")) {
-      const picked =
-        target === "all"
-          ? await deadIds(host, signal, ALL_CAP)
-          : { ids: await stillDead(host, signal, target), more: false };
+    const dryRun = flagOf(b, "dryRun");
+    const picked = await pick(host, signal, target, dryRun);
+    if (dryRun) {
       await audit({
         actor,
         action: "discard",
@@ -388,17 +426,31 @@ export const handlers: Record<string, ApiHandler> = {
         detail: { dryRun: true, all: target === "all", count: picked.ids.length },
       });
       return {
-        body: { dryRun: true, wouldDiscard: picked.ids, count: picked.ids.length, more: picked.more },
+        body: {
+          dryRun: true,
+          wouldDiscard: picked.ids,
+          count: picked.ids.length,
+          more: picked.more,
+          skipped: picked.skipped,
+        },
       };
     }
-    const discarded = await host.operator.discard(signal, target);
+    // As for replay: "all" is the ids picked above, at most replayLimits.all of them.
+    const discarded = picked.ids.length === 0 ? [] : await host.operator.discard(signal, picked.ids);
     await audit({
       actor,
       action: "discard",
       target: `signal:${signal}`,
       detail: { all: target === "all", count: discarded.length, ids: discarded.slice(0, 100) },
     });
-    return { body: { discarded } };
+    return {
+      body: {
+        discarded,
+        count: discarded.length,
+        more: picked.more,
+        skipped: target === "all" ? [] : without(target, discarded),
+      },
+    };
   },
 
   "GET /api/replays": async ({ jobs }) => ({ body: { jobs: jobs.list() } }),

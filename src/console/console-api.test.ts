@@ -7,6 +7,8 @@ import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
 import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
+import type { Store } from "../store/types.ts";
+import { replayLimits } from "./api.ts";
 
 const TOKEN = "alice-secret-0123456789";
 const jobs = signal.once<{ n: number; fail?: boolean }>("jobs.run", { retries: 1 });
@@ -95,7 +97,9 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     while (cleanups.length > 0) await cleanups.pop()!();
   });
 
-  async function start(opts: { tokens?: Record<string, string> | null } = {}): Promise<Started> {
+  async function start(
+    opts: { tokens?: Record<string, string> | null; store?: (s: Store) => Store } = {},
+  ): Promise<Started> {
     const made = await driver.make();
     cleanups.push(made.cleanup);
     const time = createTimeTravel(1_700_000_000_000);
@@ -103,7 +107,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       modules: [{ worker, parent, child, nightly, fixed, otherWorker, newsReader, ticker, many, napper }],
       env: "test",
       clock: time,
-      store: made.store,
+      store: opts.store ? opts.store(made.store) : made.store,
       config: {
         console: { port: 0, ...(opts.tokens === null ? {} : { tokens: opts.tokens ?? { alice: TOKEN } }) },
       },
@@ -172,7 +176,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       method: "POST",
       body: JSON.stringify({ ids: [first.id, "nope"] }),
     });
-    expect(rep.body).toEqual({ replayed: [first.id] });
+    expect(rep.body).toEqual({ replayed: [first.id], count: 1, more: false, skipped: ["nope"] });
     await app.idle();
     expect(delivered.filter((n) => n === 2)).toHaveLength(1);
     const after = await api(`/api/messages/${first.id}`);
@@ -187,7 +191,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
           body: JSON.stringify({ ids: [first.id] }),
         })
       ).body,
-    ).toEqual({ replayed: [] });
+    ).toEqual({ replayed: [], count: 0, more: false, skipped: [first.id] });
 
     const disc = await api("/api/signals/jobs.run/discard", {
       method: "POST",
@@ -316,6 +320,122 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect((await api("/api/runs?label=nap&status=completed")).body.items).toEqual([]);
     // An empty filter field is no filter.
     expect((await api("/api/runs?label=&status=&limit=500")).body.items.length).toBeGreaterThanOrEqual(9);
+  });
+
+  it("all: true takes the oldest dead letters up to the cap, and says more remain: replay, paced replay, discard", async () => {
+    const saved = replayLimits.all;
+    replayLimits.all = 3;
+    try {
+      const { app, api, time } = await start();
+      const post = (verb: string, body: unknown) =>
+        api(`/api/signals/jobs.other/${verb}`, { method: "POST", body: JSON.stringify(body) });
+      for (let n = 0; n < 5; n++) {
+        time.advance(1_000);
+        await app.emit(other, { n });
+      }
+      await app.idle();
+      const oldest = (await api("/api/signals/jobs.other/dead?limit=5")).body.items.map(
+        (m: { id: string }) => m.id,
+      );
+      expect(oldest).toHaveLength(5);
+
+      const rep = await post("replay", { all: true });
+      expect(rep.body).toEqual({ replayed: oldest.slice(0, 3), count: 3, more: true, skipped: [] });
+      await app.idle(); // they fail again (the handler always throws) and are dead once more
+      const replays = await Promise.all(
+        oldest.map(async (id: string) => (await api(`/api/messages/${id}`)).body.replays),
+      );
+      expect(replays).toEqual([1, 1, 1, 0, 0]);
+
+      const paced = await post("replay", { all: true, rate: 10_000 });
+      expect(paced.status).toBe(202);
+      expect(paced.body).toMatchObject({ job: { total: 3 }, more: true });
+      await until(
+        async () => (await api("/api/replays")).body.jobs.every((j: { state: string }) => j.state === "done"),
+        "the paced replay done",
+      );
+      await app.idle();
+
+      const dry = await post("discard", { all: true, dryRun: true });
+      expect(dry.body).toMatchObject({ count: 3, more: true, wouldDiscard: oldest.slice(0, 3) });
+      const disc = await post("discard", { all: true });
+      expect(disc.body).toEqual({ discarded: oldest.slice(0, 3), count: 3, more: true, skipped: [] });
+      expect((await api("/api/signals/jobs.other")).body.dead).toBe(2);
+      const rest = await post("discard", { all: true });
+      expect(rest.body).toEqual({ discarded: oldest.slice(3), count: 2, more: false, skipped: [] });
+    } finally {
+      replayLimits.all = saved;
+    }
+  });
+
+  it("discard names the ids it skipped (not dead letters of that signal), as replay does", async () => {
+    const { app, api } = await start();
+    await app.emit(other, { n: 1 });
+    await app.idle();
+    const [dead] = (await api("/api/signals/jobs.other/dead")).body.items.map((m: { id: string }) => m.id);
+    const post = (verb: string, body: unknown) =>
+      api(`/api/signals/jobs.other/${verb}`, { method: "POST", body: JSON.stringify(body) });
+    expect((await post("discard", { ids: [dead, "nope1"], dryRun: true })).body).toMatchObject({
+      wouldDiscard: [dead],
+      skipped: ["nope1"],
+    });
+    expect((await post("discard", { ids: ["nope1", dead, "nope2"] })).body).toEqual({
+      discarded: [dead],
+      count: 1,
+      more: false,
+      skipped: ["nope1", "nope2"],
+    });
+  });
+
+  it("answers 503 OKE1610 with Retry-After while the store reports itself unavailable, not 500", async () => {
+    let down = false;
+    let failing = false;
+    // The store's health as a driver reports it: a call that fails for want of the database turns it.
+    const outage = (s: Store): Store =>
+      new Proxy(s, {
+        get(target, prop) {
+          if (prop === "health")
+            return () =>
+              down ? { ok: false, since: Date.UTC(2026, 11, 3), reason: "ECONNREFUSED" } : { ok: true };
+          const v: unknown = Reflect.get(target, prop, target);
+          if (typeof v !== "function") return v;
+          if (prop === "pageRuns")
+            return (...args: unknown[]) => {
+              if (!failing) return (v as (...a: unknown[]) => unknown).apply(target, args);
+              down = true;
+              return Promise.reject(new Error("connection terminated unexpectedly"));
+            };
+          return (v as (...a: unknown[]) => unknown).bind(target);
+        },
+      });
+    const { url, api } = await start({ store: outage });
+    expect((await api("/api/overview")).status).toBe(200);
+
+    // A call that fails as the store goes down.
+    failing = true;
+    const cut = await fetch(`${url}/api/runs`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(cut.status).toBe(503);
+    expect(cut.headers.get("retry-after")).toBe("2");
+    expect(((await cut.json()) as Body).error).toMatchObject({
+      code: "OKE1610",
+      message: "console: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s",
+    });
+    // While it says it is down, every endpoint that needs it answers so at once.
+    failing = false;
+    for (const path of ["/api/overview", "/api/signals/jobs.run/dead", "/api/schedules"]) {
+      const r = await api(path);
+      expect([path, r.status, r.body.error?.code]).toEqual([path, 503, "OKE1610"]);
+    }
+    const replay = await api("/api/signals/jobs.run/replay", {
+      method: "POST",
+      body: JSON.stringify({ all: true }),
+    });
+    expect(replay.status).toBe(503);
+    // Who you are needs no store; a missing token is still a 401 first.
+    expect((await api("/api/whoami")).status).toBe(200);
+    expect((await api("/api/overview", { token: null })).status).toBe(401);
+    down = false;
+    expect((await api("/api/overview")).status).toBe(200);
   });
 
   it("overview: recent failures are the newest dead letters of all signals, newest first", async () => {

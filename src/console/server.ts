@@ -64,6 +64,23 @@ function sendError(res: ServerResponse, e: OkeError): void {
   send(res, e.status, { error: e.toJSON() }, retry === undefined ? {} : { "retry-after": String(retry) });
 }
 
+/** Seconds an operator's client should wait before asking again while the store is down. */
+const STORE_RETRY_AFTER_S = 2;
+
+/** 503 OKE1610: the store said it cannot commit; every answer would be a failure until it recovers. */
+function storeUnavailable(since: number): OkeError {
+  return new OkeError({
+    code: "OKE1610",
+    message: `console: the app's store is unavailable (since ${new Date(since).toISOString()}); try again in ${STORE_RETRY_AFTER_S} s`,
+    fix: "The app probes the store until it can commit again; its log says why the store failed.",
+    status: 503,
+    details: { retryAfterS: STORE_RETRY_AFTER_S },
+    // Operators read this on a token-protected port; the reason stays in the app's log.
+    expose: true,
+    passing: true,
+  });
+}
+
 async function readJson(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -176,6 +193,10 @@ export async function startConsoleServer(
     }
     const actor = auth.authenticate(req);
     if (route.kind === "whoami") return send(res, 200, { label: actor.label, open, env: host.env });
+    // Every endpoint below reads or writes the store: while it reports itself down, say so at once
+    // rather than wait on it and answer a 500.
+    const health = host.store.health();
+    if (!health.ok) throw storeUnavailable(health.since);
     const out = await handlers[route.key]!(deps, {
       params: found.params,
       query: url.searchParams,
@@ -187,7 +208,14 @@ export async function startConsoleServer(
 
   const server = createServer((req, res) => {
     handle(req, res).catch((e: unknown) => {
-      if (e instanceof OkeError && e.status < 500) return sendError(res, e);
+      if (e instanceof OkeError && (e.status < 500 || e.code === "OKE1610")) return sendError(res, e);
+      // A call that failed because the store went down just now (the failure turned its health).
+      const health = host.store.health();
+      if (!health.ok) {
+        if (!res.headersSent) sendError(res, storeUnavailable(health.since));
+        else res.destroy();
+        return;
+      }
       const err =
         e instanceof OkeError
           ? e

@@ -1,6 +1,7 @@
 /** The wake scheduler: one timer on the earliest journal deadline, then claims due runs and resumes them. */
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
+import { loopFailureLog } from "../store/store-health.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
 import type { Permits } from "./permits.ts";
 
@@ -76,7 +77,12 @@ export class WakeScheduler {
   private readonly waiting = new Map<string, { run: AcquiredRun; cancel: () => void }>();
   private round: Promise<void> = Promise.resolve();
 
-  constructor(private readonly o: WakeSchedulerOptions) {}
+  /** A failed claim's log line: once per store outage at warn, else error (store-health.ts). */
+  private readonly claimFailed: ReturnType<typeof loopFailureLog>;
+
+  constructor(private readonly o: WakeSchedulerOptions) {
+    this.claimFailed = loopFailureLog(o.store, o.logger);
+  }
 
   get active(): number {
     return this.resuming.size;
@@ -232,7 +238,7 @@ export class WakeScheduler {
       // now (then the timer fires at once and scans).
       if (!starved && claimed) await this.arm(scanned);
     } catch (e) {
-      this.o.logger.error({ err: e }, "wake scheduler: claim failed; retrying in 1 s");
+      this.claimFailed(e, {}, "wake scheduler: claim failed; retrying in 1 s");
       this.armAt(this.o.clock.now() + 1_000);
     } finally {
       this.ticking = false;

@@ -19,8 +19,22 @@ export interface HttpTriggerOptions<I> {
   in?: Schema<I>;
 }
 
-function make(method: HttpMethod) {
-  return <I = unknown>(arg?: string | HttpTriggerOptions<I>): HttpTrigger<I> => {
+/**
+ * A trigger without `in`: it names no input type (no `__input`), so `on()` takes the input type from
+ * the flow, and a flow with its own `in` keeps it in the binding.
+ */
+export interface BareHttpTrigger extends Omit<HttpTrigger, "in" | "__input"> {
+  readonly in: undefined;
+}
+
+/** One http.* helper: with an `in` schema it types the flow's input; without, the flow does. */
+export interface HttpTriggerFactory {
+  <I>(options: { path?: string; in: Schema<I> }): HttpTrigger<I>;
+  (arg?: string | { path?: string; in?: undefined }): BareHttpTrigger;
+}
+
+function make(method: HttpMethod): HttpTriggerFactory {
+  const trigger = <I = unknown>(arg?: string | HttpTriggerOptions<I>): HttpTrigger<I> => {
     const where = `http.${method.toLowerCase()}()`;
     const opts: HttpTriggerOptions<I> = typeof arg === "string" ? { path: arg } : (arg ?? {});
     if (typeof opts !== "object" || opts === null)
@@ -35,6 +49,8 @@ function make(method: HttpMethod) {
       throw new TypeError(`${where}: in must be a Standard Schema`);
     return Object.freeze({ kind: "http", method, path: opts.path, in: opts.in });
   };
+  // A BareHttpTrigger is an HttpTrigger whose `in` is undefined: the overloads only split the typing.
+  return trigger as HttpTriggerFactory;
 }
 
 /** HTTP triggers. With no path, the route is derived from the file tree (docs/http.md). */

@@ -8,6 +8,8 @@ import type { HttpTrigger } from "./http-trigger.ts";
 import { isHttpTrigger } from "./http-trigger.ts";
 
 export type Trigger = HttpTrigger<unknown> | SignalHandle<unknown> | ClockSchedule<unknown>;
+/** The triggers whose input is `P`. */
+export type TriggerOf<P> = HttpTrigger<P> | SignalHandle<P> | ClockSchedule<P>;
 
 export interface Binding<T extends Trigger = Trigger, I = unknown, O = unknown> {
   readonly kind: "binding";
@@ -16,13 +18,14 @@ export interface Binding<T extends Trigger = Trigger, I = unknown, O = unknown> 
 }
 
 /** Binds a flow to a trigger. The flow's input is the signal's payload, the HTTP input, or the clock's slot. */
-// Signals and clocks share one overload: the payload type P comes from the trigger (a clock's is
-// ClockInput) before the flow's `do` is typed, so `do: (input) => …` needs no annotation.
-export function on<P, O, T extends SignalHandle<P> | ClockSchedule<P> = SignalHandle<P>>(
-  trigger: T & (SignalHandle<P> | ClockSchedule<P>),
+// One signature for every trigger: TypeScript types an inline `do: (input) => …` against the first
+// overload it tries and keeps that type, so with overloads it stayed `unknown` for all but one kind.
+// The input type P comes from the trigger before the flow's `do` is typed, so `do: (input) => …`
+// needs no annotation. A bare http.* trigger (no `in`) names no input type, so P is the flow's own.
+export function on<P, O, T extends TriggerOf<P> = TriggerOf<P>>(
+  trigger: T & TriggerOf<P>,
   f: Flow<P, O>,
 ): Binding<T, P, O>;
-export function on<I, O>(trigger: HttpTrigger<I>, f: Flow<I, O>): Binding<HttpTrigger<I>, I, O>;
 export function on(trigger: unknown, f: unknown): Binding {
   if (!isSignal(trigger) && !isHttpTrigger(trigger) && !isClock(trigger)) {
     throw new TypeError(

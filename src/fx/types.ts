@@ -4,8 +4,11 @@ import type { Duration } from "../clock/duration.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { LiveStream } from "../signal/live-runtime.ts";
-import type { LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
+import type { EmitInput, LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { FailureReason } from "../store/types.ts";
+
+/** An emit's arguments: the payload may be left out only when the signal's input allows undefined. */
+export type EmitArgs<In, O> = undefined extends In ? [payload?: In, options?: O] : [payload: In, options?: O];
 
 export interface EmitOptions {
   /** Per-key FIFO partition for once signals. */
@@ -71,15 +74,19 @@ export interface Fx {
   readonly clock: FxClock;
   /** A new unique, sortable id (journaled in durable flows). */
   id(): string;
-  /** Runs another flow in-process after checking its `in`. A durable callee that parks returns undefined. */
+  /**
+   * Runs another flow in-process after checking its `in`, resolving with its output. A durable
+   * callee that parks (sleeps) resolves with `undefined` although typed `O`: its result is not there
+   * yet. Check for it when the callee is durable (docs/durable.md).
+   */
   call<I, O>(target: Flow<I, O>, input: I): Promise<O>;
   /** Registers a resource to dispose when this attempt ends. Returns it. */
   using<T extends Resource>(resource: T): T;
-  /** Enrols a message in the outbox; resolves when it is committed. */
-  emit<P>(
-    target: SignalHandle<P>,
-    ...args: undefined extends P ? [payload?: P, options?: EmitOptions] : [payload: P, options?: EmitOptions]
-  ): Promise<void>;
+  /**
+   * Enrols a message in the outbox; resolves when it is committed. The payload is the schema's
+   * input (defaults may be left out); the handler receives the schema's output as JSON.
+   */
+  emit<P, In>(target: SignalHandle<P, In>, ...args: EmitArgs<EmitInput<P, In>, EmitOptions>): Promise<void>;
   /** Dead messages of a once signal. Needs `effects.reads: ["signal:<name>"]`. */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
   /** Durable: runs `fn` once and journals its value; replay returns the journaled value. */

@@ -21,6 +21,8 @@ export interface Reply {
    * retry asks again.
    */
   passing?: boolean;
+  /** Seconds for a `Retry-After` header (503 OKE1504: the store is unavailable). */
+  retryAfter?: number;
 }
 
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
@@ -86,6 +88,16 @@ export const httpErrors = {
   internal: (details?: unknown) =>
     new OkeError({ code: "OKE1500", status: 500, message: "Internal error", details }),
   notReady: () => new OkeError({ code: "OKE1503", status: 503, message: "not ready", passing: true }),
+  // Exposed: it names no host or schema, and a client or load balancer must tell it from a bug (500).
+  storeUnavailable: () =>
+    new OkeError({
+      code: "OKE1504",
+      status: 503,
+      message: "The store is unavailable; try again shortly.",
+      fix: "Retry after the Retry-After delay; /_/ready reports store_unavailable until the store is back.",
+      expose: true,
+      passing: true,
+    }),
 } as const;
 
 /**

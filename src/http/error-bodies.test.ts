@@ -1,4 +1,4 @@
-// Error bodies in production: a 5xx answers its code only, never store directories, schemas or hosts.
+// Error bodies in production: a 5xx answers its code only, never store directories, schemas or hosts; a store outage is a 503.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +8,8 @@ import { channel, createApp, flow, http, on, signal, OkeError } from "../index.t
 import { createLogger } from "../log/logger.ts";
 import { createFileStore } from "../store/file/file-store.ts";
 import { fileStoreErrors } from "../store/file/file-errors.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { Store } from "../store/types.ts";
 
 // Production error bodies carry a code and, for 5xx, nothing else: no paths, hosts or internals.
 
@@ -133,5 +135,80 @@ describe("error bodies in production", () => {
     expect(res.error.message).toBe(
       `File store "${dir}" could not persist a write; it refuses calls until its disk accepts writes again.`,
     );
+  });
+});
+
+describe("a store outage the store knows about", () => {
+  /** A memory store that is down (its health says so) and refuses emits as a lost database does. */
+  function outageApp() {
+    const inner = createMemoryStore();
+    const store = Object.create(inner) as Store;
+    let down = false;
+    store.health = () => (down ? { ok: false, since: 1, reason: "refused" } : { ok: true });
+    store.isUnavailable = (e) => (e as { code?: unknown }).code === "ECONNREFUSED";
+    store.enqueue = (m, now, o) =>
+      down
+        ? Promise.reject(
+            Object.assign(new Error("connect ECONNREFUSED 10.0.0.9:5432"), { code: "ECONNREFUSED" }),
+          )
+        : inner.enqueue(m, now, o);
+    const a = createApp({
+      env: "prod",
+      store,
+      config: { drivers: { journal: "memory" } },
+      logger: createLogger({ format: "silent" }),
+      modules: [
+        {
+          exports: {
+            task,
+            worker: on(task, flow("tasks.worker", { do: () => undefined })),
+            emit: on(http.post("/emit"), flow("emit", { do: async (_, fx) => fx.emit(task, { a: 1 }) })),
+            bug: on(
+              http.get("/bug"),
+              flow("bug", {
+                do: () => {
+                  throw new TypeError("x is not a function");
+                },
+              }),
+            ),
+          },
+        },
+      ],
+    });
+    app = a;
+    return { app: a, goDown: () => (down = true) };
+  }
+
+  it("answers 503 OKE1504 with Retry-After, not 500 OKE1500 (over HTTP and app.request)", async () => {
+    const { app: a, goDown } = outageApp();
+    const { port } = await a.start({ port: 0, host: "127.0.0.1" });
+    goDown();
+    const expected = {
+      ok: false,
+      error: {
+        code: "OKE1504",
+        message: "The store is unavailable; try again shortly.",
+        fix: "Retry after the Retry-After delay; /_/ready reports store_unavailable until the store is back.",
+      },
+    };
+    const res = await fetch(`http://127.0.0.1:${port}/emit`, { method: "POST" });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("2");
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual(expected);
+    expect(text).not.toContain("10.0.0.9");
+    const inProcess = await a.request("/emit", { method: "POST" });
+    expect(inProcess.status).toBe(503);
+    expect(inProcess.headers.get("retry-after")).toBe("2");
+    expect(await inProcess.json()).toEqual(expected);
+  });
+
+  it("an error that is not the outage is still a 500 while the store is down", async () => {
+    const { app: a, goDown } = outageApp();
+    goDown();
+    const res = await a.request("/bug");
+    expect(res.status).toBe(500);
+    expect(res.headers.get("retry-after")).toBeNull();
+    expect(await body(res)).toEqual({ ok: false, error: { code: "OKE1500", message: "Internal error" } });
   });
 });

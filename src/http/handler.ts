@@ -23,6 +23,7 @@ import {
 } from "./envelope.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
 import type { SseHub } from "./sse.ts";
+import type { Store } from "../store/types.ts";
 import { isLiveStream } from "../signal/live-runtime.ts";
 import { checkRequestInput } from "./request-input.ts";
 import {
@@ -42,7 +43,7 @@ export interface HttpApp {
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
   /** Where Idempotency-Key records live; without it (or a clock) the header is ignored. */
-  readonly store?: IdempotencyDeps["store"];
+  readonly store?: IdempotencyDeps["store"] & Partial<Pick<Store, "health" | "isUnavailable">>;
   readonly clock?: { now(): number };
   readonly config?: { readonly idempotencyWindowMs?: number };
   /** Serves the live streams flows return (fx.live); without it they are written as empty 200s. */
@@ -85,6 +86,8 @@ type Done = (reply: Reply) => void;
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 const HEALTH = "/_/health";
 const READY = "/_/ready";
+/** Retry-After of a 503 OKE1504: the store's probe backs off to every 2 s. */
+const STORE_RETRY_AFTER_S = 2;
 const HEALTH_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"alive"}}' });
 const READY_REPLY: Reply = Object.freeze({ status: 200, body: '{"ok":true,"data":{"status":"ready"}}' });
 
@@ -152,7 +155,33 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
         ? { status: 200, body: undefined, live: r.value }
         : okReply(r.value);
 
+  /**
+   * `e` is the outage the store knows about: its health is down and the error is one it calls
+   * unavailable (a store that cannot classify errors: its health alone). Not a bug: 503, not 500.
+   */
+  const storeOutage = (e: unknown): boolean => {
+    const health = app.store?.health?.();
+    if (health === undefined || health.ok) return false;
+    return app.store?.isUnavailable?.(e) ?? true;
+  };
+
   const failure = (method: string, path: string, e: unknown, local: boolean): Reply => {
+    if (storeOutage(e)) {
+      const error = httpErrors.storeUnavailable();
+      // One warn line without a stack: during an outage every request fails, and the store already
+      // logged the outage (with its cause) once.
+      app.logger.warn(
+        {
+          method,
+          path: shortPath(path),
+          status: 503,
+          code: error.code,
+          error: e instanceof Error ? e.message : String(e),
+        },
+        `http 503 ${method} ${shortPath(path)}: the store is unavailable`,
+      );
+      return { ...errorReply(503, error), passing: true, retryAfter: STORE_RETRY_AFTER_S };
+    }
     if (e instanceof BodyInterrupted) {
       // The client is gone; nobody reads this reply.
       app.logger.debug({ method, path: shortPath(path) }, `http request body interrupted: ${e.message}`);
@@ -327,6 +356,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     }
     if (reply.allow !== undefined) headers.allow = reply.allow;
     if (reply.replayed) headers["idempotent-replayed"] = "true";
+    if (reply.retryAfter !== undefined) headers["retry-after"] = String(reply.retryAfter);
     // During a graceful shutdown every answer also ends its connection.
     if (reply.close || options.isClosing?.()) headers.connection = "close";
     res.writeHead(reply.status, headers);
@@ -399,6 +429,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       if (reply.body !== undefined) out.set("content-type", JSON_CONTENT_TYPE);
       if (reply.allow !== undefined) out.set("allow", reply.allow);
       if (reply.replayed) out.set("idempotent-replayed", "true");
+      if (reply.retryAfter !== undefined) out.set("retry-after", String(reply.retryAfter));
       return new Response(request.method === "HEAD" ? null : (reply.body ?? null), {
         status: reply.status,
         headers: out,

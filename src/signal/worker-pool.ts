@@ -1,4 +1,5 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
+import { loopFailureLog } from "../store/store-health.ts";
 import type { ClaimedMessage } from "../store/types.ts";
 import { budgetSpent, LEASE_EXPIRED, leaseSeconds, unstartedFailure } from "./attempt-budget.ts";
 import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
@@ -88,7 +89,11 @@ export class WorkerPool {
    */
   private readonly dropsSettling = new Set<string>();
 
+  /** A failed claim's log line: once per store outage at warn, else error (store-health.ts). */
+  private readonly claimFailed: ReturnType<typeof loopFailureLog>;
+
   constructor(private readonly o: WorkerPoolOptions) {
+    this.claimFailed = loopFailureLog(o.store, o.logger);
     this.settles = new SettleQueue({
       store: o.store,
       clock: o.clock,
@@ -229,10 +234,7 @@ export class WorkerPool {
       // after every round cost a serial round trip per batch on PostgreSQL.
       if (this.running && !this.mayHaveMore) await this.armLeaseTimer();
     } catch (e) {
-      this.o.logger.error(
-        { err: e, signal: this.o.signal.name },
-        "claim failed; retrying on the next wake-up",
-      );
+      this.claimFailed(e, { signal: this.o.signal.name }, "claim failed; retrying on the next wake-up");
       if (this.running) this.armRetry();
     } finally {
       this.pumping = false;

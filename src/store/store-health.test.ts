@@ -1,8 +1,8 @@
-// The health monitor's outage length is measured on the monotonic clock: a host clock step during an outage does not skew it.
+// The health monitor measures outages on the monotonic clock; loopFailureLog logs a retrying loop once per outage.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { gate } from "../../test/conformance/app-fixture.ts";
 import { hostClockSteps, within } from "../../test/support/host-clock-step.ts";
-import { createHealthMonitor } from "./store-health.ts";
+import { createHealthMonitor, loopFailureLog } from "./store-health.ts";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -37,5 +37,63 @@ describe("health monitor and host clock steps", () => {
     } finally {
       monitor.stop();
     }
+  });
+});
+
+describe("loopFailureLog: a retrying loop's failures during a store outage", () => {
+  const outage = (): Error =>
+    Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+  function setup(store: { down?: number; classify?: boolean }) {
+    const lines: Array<{ level: string; msg: string; obj: Record<string, unknown> }> = [];
+    const at =
+      (level: string) =>
+      (obj: object, msg?: string): void =>
+        void lines.push({ level, msg: msg ?? "", obj: obj as Record<string, unknown> });
+    const s = {
+      since: undefined as number | undefined,
+      health: () =>
+        s.since === undefined ? { ok: true as const } : { ok: false as const, since: s.since, reason: "x" },
+      isUnavailable: (e: unknown) => (e as { code?: string }).code === "ECONNREFUSED",
+    };
+    s.since = store.down;
+    const log = loopFailureLog(store.classify === false ? { health: s.health } : s, {
+      error: at("error"),
+      warn: at("warn"),
+      debug: at("debug"),
+    });
+    return { s, lines, log, levels: () => lines.map((l) => l.level) };
+  }
+
+  it("one warn per outage, without a stack; the rest of the outage at debug", () => {
+    const t = setup({ down: 1_000 });
+    for (let i = 0; i < 5; i++) t.log(outage(), { signal: "q" }, "claim failed");
+    expect(t.levels()).toEqual(["warn", "debug", "debug", "debug", "debug"]);
+    expect(t.lines[0]!.msg).toMatch(/^claim failed \(store unavailable: connect ECONNREFUSED/);
+    expect(t.lines[0]!.obj).toEqual({ signal: "q", error: "connect ECONNREFUSED 127.0.0.1:5432" });
+    // The store came back, then went down again: a new outage, a new warn.
+    t.s.since = 2_000;
+    t.log(outage(), {}, "claim failed");
+    t.log(outage(), {}, "claim failed");
+    expect(t.levels().slice(5)).toEqual(["warn", "debug"]);
+  });
+
+  it("an error that is not the outage still logs at error with the error, even during an outage", () => {
+    const t = setup({ down: 1_000 });
+    const bug = new TypeError("x is not a function");
+    t.log(bug, { signal: "q" }, "claim failed");
+    expect(t.lines).toEqual([{ level: "error", msg: "claim failed", obj: { signal: "q", err: bug } }]);
+    const healthy = setup({});
+    healthy.log(bug, {}, "claim failed");
+    expect(healthy.levels()).toEqual(["error"]);
+  });
+
+  it("a store that cannot classify errors: its health says whether a failure is the outage", () => {
+    const t = setup({ down: 1_000, classify: false });
+    t.log(new Error("disk full"), {}, "clock: schedule check failed");
+    t.log(new Error("disk full"), {}, "clock: schedule check failed");
+    expect(t.levels()).toEqual(["warn", "debug"]);
+    const up = setup({ classify: false });
+    up.log(new Error("boom"), {}, "clock: schedule check failed");
+    expect(up.levels()).toEqual(["error"]);
   });
 });

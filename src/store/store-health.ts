@@ -121,3 +121,50 @@ export function reportOutages<T extends object>(
   }
   return out as T;
 }
+
+/** What a background loop's failure log needs of the store: its outage classification and health. */
+export interface OutageAwareStore {
+  isUnavailable?(err: unknown): boolean;
+  health?(): StoreHealth;
+}
+
+export interface LoopLogger {
+  error(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+}
+
+/**
+ * The failure log of a loop that retries a store call on a timer (a worker pool's claim, the wake
+ * scheduler, the clock). An outage the store knows about (its `health()` down, and the error one
+ * it calls unavailable) is logged once per outage at `warn`, without a stack — the store logs the
+ * outage and its end itself — and each later failure of the same outage at `debug`: at `error`
+ * with a stack per tick, 6 queues made 257 lines in 30 s. Any other error is logged at `error`.
+ */
+export function loopFailureLog(
+  store: OutageAwareStore,
+  logger: LoopLogger,
+): (err: unknown, fields: object, msg: string) => void {
+  /** The `since` of the outage this loop already warned about. */
+  let warned: number | undefined;
+  return (err, fields, msg) => {
+    const health = store.health?.();
+    const down = health !== undefined && !health.ok;
+    // A store that cannot classify errors: its health alone says whether this failure is the outage.
+    const transient = store.isUnavailable?.(err) ?? down;
+    if (!transient) {
+      logger.error({ ...fields, err }, msg);
+      return;
+    }
+    const error = describe(err);
+    if (down && warned === health.since) {
+      logger.debug({ ...fields, error }, `${msg} (store unavailable: ${error})`);
+      return;
+    }
+    if (down) warned = health.since;
+    logger.warn(
+      { ...fields, error },
+      `${msg} (store unavailable: ${error}; logged once per outage, the store logs when it is back)`,
+    );
+  };
+}

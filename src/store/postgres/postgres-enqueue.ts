@@ -20,7 +20,7 @@ export const insertMessagesSql = (s: string, p: number, where = "TRUE", claimed 
   SELECT u.id, u.signal, u.key, u.payload, u.parent_run_id, $${p + 5}::bigint, $${p + 5}::bigint,
     CASE WHEN u.locked_by IS NULL THEN 'pending' ELSE 'inflight' END, u.locked_by, u.lease_expires_at,
     CASE WHEN u.locked_by IS NULL THEN 0 ELSE 1 END
-  FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::jsonb[], $${p + 4}::text[],
+  FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::json[], $${p + 4}::text[],
               $${p + 6}::text[], $${p + 7}::bigint[])
     WITH ORDINALITY AS u(id, signal, key, payload, parent_run_id, locked_by, lease_expires_at, ord)
   WHERE ${where}
@@ -28,7 +28,7 @@ export const insertMessagesSql = (s: string, p: number, where = "TRUE", claimed 
     : `
   INSERT INTO ${s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
   SELECT u.id, u.signal, u.key, u.payload, u.parent_run_id, $${p + 5}::bigint, $${p + 5}::bigint
-  FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::jsonb[], $${p + 4}::text[])
+  FROM unnest($${p}::text[], $${p + 1}::text[], $${p + 2}::text[], $${p + 3}::json[], $${p + 4}::text[])
     WITH ORDINALITY AS u(id, signal, key, payload, parent_run_id, ord)
   WHERE ${where}
   ORDER BY u.ord`;
@@ -45,9 +45,9 @@ const insertOneSql = (s: string, claimed: boolean): string =>
   claimed
     ? `INSERT INTO ${s}.messages
     (id, signal, key, payload, parent_run_id, created_at, updated_at, status, locked_by, lease_expires_at, attempts)
-  VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::bigint, $6::bigint, 'inflight', $7::text, $8::bigint, 1)`
+  VALUES ($1::text, $2::text, $3::text, $4::json, $5::text, $6::bigint, $6::bigint, 'inflight', $7::text, $8::bigint, 1)`
     : `INSERT INTO ${s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
-  VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text, $6::bigint, $6::bigint)`;
+  VALUES ($1::text, $2::text, $3::text, $4::json, $5::text, $6::bigint, $6::bigint)`;
 
 export const insertMessagesParams = (messages: readonly NewMessage[], now: number): unknown[] => [
   messages.map((m) => m.id),

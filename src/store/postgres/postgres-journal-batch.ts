@@ -70,7 +70,7 @@ const fencedOutcomes = (
  * unprepared and planned per batch.
  */
 const batchSql = (s: string): string =>
-  `SELECT ${s}.journal_append_batch($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::jsonb) AS fenced_in`;
+  `SELECT ${s}.journal_append_batch($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::json) AS fenced_in`;
 
 const appends = groupCommit<AppendRequest, void>({
   what: "journal appends",
@@ -133,7 +133,7 @@ const finishes = groupCommit<FinishRequest, void>({
  */
 const startBatchSql = (s: string): string => `
 INSERT INTO ${s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
-SELECT x.id, x.flow, 'running', x.input::jsonb, x.parent_run_id, x.owner, x.now + x.lease_ms, x.now, x.now
+SELECT x.id, x.flow, 'running', x.input::json, x.parent_run_id, x.owner, x.now + x.lease_ms, x.now, x.now
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
   WITH ORDINALITY AS x(id, flow, input, parent_run_id, owner, now, lease_ms, ord)
 ORDER BY x.ord

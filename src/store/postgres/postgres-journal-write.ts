@@ -32,7 +32,7 @@ const fencedIn = "EXISTS (SELECT 1 FROM run)";
  * keeps the CTE: it carries the outbox's messages and NOTIFY.
  */
 const appendFnSql = (s: string): string =>
-  `SELECT ${s}.journal_append($1::text, $2::text, $3::bigint, $4::bigint, $5::jsonb) AS ok`;
+  `SELECT ${s}.journal_append($1::text, $2::text, $3::bigint, $4::bigint, $5::json) AS ok`;
 
 export async function append(ctx: PgContext, req: AppendRequest): Promise<void> {
   const emits = req.emits ?? [];
@@ -93,7 +93,7 @@ async function appendAlone(ctx: PgContext, req: AppendRequest): Promise<void> {
  * seq with the same kind, name and content, and `owner` still holds the run.
  * Its emits committed in the same statement as those entries. The same
  * positions, kinds and names with another content is no retry: OKE1313.
- * Content is compared in SQL (jsonb equality ignores key order, as
+ * Content is compared in SQL (as jsonb, whose equality ignores key order, as
  * journal-same.ts does for the other drivers).
  */
 async function alreadyAppended(ctx: PgContext, req: AppendRequest): Promise<boolean> {
@@ -102,11 +102,11 @@ async function alreadyAppended(ctx: PgContext, req: AppendRequest): Promise<bool
   const { rows } = await q<{ seq: number; kind: string; name: string; held: boolean; same: boolean }>(
     ctx.pool,
     `SELECT e.seq, e.kind, e.name, EXISTS (SELECT 1 FROM ${ctx.s}.runs WHERE ${fence}) AS held,
-       (e.value IS NOT DISTINCT FROM s.value -> 'v' AND e.error IS NOT DISTINCT FROM s.error
+       (e.value::jsonb IS NOT DISTINCT FROM (s.value -> 'v')::jsonb AND e.error IS NOT DISTINCT FROM s.error
         AND e.duration IS NOT DISTINCT FROM s.duration AND e.wake_at IS NOT DISTINCT FROM s.wake_at) AS same
      FROM ${ctx.s}.journal_entries e
-     JOIN jsonb_to_recordset($3::jsonb)
-       AS s(seq integer, value jsonb, error jsonb, duration text, wake_at bigint) ON s.seq = e.seq
+     JOIN json_to_recordset($3::json)
+       AS s(seq integer, value json, error jsonb, duration text, wake_at bigint) ON s.seq = e.seq
      WHERE e.run_id = $1`,
     [req.runId, req.owner, entriesParam(req.runId, req.entries)],
   );
@@ -159,7 +159,7 @@ export async function park(ctx: PgContext, req: ParkRequest): Promise<void> {
  * sent unprepared 105 µs of planning + 100 µs of execution per call.
  */
 export async function finish(ctx: PgContext, req: FinishRequest): Promise<void> {
-  const sql = `SELECT ${ctx.s}.run_finish($1::text, $2::text, $3::bigint, $4::text, $5::jsonb, $6::jsonb) AS ok`;
+  const sql = `SELECT ${ctx.s}.run_finish($1::text, $2::text, $3::bigint, $4::text, $5::json, $6::jsonb) AS ok`;
   const { rows } = await q<{ ok: boolean }>(
     ctx.pool,
     sql,

@@ -1,15 +1,44 @@
-/** Applies pending postgres migrations in one transaction under an advisory lock. */
+/** Applies pending postgres migrations in one transaction under an advisory lock, with no DDL when none is pending. */
 import type pg from "pg";
+import { OkeError } from "../../errors.ts";
 import { migrations as allMigrations, type Migration } from "./migrations/index.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
+
+/**
+ * OKE1334: a migration step the database role may not run. `privilege` says what the role lacks;
+ * no `cause`, on purpose: a cause would make the store call this an outage (retried for
+ * `database.connectTimeoutMs`), and a missing privilege never comes back by waiting.
+ */
+export function migrationPermissionError(
+  schema: string,
+  role: string,
+  step: string,
+  privilege: string,
+  error: string,
+): OkeError {
+  return new OkeError({
+    code: "OKE1334",
+    message: `Postgres role "${role}" may not ${step} (schema ${schema}): ${error}.`,
+    fix:
+      `Grant ${privilege} to "${role}", or boot once with a DATABASE_URL of a role that has it (the ` +
+      "schema's owner) to apply the migrations: a role that only runs the app needs no DDL right " +
+      "once no migration is pending (docs/drivers.md#privileges).",
+    details: { schema, role, step, privilege, sqlstate: "42501" },
+  });
+}
+
+const isPermissionDenied = (e: unknown): e is Error =>
+  e instanceof Error && (e as { code?: unknown }).code === "42501";
 
 /**
  * Applies pending migrations in ONE transaction under a transaction-scoped
  * advisory lock keyed by the schema name. Concurrent opens (many processes
  * booting at once) queue on the lock; the later ones find every migration
- * recorded and apply nothing. CREATE SCHEMA runs under the lock too, since
- * concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide.
- * Returns the ids applied by this call.
+ * recorded and apply nothing. The schema and the migrations table are looked
+ * up in the catalogs first and created only when missing (under the lock, since
+ * concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide): PostgreSQL checks
+ * the CREATE privilege before `IF NOT EXISTS`, so a role that only runs the app
+ * (no DDL right) boots on a schema already migrated. Returns the ids applied by this call.
  */
 export async function migrate(
   pool: pg.Pool,
@@ -25,16 +54,51 @@ export async function migrate(
     broken = err;
   };
   client.on("error", onError);
+  let role = "?";
+  /** `run`, with a permission error turned into OKE1334 naming `step` and `privilege`. */
+  const step = async <T>(what: string, privilege: string, run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (e) {
+      throw isPermissionDenied(e)
+        ? migrationPermissionError(schemaName, role, what, privilege, e.message)
+        : e;
+    }
+  };
   try {
     await client.query("BEGIN");
+    // The migrations are okengine's own bounded DDL: a statement_timeout meant for app queries (a role
+    // or URL setting) cancelled them (57014), which reads as an outage and was retried until OKE1096.
+    // SET LOCAL ends with this transaction; the lock wait below is bounded by the other migrator.
+    await client.query("SET LOCAL statement_timeout = 0");
     await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [
       `okengine:migrate:${schemaName}`,
     ]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
+    // Catalog reads need no privilege (to_regclass would need USAGE on the schema).
+    const found = await client.query<{ role: string; schema: boolean; table: boolean }>(
+      `SELECT current_user AS role,
+              EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema,
+              EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relname = 'migrations') AS table`,
+      [schemaName],
     );
-    const { rows } = await client.query<{ id: number }>(`SELECT id FROM ${s}.migrations ORDER BY id`);
+    const state = found.rows[0]!;
+    role = state.role;
+    if (!state.schema)
+      await step(`create schema ${schemaName}`, "CREATE on the database", () =>
+        client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`),
+      );
+    if (!state.table)
+      await step(`create table ${schemaName}.migrations`, `CREATE on schema ${schemaName}`, () =>
+        client.query(
+          `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
+        ),
+      );
+    const { rows } = await step(
+      `read ${schemaName}.migrations`,
+      `USAGE on schema ${schemaName} and SELECT on ${schemaName}.migrations`,
+      () => client.query<{ id: number }>(`SELECT id FROM ${s}.migrations ORDER BY id`),
+    );
     const done = new Set(rows.map((r) => r.id));
     const latestKnown = migrations.at(-1)?.id ?? 0;
     const latestDb = rows.at(-1)?.id ?? 0;
@@ -42,13 +106,19 @@ export async function migrate(
     const applied: number[] = [];
     for (const m of migrations) {
       if (done.has(m.id)) continue;
-      await client.query(m.sql(s));
-      // applied_at is bookkeeping for operators, not semantics: the wall clock is fine here.
-      await client.query(`INSERT INTO ${s}.migrations (id, name, applied_at) VALUES ($1, $2, $3)`, [
-        m.id,
-        m.name,
-        Date.now(),
-      ]);
+      await step(
+        `apply migration ${m.id} (${m.name})`,
+        `owner of schema ${schemaName} and its tables, or CREATE on it`,
+        async () => {
+          await client.query(m.sql(s));
+          // applied_at is bookkeeping for operators, not semantics: the wall clock is fine here.
+          await client.query(`INSERT INTO ${s}.migrations (id, name, applied_at) VALUES ($1, $2, $3)`, [
+            m.id,
+            m.name,
+            Date.now(),
+          ]);
+        },
+      );
       applied.push(m.id);
     }
     await client.query("COMMIT");

@@ -79,9 +79,9 @@ export interface EntryRow {
   at: number;
 }
 
-/** jsonb parameter: undefined becomes SQL NULL, everything else JSON text. */
+/** json/jsonb parameter: undefined becomes SQL NULL, everything else JSON text. */
 export const jsonParam = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
-/** jsonb result: SQL NULL becomes undefined, JSON null null. */
+/** json/jsonb result: SQL NULL becomes undefined, JSON null null. */
 export const fromJson = (v: unknown): unknown => (v === null ? undefined : v === JSON_NULL ? null : v);
 
 export function toStoredMessage(r: MessageRow): StoredMessage {
@@ -173,7 +173,7 @@ export function toJournalEntry(r: EntryRow): JournalEntry {
   return e;
 }
 
-/** Journal entries as one jsonb array for jsonb_to_recordset (one row per entry). */
+/** Journal entries as one json array for json_to_recordset (one row per entry). */
 export function entriesParam(runId: string, entries: readonly JournalEntry[]): string {
   return JSON.stringify(entryRecords(runId, entries));
 }
@@ -198,6 +198,6 @@ export function entryRecords(runId: string, entries: readonly JournalEntry[]): o
 export const insertEntriesSql = (s: string, param: string, where: string): string => `
   INSERT INTO ${s}.journal_entries (run_id, seq, kind, name, value, error, duration, wake_at, at)
   SELECT e.run_id, e.seq, e.kind, e.name, e.value -> 'v', e.error, e.duration, e.wake_at, e.at
-  FROM jsonb_to_recordset(${param}::jsonb)
-    AS e(run_id text, seq integer, kind text, name text, value jsonb, error jsonb, duration text, wake_at bigint, at bigint)
+  FROM json_to_recordset(${param}::json)
+    AS e(run_id text, seq integer, kind text, name text, value json, error jsonb, duration text, wake_at bigint, at bigint)
   WHERE ${where}`;

@@ -100,7 +100,7 @@ export async function startRun(ctx: PgContext, req: StartRun): Promise<AcquiredR
   // to choose (see preparedName). The UPDATEs by primary key do — a sequential scan while the table
   // is a page or two — so they stay unprepared (see claimDueByIdSql).
   const sql = `INSERT INTO ${ctx.s}.runs (id, flow, status, input, parent_run_id, lease_owner, lease_expires_at, created_at, updated_at)
-     VALUES ($1, $2, 'running', $3::jsonb, $4, $5, $6::bigint + $7::bigint, $6, $6)
+     VALUES ($1, $2, 'running', $3::json, $4, $5, $6::bigint + $7::bigint, $6, $6)
      ON CONFLICT (id) DO NOTHING
      RETURNING ${runColumns}`;
   const { rows } = await q<RunRow>(
@@ -313,15 +313,27 @@ export function claimDueSql(s: string, byFlow: boolean): string {
  * 200 000). Only statements with no plan to choose are prepared.
  */
 export function claimDueByIdSql(s: string): string {
+  const among = `FROM ${s}.runs WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))`;
+  const order = `ORDER BY due_at, id COLLATE "C" LIMIT $3`;
   return `WITH due AS (
-       SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
-       FROM ${s}.runs
-       WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))
-         AND ((status = 'sleeping' AND wake_at <= $7::bigint AND ${freeSleeper})
-              OR (status IN ('running', 'compensating') AND lease_expires_at <= $2))
-       ORDER BY due_at, id COLLATE "C"
-       LIMIT $3
-       FOR UPDATE SKIP LOCKED),
+       SELECT id, due_at, locked FROM (
+         SELECT * FROM (
+           SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
+           ${among}
+             AND ((status = 'sleeping' AND wake_at <= $7::bigint AND ${freeSleeper} AND lease_owner IS DISTINCT FROM $1)
+                  OR (status IN ('running', 'compensating') AND lease_expires_at <= $2))
+           ${order} FOR UPDATE SKIP LOCKED) other
+         UNION ALL
+         -- The claimer's own reservation waits for a row lock instead of skipping it: nobody else
+         -- claims it while it is live, and the lock is a wake early's UPDATE (or a release's) that
+         -- commits at once. Skipped, the claim came back empty and its holder, already running the
+         -- code after the sleep, saw its writes refused: that code ran again after the lease lapsed.
+         SELECT * FROM (
+           SELECT id, wake_at AS due_at, ctid AS locked
+           ${among} AND status = 'sleeping' AND wake_at <= $7::bigint AND lease_owner = $1
+           ${order} FOR UPDATE) own
+       ) u
+       ${order}),
      ${claimedWithJournal(s)}`;
 }
 

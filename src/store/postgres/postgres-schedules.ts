@@ -217,7 +217,7 @@ export async function fire(ctx: PgContext, req: FireRequest): Promise<boolean> {
          RETURNING clock
        ), msg AS (
          INSERT INTO ${ctx.s}.messages (id, signal, key, payload, parent_run_id, created_at, updated_at)
-         SELECT $6, $7, $8, $9::jsonb, NULL, $5, $5 FROM rec
+         SELECT $6, $7, $8, $9::json, NULL, $5, $5 FROM rec
          RETURNING id
        )
        SELECT (SELECT count(*) FROM msg)::int AS fired,
@@ -258,7 +258,7 @@ export async function fireBatch(ctx: PgContext, reqs: readonly FireRequest[]): P
   const now = reqs[0]!.now;
   const notify = ctx.notify;
   const sql = `WITH u AS (
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::jsonb[],
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::json[],
                             $13::text[], $14::bigint[])
          AS u(name, slot, version, missed, id, signal, key, payload, locked_by, lease_expires_at)
      ), locked AS (

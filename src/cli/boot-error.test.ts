@@ -1,0 +1,23 @@
+// What a boot failure prints: codes and fixes for the errors an operator meets first.
+import { describe, expect, it } from "vitest";
+import { OkeError } from "../errors.ts";
+import { describeBootError } from "./boot-error.ts";
+
+describe("describeBootError", () => {
+  it("an OkeError prints its text, code and fix", () => {
+    const e = new OkeError({ code: "OKE1091", message: "oke boot: x", fix: "do y" });
+    expect(describeBootError(e)).toBe("oke boot: x\n  code: OKE1091\n  fix: do y");
+  });
+
+  it("sslmode=require against a server without SSL gets a code and a fix (pg's error has neither)", () => {
+    // pg's exact error (pg/lib/connection.js) for a server answering 'N' to the SSL request.
+    const text = describeBootError(new Error("The server does not support SSL connections"));
+    expect(text).toContain("code: OKE1336");
+    expect(text).toMatch(/^oke boot: the PostgreSQL server does not support SSL connections/);
+    expect(text).toMatch(/fix: .*sslmode=require/);
+  });
+
+  it("any other error keeps its own text", () => {
+    expect(describeBootError(new Error("boom"))).toBe("oke boot: boom");
+  });
+});

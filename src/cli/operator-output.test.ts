@@ -1,0 +1,324 @@
+// The oke operator commands in-process, and one compiled: what they print and exit with against answers cut off, stalled or foreign, and against a real app's Console (caps, skipped ids, paging, counts, store outage).
+import { spawn } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { createApp } from "../app/app.ts";
+import type { App } from "../app/types.ts";
+import { flow, on, signal } from "../index.ts";
+import { replayLimits } from "../console/api.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { Store } from "../store/types.ts";
+import { withoutVitestEnv } from "../../test/support/built-oke.ts";
+import { CommandError, createConsoleClient } from "./console-client.ts";
+import { addOperatorCommands } from "./operator-commands.ts";
+
+const TOKEN = "alice-secret-0123456789";
+
+interface Ran {
+  /** The exit code the command set, or "threw" when an error escaped it (a raw stack for the operator). */
+  code: number | string;
+  stdout: string;
+  stderr: string;
+}
+
+/** One `oke` operator command, in this process. */
+async function oke(...args: string[]): Promise<Ran> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = vi.spyOn(console, "log").mockImplementation((...a: unknown[]) => void out.push(a.join(" ")));
+  const error = vi
+    .spyOn(console, "error")
+    .mockImplementation((...a: unknown[]) => void err.push(a.join(" ")));
+  process.exitCode = undefined;
+  const program = new Command("oke").exitOverride();
+  addOperatorCommands(program);
+  let code: number | string;
+  try {
+    await program.parseAsync(args, { from: "user" });
+    code = Number(process.exitCode ?? 0);
+  } catch (e) {
+    code = "threw";
+    err.push(String(e));
+  } finally {
+    log.mockRestore();
+    error.mockRestore();
+    process.exitCode = undefined;
+  }
+  return { code, stdout: out.join("\n"), stderr: err.join("\n") };
+}
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function close(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+}
+
+describe("answers that are not a Console's, or not whole", () => {
+  const servers: Server[] = [];
+  afterAll(async () => {
+    for (const s of servers) await close(s);
+  });
+  const serve = (handler: Parameters<typeof createServer>[1]): Promise<string> => {
+    const s = createServer(handler);
+    servers.push(s);
+    return listen(s);
+  };
+
+  it("a connection dropped mid-body is exit 2 with a line, not a stack", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+      res.write('{"env":', () => res.socket?.destroy());
+    });
+    const client = createConsoleClient({ url, token: TOKEN });
+    const e: unknown = await client.get("/api/overview").catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CommandError);
+    expect((e as CommandError).exitCode).toBe(2);
+    expect((e as CommandError).message).toMatch(
+      /^oke: the Console at http:\S+ did not finish its answer \(200, then /,
+    );
+    const r = await oke("status", "--url", url, "--token", TOKEN);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("did not finish its answer");
+    // A POST cut off may have acted: the line says to check.
+    const p = await oke("replay", "s", "--all", "--url", url, "--token", TOKEN);
+    expect(p.code).toBe(2);
+    expect(p.stderr).toContain("the action may or may not have been done");
+  });
+
+  it("a body that stalls past the timeout is exit 2: no answer within it", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"env":'); // and never the rest
+    });
+    const client = createConsoleClient({ url, token: TOKEN, timeoutMs: 300 });
+    const e: unknown = await client.get("/api/overview").catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CommandError);
+    expect((e as CommandError).exitCode).toBe(2);
+    expect((e as CommandError).message).toContain("(200, then no answer within 300 ms)");
+  });
+
+  it("a 200 in JSON that is not the Console's is exit 2 for every command", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"status":"ok"}');
+    });
+    const commands = [
+      ["status"],
+      ["dead", "s"],
+      ["runs"],
+      ["run", "r1"],
+      ["wake", "r1"],
+      ["schedules"],
+      ["schedules", "pause", "x"],
+      ["schedules", "trigger", "x"],
+      ["replay", "s", "--all"],
+      ["discard", "s", "m1"],
+    ];
+    for (const args of commands) {
+      const r = await oke(...args, "--url", url, "--token", TOKEN);
+      expect([args, r.code, r.stdout]).toEqual([args, 2, ""]);
+      expect(r.stderr).toContain(
+        `oke: ${url} is not a Console: it answered 200 with JSON that is not the Console's`,
+      );
+    }
+    // --json prints nothing that is not the Console's answer either.
+    expect((await oke("status", "--json", "--url", url, "--token", TOKEN)).code).toBe(2);
+  });
+
+  it("exits quietly when its reader goes away (oke dead … | head)", async () => {
+    const items = Array.from({ length: 3_000 }, (_, i) => ({
+      id: `m_${i}`,
+      signal: "s",
+      key: null,
+      status: "dead",
+      attempts: 1,
+      failures: [{ code: "E", message: "x".repeat(80), at: 0, attempt: 1 }],
+      payload: { text: "y".repeat(200) },
+      createdAt: 0,
+      updatedAt: 0,
+    }));
+    const body = JSON.stringify({ items, next: null });
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(body);
+    });
+    // bin/oke.js as a checkout runs it (the sources, through tsx), as the operator who found it did.
+    const repo = fileURLToPath(new URL("../../", import.meta.url));
+    const child = spawn(
+      process.execPath,
+      [`${repo}bin/oke.js`, "dead", "s", "--url", url, "--token", TOKEN],
+      {
+        cwd: repo,
+        env: withoutVitestEnv(process.env),
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    // Read the first chunk, then close the pipe: the rest (far more than a pipe holds) has no reader.
+    child.stdout.once("data", () => child.stdout.destroy());
+    const code = await new Promise<number | null>((r) => child.on("close", r));
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+  }, 120_000);
+});
+
+// A real app in this process, its Console on a free port.
+const failing = signal.once<{ n: number }>("jobs.fail", { retries: 0 });
+const failWorker = on(
+  failing,
+  flow("jobs.failWork", {
+    do: ({ n }: { n: number }) => {
+      throw new Error(`job ${n} broke`);
+    },
+  }),
+);
+const broken = flow("trips.broken", {
+  durable: true,
+  do: async (_: { n: number }, fx) => {
+    await fx.step("try", () => 1);
+    throw new Error("trip broke");
+  },
+});
+const fine = flow("trips.fine", {
+  durable: true,
+  do: async ({ n }: { n: number }, fx) => fx.step("ok", () => n),
+});
+
+describe("against a real app's Console", () => {
+  let app: App;
+  let url: string;
+  let down = false;
+  const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+  const deadIds = async (): Promise<string[]> => {
+    const r = await cli("dead", "jobs.fail", "--json");
+    return (JSON.parse(r.stdout) as { items: Array<{ id: string }> }).items.map((m) => m.id);
+  };
+  // The store's health as a driver reports it during an outage.
+  const withOutage = (s: Store): Store =>
+    new Proxy(s, {
+      get(target, prop) {
+        if (prop === "health")
+          return () =>
+            down ? { ok: false, since: Date.UTC(2026, 11, 3), reason: "ECONNREFUSED" } : { ok: true };
+        const v: unknown = Reflect.get(target, prop, target);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+
+  beforeAll(async () => {
+    app = createApp({
+      modules: [{ failWorker, broken, fine }],
+      env: "test",
+      store: withOutage(createMemoryStore()),
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    const started = await app.start({ port: 0, host: "127.0.0.1" });
+    url = started.console!.url;
+  });
+  afterAll(async () => {
+    await app.stop({ timeoutMs: 2_000 });
+  });
+  afterEach(() => {
+    down = false;
+  });
+
+  it("status counts every failed run, not the ten the overview lists", async () => {
+    for (let n = 0; n < 15; n++) await app.invoke(broken, { n }).catch(() => undefined);
+    await app.idle();
+    const r = await cli("status");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("15 failed runs: oke runs --status failed");
+  });
+
+  it("the next-page line is the same command, every option kept and shell-quoted, plus --cursor", async () => {
+    for (let n = 0; n < 3; n++) await app.invoke(fine, { n });
+    const r = await cli("runs", "--flow", "trips.fine", "--since", "2020-01-01 00:00", "--limit", "2");
+    expect(r.code).toBe(0);
+    const more = /^more: (.*) --cursor (\S+)$/m.exec(r.stdout);
+    expect(more?.[1]).toBe(`oke runs --flow trips.fine --since '2020-01-01 00:00' --limit 2 --url ${url}`);
+    // Pasted back (the shell would unquote it), the next page keeps the limit: one run left of three.
+    const page2 = await oke(
+      "runs",
+      "--flow",
+      "trips.fine",
+      "--since",
+      "2020-01-01 00:00",
+      "--limit",
+      "2",
+      "--url",
+      url,
+      "--token",
+      TOKEN,
+      "--cursor",
+      more![2]!.replace(/^'|'$/g, ""),
+      "--json",
+    );
+    expect((JSON.parse(page2.stdout) as { items: unknown[] }).items).toHaveLength(1);
+
+    for (let n = 0; n < 3; n++) await app.emit(failing, { n });
+    await app.idle();
+    const dead = await cli("dead", "jobs.fail", "--limit", "1");
+    expect(dead.stdout).toMatch(
+      new RegExp(`\\nmore: oke dead jobs\\.fail --limit 1 --url ${url} --cursor \\S+$`),
+    );
+    await cli("discard", "jobs.fail", "--all");
+  });
+
+  it("discard names the ids it skipped, as replay does; --all past the cap says to run it again", async () => {
+    for (let n = 0; n < 3; n++) await app.emit(failing, { n });
+    await app.idle();
+    const [first] = await deadIds();
+    const d = await cli("discard", "jobs.fail", first!, "nope1");
+    expect(d.code).toBe(0);
+    expect(d.stdout).toBe(
+      `discarded 1 dead letter of jobs.fail\n${first}\nnot dead letters of jobs.fail (skipped): nope1`,
+    );
+    const dry = await cli("discard", "jobs.fail", "nope2", "--dry-run");
+    expect(dry.stdout).toContain("not dead letters of jobs.fail (skipped): nope2");
+
+    const saved = replayLimits.all;
+    replayLimits.all = 1;
+    try {
+      const ids = await deadIds();
+      expect(ids).toHaveLength(2);
+      const rep = await cli("replay", "jobs.fail", "--all");
+      expect(rep.stdout).toBe(
+        `replayed 1 dead letter of jobs.fail (and more past the cap: run it again)\n${ids[0]}`,
+      );
+      await app.idle();
+      const dryAll = await cli("discard", "jobs.fail", "--all", "--dry-run");
+      expect(dryAll.stdout).toContain(
+        "dry run: would discard 1 dead letter of jobs.fail (and more past the cap: run it again); nothing changed",
+      );
+      const disc = await cli("discard", "jobs.fail", "--all");
+      expect(disc.stdout).toBe(
+        `discarded 1 dead letter of jobs.fail (and more past the cap: run it again)\n${ids[0]}`,
+      );
+      const last = await cli("discard", "jobs.fail", "--all");
+      expect(last.stdout).toBe(`discarded 1 dead letter of jobs.fail\n${ids[1]}`);
+    } finally {
+      replayLimits.all = saved;
+    }
+  });
+
+  it("says plainly that the app's store is unavailable (exit 1: the refusal, since when, when to try again)", async () => {
+    down = true;
+    const r = await cli("status");
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe(
+      "oke: the Console refused: console: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s (503 OKE1610)\n" +
+        "  fix: The app probes the store until it can commit again; its log says why the store failed.",
+    );
+    down = false;
+    expect((await cli("status")).code).toBe(0);
+  });
+});
