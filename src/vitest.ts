@@ -9,7 +9,8 @@
  * export default defineConfig({ plugins: [okengine()] });
  * ```
  *
- * - `@/x` resolves to `<root>/src/x`, and the other `compilerOptions.paths` of `<root>/tsconfig.json` too;
+ * - `@/x` resolves to `<root>/src/x`, and the other `compilerOptions.paths` of `<root>/tsconfig.json` too
+ *   (also those it inherits through `extends`);
  * - okengine itself is processed by vitest rather than loaded natively, so `createTestApp({ project })`
  *   imports the project's files through vitest: the test file and the app share one instance of every
  *   module (a signal imported in the test is the signal the app adopted).

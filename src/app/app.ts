@@ -37,6 +37,7 @@ import {
 import { SignalRuntime } from "../signal/signal-runtime.ts";
 import type { NewMessage, Store } from "../store/types.ts";
 import { resolveConfig, resolveEnv, type Env, type ResolvedConfig } from "./config.ts";
+import { namedParams } from "./file-routes.ts";
 import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
 import { createOperatorApi } from "./operator.ts";
@@ -347,7 +348,12 @@ class OkeApp implements App, FxRuntime {
     const r = this.routeIndex.get(`${route.method} ${route.path}`);
     if (!r)
       throw new OkeError({ code: "OKE1404", message: `No route ${route.method} ${route.path}`, status: 404 });
-    const value = await checkInput(r.flowRef, r.in, routeInput(request));
+    // A catch-all's value under its own name ([...slug] → slug): the router can only call it "*".
+    const value = await checkInput(
+      r.flowRef,
+      r.in,
+      routeInput({ ...request, params: namedParams(request.params, r.restParam) }),
+    );
     return this.run(r.flowRef, value, null, options?.runId);
   }
 

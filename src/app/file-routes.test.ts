@@ -4,7 +4,11 @@ import { OkeError } from "../errors.ts";
 import { flow } from "../flow/flow.ts";
 import { http } from "../flow/http-trigger.ts";
 import { on } from "../flow/on.ts";
-import { defaultFlowName, fileRoutePath, isRouteFile } from "./file-routes.ts";
+import { z } from "zod";
+import { channel } from "../channel/channel.ts";
+import { signal } from "../signal/signal.ts";
+import { defaultFlowName, fileRoutePath, isRouteFile, namedParams, restParamOf } from "./file-routes.ts";
+import { createApp } from "./app.ts";
 import { buildRegistry } from "./manifest.ts";
 
 const get = () => on(http.get(), flow({ do: () => "ok" }));
@@ -164,5 +168,157 @@ describe("routes that collide", () => {
       { method: "GET", path: "/orders", flow: "orders.list" },
       { method: "POST", path: "/orders", flow: "orders.create" },
     ]);
+  });
+});
+
+describe("path parameters that cannot be routes", () => {
+  it("a bracket name that is not an identifier is refused at boot (OKE1083) naming the file", () => {
+    const e = bootError(() =>
+      buildRegistry([{ path: "src/flows/users/[user-id]/get.ts", exports: { get: get() } }]),
+    );
+    expect(e.code).toBe("OKE1083");
+    expect(e.message).toBe(
+      "Cannot derive a route from src/flows/users/[user-id]/get.ts: \"[user-id]\" is not a path parameter: a parameter's name becomes a field of the flow's input, so it must be an identifier (letters, digits, _ and $).",
+    );
+    expect(e.fix).toBe("Rename it, e.g. [userId], or give the binding an explicit path.");
+    expect(bootError(() => fileRoutePath("src/flows/users/[id.json].ts")).code).toBe("OKE1083");
+  });
+
+  it("a catch-all that is not the last segment is refused at boot (OKE1083) naming the file", () => {
+    const e = bootError(() =>
+      buildRegistry([{ path: "src/flows/files/[...path]/meta.ts", exports: { meta: get() } }]),
+    );
+    expect(e.code).toBe("OKE1083");
+    expect(e.message).toContain("src/flows/files/[...path]/meta.ts");
+    expect(e.message).toContain('the catch-all "[...path]" matches the rest of the path');
+    // Last: as a file, or as the folder of a silent leaf.
+    expect(fileRoutePath("src/flows/files/[...path]/get.ts")).toBe("/files/*");
+  });
+
+  it("an explicit path leaves such a file alone", () => {
+    const r = buildRegistry([
+      {
+        path: "src/flows/files/[...path]/meta.ts",
+        exports: { meta: on(http.get("/meta"), flow({ do: () => 1 })) },
+      },
+    ]);
+    expect(r.manifest.routes).toEqual([{ method: "GET", path: "/meta", flow: "files.meta" }]);
+  });
+
+  it("a catch-all's value is named after it: restParam on the route, namedParams renames the router's *", () => {
+    const r = buildRegistry([{ path: "src/flows/files/[...slug].ts", exports: { read: get() } }]);
+    expect(r.routes[0]).toMatchObject({ path: "/files/*", restParam: "slug" });
+    expect(restParamOf("src/flows/files/[...path]/get.ts")).toBe("path");
+    expect(restParamOf("src/flows/notes/[id]/get.ts")).toBeUndefined();
+    expect(namedParams({ "*": "a/b/c" }, "slug")).toEqual({ slug: "a/b/c" });
+    expect(namedParams({ id: "1" }, undefined)).toEqual({ id: "1" });
+  });
+});
+
+describe("barrels", () => {
+  it("a re-export takes neither the route nor the name: the declaring file does", () => {
+    const create = post();
+    const list = get();
+    const r = buildRegistry([
+      { path: "src/flows/index.ts", exports: { create, list }, reexports: ["create", "list"] },
+      { path: "src/flows/orders/_all.ts", exports: { create }, reexports: ["create"] },
+      { path: "src/flows/orders/create.ts", exports: { create } },
+      { path: "src/flows/orders/list.ts", exports: { list } },
+    ]);
+    expect(r.manifest.routes).toEqual([
+      { method: "GET", path: "/orders", flow: "orders.list" },
+      { method: "POST", path: "/orders", flow: "orders.create" },
+    ]);
+    expect(r.manifest.flows.map((f) => f.source)).toEqual([
+      "src/flows/orders/create.ts#create",
+      "src/flows/orders/list.ts#list",
+    ]);
+  });
+});
+
+describe("a signal or channel declared twice", () => {
+  it("with different options fails at boot naming both files and the option (OKE1073)", () => {
+    const e = bootError(() =>
+      buildRegistry([
+        { path: "src/signals/a.ts", exports: { email: signal.once("tasks.email", { retries: 3 }) } },
+        { path: "src/signals/b.ts", exports: { email: signal.once("tasks.email", { retries: 5 }) } },
+      ]),
+    );
+    expect(e.code).toBe("OKE1073");
+    expect(e.message).toBe(
+      'Signal "tasks.email" is declared twice with different retries: retries 3 in src/signals/a.ts#email, retries 5 in src/signals/b.ts#email.',
+    );
+    expect(e.fix).toBe(
+      'Declare "tasks.email" once (in src/signals/) and import that handle wherever it is bound or emitted.',
+    );
+    const kinds = bootError(() =>
+      buildRegistry([
+        { path: "src/signals/a.ts", exports: { s: signal.once("x") } },
+        { path: "src/signals/b.ts", exports: { s: signal.broadcast("x") } },
+      ]),
+    );
+    expect(kinds.message).toBe(
+      'Signal "x" is declared twice with different delivery: delivery "once" in src/signals/a.ts#s, delivery "broadcast" in src/signals/b.ts#s.',
+    );
+  });
+
+  it("two schema objects conflict even when they print alike", () => {
+    const e = bootError(() =>
+      buildRegistry([
+        { path: "src/signals/a.ts", exports: { n: signal.once("n", { schema: z.number().min(1) }) } },
+        { path: "src/signals/b.ts", exports: { n: signal.once("n", { schema: z.number().max(10) }) } },
+      ]),
+    );
+    expect(e.code).toBe("OKE1073");
+    expect(e.message).toBe(
+      'Signal "n" is declared twice with different schemas: one schema object in src/signals/a.ts#n, another in src/signals/b.ts#n.',
+    );
+  });
+
+  it("one handle re-exported, or two alike without a schema, is fine", () => {
+    const schema = z.object({ to: z.string() });
+    const email = signal.once("tasks.email", { schema, optional: true });
+    const r = buildRegistry([
+      { path: "src/signals/email.ts", exports: { email } },
+      { path: "src/signals/index.ts", exports: { email }, reexports: ["email"] },
+      {
+        path: "src/signals/other.ts",
+        exports: { again: signal.once("tasks.email", { schema, optional: true }) },
+      },
+      { path: "src/signals/p.ts", exports: { p: signal.broadcast("p") } },
+      { path: "src/signals/q.ts", exports: { p: signal.broadcast("p") } },
+    ]);
+    expect(r.signals.get("tasks.email")).toBe(email);
+  });
+
+  it("a channel with different options fails at boot naming both files and the option (OKE1077)", () => {
+    const e = bootError(() =>
+      buildRegistry([
+        { path: "src/channels/a.ts", exports: { c: channel("email.welcome", { timeoutMs: 1000 }) } },
+        { path: "src/channels/b.ts", exports: { c: channel("email.welcome", { timeoutMs: 2000 }) } },
+      ]),
+    );
+    expect(e.code).toBe("OKE1077");
+    expect(e.message).toBe(
+      'Channel "email.welcome" is declared twice with different timeoutMs: timeoutMs 1000 in src/channels/a.ts#c, timeoutMs 2000 in src/channels/b.ts#c.',
+    );
+    expect(e.fix).toBe('Declare "email.welcome" once and import that channel wherever it is sent to.');
+  });
+});
+
+describe("a catch-all route in a running app", () => {
+  it("hands the rest of the path to the flow under the catch-all's own name, over app.request", async () => {
+    const read = on(http.get(), flow({ in: z.object({ slug: z.string() }), do: ({ slug }) => ({ slug }) }));
+    const app = createApp({
+      modules: [{ path: "src/flows/files/[...slug].ts", exports: { read } }],
+      env: "test",
+    });
+    try {
+      const res = await app.request("/files/a/b/c");
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ ok: true, data: { slug: "a/b/c" } });
+    } finally {
+      await app.stop();
+    }
   });
 });

@@ -7,7 +7,7 @@ import { isBinding, type Binding } from "../flow/on.ts";
 import { isSignal, signal, type Delivery, type SignalHandle } from "../signal/signal.ts";
 import { adoptClock, clockSignalOptions, type BoundClock } from "../clock/bind-clock.ts";
 import { checkEffectSignals } from "./declaration-checks.ts";
-import { defaultFlowName, fileRoutePath } from "./file-routes.ts";
+import { defaultFlowName, fileRoutePath, restParamOf } from "./file-routes.ts";
 import type { HttpRoute } from "../http/types.ts";
 
 /** One loaded source file: its path relative to the project root (for file-tree routes and names) and its exports. */
@@ -20,6 +20,12 @@ export interface ModuleInput {
    * the Manifest records it for flows without hand-written `effects`.
    */
   sourceEffects?: Record<string, SourceEffects>;
+  /**
+   * Exports this file takes from another module (`export * from`, `export { x } from`, an
+   * imported name exported again), read by `oke` from the file. A binding, flow or signal
+   * takes its route, name and source from a file that declares it, never from a barrel.
+   */
+  reexports?: readonly string[];
 }
 
 /** Signals an export's code emits (`fx.emit(handle, …)`) and whose dead letters it reads. */
@@ -95,7 +101,11 @@ export interface Registry {
   signals: Map<string, SignalHandle>;
   /** Signal name → flows bound to it. */
   subscribers: Map<string, AnyFlow[]>;
-  routes: Array<HttpRoute & { flowRef: AnyFlow; in: AnyFlow["in"] }>;
+  /**
+   * `restParam`: the name of a file-tree catch-all (`files/[...slug].ts` → "slug"). The router
+   * reports the rest of the path as `*`; namedParams (file-routes.ts) renames it for the input.
+   */
+  routes: Array<HttpRoute & { flowRef: AnyFlow; in: AnyFlow["in"]; restParam?: string }>;
   channels: Map<string, Channel>;
   /** Clocks bound to flows (each fires on its own once signal `clock:<name>`). */
   clocks: Map<string, BoundClock>;
@@ -106,16 +116,20 @@ interface Found {
   path: string | undefined;
   exportName: string;
   value: unknown;
+  /** The module exports it but declares it elsewhere (a barrel's `export * from`). */
+  reexport: boolean;
   /** What the export's source emits and reads (`oke` reads it from the file). */
   recorded?: SourceEffects;
 }
+
+const MODULE_KEYS = new Set(["path", "exports", "sourceEffects", "reexports"]);
 
 const normalizeModules = (modules: ReadonlyArray<ModuleInput | Record<string, unknown>>): ModuleInput[] =>
   modules.map((m) =>
     typeof m.exports === "object" &&
     m.exports !== null &&
     (m.path === undefined || typeof m.path === "string") &&
-    Object.keys(m).every((k) => k === "path" || k === "exports" || k === "sourceEffects")
+    Object.keys(m).every((k) => MODULE_KEYS.has(k))
       ? (m as ModuleInput)
       : { exports: m as Record<string, unknown> },
   );
@@ -129,11 +143,30 @@ const bootError = (code: string, message: string, fix?: string) => new OkeError(
  * conflicting signal declarations.
  */
 export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, unknown>>): Registry {
-  const found: Found[] = [];
+  const declared: Found[] = [];
+  const reexported: Found[] = [];
   for (const mod of normalizeModules(input)) {
-    for (const [exportName, value] of Object.entries(mod.exports))
-      found.push({ path: mod.path, exportName, value, recorded: mod.sourceEffects?.[exportName] });
+    const reexports = new Set(mod.reexports ?? []);
+    for (const [exportName, value] of Object.entries(mod.exports)) {
+      const reexport = reexports.has(exportName);
+      (reexport ? reexported : declared).push({
+        path: mod.path,
+        exportName,
+        value,
+        reexport,
+        recorded: mod.sourceEffects?.[exportName],
+      });
+    }
   }
+  // The first place a value is found names it (route, flow name, source), so the files that
+  // declare it come before the barrels that re-export it, whatever the alphabet says.
+  const found = [...declared, ...reexported];
+  const whereOf = (at: Found): string => (at.path ? `${at.path}#${at.exportName}` : "a module built in code");
+  /** Where each exported signal or channel is declared, for OKE1073/OKE1077. */
+  const declaredAt = new Map<unknown, string>();
+  for (const at of found)
+    if ((isSignal(at.value) || isChannel(at.value)) && !declaredAt.has(at.value))
+      declaredAt.set(at.value, whereOf(at));
 
   const flows = new Map<string, AnyFlow>();
   const named = new Map<AnyFlow, AnyFlow>();
@@ -143,16 +176,26 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
   const seenBindings = new Set<Binding>();
   const bindings: Array<{ binding: Binding; at: Found }> = [];
 
-  const adoptSignal = (s: SignalHandle): void => {
+  /** Where the adopted signal of each name comes from. */
+  const signalAt = new Map<string, string>();
+  const adoptSignal = (s: SignalHandle, usedAt: string): void => {
     const prev = signals.get(s.name);
-    if (prev && prev !== s && (prev.delivery !== s.delivery || JSON.stringify(prev) !== JSON.stringify(s))) {
-      throw bootError(
-        "OKE1073",
-        `Signal "${s.name}" is declared twice with different options (${prev.delivery} and ${s.delivery}).`,
-        "Declare each signal once and import the handle wherever it is bound or emitted.",
-      );
+    const at = declaredAt.get(s) ?? usedAt;
+    if (prev && prev !== s) {
+      const diff = differingOption(prev, s, SIGNAL_OPTIONS);
+      if (diff !== undefined) {
+        throw new OkeError({
+          code: "OKE1073",
+          message: `Signal "${s.name}" is declared twice with different ${diff.option}: ${diff.a} in ${signalAt.get(s.name)!}, ${diff.b} in ${at}.`,
+          fix: `Declare "${s.name}" once (in src/signals/) and import that handle wherever it is bound or emitted.`,
+          details: { signal: s.name, option: diff.option, files: [signalAt.get(s.name)!, at] },
+        });
+      }
     }
-    if (!prev) signals.set(s.name, s);
+    if (!prev) {
+      signals.set(s.name, s);
+      signalAt.set(s.name, at);
+    }
   };
 
   const nameFlow = (
@@ -192,7 +235,8 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     }
     // Without hand-written effects the flow gets what its source does (and those signals are the app's).
     const recorded = f.effects === NO_EFFECTS ? at?.recorded : undefined;
-    for (const s of [...(recorded?.emits ?? []), ...(recorded?.reads ?? [])]) adoptSignal(s);
+    for (const s of [...(recorded?.emits ?? []), ...(recorded?.reads ?? [])])
+      adoptSignal(s, `the code of ${at ? whereOf(at) : name}`);
     const copy =
       recorded !== undefined
         ? withName(f, name, {
@@ -226,10 +270,10 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
       const f = nameFlow(binding.flow, at, undefined);
       const { name, ...options } = clockSignalOptions(adoptClock(clocks, t, f.name!));
       const s = signal.once(name, options);
-      adoptSignal(s);
+      adoptSignal(s, `the clock of ${whereOf(at)}`);
       subscribers.set(s.name, [f]);
     } else if (t.kind === "signal") {
-      adoptSignal(t);
+      adoptSignal(t, `the binding ${whereOf(at)}`);
       const f = nameFlow(binding.flow, at, t.name);
       const list = subscribers.get(t.name) ?? [];
       if (!list.includes(f)) list.push(f);
@@ -240,13 +284,21 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
   }
   for (const at of found) {
     if (isFlow(at.value)) nameFlow(at.value, at, undefined);
-    else if (isSignal(at.value)) adoptSignal(at.value);
+    else if (isSignal(at.value)) adoptSignal(at.value, whereOf(at));
     else if (isChannel(at.value)) {
-      const prev = channels.get(at.value.name);
-      if (prev && prev !== at.value && JSON.stringify(prev) !== JSON.stringify(at.value)) {
-        throw bootError("OKE1077", `Channel "${at.value.name}" is declared twice with different options.`);
+      const c = at.value;
+      const prev = channels.get(c.name);
+      const diff = prev && prev !== c ? differingOption(prev, c, CHANNEL_OPTIONS) : undefined;
+      if (diff !== undefined) {
+        const first = declaredAt.get(prev)!;
+        throw new OkeError({
+          code: "OKE1077",
+          message: `Channel "${c.name}" is declared twice with different ${diff.option}: ${diff.a} in ${first}, ${diff.b} in ${whereOf(at)}.`,
+          fix: `Declare "${c.name}" once and import that channel wherever it is sent to.`,
+          details: { channel: c.name, option: diff.option, files: [first, whereOf(at)] },
+        });
       }
-      if (!prev) channels.set(at.value.name, at.value);
+      if (!prev) channels.set(c.name, c);
     }
   }
 
@@ -284,7 +336,15 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     }
     if (owner === undefined) {
       routeOwner.set(key, { flow: flow.name!, at: where });
-      routes.push({ method: t.method, path, flow: flow.name!, flowRef: flow, in: flow.in ?? t.in });
+      const restParam = t.path === undefined && at.path ? restParamOf(at.path) : undefined;
+      routes.push({
+        method: t.method,
+        path,
+        flow: flow.name!,
+        flowRef: flow,
+        in: flow.in ?? t.in,
+        ...(restParam === undefined ? {} : { restParam }),
+      });
     }
   }
   routes.sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
@@ -345,6 +405,41 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
   };
   checkEffectSignals({ flows, signals, subscribers });
   return { flows, named, signals, subscribers, routes, channels, clocks, manifest };
+}
+
+const SIGNAL_OPTIONS = [
+  "delivery",
+  "schema",
+  "retries",
+  "deadLetter",
+  "optional",
+  "retention",
+  "description",
+];
+const CHANNEL_OPTIONS = ["schema", "driver", "url", "timeoutMs", "description"];
+
+const showOption = (key: string, v: unknown): string =>
+  key === "schema" ? (v === undefined ? "no schema" : "a schema") : `${key} ${JSON.stringify(v) ?? "unset"}`;
+
+/**
+ * The first option two declarations of one name disagree on, or undefined when they agree.
+ * Schemas agree only when they are the same object: two schemas that print alike
+ * (`z.number().min(1)` and `z.number().max(10)`) may still accept different payloads.
+ */
+function differingOption(
+  a: object,
+  b: object,
+  keys: readonly string[],
+): { option: string; a: string; b: string } | undefined {
+  for (const key of keys) {
+    const va = (a as Record<string, unknown>)[key];
+    const vb = (b as Record<string, unknown>)[key];
+    if (key === "schema" ? va === vb : JSON.stringify(va) === JSON.stringify(vb)) continue;
+    if (key === "schema" && va !== undefined && vb !== undefined)
+      return { option: "schemas", a: "one schema object", b: "another" };
+    return { option: key === "schema" ? "schemas" : key, a: showOption(key, va), b: showOption(key, vb) };
+  }
+  return undefined;
 }
 
 /** The tree's route for a pathless HTTP binding, or a boot error saying why there is none. */

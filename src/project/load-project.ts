@@ -6,8 +6,8 @@ import { pathToFileURL } from "node:url";
 import type { OkeConfig } from "../app/config.ts";
 import type { ModuleInput } from "../app/types.ts";
 import type { ResolveHookData } from "./resolve-hook.ts";
-import { recordSourceEffects } from "./source-effects.ts";
-import { readPathAliases } from "./tsconfig-paths.ts";
+import { declaredExports, recordSourceEffects } from "./source-effects.ts";
+import { readPathAliases, type PathAliases } from "./tsconfig-paths.ts";
 
 /** A boot error the CLI prints as is (no stack). */
 export class CliError extends Error {
@@ -27,19 +27,43 @@ export const PROJECT_FOLDERS = ["signals", "channels", "flows"] as const;
 export const CONFIG_FILES = ["oke.config.ts", "oke.config.mts", "oke.config.js", "oke.config.mjs"] as const;
 
 const SOURCE = /\.(ts|mts|js|mjs)$/;
-const SKIPPED = /(\.d\.m?ts|\.(test|spec)\.m?[tj]s)$/;
+const DECLARATION = /\.d\.m?ts$/;
+/** Parts of a file name that make it a test, between dots: `a.test.ts`, `a.spec.ts`, `a.test-d.ts`, `a.bench.ts`, `a.node-test.ts`. */
+const TEST_PART = /^(test|spec|test-d|spec-d|bench|[\w-]+-(test|spec))$/;
+/** Folders whose files are tests or their helpers, never app modules. */
+const TEST_FOLDERS: ReadonlySet<string> = new Set(["__tests__", "__mocks__"]);
+
+/**
+ * True for files a test runner owns: one of the name's dot-separated parts after the first is
+ * `test`, `spec`, `test-d`, `spec-d`, `bench` or ends in `-test`/`-spec`, or the file is under
+ * `__tests__/` or `__mocks__/`. Loading one as an app module would run its tests at boot.
+ */
+export function isTestFile(file: string): boolean {
+  const segs = file.split(/[\\/]/);
+  const parts = (segs[segs.length - 1] ?? "").split(".").slice(1, -1);
+  return parts.some((p) => TEST_PART.test(p)) || segs.slice(0, -1).some((s) => TEST_FOLDERS.has(s));
+}
 
 /** Source files of one folder, recursively, relative to root with "/" separators, sorted. */
 export function listModules(root: string, folder: string): string[] {
   const dir = join(root, "src", folder);
   if (!existsSync(dir)) return [];
   const files = readdirSync(dir, { recursive: true, encoding: "utf8" })
-    .filter((f) => SOURCE.test(f) && !SKIPPED.test(f))
+    .filter((f) => SOURCE.test(f) && !DECLARATION.test(f) && !isTestFile(f))
     .filter((f) => !f.split(sep).some((seg) => seg.startsWith(".") || seg === "node_modules"))
     .filter((f) => statSync(join(dir, f)).isFile())
     .map((f) => relative(root, join(dir, f)).split(sep).join("/"));
   return files.sort();
 }
+
+/** The tsconfig's path aliases; a tsconfig that cannot be read (or extends a missing file) is a boot error. */
+const projectAliases = (root: string): PathAliases => {
+  try {
+    return readPathAliases(root);
+  } catch (e) {
+    throw new CliError(e instanceof Error ? e.message : String(e), { cause: e });
+  }
+};
 
 let registeredFor: string | undefined;
 
@@ -51,7 +75,7 @@ export function registerProjectResolution(root: string): void {
   if (registeredFor === root) return;
   if (registeredFor !== undefined)
     throw new Error(`oke: a process can load one project (already loaded ${registeredFor})`);
-  const aliases = readPathAliases(root);
+  const aliases = projectAliases(root);
   const data: ResolveHookData = {
     srcUrl: `${pathToFileURL(join(root, "src")).href}/`,
     exact: {
@@ -149,14 +173,17 @@ export async function loadProject(dir: string): Promise<LoadedProject> {
   }
 
   const modules: ModuleInput[] = [];
-  const aliases = readPathAliases(root);
+  const aliases = projectAliases(root);
   for (const folder of PROJECT_FOLDERS) {
     for (const file of listModules(root, folder)) {
       const exports = await importFile(root, file);
       // Flows get the signals their code emits and reads recorded in the Manifest.
       const sourceEffects =
         folder === "flows" ? await recordSourceEffects(root, join(root, file), exports, aliases) : {};
-      modules.push({ path: file, exports, sourceEffects });
+      // Names a barrel takes from another file: their routes and names come from that file.
+      const declared = declaredExports(join(root, file));
+      const reexports = declared === undefined ? [] : Object.keys(exports).filter((k) => !declared.has(k));
+      modules.push({ path: file, exports, sourceEffects, ...(reexports.length > 0 ? { reexports } : {}) });
     }
   }
   return { root, config, configFile, modules };

@@ -146,6 +146,31 @@ export function resolveSpecifier(
   return undefined;
 }
 
+const parseFile = (file: string): Node | undefined => {
+  try {
+    return TsParser.parse(readFileSync(file, "utf8"), {
+      sourceType: "module",
+      ecmaVersion: "latest",
+    }) as unknown as Node;
+  } catch {
+    // tsx already loaded the file, so this is syntax the parser lacks: nothing is recorded for it.
+    return undefined;
+  }
+};
+
+/**
+ * The export names `file` (absolute) declares itself: `export const x`, `export function`,
+ * `export default …`, `export { local }`. Not those it takes from another module
+ * (`export * from`, `export { x } from`, an imported name exported again). Undefined when the
+ * file cannot be parsed.
+ */
+export function declaredExports(file: string): Set<string> | undefined {
+  const program = parseFile(file);
+  if (program === undefined) return undefined;
+  const s = scan(program);
+  return new Set([...s.exported].filter(([, local]) => s.decls.has(local)).map(([name]) => name));
+}
+
 /**
  * For each export of `file` (absolute), the signals its code emits
  * (`fx.emit(handle, …)`) and whose dead letters it reads (`fx.deadLetters(handle)`),
@@ -160,17 +185,9 @@ export async function recordSourceEffects(
   ownExports: Record<string, unknown>,
   aliases: PathAliases,
 ): Promise<Record<string, SourceEffects>> {
-  let program: Node;
-  try {
-    program = TsParser.parse(readFileSync(file, "utf8"), {
-      sourceType: "module",
-      ecmaVersion: "latest",
-    }) as unknown as Node;
-  } catch {
-    // tsx already loaded the file, so this is syntax the parser lacks: nothing is recorded for it,
-    // and hand-written effects keep working.
-    return {};
-  }
+  // Unparsable: nothing is recorded for it, and hand-written effects keep working.
+  const program = parseFile(file);
+  if (program === undefined) return {};
   const s = scan(program);
   const uses = new Map([...s.decls].map(([name, d]) => [name, usesOf(d)]));
   const modules = new Map<string, Promise<Record<string, unknown> | undefined>>();

@@ -1,6 +1,7 @@
-/** Reads the path aliases of a project's tsconfig.json (JSON with comments). */
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+/** Reads the path aliases of a project's tsconfig.json (JSON with comments), following its `extends`. */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 export interface PathAliases {
@@ -29,23 +30,96 @@ export function parseJsonc(text: string): unknown {
   return JSON.parse(out.replace(/,(\s*[}\]])/g, "$1")) as unknown;
 }
 
+interface TsConfig {
+  extends?: string | string[];
+  compilerOptions?: { baseUrl?: string; paths?: Record<string, string[]> };
+}
+
+/** What a config chain settles, each with the folder its relative paths start from. */
+interface Settled {
+  baseUrl?: string;
+  paths?: { value: Record<string, string[]>; dir: string };
+}
+
+const readConfig = (file: string): TsConfig => {
+  try {
+    const config = parseJsonc(readFileSync(file, "utf8"));
+    return typeof config === "object" && config !== null ? config : {};
+  } catch (e) {
+    throw new Error(`oke: cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+};
+
+const isFile = (f: string): boolean => existsSync(f) && statSync(f).isFile();
+
 /**
- * `compilerOptions.paths` of `<root>/tsconfig.json` as file URLs (targets are
- * relative to `baseUrl`, else to the tsconfig's folder). `extends` is not
- * followed: aliases belong in the project's own tsconfig.
+ * The file an `extends` entry names, as TypeScript finds it: a relative or absolute path
+ * (`.json` may be left out), else a package (`@tsconfig/node20/tsconfig.json`, or a package
+ * whose package.json names its `tsconfig`, or its tsconfig.json) from node_modules.
+ */
+function extendedFile(spec: string, fromFile: string): string {
+  const dir = dirname(fromFile);
+  if (spec.startsWith("./") || spec.startsWith("../") || isAbsolute(spec)) {
+    const base = resolve(dir, spec);
+    for (const f of [base, `${base}.json`]) if (isFile(f)) return f;
+  } else {
+    const require = createRequire(resolve(dir, "noop.js"));
+    const tryResolve = (s: string): string | undefined => {
+      try {
+        return require.resolve(s);
+      } catch {
+        return undefined;
+      }
+    };
+    const pkgJson = tryResolve(`${spec}/package.json`);
+    const pkgTsconfig =
+      pkgJson === undefined
+        ? undefined
+        : (JSON.parse(readFileSync(pkgJson, "utf8")) as { tsconfig?: unknown }).tsconfig;
+    const found =
+      (typeof pkgTsconfig === "string" ? tryResolve(join(dirname(pkgJson!), pkgTsconfig)) : undefined) ??
+      (spec.endsWith(".json") ? tryResolve(spec) : undefined) ??
+      tryResolve(`${spec}.json`) ??
+      tryResolve(`${spec}/tsconfig.json`);
+    if (found !== undefined && found.endsWith(".json") && isFile(found)) return found;
+  }
+  throw new Error(`oke: ${fromFile} extends "${spec}", which cannot be found`);
+}
+
+/**
+ * `baseUrl` and `paths` of a config after its `extends` (a string or an array, later
+ * entries winning, the config itself over all): each is taken whole from the nearest
+ * config that sets it, with relative paths from that config's folder, as tsc does.
+ */
+function settle(file: string, seen: readonly string[]): Settled {
+  if (seen.includes(file)) throw new Error(`oke: tsconfig extends itself: ${[...seen, file].join(" → ")}`);
+  const config = readConfig(file);
+  let out: Settled = {};
+  const parents = config.extends === undefined ? [] : [config.extends].flat();
+  for (const spec of parents) {
+    if (typeof spec !== "string") continue;
+    const parent = settle(extendedFile(spec, file), [...seen, file]);
+    out = { ...out, ...parent };
+  }
+  const options = config.compilerOptions ?? {};
+  if (typeof options.baseUrl === "string") out.baseUrl = resolve(dirname(file), options.baseUrl);
+  if (typeof options.paths === "object" && options.paths !== null)
+    out.paths = { value: options.paths, dir: dirname(file) };
+  return out;
+}
+
+/**
+ * `compilerOptions.paths` of `<root>/tsconfig.json` as file URLs, following `extends`
+ * (targets are relative to `baseUrl`, else to the tsconfig that declares `paths`).
  */
 export function readPathAliases(root: string): PathAliases {
   const aliases: PathAliases = { exact: {}, patterns: [] };
   const file = resolve(root, "tsconfig.json");
   if (!existsSync(file)) return aliases;
-  let config: { compilerOptions?: { baseUrl?: string; paths?: Record<string, string[]> } };
-  try {
-    config = parseJsonc(readFileSync(file, "utf8")) as typeof config;
-  } catch (e) {
-    throw new Error(`oke: cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  const base = resolve(dirname(file), config.compilerOptions?.baseUrl ?? ".");
-  for (const [key, targets] of Object.entries(config.compilerOptions?.paths ?? {})) {
+  const { baseUrl, paths } = settle(file, []);
+  if (paths === undefined) return aliases;
+  const base = baseUrl ?? paths.dir;
+  for (const [key, targets] of Object.entries(paths.value)) {
     if (!Array.isArray(targets)) continue;
     // A trailing "*" survives pathToFileURL unescaped, so it can be substituted later.
     const urls = targets.map((t) => pathToFileURL(resolve(base, t)).href);
