@@ -1,5 +1,6 @@
 // The HTTP layer against the real createApp: what a user's flows see and answer.
 import { afterEach, describe, expect, it } from "vitest";
+import { pino } from "pino";
 import { z } from "zod";
 import type { App } from "../index.ts";
 import { createApp, flow, http, on, OkeError } from "../index.ts";
@@ -103,8 +104,13 @@ describe("HTTP through createApp", () => {
     expect((await app.operator.sleepers()).map((s) => s.label)).toEqual(["expiry-window"]);
   });
 
-  it("keeps an OkeError's status and hides other errors outside dev", async () => {
-    app = createApp({ env: "test", modules });
+  it("keeps an OkeError's status and hides other errors in prod", async () => {
+    app = createApp({
+      env: "prod",
+      modules,
+      config: { drivers: { journal: "memory" } },
+      logger: pino({ level: "silent" }),
+    });
     const paid = await app.request("/paid");
     expect(paid.status).toBe(409);
     expect((await read(paid)).error).toEqual({ code: "OKE9409", message: "Order already paid" });
@@ -114,6 +120,18 @@ describe("HTTP through createApp", () => {
     const text = await crash.text();
     expect(JSON.parse(text)).toEqual({ ok: false, error: { code: "OKE1500", message: "Internal error" } });
     expect(text).not.toContain("postgres://");
+  });
+
+  it("in test, an in-process request's 500 carries what the flow threw, so a failing test shows it", async () => {
+    app = createApp({ env: "test", modules });
+    const crash = await app.request("/crash");
+    expect(crash.status).toBe(500);
+    const { error } = (await read(crash)) as {
+      error: { code: string; details: { message: string; stack: string } };
+    };
+    expect(error.code).toBe("OKE1500");
+    expect(error.details.message).toMatch(/postgres:\/\//);
+    expect(error.details.stack).toMatch(/app-http\.test\.ts/);
   });
 
   it("reports 503 reason booting until boot, then ready", async () => {

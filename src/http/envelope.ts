@@ -1,6 +1,6 @@
 /** The JSON envelope every HTTP answer uses, and how errors map to status codes. */
 import type { LiveStream } from "../signal/live-runtime.ts";
-import { isOkeError, OkeError } from "../errors.ts";
+import { errorRecord, isOkeError, OkeError } from "../errors.ts";
 
 /** What the routing core answers; the node and fetch adapters write it out. */
 export interface Reply {
@@ -129,7 +129,8 @@ export function replyForError(
     expose && e instanceof Error
       ? { name: e.name, message: e.message, stack: e.stack }
       : expose
-        ? { thrown: String(e) }
+        ? // errorRecord's text never throws: String() does for an object without a prototype.
+          { thrown: errorRecord(e).message }
         : undefined;
   const error = httpErrors.internal(details);
   return { reply: errorReply(500, error), error };
