@@ -126,7 +126,7 @@ describe("HTTP through createApp", () => {
     app = createApp({ env: "test", modules });
     const crash = await app.request("/crash");
     expect(crash.status).toBe(500);
-    const { error } = (await read(crash)) as {
+    const { error } = (await read(crash)) as unknown as {
       error: { code: string; details: { message: string; stack: string } };
     };
     expect(error.code).toBe("OKE1500");
