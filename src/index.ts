@@ -59,6 +59,7 @@ export {
   ClockResourceNotFoundError,
   ScheduleNotOverridableError,
 } from "./errors.ts";
+export { StepError } from "./durable/step-errors.ts";
 export type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./fx/types.ts";
 export type {
   FailureReason,

@@ -96,4 +96,11 @@ describe("isTransient", () => {
       expect(isTransient(pgError(code))).toBe(false);
     expect(isTransient(new JournalLeaseBusy("r1"))).toBe(false);
   });
+
+  it("does not retry programming errors: better-sqlite3 refusing to bind a value, a value out of range", () => {
+    expect(
+      isTransient(new TypeError("SQLite3 can only bind numbers, strings, bigints, buffers, and null")),
+    ).toBe(false);
+    expect(isTransient(new RangeError("The supplied SQL string contains no statements"))).toBe(false);
+  });
 });

@@ -22,11 +22,14 @@ const DETERMINISTIC_SQLSTATE = /^(22|23|42)[0-9A-Z]{3}$/;
 
 /**
  * A store's refusals (lease busy, duplicate seq, terminal run, bad input) are
- * answers, never retried; anything else — a dropped connection, a full disk,
- * an outage wrapped in an OkeError's cause — may pass, so it is retried.
+ * answers, never retried; so are programming errors — a TypeError or RangeError
+ * (better-sqlite3 refusing to bind a value, a value out of range), which the same
+ * write meets again on every try. Anything else — a dropped connection, a full
+ * disk, an outage wrapped in an OkeError's cause — may pass, so it is retried.
  */
 export function isTransient(e: unknown): boolean {
   if (e instanceof JournalLeaseBusy) return false;
+  if (e instanceof TypeError || e instanceof RangeError) return false;
   if (e instanceof OkeError) return e.cause !== undefined;
   const code = (e as { code?: unknown } | null)?.code;
   return !(typeof code === "string" && DETERMINISTIC_SQLSTATE.test(code));

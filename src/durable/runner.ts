@@ -3,7 +3,7 @@ import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
-import { journalJson } from "../signal/storable.ts";
+import { journalValue } from "./journal-value.ts";
 import { finishRetried, releaseRetried } from "./journal-retry.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
@@ -66,7 +66,7 @@ async function driveAttempt(
     const value = await execute(session, undos);
     if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
-    const output = parseJson(journalJson(value, `the output of run "${runId}" (${acquired.run.flow})`));
+    const output = parseJson(journalValue(value, `the output of run "${runId}" (${acquired.run.flow})`));
     await finishRetried(deps, runId, owner, session, "completed", { output });
     return { kind: "completed", runId, value };
   } catch (error) {

@@ -1,8 +1,11 @@
 /** JournalSession: replays a run's journal and journals each new step, call, send, emit and sleep. */
 import { errorRecord, isOkeError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import { checkSameSignal } from "../signal/emit-once.ts";
-import { checkJournalName, journalJson } from "../signal/storable.ts";
+import { checkJournalName } from "../signal/storable.ts";
 import { retryJournalWrite, type JournalRetryDeps } from "./journal-retry.ts";
+import { journalValue } from "./journal-value.ts";
+import { firstFailure, restoreFailure } from "./step-errors.ts";
+import { closeBody, inBody, newBody, recordPosition, type BodyFrame } from "./step-scope.ts";
 import {
   entryName,
   type JournalEntry,
@@ -14,6 +17,7 @@ import {
 } from "../store/types.ts";
 
 export { errorRecord } from "../errors.ts";
+export { StepError } from "./step-errors.ts";
 
 export interface SessionDeps {
   store: Store;
@@ -80,6 +84,17 @@ export class JournalSession {
 
   /** Indexed by position: an effect that failed unjournaled (attempts left) leaves its position empty. */
   private readonly entries: JournalEntry[] = [];
+  /** Of a step whose body took positions: where its end entry is (the second step entry of that name). */
+  private readonly stepEnds = new Map<string, number>();
+  /** Positions a replayed step's body took (and its end entry): the code never asks for them again. */
+  private readonly skip = new Set<number>();
+  /**
+   * A step journaled before steps had end entries, just replayed: the entries that follow it and were
+   * written before it may be its body's, which took positions after the step's own (see next()).
+   */
+  private legacyTail: { next: number; at: number } | undefined;
+  /** Step bodies of this attempt still running: a park inside one ends them (see closeBody). */
+  private readonly bodies = new Set<BodyFrame>();
 
   constructor(
     private readonly deps: SessionDeps,
@@ -88,6 +103,12 @@ export class JournalSession {
     // By seq, not by order: after a hole, the entries that follow stay at their own positions, so the
     // retry runs the missing effect again and replays the rest instead of reading them one early.
     for (const e of entries) this.entries[e.seq] = e;
+    const steps = new Set<string>();
+    for (const e of this.entries)
+      if (e?.kind === "step") {
+        if (steps.has(e.name)) this.stepEnds.set(e.name, e.seq);
+        else steps.add(e.name);
+      }
     this.parked = new Promise((resolve) => (this.parkResolve = resolve));
     this.leaseUntil = deps.leaseExpiresAt;
   }
@@ -151,8 +172,17 @@ export class JournalSession {
   /** The entry journaled at the next position, checked against what the code asks for now. */
   private next(kind: JournalKind, name: string): { seq: number; entry: JournalEntry | undefined } {
     if (this.lost) throw this.lost;
-    const seq = this.seq++;
-    const entry = this.entries[seq];
+    let seq = this.seq++;
+    let entry = this.entries[seq];
+    for (;;) {
+      if (this.skip.delete(seq)) {
+        // A position the body of a replayed step took: the step's value stands for it.
+      } else if (!(entry && this.legacyNested(seq, entry, kind, name))) break;
+      seq = this.seq++;
+      entry = this.entries[seq];
+    }
+    this.legacyTail = undefined;
+    recordPosition(this, seq);
     if (this.deps.replayOnly && (entry === undefined || entry.kind === "undo"))
       throw new ReplayEnd(this.deps.runId);
     if (entry && (entry.kind !== kind || entryName(entry) !== name)) {
@@ -165,10 +195,55 @@ export class JournalSession {
     return { seq, entry };
   }
 
-  private async write(entry: JournalEntry | undefined, emits?: NewMessage[]): Promise<void> {
+  /**
+   * Journals written before steps had end entries: a step's body took the positions right after its
+   * own, and the step's entry was written after them. So right after such a step, an entry written no
+   * later than it that is not what the code asks for is taken as its body's, and passed over; one
+   * that is, or any entry written after the step, is read as usual. (Such a journal failed with
+   * OKE1301 here before; nothing that replayed then reads differently now.)
+   */
+  private legacyNested(seq: number, entry: JournalEntry, kind: JournalKind, name: string): boolean {
+    const tail = this.legacyTail;
+    if (tail === undefined || tail.next !== seq || entry.kind === "undo" || entry.at > tail.at) return false;
+    if (entry.kind === kind && entryName(entry) === name) return false;
+    tail.next = seq + 1;
+    return true;
+  }
+
+  /**
+   * A journaled step replayed at `seq`: its body does not run, so the positions it took are skipped —
+   * those its end entry lists, or for an older journal without one, the entries after it (above).
+   */
+  private replayedStep(seq: number, entry: JournalEntry, name: string): void {
+    const end = this.stepEnds.get(name);
+    const taken =
+      end === undefined || end <= seq
+        ? undefined
+        : (this.entries[end]?.value as { nested?: unknown })?.nested;
+    if (end !== undefined && end > seq && Array.isArray(taken)) {
+      this.skip.add(end);
+      for (const p of taken) if (typeof p === "number" && p > seq) this.skip.add(p);
+      return;
+    }
+    this.legacyTail = { next: seq + 1, at: entry.at };
+  }
+
+  /**
+   * The entry that ends a step whose body took positions (its effects, and those of steps nested in
+   * it): a second step entry of the same name after them, listing them, so that a replay of the
+   * step skips exactly those — not a concurrent sibling's. None for a body that took none.
+   */
+  private endOf(name: string, body: BodyFrame): JournalEntry[] {
+    if (body.taken.length === 0) return [];
+    const { seq, entry } = this.next("step", name);
+    if (entry) return [];
+    return [this.entry(seq, "step", name, { value: { nested: [...body.taken] } })];
+  }
+
+  private async write(entry: JournalEntry | JournalEntry[] | undefined, emits?: NewMessage[]): Promise<void> {
     if (this.lost) throw this.lost;
     // What is pending rides along, by position (a failure held back may come after a later id).
-    const entries = entry ? [...this.pending, entry] : [...this.pending];
+    const entries = entry === undefined ? [...this.pending] : this.pending.concat(entry);
     if (this.pending.length > 0) entries.sort((a, b) => a.seq - b.seq);
     if (entries.length === 0) return;
     let at = 0;
@@ -204,9 +279,9 @@ export class JournalSession {
    * the retry runs the effect again; one that catches it and goes on (to a step, an emit, a sleep)
    * journals it first, so a resume after a wake or a crash takes the same path.
    */
-  private async failed(entry: JournalEntry): Promise<void> {
-    if (this.deps.journalErrors) await this.write(entry);
-    else this.pending.push(entry);
+  private async failed(entries: JournalEntry[]): Promise<void> {
+    if (this.deps.journalErrors) await this.write(entries);
+    else this.pending.push(...entries);
   }
 
   /**
@@ -225,7 +300,7 @@ export class JournalSession {
     seq: number,
     kind: NamedEntry["kind"],
     name: string,
-    extra: Pick<NamedEntry, "value" | "error">,
+    extra: Partial<Pick<NamedEntry, "value" | "error">>,
   ): NamedEntry {
     return { runId: this.deps.runId, seq, kind, name, at: this.deps.now(), ...extra };
   }
@@ -244,22 +319,31 @@ export class JournalSession {
     this.names.add(name);
     const { seq, entry } = this.next("step", name);
     if (entry) {
-      if (entry.error) throw restoreError(entry.error);
+      this.replayedStep(seq, entry, name);
+      if (entry.error) throw restoreFailure(entry.error);
       return { value: entry.value as T, replayed: true };
     }
     await this.ensureLease();
+    const body = newBody(this);
     let text: string | undefined;
+    this.bodies.add(body);
     try {
-      const value = await fn();
+      const value = await inBody(body, fn).finally(() => this.bodies.delete(body));
       // Checked before anything is written: what one driver could not hold, none journals. A value
       // refused fails the step like a throw (journaled as its error, so replay fails it the same).
-      text = journalJson(value, `step ${JSON.stringify(name)} of run "${this.deps.runId}"`);
+      text = journalValue(value, `step ${JSON.stringify(name)} of run "${this.deps.runId}"`);
     } catch (e) {
-      await this.failed(this.entry(seq, "step", name, { error: errorRecord(e) }));
-      throw e;
+      if (isControl(e)) throw e;
+      // The body sees the failure as a replay will rebuild it from the journal (see step-errors.ts).
+      const { journal, thrown } = firstFailure(e);
+      await this.failed([this.entry(seq, "step", name, { error: journal }), ...this.endOf(name, body)]);
+      throw thrown;
     }
     const json = text === undefined ? undefined : (JSON.parse(text) as T);
-    await this.write(this.entry(seq, "step", name, json === undefined ? {} : { value: json }));
+    await this.write([
+      this.entry(seq, "step", name, json === undefined ? {} : { value: json }),
+      ...this.endOf(name, body),
+    ]);
     return { value: json as T, replayed: false };
   }
 
@@ -271,7 +355,7 @@ export class JournalSession {
   ): Promise<T> {
     const { seq, entry } = this.next(kind, name);
     if (entry) {
-      if (entry.error) throw restoreError(entry.error);
+      if (entry.error) throw restoreFailure(entry.error);
       return entry.value as T;
     }
     await this.ensureLease();
@@ -279,14 +363,16 @@ export class JournalSession {
     try {
       // `seq` lets make() derive ids from the journal position, the same on every replay.
       value = await make(seq);
-      journalJson(value, `${kind} ${JSON.stringify(name)} of run "${this.deps.runId}"`);
+      journalValue(value, `${kind} ${JSON.stringify(name)} of run "${this.deps.runId}"`);
     } catch (e) {
       // A failed call (the callee threw or failed, its input or result was refused) is journaled
       // as the call's error, as a step's is: a flow that catches it and carries on replays the same
-      // failure at the same position, and its next entries stay where they were journaled.
-      if (kind === "call" && !(e instanceof JournalLeaseBusy))
-        await this.failed(this.entry(seq, kind, name, { error: errorRecord(e) }));
-      throw e;
+      // failure at the same position, and its next entries stay where they were journaled. The
+      // flow sees it as the replay will (a send's failure is never journaled: it stays as thrown).
+      if (kind !== "call" || isControl(e)) throw e;
+      const { journal, thrown } = firstFailure(e);
+      await this.failed([this.entry(seq, kind, name, { error: journal })]);
+      throw thrown;
     }
     await this.write(this.entry(seq, kind, name, value === undefined ? {} : { value }));
     return value;
@@ -362,6 +448,7 @@ export class JournalSession {
     );
     this.entries[seq] = sleepEntry;
     this.wakeAt = wakeAt;
+    for (const body of this.bodies) closeBody(body);
     this.parkResolve?.(wakeAt);
     return never();
   }
@@ -405,15 +492,10 @@ export class ReplayEnd extends Error {
   }
 }
 
-/** A journaled step failure rethrown on replay. */
-export class StepError extends Error {
-  override readonly name = "StepError";
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-const restoreError = (rec: { code: string; message: string }): Error => new StepError(rec.code, rec.message);
+/**
+ * Failures that are not the effect's own: the lease is gone, a compensating replay reached its end,
+ * the journal no longer matches the code. They end the attempt as they are, never journaled as the
+ * step's or call's failure (a body that caught them would go on from a journal it no longer holds).
+ */
+const isControl = (e: unknown): boolean =>
+  e instanceof JournalLeaseBusy || e instanceof ReplayEnd || (isOkeError(e) && e.code === "OKE1301");

@@ -13,7 +13,7 @@ import { checkIdEmit, checkSameSignal, isDuplicateMessage } from "../signal/emit
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
-import { warnAboutSleep } from "./sleep-guards.ts";
+import { durationText, warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
 
 /** One invocation of a flow: who runs, which attempt, and (durable) its journal session. */
@@ -239,9 +239,11 @@ class FxClockImpl implements FxClock {
     if (typeof label !== "string")
       throw new TypeError("fx.clock.sleep(label, duration): label must be a string");
     warnAboutSleep(this.rt, this.flow, this.durable, label, duration);
-    // One argument is the label; the wait is then 0 ms (the documented pitfall).
-    const text = duration ?? "";
     if (!this.session) return;
-    await this.session.sleep(label, text, parseDuration(text));
+    // Only a string is a duration, as the spec's contract says: anything else plain JavaScript passes
+    // (a number, true, an object) waits 0 ms, as warned, and is journaled as text — every driver
+    // stores the same string. One argument is the label; the wait is then 0 ms (the documented pitfall).
+    const ms = typeof duration === "string" ? parseDuration(duration) : 0;
+    await this.session.sleep(label, durationText(duration), ms);
   }
 }

@@ -26,18 +26,39 @@ export function warnAboutSleep(
   duration: unknown,
 ): void {
   if (rt.env === "prod") return;
-  if (!isDuration(duration) && once(rt, `duration ${flow} ${String(duration)}`)) {
-    rt.logger.warn(
-      { flow, label, duration },
-      duration === undefined
-        ? `flow "${flow}": fx.clock.sleep("${label}") has no duration, so it waits 0 ms (the first argument is the label: fx.clock.sleep("${label}", "8h"))`
-        : `flow "${flow}": fx.clock.sleep("${label}", ${JSON.stringify(duration)}) is not a duration (<integer><ms|s|m|h|d>, e.g. "5s"), so it waits 0 ms`,
-    );
+  if (!isDuration(duration)) {
+    const shown = typeof duration === "string" ? JSON.stringify(duration) : durationText(duration);
+    if (once(rt, `duration ${flow} ${typeof duration} ${shown}`))
+      rt.logger.warn(
+        { flow, label, duration: typeof duration === "string" ? duration : shown },
+        duration === undefined
+          ? `flow "${flow}": fx.clock.sleep("${label}") has no duration, so it waits 0 ms (the first argument is the label: fx.clock.sleep("${label}", "8h"))`
+          : `flow "${flow}": fx.clock.sleep("${label}", ${shown}) is not a duration (<integer><ms|s|m|h|d>, e.g. "5s"), so it waits 0 ms`,
+      );
   }
   if (!durable && once(rt, `not durable ${flow}`)) {
     rt.logger.warn(
       { flow, label },
       `flow "${flow}" is not durable: fx.clock.sleep("${label}") returns at once and the rest runs now (add durable: true to park the run)`,
     );
+  }
+}
+
+/**
+ * A sleep's duration as the text its journal entry keeps: a string as it is, none as "", anything
+ * else plain JavaScript passed as it reads in code — `5000`, `NaN`, `5n`, `true`, `{"ms":5}`.
+ */
+export function durationText(duration: unknown): string {
+  if (typeof duration === "string") return duration;
+  if (duration === undefined) return "";
+  if (duration === null) return "null";
+  if (typeof duration === "bigint") return `${duration}n`;
+  if (typeof duration === "number" || typeof duration === "boolean" || typeof duration === "symbol")
+    return String(duration);
+  if (typeof duration !== "object") return Object.prototype.toString.call(duration);
+  try {
+    return JSON.stringify(duration) ?? Object.prototype.toString.call(duration);
+  } catch {
+    return Object.prototype.toString.call(duration);
   }
 }

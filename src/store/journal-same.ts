@@ -10,12 +10,36 @@ import type { JournalEntry } from "./types.ts";
 export function sameEntryContent(stored: JournalEntry, sent: JournalEntry): boolean {
   if (!jsonEqual(stored.value, sent.value)) return false;
   if ((stored.error === undefined) !== (sent.error === undefined)) return false;
-  if (stored.error && sent.error)
+  if (stored.error && sent.error) {
     if (stored.error.code !== sent.error.code || stored.error.message !== sent.error.message) return false;
+    if (!jsonEqual(errorDetail(stored.error), errorDetail(sent.error))) return false;
+  }
   if (stored.kind === "sleep" && sent.kind === "sleep")
     return stored.duration === sent.duration && stored.wakeAt === sent.wakeAt;
   return true;
 }
+
+/**
+ * A journaled failure as a driver keeps it: its code and message, and the `detail` the runtime
+ * records beside them (the error's name, fields, cause; see src/durable/step-errors.ts) as JSON data.
+ * Entries journaled before it have no detail. PostgreSQL stores the error object as it is.
+ */
+export function storedError(error: { code: string; message: string }): { code: string; message: string } {
+  const detail = errorDetail(error);
+  return detail === undefined
+    ? { code: error.code, message: error.message }
+    : ({
+        code: error.code,
+        message: error.message,
+        detail: JSON.parse(JSON.stringify(detail)) as unknown,
+      } as {
+        code: string;
+        message: string;
+      });
+}
+
+const errorDetail = (error: { code: string; message: string }): unknown =>
+  (error as { detail?: unknown }).detail;
 
 /** Deep equality of JSON data; an object's properties set to `undefined` count as absent, as in JSON. */
 export function jsonEqual(a: unknown, b: unknown): boolean {

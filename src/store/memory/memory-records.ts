@@ -1,5 +1,6 @@
 /** The records the memory engine keeps for messages and runs. */
 import { cloneJson } from "./clone-json.ts";
+import { storedError } from "../journal-same.ts";
 import type { HeapSlot } from "./min-heap.ts";
 import type {
   ClaimedMessage,
@@ -152,7 +153,7 @@ export function cloneEntry(e: JournalEntry, runId: string): JournalEntry {
         }
       : { runId, seq: e.seq, kind: e.kind, name: e.name, at: e.at };
   if (e.value !== undefined) out.value = cloneJson(e.value);
-  if (e.error !== undefined) out.error = { code: e.error.code, message: e.error.message };
+  if (e.error !== undefined) out.error = storedError(e.error);
   return out;
 }
 

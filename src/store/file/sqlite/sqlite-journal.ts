@@ -34,7 +34,7 @@ import {
   takeLease,
   type RunState,
 } from "../../wake-rules.ts";
-import { sameEntryContent } from "../../journal-same.ts";
+import { sameEntryContent, storedError } from "../../journal-same.ts";
 import type { LeaseRequest } from "../../memory/memory-journal.ts";
 import { enc, toRun, toEntry, nameOf, stateOfRow, type RunRow, type EntryRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
@@ -118,7 +118,7 @@ export class SqliteJournal {
         e.kind,
         nameOf(e),
         enc(e.value),
-        e.error === undefined ? null : JSON.stringify({ code: e.error.code, message: e.error.message }),
+        e.error === undefined ? null : JSON.stringify(storedError(e.error)),
         e.kind === "sleep" ? e.duration : null,
         e.kind === "sleep" ? e.wakeAt : null,
         e.at,
