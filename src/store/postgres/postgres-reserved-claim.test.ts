@@ -12,17 +12,23 @@ import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
  * writes were refused, and the step after the sleep ran again once the lease lapsed. The test holds
  * the wake early's UPDATE open in a transaction while the claim runs, so the race is certain.
  */
+/** A store on a fresh schema (no poll ticks), and a second connection to hold row locks with. */
+async function storeWithAdmin(name: string) {
+  const schema = freshSchema(name);
+  const store = await openStore(schema, { pollIntervalMs: 3_600_000 });
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  onTestFinished(async () => {
+    await admin.end();
+    await store.close();
+    await dropSchema(schema);
+  });
+  return { schema, store, admin };
+}
+
 describe("postgres: the claim of a holder's own reservation", () => {
   it("waits for a wake early holding the row and then takes the run, instead of finding nothing", async () => {
-    const schema = freshSchema("resclaim");
-    const store = await openStore(schema, { pollIntervalMs: 3_600_000 });
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    onTestFinished(async () => {
-      await admin.end();
-      await store.close();
-      await dropSchema(schema);
-    });
+    const { schema, store, admin } = await storeWithAdmin("resclaim");
     await sleepingRun(store, "s1", T0 + 110);
     const reserved = await store.claimDueRuns({
       owner: "inst-2",
@@ -74,15 +80,7 @@ describe("postgres: the claim of a holder's own reservation", () => {
   });
 
   it("a claim by id of runs reserved by another owner still skips a locked row (never waits)", async () => {
-    const schema = freshSchema("resclaim2");
-    const store = await openStore(schema, { pollIntervalMs: 3_600_000 });
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    onTestFinished(async () => {
-      await admin.end();
-      await store.close();
-      await dropSchema(schema);
-    });
+    const { schema, store, admin } = await storeWithAdmin("resclaim2");
     await sleepingRun(store, "s1", T0 + 110);
     await admin.query("BEGIN");
     await admin.query(`SELECT 1 FROM "${schema}".runs WHERE id = 's1' FOR UPDATE`);
