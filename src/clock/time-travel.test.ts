@@ -15,6 +15,23 @@ describe("createTimeTravel", () => {
     expect(time.advance("0s")).toBe(1_005 + 7 * 86_400_000);
   });
 
+  it("a timer cancelled after the advance that made it due, before it ran, never fires", async () => {
+    const time = createTimeTravel(0);
+    const fired: string[] = [];
+    let cancelB = (): void => {};
+    // A fires first and cancels B, which the same advance made due.
+    time.at(10, () => {
+      fired.push("a");
+      cancelB();
+    });
+    cancelB = time.at(20, () => fired.push("b"));
+    const cancelC = time.at(30, () => fired.push("c"));
+    time.advance(30);
+    cancelC();
+    await new Promise((r) => setImmediate(r));
+    expect(fired).toEqual(["a"]);
+  });
+
   it.each(["1 hour", "1.5h", "1w", "-5s", ""])("refuses the duration %j, naming it", (bad) => {
     const time = createTimeTravel(0);
     expect(() => time.advance(bad as Duration)).toThrow(TypeError);

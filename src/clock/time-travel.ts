@@ -52,7 +52,11 @@ export function createTimeTravel(start: number | Date = 0): TimeTravel {
     pending.sort((a, b) => a.at - b.at || a.seq - b.seq);
     while (pending.length > 0 && pending[0]!.at <= now) {
       const p = pending.shift()!;
-      if (!p.cancelled) queueMicrotask(p.fn);
+      // Checked again when the microtask runs: a timer cancelled between the move and then stays quiet.
+      if (!p.cancelled)
+        queueMicrotask(() => {
+          if (!p.cancelled) p.fn();
+        });
     }
   };
 

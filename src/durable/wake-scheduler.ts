@@ -190,7 +190,7 @@ export class WakeScheduler {
         this.again = false;
         starved = false;
         const held = this.takeHeldDue();
-        if (held.length > 0) {
+        if (held.length > 0 && this.running) {
           claimed = true;
           starved = await this.claimHeld(held, batch);
         }
@@ -209,6 +209,9 @@ export class WakeScheduler {
         claimed = true;
         scanned = true;
         for (;;) {
+          // Stopped while this round awaited the store: no claim goes out after stop (time may have
+          // moved on since, and a claim now would take runs due later than the stop).
+          if (!this.running) break;
           const max = this.o.permits.tryTake(batch);
           if (max === 0) {
             starved = true;
@@ -286,17 +289,20 @@ export class WakeScheduler {
     return false;
   }
 
-  /** A run a claim just took: resumed now, or — reserved ahead of its wake time — at its dueAt. */
+  /**
+   * A run a claim just took: resumed now, or — reserved ahead of its wake time — at its dueAt. A
+   * claim that answers after stop gives its runs back instead: nothing ran, so the next taker counts
+   * no recovery, and no run starts after the app said it stopped.
+   */
   private begin(run: AcquiredRun): void {
+    if (!this.running) {
+      const p = this.release(run).finally(() => this.resuming.delete(p));
+      this.resuming.add(p);
+      return;
+    }
     const at = run.dueAt;
     if (at === undefined || at <= this.o.clock.now()) {
       this.track(run);
-      return;
-    }
-    if (!this.running) {
-      // Stopped while the claim was in flight: not due yet, so given back rather than run early.
-      const p = this.release(run).finally(() => this.resuming.delete(p));
-      this.resuming.add(p);
       return;
     }
     const id = run.run.id;
@@ -374,8 +380,11 @@ export class WakeScheduler {
     });
     this.waiting.clear();
     let timer: NodeJS.Timeout | undefined;
+    // The claim round in flight first: a claim answering now gives its runs back (begin), and
+    // those releases join `resuming`, which is read after it.
+    const settled = this.round.then(() => Promise.allSettled([...this.resuming, ...released]));
     await Promise.race([
-      Promise.allSettled([...this.resuming, ...released]),
+      settled,
       new Promise<void>((r) => {
         timer = setTimeout(r, timeoutMs);
         timer.unref();
@@ -385,23 +394,25 @@ export class WakeScheduler {
   }
 
   /**
-   * Gives a reserved run back (its lease cleared, still sleeping with its wakeAt) and frees its
-   * permit. The retry time is its wake time, so the release is a store wake event: every
-   * instance's scheduler re-reads the deadline and whichever claims first wakes it then. Nothing
-   * ran, so the taker counts no recovery; a sleeper is no boot orphan to be run early.
+   * Gives a claimed run back and frees its permit: a reserved sleeper stays sleeping with its
+   * wakeAt; a run the claim set running is due again at once. The retry time is its due time, so
+   * the release is a store wake event: every instance's scheduler re-reads the deadline and
+   * whichever claims first takes it. Nothing ran, so the taker counts no recovery; a sleeper is no
+   * boot orphan to be run early.
    */
   private async release(run: AcquiredRun): Promise<void> {
+    const now = this.o.clock.now();
     try {
       await this.o.store.releaseRun({
         runId: run.run.id,
         owner: run.run.leaseOwner!,
-        now: this.o.clock.now(),
-        retryAt: run.dueAt!,
+        now,
+        retryAt: run.dueAt ?? now,
       });
     } catch (e) {
       this.o.logger.warn(
         { err: e, runId: run.run.id },
-        "wake scheduler: releasing a run reserved ahead of its wake time failed at stop; it wakes when its lease lapses",
+        "wake scheduler: giving a claimed run back at stop failed; it is taken again when its lease lapses",
       );
     } finally {
       this.o.permits.giveBack(1);
