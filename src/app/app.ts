@@ -53,7 +53,8 @@ export function createApp(options: CreateAppOptions): App {
 
 const STORE_UNAVAILABLE: Readiness = Object.freeze({ ready: false, reason: "store_unavailable" });
 
-type State = "new" | "booting" | "orphan_scan" | "ready" | "stopping" | "stopped";
+/** `draining`: stop() was called; `/_/ready` answers 503 while everything else still serves (http.drainDelayMs). */
+type State = "new" | "booting" | "orphan_scan" | "ready" | "draining" | "stopping" | "stopped";
 
 /**
  * Wires one app: config and registry, the store, the signal runtime (worker
@@ -74,6 +75,10 @@ class OkeApp implements App, FxRuntime {
   readonly instanceId: string;
   readonly operator: OperatorApi;
   private state: State = "new";
+  /** The stop in progress (or done): every stop() call after the first waits for it. */
+  private stopping: Promise<void> | undefined;
+  /** Ends the drain now (a stop() with `drainMs: 0` while draining). */
+  private endDrain: (() => void) | undefined;
   private bootPromise: Promise<void> | undefined;
   /** The store's open (with boot's wait), shared by boot and an app.emit() before it. */
   private storeOpening: Promise<void> | undefined;
@@ -202,7 +207,8 @@ class OkeApp implements App, FxRuntime {
   readiness(): Readiness {
     if (this.state === "ready") return this.store.health().ok ? { ready: true } : STORE_UNAVAILABLE;
     if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
-    if (this.state === "stopping" || this.state === "stopped") return { ready: false, reason: "stopping" };
+    if (this.state === "draining" || this.state === "stopping" || this.state === "stopped")
+      return { ready: false, reason: "stopping" };
     return this.waitingForStore ? STORE_UNAVAILABLE : { ready: false, reason: "booting" };
   }
 
@@ -336,7 +342,8 @@ class OkeApp implements App, FxRuntime {
           derivedIds: given !== undefined,
         }),
       };
-    if (this.state !== "ready" && this.state !== "orphan_scan") await this.boot();
+    if (this.state !== "ready" && this.state !== "draining" && this.state !== "orphan_scan")
+      await this.boot();
     return this.durable.start(flow, input, parentRunId, runId);
   }
 
@@ -481,7 +488,7 @@ class OkeApp implements App, FxRuntime {
   }
 
   wakeEarly(runId: string): Promise<WakeEarlyResult> {
-    return this.durable.wakeEarly(runId, this.state === "ready");
+    return this.durable.wakeEarly(runId, this.state === "ready" || this.state === "draining");
   }
 
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {
@@ -547,8 +554,42 @@ class OkeApp implements App, FxRuntime {
    * timers, sweeps, heartbeats, HTTP requests — gets until then, and the last
    * log line names what was still running (counts and ids).
    */
-  async stop(options: { timeoutMs?: number } = {}): Promise<void> {
-    if (this.state === "stopped" || this.state === "stopping") return;
+  stop(options: { timeoutMs?: number; drainMs?: number } = {}): Promise<void> {
+    // A second call waits for the stop in progress; `drainMs: 0` also cuts its drain short.
+    if (this.stopping !== undefined) {
+      if (options.drainMs === 0) this.endDrain?.();
+      return this.stopping;
+    }
+    if (this.state === "stopped") return Promise.resolve();
+    this.stopping = this.drainThenStop(options);
+    return this.stopping;
+  }
+
+  /**
+   * The drain (http.drainDelayMs): only a listening app that was serving has load balancers to tell.
+   * `/_/ready` answers 503 meanwhile; routes, workers, runs and streams go on as before.
+   */
+  private async drainThenStop(options: { timeoutMs?: number; drainMs?: number }): Promise<void> {
+    const drainMs = options.drainMs ?? this.config.drainDelayMs;
+    if (drainMs > 0 && this.server !== undefined && this.state === "ready") {
+      this.state = "draining";
+      this.logger.info(
+        { drainMs },
+        `stopping: /_/ready answers 503 for ${drainMs} ms while this instance still serves (http.drainDelayMs), then it stops`,
+      );
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        this.endDrain = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.endDrain = undefined;
+    }
+    await this.stopNow(options);
+  }
+
+  private async stopNow(options: { timeoutMs?: number }): Promise<void> {
     const timeoutMs = options.timeoutMs ?? this.config.shutdownTimeoutMs;
     // A duration within this process: on the monotonic clock, so a host clock step during the drain
     // neither cuts it short nor stretches it.

@@ -66,6 +66,13 @@ export interface OkeSettings {
     maxConnections?: number;
     /** How long an Idempotency-Key and its response are kept, from the first request, in ms. Default 24 h. */
     idempotencyWindowMs?: number;
+    /**
+     * On stop, how long `/_/ready` answers 503 while the app still serves and works, before the port
+     * closes and the graceful stop begins — the time a load balancer needs to see the instance leave
+     * (Kubernetes: the readiness probe's period × failure threshold, plus endpoint propagation).
+     * Not part of `shutdownTimeoutMs`. Default 0: the port closes at once.
+     */
+    drainDelayMs?: number;
   };
   signals?: {
     /** Visibility lease of a once claim in ms. Default 30 000. */
@@ -159,6 +166,7 @@ export const CONFIG_SECTIONS = {
     keepAliveTimeoutMs: true,
     maxConnections: true,
     idempotencyWindowMs: true,
+    drainDelayMs: true,
   },
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { retentionMs: true, leaseMs: true, concurrency: true, maxRecoveries: true },
@@ -229,6 +237,7 @@ export interface ResolvedConfig {
   keepAliveTimeoutMs: number;
   maxConnections: number;
   idempotencyWindowMs: number;
+  drainDelayMs: number;
   leaseMs: number;
   concurrency: number;
   prefetch: number;
@@ -368,6 +377,7 @@ export function resolveConfig(
     keepAliveTimeoutMs: positive("http.keepAliveTimeoutMs", httpS.keepAliveTimeoutMs ?? 72_000),
     maxConnections: positive("http.maxConnections", httpS.maxConnections ?? 1_000),
     idempotencyWindowMs: positive("http.idempotencyWindowMs", httpS.idempotencyWindowMs ?? 24 * 3_600_000),
+    drainDelayMs: nonNegative("http.drainDelayMs", httpS.drainDelayMs ?? 0),
     leaseMs: positive("signals.leaseMs", signals.leaseMs ?? 30_000),
     concurrency: positive("signals.concurrency", signals.concurrency ?? 16),
     prefetch: nonNegative("signals.prefetch", signals.prefetch ?? signals.concurrency ?? 16),

@@ -87,8 +87,14 @@ export interface App {
     port?: number;
     host?: string;
   }): Promise<{ port: number; host: string; console?: { port: number; url: string } }>;
-  /** Graceful stop: stop claiming, wait for in-flight work up to `timeoutMs` (default 10 000), close. */
-  stop(options?: { timeoutMs?: number }): Promise<void>;
+  /**
+   * Graceful stop: stop claiming, wait for in-flight work up to `timeoutMs` (default
+   * `shutdownTimeoutMs`), close. A listening app first drains for `drainMs` (default
+   * `http.drainDelayMs`, 0): `/_/ready` answers 503 while everything still serves, so a load
+   * balancer stops routing here before the port closes. A call during a stop waits for that stop;
+   * one with `drainMs: 0` also ends its drain at once.
+   */
+  stop(options?: { timeoutMs?: number; drainMs?: number }): Promise<void>;
   /** In-process HTTP (no socket), like Hono's app.request(). */
   request(input: string | Request, init?: RequestInit): Promise<Response>;
   /** Emit from scripts and tests; resolves when committed. `tx` = caller's pg client inside BEGIN (postgres only). */
