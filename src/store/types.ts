@@ -219,7 +219,9 @@ export interface ClaimDueRunsRequest extends RunFlowFilter {
    * ahead of its wake time, so the claim's commit is not on the wake's path, and at its `dueAt`
    * resumes it with a second claim by id under the same owner — a holder's own reservation is due to
    * it at any time and that claim sets it `running`. Other claimers skip a sleeper whose reservation
-   * lease is live; one whose reservation lapsed is an ordinary due sleeper (no recovery: nothing ran).
+   * lease is live; one whose reservation lapsed is an ordinary due sleeper. Taking a reservation that
+   * lapsed after its wake time counts one recovery (its holder may have run the step after the
+   * sleep); one that lapsed before its wake time counts none (nothing can have run).
    * `releaseRun` gives a reservation back (still sleeping). Leases of running runs still lapse at
    * `now` only (never taken early). Absent: `now`.
    */

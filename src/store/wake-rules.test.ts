@@ -118,8 +118,28 @@ describe("takeLease", () => {
       { status: "running", wakeAt: null, recoveries: 2 },
     ],
     [
-      "another's reservation once it lapsed: no recovery (a sleeper's wake)",
+      "another's reservation that lapsed before its wake time: no recovery (nothing ran)",
       { ...reserved, leaseExpiresAt: 900 },
+      { status: "running", wakeAt: null, recoveries: 0 },
+    ],
+    [
+      "another's reservation that lapsed after its wake time: a recovery (its holder was past the wake)",
+      { ...reserved, wakeAt: 800, leaseExpiresAt: 900 },
+      { status: "running", wakeAt: null, recoveries: 1 },
+    ],
+    [
+      "another's reservation that lapsed at its wake time: no recovery",
+      { ...reserved, wakeAt: 900, leaseExpiresAt: 900 },
+      { status: "running", wakeAt: null, recoveries: 0 },
+    ],
+    [
+      "a reservation given back (no owner): no recovery",
+      { ...reserved, wakeAt: 800, leaseOwner: null, leaseExpiresAt: null },
+      { status: "running", wakeAt: null, recoveries: 0 },
+    ],
+    [
+      "its holder resuming its own reservation: no recovery",
+      { ...reserved, leaseOwner: "b" },
       { status: "running", wakeAt: null, recoveries: 0 },
     ],
   ])("%s", (_, r, want) => {
@@ -158,6 +178,12 @@ describe("claimLease", () => {
       { ...reserved, leaseExpiresAt: 900 },
       "b",
       { status: "sleeping", wakeAt: 1_200, leaseOwner: "b", leaseExpiresAt: NOW + 30 },
+    ],
+    [
+      "a reservation that lapsed after its wake is taken, a recovery",
+      { ...reserved, wakeAt: 800, leaseExpiresAt: 900 },
+      "b",
+      { status: "running", wakeAt: null, leaseOwner: "b", leaseExpiresAt: NOW + 30, recoveries: 1 },
     ],
     [
       "its holder's own reservation is resumed (taken)",

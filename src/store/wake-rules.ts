@@ -71,15 +71,28 @@ export function dueForClaim(r: RunState, owner: string, now: number, horizon: nu
 }
 
 /**
+ * Whether `owner` taking the run (its lease not live, or `owner`'s) takes it
+ * over from another holder that may have run some of it: a running or
+ * compensating run's lapsed lease, or a reservation that lapsed after its wake
+ * time — its holder was past the wake and may have died in the step after the
+ * sleep before its resuming claim committed. Not a free sleeper's wake, not a
+ * reservation that lapsed before its wake time (nothing ran), not a released
+ * run or reservation (no owner), not the holder itself.
+ */
+export const takeIsRecovery = (r: RunState, owner: string): boolean =>
+  r.leaseOwner !== null &&
+  r.leaseOwner !== owner &&
+  r.leaseExpiresAt !== null &&
+  (leased(r.status) || (r.status === "sleeping" && r.wakeAt !== null && r.wakeAt < r.leaseExpiresAt));
+
+/**
  * What taking the run's lease for `owner` writes: refused for terminal runs
- * and for another's live lease. A take is a recovery when another holder's
- * lease lapsed — not a sleeper's wake, not a released run, not the holder itself.
+ * and for another's live lease; one more recovery when takeIsRecovery.
  */
 export function takeLease(r: RunStateOf, owner: string, now: number, leaseMs: number): RunState {
   if (r.status === "completed" || r.status === "failed") throw storeErrors.runTerminal(r.id, r.status);
   if (leaseLive(r, now) && r.leaseOwner !== owner) throw new JournalLeaseBusy(r.id);
-  const recovered =
-    leased(r.status) && r.leaseOwner !== null && r.leaseOwner !== owner && r.leaseExpiresAt !== null;
+  const recovered = takeIsRecovery(r, owner);
   return {
     status: r.status === "sleeping" ? "running" : r.status,
     leaseOwner: owner,
@@ -94,6 +107,8 @@ export function takeLease(r: RunStateOf, owner: string, now: number, leaseMs: nu
  * What claimDueRuns writes for a run it found due: a sleeper not yet due
  * (claimed ahead under sleepersDueBy) is reserved — the lease is taken, the
  * run stays sleeping with its wakeAt; its holder's later claim resumes it.
+ * Reserving counts no recovery: a lapsed reservation is reserved again only
+ * while its wake time is ahead, so its lease lapsed before it (nothing ran).
  * Anything else is taken (takeLease).
  */
 export function claimLease(r: RunStateOf, owner: string, now: number, leaseMs: number): RunState {

@@ -143,7 +143,7 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
     await a.stop({ timeoutMs: 2_000 });
   });
 
-  it("an instance that dies holding a reservation: its lease lapses and another instance wakes the run, once, no recovery", async () => {
+  it("an instance that dies holding a reservation: its lease lapses and another instance wakes the run, once, one recovery (its lease outlived the wake time)", async () => {
     // A's clock stops inside the lookahead: its local timer never fires, as if its process were gone.
     const { store, ran, nap, app: a, held } = await reservedRun("ahead.died");
     expect(held.leaseExpiresAt).toBeGreaterThan(WAKE);
@@ -151,7 +151,8 @@ describe("postgres: a sleeper is reserved ahead of its wake time", () => {
     await until(async () => (await onlyRun(store)).status === "completed", "resumed by the other instance");
     await b.idle();
     expect(ran).toEqual(["before", "after"]);
-    expect((await onlyRun(store)).recoveries).toBe(0);
+    // The store cannot tell A dying before its wake from A dying in the step after it: counted once.
+    expect((await onlyRun(store)).recoveries).toBe(1);
     // A's stop releases nothing it no longer holds.
     await a.stop({ timeoutMs: 2_000 });
     expect(await onlyRun(store)).toMatchObject({ status: "completed" });

@@ -13,6 +13,7 @@ import {
   type StoreFactory,
 } from "./harness.ts";
 import type { JournalEntry } from "../types.ts";
+import { wakeRecoveryCases } from "./wake-recovery-cases.ts";
 
 /** Park, due sleepers, wake-early, orphans, finish, and listing runs. */
 export function journalParkCases(factory: StoreFactory): void {
@@ -215,7 +216,9 @@ export function journalParkCases(factory: StoreFactory): void {
         wakeAt: T0 + 140,
         leaseOwner: null,
       });
-      // A lapsed reservation (its holder died) is a due sleeper: taken, and no recovery (nothing ran).
+      // A lapsed reservation (its holder died) is a due sleeper: taken. s2 was given back (no
+      // recovery); s4's holder held it past its wake time and may have run the step after the sleep
+      // (one recovery: wake-recovery-cases.ts).
       const after = T0 + 100 + LEASE + 1;
       const lapsed = await store().claimDueRuns({
         owner: "inst-4",
@@ -226,7 +229,7 @@ export function journalParkCases(factory: StoreFactory): void {
       });
       expect(lapsed.map((a) => a.run)).toMatchObject([
         { id: "s2", status: "running", leaseOwner: "inst-4", recoveries: 0 },
-        { id: "s4", status: "running", leaseOwner: "inst-4", recoveries: 0 },
+        { id: "s4", status: "running", leaseOwner: "inst-4", recoveries: 1 },
       ]);
     });
 
@@ -371,4 +374,6 @@ export function journalParkCases(factory: StoreFactory): void {
       expect(await store().listRuns({ limit: 3 })).toHaveLength(3);
     });
   });
+  // Wired here so every driver's suite (suite.ts calls journalParkCases) runs them.
+  wakeRecoveryCases(factory);
 }

@@ -33,13 +33,18 @@ export interface LeaseReq {
 const keepCompensating = "CASE WHEN status = 'compensating' THEN status ELSE 'running' END";
 
 /**
- * The recovery count after a take by `owner` (SET reads the row as it was): one more when another
- * holder's lease had lapsed — every take requires a lapsed, free or own lease, and a free one
- * (released, or a sleeper's) is no recovery, nor the holder's own.
+ * The recovery count after a take by `owner` (SET reads the row as it was): wake-rules
+ * takeIsRecovery. One more when another holder's lease had lapsed — every take requires a lapsed,
+ * free or own lease — on a running or compensating run, or on a reservation that lapsed after its
+ * wake time (its holder was past the wake and may have died in the step after the sleep before its
+ * resuming claim committed). A free lease (released, or a sleeper's), a reservation that lapsed
+ * before its wake time and the holder's own are no recovery. A claim that reserves never counts:
+ * the reservation it replaces lapsed before the wake time still ahead of it.
  */
 const countRecovery = (r: string, owner: string): string =>
-  `${r}recoveries + CASE WHEN ${r}status IN ('running', 'compensating') AND ${r}lease_owner IS NOT NULL
-     AND ${r}lease_owner <> ${owner} AND ${r}lease_expires_at IS NOT NULL THEN 1 ELSE 0 END`;
+  `${r}recoveries + CASE WHEN ${r}lease_owner IS NOT NULL AND ${r}lease_owner <> ${owner} AND ${r}lease_expires_at IS NOT NULL
+     AND (${r}status IN ('running', 'compensating') OR (${r}status = 'sleeping' AND ${r}wake_at < ${r}lease_expires_at))
+     THEN 1 ELSE 0 END`;
 
 const takeSql = (s: string, inFlightOnly = false): string => `
 UPDATE ${s}.runs
