@@ -26,8 +26,14 @@ export class FleetClock implements Clock {
     return this.fleet.start();
   }
 
+  /** Ends re-measuring; settled() resolves once a measurement in progress has ended. */
   stop(): void {
     this.fleet.stop();
+  }
+
+  /** Resolves when no read of the database's time is out (await it after stop(), before closing the store). */
+  settled(): Promise<void> {
+    return this.fleet.settled();
   }
 
   /** ms this host's clock must add to read the database's, as of now. */

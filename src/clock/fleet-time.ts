@@ -80,6 +80,8 @@ export class FleetTime {
   private last = -Infinity;
   private cancel: (() => void) | undefined;
   private running = false;
+  /** The measurement in progress, if any: stop() sends no round trip after it, settled() waits for it. */
+  private measuring: Promise<void> | undefined;
   private warnedAt = 0;
 
   constructor(
@@ -128,7 +130,15 @@ export class FleetTime {
 
   async start(): Promise<void> {
     this.running = true;
-    await this.measure();
+    await this.remeasure();
+  }
+
+  private remeasure(): Promise<void> {
+    const p = this.measure().finally(() => {
+      if (this.measuring === p) this.measuring = undefined;
+    });
+    this.measuring = p;
+    return p;
   }
 
   private async measure(): Promise<void> {
@@ -138,6 +148,9 @@ export class FleetTime {
       // the monotonic clock, so a host clock step during one cannot skew it.
       let best = { rtt: Infinity, server: 0, mid: 0, offset: 0 };
       for (let i = 0; i < SAMPLES; i++) {
+        // Stopped meanwhile: the store may be closing, so no further round trip goes out, and the
+        // partial measurement is dropped (a clock about to stop need not move).
+        if (!this.running) return;
         const before = this.host.monotonic();
         const server = await this.storeTime();
         const after = this.host.monotonic();
@@ -161,11 +174,16 @@ export class FleetTime {
       if (agree) this.adopt(this.clock.now(), this.host.monotonic());
       else this.adopt(best.server, best.mid);
     } catch (e) {
-      this.logger.warn({ err: e }, "clock: could not read the database's time; keeping the last measurement");
+      // A read failing after stop is the store closing under it: nothing to report.
+      if (this.running)
+        this.logger.warn(
+          { err: e },
+          "clock: could not read the database's time; keeping the last measurement",
+        );
     }
     if (this.running)
       this.cancel = this.at(offSecond(this.now() + RESYNC_MS), () => {
-        void this.measure();
+        void this.remeasure();
       });
   }
 
@@ -192,8 +210,14 @@ export class FleetTime {
     }
   }
 
+  /** Ends re-measuring: no round trip goes out after this; a measurement in progress ends at its current one (settled()). */
   stop(): void {
     this.running = false;
     this.cancel?.();
+  }
+
+  /** Resolves once the measurement in progress, if any, has ended: no storeTime() call is out then. */
+  settled(): Promise<void> {
+    return this.measuring ?? Promise.resolve();
   }
 }

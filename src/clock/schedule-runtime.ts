@@ -86,6 +86,10 @@ export class ScheduleRuntime {
   private readonly live = new Map<string, Live>();
   private readonly compiled = new Map<string, CompiledSpec>();
   private running = false;
+  /** stop() was called: a start() still awaiting the store (or called later, a boot racing the stop) arms nothing. */
+  private stopped = false;
+  /** The start() in progress: its reconcile is a store write, which stop() waits for. */
+  private starting: Promise<void> | undefined;
   private cancelTimer: (() => void) | undefined;
   private timerAt = Infinity;
   private unsubscribe: (() => void) | undefined;
@@ -134,9 +138,16 @@ export class ScheduleRuntime {
   }
 
   /** Reconciles the declared clocks with the store, warns about DST-sensitive ones, arms the timer. */
-  async start(): Promise<void> {
-    if (this.running) return;
+  start(): Promise<void> {
+    if (this.running || this.stopped) return Promise.resolve();
+    this.starting ??= this.begin().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async begin(): Promise<void> {
     await this.fleet?.start();
+    // Stopped while measuring fleet time (an app stopped during boot): no reconcile goes out.
+    if (this.stopped) return;
     const declared = [...this.bound.values()].map((b) => ({
       name: b.name,
       spec: b.schedule.spec,
@@ -145,6 +156,8 @@ export class ScheduleRuntime {
       description: b.schedule.description ?? null,
     }));
     const records = await this.o.store.reconcileSchedules(declared, this.now());
+    // Stopped while the reconcile was out: no timer, no subscription, no fire after the app stopped.
+    if (this.stopped) return;
     for (const r of records) {
       if (r.orphaned && r.lastSlot !== null && !this.bound.has(r.name))
         this.o.logger.info({ clock: r.name }, `clock "${r.name}" is no longer declared: marked orphaned`);
@@ -401,13 +414,23 @@ export class ScheduleRuntime {
     return this.loop ?? Promise.resolve();
   }
 
-  /** Stops the timer and waits for a check in progress. */
+  /**
+   * Stops the timer and waits for a start() (its reconcile) or a check (its fires) in progress. No
+   * store call goes out after this: a check re-tests `running` after each await. A fire already
+   * sent commits or not as one statement (store.fire), so whether or not its answer arrives, the
+   * next instance finds the slot fired or fires it itself, once. A fire written claimed for this
+   * instance's pool is handed to the pool, whose own stop waits for it or leaves it to lazy reclaim.
+   */
   async stop(): Promise<void> {
+    this.stopped = true;
     this.running = false;
     this.fleet?.stop();
     this.unsubscribe?.();
+    this.unsubscribe = undefined;
     this.cancelTimer?.();
     this.cancelTimer = undefined;
-    await this.loop;
+    // A failed start is boot's error, reported there.
+    await this.starting?.catch(() => undefined);
+    await Promise.all([this.loop, this.fleet?.settled()]);
   }
 }

@@ -23,6 +23,8 @@ const KEEP_FINISHED = 20;
 export class ReplayJobs {
   private readonly jobs: ReplayJob[] = [];
   private readonly cancels = new Map<number, () => void>();
+  /** Batches sent to the store and not answered yet: settled() waits for them. */
+  private readonly inFlight = new Set<Promise<void>>();
   private nextId = 1;
 
   constructor(
@@ -60,13 +62,15 @@ export class ReplayJobs {
     let offset = 0;
     const tick = (): void => {
       this.cancels.delete(job.id);
+      // Stopped since this tick was armed: no batch goes out after stopAll().
+      if (job.state !== "running") return;
       job.nextAt = null;
       ticks++;
       // Total due by this tick (the epsilon: 100 × 1.13 is 112.99999999999999 in floating point).
       const due = Math.min(ids.length, Math.floor(ticks * perPeriod + 1e-9));
       const chunk = ids.slice(offset, due);
       offset += chunk.length;
-      this.host.operator.replay(signal, chunk).then(
+      const batch = this.host.operator.replay(signal, chunk).then(
         (done) => {
           job.replayed += done.length;
           job.skipped += chunk.length - done.length;
@@ -80,9 +84,12 @@ export class ReplayJobs {
         },
         (e: unknown) => {
           job.error = e instanceof Error ? e.message : String(e);
-          this.finish(job, "failed");
+          // A batch failing after stopAll() (the store closing under it) leaves the job stopped: it ended once.
+          if (job.state === "running") this.finish(job, "failed");
         },
       );
+      this.inFlight.add(batch);
+      void batch.finally(() => this.inFlight.delete(batch));
     };
     tick();
     return { ...job };
@@ -96,8 +103,16 @@ export class ReplayJobs {
     this.onDone({ ...job });
   }
 
-  /** Stops every running job (Console shutdown); what was replayed stays replayed. */
+  /**
+   * Stops every running job (Console shutdown); what was replayed stays replayed. A batch already
+   * sent still lands (settled() waits for it), and none goes out after this.
+   */
   stopAll(): void {
     for (const job of this.jobs) if (job.state === "running") this.finish(job, "stopped");
+  }
+
+  /** Resolves once no batch is out at the store: await it after stopAll(), before the store closes. */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
   }
 }

@@ -25,7 +25,9 @@ export class RunRetention {
 
   constructor(private readonly o: RunRetentionOptions) {}
 
+  /** Arms the sweep; after stop() it does nothing (an app whose boot went on after its stop). */
   start(): void {
+    if (this.running || this.stopped) return;
     this.running = true;
     this.arm(this.o.clock.now());
   }
@@ -40,6 +42,7 @@ export class RunRetention {
     const every = Math.min(this.o.retentionMs, SWEEP_MS);
     const due = from + every;
     this.cancel = this.o.clock.at(due, () => {
+      if (!this.running) return;
       this.sweeping = this.sweep().finally(() => {
         this.sweeping = undefined;
         this.arm(Math.max(due, this.o.clock.now() - every));
@@ -53,9 +56,11 @@ export class RunRetention {
     let total = 0;
     try {
       for (;;) {
+        // Checked after every await (the yield below included): no batch goes out after stop().
+        if (this.stopped) break;
         const n = await this.o.store.pruneRuns(this.o.clock.now() - this.o.retentionMs, batch);
         total += n;
-        if (n < batch || this.stopped) break;
+        if (n < batch) break;
         // Let claims and handlers in between batches.
         await new Promise((r) => setImmediate(r));
       }
@@ -71,6 +76,7 @@ export class RunRetention {
     return total;
   }
 
+  /** Cancels the timer and waits for the sweep in progress, which sends no batch after this. */
   async stop(): Promise<void> {
     this.running = false;
     this.stopped = true;

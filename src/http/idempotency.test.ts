@@ -185,4 +185,61 @@ describe("createIdempotency", () => {
     await draining;
     expect((await store.getIdempotencyKey("k3"))?.status).toBe("done");
   });
+
+  it("after stop() no lock renewal goes out for a request still running, and stop() waits for the renewal already out", async () => {
+    // Only the renewal timer is faked: it fires on demand, everything else runs for real.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const { logger } = recording();
+      const real = createMemoryStore();
+      const renewals: number[] = [];
+      let letRenewalLand: () => void = () => undefined;
+      const renewalHeld = new Promise<void>((r) => (letRenewalLand = r));
+      const store = Object.assign(Object.create(real) as Store, {
+        renewIdempotencyKey: async (req: Parameters<Store["renewIdempotencyKey"]>[0]) => {
+          renewals.push(req.now);
+          if (renewals.length === 1) await renewalHeld;
+          return real.renewIdempotencyKey(req);
+        },
+        claimIdempotencyKey: real.claimIdempotencyKey.bind(real),
+        completeIdempotencyKey: real.completeIdempotencyKey.bind(real),
+        releaseIdempotencyKey: real.releaseIdempotencyKey.bind(real),
+        getIdempotencyKey: real.getIdempotencyKey.bind(real),
+        pruneIdempotencyKeys: real.pruneIdempotencyKeys.bind(real),
+        getRun: real.getRun.bind(real),
+      });
+      const idem = createIdempotency({ store, now: () => 1_000, windowMs: 60_000, logger });
+      const started: string[] = [];
+      // Requests whose flows hang past the shutdown deadline: they never finish.
+      const hang = (key: string) =>
+        idem.handle(
+          key,
+          "fp",
+          () => void started.push(key),
+          () => undefined,
+          () => ({ status: 500, body: undefined }),
+        );
+      hang("k-hung");
+      for (let turn = 0; turn < 100 && started.length === 0; turn++)
+        await new Promise((r) => setImmediate(r));
+      vi.advanceTimersByTime(IDEMPOTENCY_LOCK_MS / 3);
+      expect(renewals).toHaveLength(1);
+      let stopped = false;
+      const stopping = idem.stop().then(() => (stopped = true));
+      for (let turn = 0; turn < 10; turn++) await new Promise((r) => setImmediate(r));
+      const stoppedBeforeTheRenewalLanded = stopped;
+      letRenewalLand();
+      await stopping;
+      // A request that claimed its key just before the stop, and the renewal timer's later turns.
+      hang("k-late");
+      for (let turn = 0; turn < 100 && started.length < 2; turn++) await new Promise((r) => setImmediate(r));
+      vi.advanceTimersByTime(3 * IDEMPOTENCY_LOCK_MS);
+      for (let turn = 0; turn < 10; turn++) await new Promise((r) => setImmediate(r));
+
+      expect(renewals).toHaveLength(1);
+      expect(stoppedBeforeTheRenewalLanded).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -107,8 +107,10 @@ export function createIdempotency(deps: IdempotencyDeps) {
   // renewal of a request comes within a third of its start).
   const running = new Set<Held>();
   let renewer: ReturnType<typeof setInterval> | undefined;
+  /** stop() was called: no lock is renewed from then on. */
+  let stopped = false;
   const renewAll = (): void => {
-    if (running.size === 0) {
+    if (running.size === 0 || stopped) {
       clearInterval(renewer);
       renewer = undefined;
       return;
@@ -140,7 +142,7 @@ export function createIdempotency(deps: IdempotencyDeps) {
   };
   const hold = (h: Held): void => {
     running.add(h);
-    if (renewer !== undefined) return;
+    if (renewer !== undefined || stopped) return;
     renewer = setInterval(renewAll, IDEMPOTENCY_LOCK_MS / 3);
     renewer.unref();
   };
@@ -304,6 +306,20 @@ export function createIdempotency(deps: IdempotencyDeps) {
     /** Resolves once every answer handed to the store has been stored (or its failure logged). */
     async drain(): Promise<void> {
       while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    },
+
+    /**
+     * The app is stopping: no lock renewal goes out from here (the store is about to close), and it
+     * resolves once the key writes already sent — renewals, lapses, releases, completions — have landed. A request still running past the
+     * shutdown deadline keeps no lock: it lapses as when its process dies, and a retry takes the key
+     * over with the same run id (claim "takenOver").
+     */
+    async stop(): Promise<void> {
+      stopped = true;
+      clearInterval(renewer);
+      renewer = undefined;
+      while (lockWrites.size > 0 || inFlight.size > 0)
+        await Promise.allSettled([...lockWrites.values(), ...inFlight]);
     },
   };
 }

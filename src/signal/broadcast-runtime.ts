@@ -84,6 +84,13 @@ export class BroadcastRuntime {
   private refreshing: Promise<void> | undefined;
   private cancelTick: (() => void) | undefined;
   private tickRunning: Promise<void> | undefined;
+  /** start() in flight (its first heartbeat), so stop() can wait for it. */
+  private starting: Promise<void> | undefined;
+  /**
+   * Set by stop(): a heartbeat or janitor round awaiting the store when it came goes no further
+   * (its next step would read the clock after the stop), and a start awaiting its heartbeat starts
+   * no copy worker.
+   */
   private stopped = false;
 
   constructor(private readonly o: BroadcastRuntimeOptions) {
@@ -99,9 +106,16 @@ export class BroadcastRuntime {
   }
 
   /** Announces this instance's flows, reads the fleet's, and starts a copy worker per own flow. */
-  async start(): Promise<void> {
-    if (!this.used) return;
+  start(): Promise<void> {
+    if (!this.used || this.stopped) return Promise.resolve();
+    this.starting = this.startWorkers().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async startWorkers(): Promise<void> {
     await this.heartbeat();
+    // Stopped while the first heartbeat was out: no worker starts (nobody would stop it).
+    if (this.stopped) return;
     for (const [signal, flows] of this.o.subscribers) {
       const s = this.o.signals.get(signal);
       if (s?.delivery !== "broadcast") continue;
@@ -230,6 +244,7 @@ export class BroadcastRuntime {
 
   private async tick(): Promise<void> {
     await this.heartbeat();
+    if (this.stopped) return;
     // Right after an outage every subscriber's entry may have lapsed only for want of a reachable
     // store: clearing their copies before they re-announce would lose events they are still there for.
     if (this.o.clock.now() < this.holdUntil) return;
@@ -245,6 +260,7 @@ export class BroadcastRuntime {
         now,
         expiresAt: now + BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS,
       });
+    if (this.stopped) return;
     await this.readFleet(now);
   }
 
@@ -278,13 +294,22 @@ export class BroadcastRuntime {
     this.fleetReadAt = now;
   }
 
-  /** Copies of flows nobody runs any more would wait forever: claim them and drop them, once per pair. */
+  /**
+   * Copies of flows nobody runs any more would wait forever: claim them and drop them, once per pair.
+   * No claim goes out after stop; a claim that did is settled all the same (its copies were to be
+   * dropped, and left leased they would only come back spent).
+   */
   private async sweep(): Promise<void> {
     const now = this.o.clock.now();
     const lapsed = await this.o.store.lapsedSubscriptions(now, 20);
     for (const pair of lapsed) {
       let dropped = 0;
+      let done = true;
       for (;;) {
+        if (this.stopped) {
+          done = false;
+          break;
+        }
         const batch = await this.o.store.claim({
           signal: broadcastQueue(pair.signal, pair.flow),
           worker: this.o.instanceId,
@@ -310,6 +335,8 @@ export class BroadcastRuntime {
           { signal: pair.signal, flow: pair.flow, dropped },
           "broadcast: no running instance binds this flow any more; its waiting events are missed",
         );
+      // Forgotten only once its copies are all dropped: the next janitor (any instance's) goes on.
+      if (!done) return;
       await this.o.store.forgetSubscription(pair, pair.expiredAt);
     }
   }
@@ -373,13 +400,15 @@ export class BroadcastRuntime {
     return Promise.all(this.pools.map((p) => p.whenIdle()));
   }
 
+  /** Stops heartbeats and the janitor, waits (up to `timeoutMs`) for the round in flight, then stops the copy workers. */
   async stop(timeoutMs: number): Promise<void> {
     this.stopped = true;
     this.unsubscribe?.();
     this.cancelTick?.();
     // A duration within this process: monotonic, so a host clock step neither cuts nor stretches it.
     const deadline = performance.now() + timeoutMs;
-    await withinMs(timeoutMs, this.tickRunning);
+    // A start awaiting its heartbeat, or a tick: each stops at its next step (see `stopped`).
+    await withinMs(timeoutMs, Promise.allSettled([this.starting, this.tickRunning]));
     await Promise.all(this.pools.map((p) => p.stop(Math.max(0, Math.ceil(deadline - performance.now())))));
   }
 }

@@ -1,11 +1,13 @@
-// LiveRuntime's one subscription to the store's tape appends: a subscribe that threw is not kept.
-import { describe, expect, it } from "vitest";
+// LiveRuntime: its one subscription to the store's tape appends (a subscribe that threw is not kept), and stop.
+import { afterEach, describe, expect, it } from "vitest";
+import { gate, until as untilTurn } from "../../test/conformance/app-fixture.ts";
 import { systemClock } from "../clock/clock.ts";
+import { createTimeTravel } from "../clock/time-travel.ts";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import { LiveRuntime } from "./live-runtime.ts";
-import { signal } from "./signal.ts";
+import { signal, type LiveSignal, type SignalHandle } from "./signal.ts";
 
 /** Waits, re-checking every 10 ms, until `check` holds (a generous deadline: speed never decides). */
 async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
@@ -44,5 +46,94 @@ describe("LiveRuntime's subscription to tape appends", () => {
     stop();
     await rt.stop();
     await memory.close();
+  });
+});
+
+/** A store whose `method` answers only when the test opens the gate (while `gated` is set). */
+function gatedCall(store: Store, method: keyof Store) {
+  const state = { gated: false, waiting: 0, calls: 0, answered: 0, gate: gate() };
+  const proxy = new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== "function") return value;
+      const fn = (value as (...a: unknown[]) => unknown).bind(target);
+      if (prop !== method) return fn;
+      return async (...args: unknown[]) => {
+        state.calls++;
+        if (state.gated) {
+          state.waiting++;
+          await state.gate.promise;
+        }
+        const r = await fn(...args);
+        state.answered++;
+        return r;
+      };
+    },
+  });
+  return { store: proxy, state };
+}
+
+describe("LiveRuntime.stop", () => {
+  const T0 = 1_000_000;
+  const closers: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (closers.length > 0) await closers.pop()!();
+  });
+
+  async function setup(method: keyof Store, signals: LiveSignal[]) {
+    const raw = createMemoryStore();
+    await raw.open();
+    closers.push(() => raw.close());
+    const { store, state } = gatedCall(raw, method);
+    const time = createTimeTravel(T0);
+    const rt = new LiveRuntime({
+      store,
+      clock: time,
+      logger: createLogger({ format: "silent" }),
+      signals: new Map<string, SignalHandle>(signals.map((s) => [s.name, s])),
+    });
+    return { raw, rt, state, time };
+  }
+
+  it("a tape read out at stop delivers nothing when it answers, and no read follows it", async () => {
+    const feed = signal.live("rt.stop.feed");
+    const t = await setup("readTape", [feed]);
+    const got: unknown[] = [];
+    t.rt.live(feed, {}, (e) => void got.push(e.payload));
+    // The reader's catch-up read and the first follow read: it follows the tape now.
+    await untilTurn(() => t.state.answered === 2, "the reader caught up");
+    t.state.gated = true;
+    await t.rt.emit(feed, { n: 1 }, undefined, { flow: "test", runId: null });
+    await untilTurn(() => t.state.waiting === 1, "the follow read after the append");
+    let stopped = false;
+    const stopping = t.rt.stop(5_000).then(() => (stopped = true));
+    await new Promise((r) => setImmediate(r));
+    expect(stopped).toBe(false); // it waits for the read in flight
+    t.state.gate.open();
+    await stopping;
+    await new Promise((r) => setImmediate(r));
+
+    expect(got).toEqual([]);
+    expect(t.state.calls).toBe(3);
+  });
+
+  it("a prune out at stop prunes no other signal afterwards, with the clock read after the stop", async () => {
+    const a = signal.live("rt.stop.a", { retention: "1h" });
+    const b = signal.live("rt.stop.b", { retention: "1h" });
+    const t = await setup("pruneTape", [a, b]);
+    await t.raw.appendTape([{ id: "a1", signal: a.name, key: "", payload: 1 }], T0);
+    await t.raw.appendTape([{ id: "b1", signal: b.name, key: "", payload: 1 }], T0);
+    t.rt.start();
+    t.state.gated = true;
+    t.time.advance("10m"); // the first prune: signal a's batch is out
+    await untilTurn(() => t.state.waiting === 1, "the prune of signal a");
+    const stopping = t.rt.stop(5_000);
+    t.time.advance("2h"); // b's entry is past its retention by the clock now
+    t.state.gate.open();
+    await stopping;
+
+    expect(t.state.calls).toBe(1);
+    const left = await t.raw.readTape({ signal: b.name, key: "", after: 0, notBefore: 0, limit: 10 });
+    expect(left.map((e) => e.id)).toEqual(["b1"]);
   });
 });

@@ -52,7 +52,8 @@ interface Reader {
 class TapeFeed {
   head: number | undefined;
   readonly readers = new Set<Reader>();
-  private chain: Promise<void> = Promise.resolve();
+  /** The reads queued and in flight, in order; LiveRuntime.stop waits for it. */
+  chain: Promise<void> = Promise.resolve();
   private again = false;
   private pulling = false;
 
@@ -83,6 +84,7 @@ class TapeFeed {
   }
 
   private deliver(r: Reader, e: TapeEntry): void {
+    // Stop closes every reader: a read that was out then delivers nothing when it answers.
     if (r.closed || e.position <= r.cursor) return;
     r.cursor = e.position;
     try {
@@ -114,16 +116,19 @@ class TapeFeed {
         do {
           this.again = false;
           await this.sync();
-        } while (this.again);
+        } while (this.again && !this.rt.stopped);
       } finally {
         this.pulling = false;
       }
     });
   }
 
+  /** One catch-up and follow round; no read goes out once the runtime stopped (checked after every await). */
   private async sync(): Promise<void> {
+    if (this.rt.stopped) return;
     if (this.head === undefined) {
       await this.rt.store.open();
+      if (this.rt.stopped) return;
       this.head = await this.rt.store.tapeHead(this.signal.name, this.key);
     }
     const head = this.head;
@@ -131,7 +136,7 @@ class TapeFeed {
     for (const r of this.readers) {
       if (r.live) continue;
       for (;;) {
-        if (r.closed) break;
+        if (r.closed || this.rt.stopped) break;
         const page = await this.read(r.cursor, head);
         for (const e of page) this.deliver(r, e);
         if (page.length < PAGE) break;
@@ -140,6 +145,7 @@ class TapeFeed {
       r.live = true;
     }
     for (;;) {
+      if (this.rt.stopped) return;
       const page = await this.read(this.head);
       for (const e of page) {
         this.head = Math.max(this.head, e.position);
@@ -165,12 +171,17 @@ export class LiveRuntime {
   private unsubscribeStore: (() => void) | undefined;
   private cancelPrune: (() => void) | undefined;
   private pruning: Promise<void> | undefined;
-  private stopped = false;
+  private halted = false;
 
   constructor(private readonly o: LiveRuntimeOptions) {
     this.store = o.store;
     this.clock = o.clock;
     this.logger = o.logger;
+  }
+
+  /** True once stop() was called: no tape read, prune or delivery starts after it. */
+  get stopped(): boolean {
+    return this.halted;
   }
 
   private get liveSignals(): LiveSignal[] {
@@ -184,8 +195,9 @@ export class LiveRuntime {
     let every = PRUNE_EVERY_MS;
     for (const sig of signals) every = Math.min(every, retentionMs(sig));
     const arm = (): void => {
-      if (this.stopped) return;
+      if (this.halted) return;
       this.cancelPrune = this.clock.at(this.clock.now() + every, () => {
+        if (this.halted) return;
         this.pruning = this.prune()
           .then(() => undefined)
           .catch((err: unknown) => this.logger.warn({ err }, "live: pruning failed; retrying later"))
@@ -195,15 +207,19 @@ export class LiveRuntime {
     arm();
   }
 
-  /** Deletes expired entries of every live signal, in batches. Readers never see them either way. */
+  /**
+   * Deletes expired entries of every live signal, in batches. Readers never see them either way.
+   * No batch goes out after stop: one would read the clock after it (time may have moved on since).
+   */
   async prune(): Promise<number> {
     let total = 0;
     for (const s of this.liveSignals) {
+      if (this.halted) break;
       const before = this.clock.now() - retentionMs(s);
       for (;;) {
         const n = await this.store.pruneTape(s.name, before, PRUNE_BATCH);
         total += n;
-        if (n < PRUNE_BATCH || this.stopped) break;
+        if (n < PRUNE_BATCH || this.halted) break;
       }
     }
     return total;
@@ -278,6 +294,9 @@ export class LiveRuntime {
         `app.live: after must be a tape position (a non-negative integer), got ${String(after)}`,
       );
     if (typeof listener !== "function") throw new TypeError("app.live: listener must be a function");
+    // After stop nothing is read or delivered: a reader then gets nothing, and the store is not
+    // subscribed again (the app refuses its callers once stopping; an SSE stream is being closed).
+    if (this.halted) return () => undefined;
     this.follow();
     const name = JSON.stringify([signal.name, key]);
     let feed = this.feeds.get(name);
@@ -297,13 +316,34 @@ export class LiveRuntime {
     };
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
+  /**
+   * Stops pruning and following: every reader is closed at once (an entry a read in flight brings
+   * back is not delivered), then waits — up to `timeoutMs` — for the prune and the tape reads in
+   * flight, so the store is not closed under them.
+   */
+  async stop(timeoutMs = Infinity): Promise<void> {
+    this.halted = true;
     this.cancelPrune?.();
-    await this.pruning;
     this.unsubscribeStore?.();
     this.unsubscribeStore = undefined;
+    const inFlight: Array<Promise<unknown>> = [];
+    if (this.pruning !== undefined) inFlight.push(this.pruning);
+    for (const feed of this.feeds.values()) {
+      for (const r of feed.readers) r.closed = true;
+      feed.readers.clear();
+      inFlight.push(feed.chain);
+    }
     this.feeds.clear();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(inFlight),
+      new Promise<void>((r) => {
+        if (!Number.isFinite(timeoutMs)) return;
+        timer = setTimeout(r, timeoutMs);
+        timer.unref();
+      }),
+    ]);
+    clearTimeout(timer);
   }
 }
 

@@ -76,6 +76,8 @@ export class SignalRuntime {
   private readonly broadcasts: BroadcastRuntime;
   /** Live tapes; the app's SSE hub reads them. */
   readonly lives: LiveRuntime;
+  /** Set by stop(): a start still on its way (awaiting the broadcast heartbeat), or called after, starts nothing more. */
+  private stopped = false;
 
   constructor(private readonly o: SignalRuntimeOptions) {
     this.broadcasts = new BroadcastRuntime({
@@ -94,6 +96,7 @@ export class SignalRuntime {
 
   /** Starts one pool per once-bound flow, then the broadcast runtime. */
   async start(): Promise<void> {
+    if (this.stopped) return;
     for (const [signalName, flows] of this.o.subscribers) {
       const s = this.o.signals.get(signalName)!;
       if (s.delivery !== "once") continue;
@@ -120,6 +123,7 @@ export class SignalRuntime {
       pool.start();
     }
     await this.broadcasts.start();
+    if (this.stopped) return;
     this.lives.start();
   }
 
@@ -209,10 +213,11 @@ export class SignalRuntime {
 
   /** Stops claiming and waits for in-flight handlers up to `timeoutMs`. */
   async stop(timeoutMs: number): Promise<void> {
+    this.stopped = true;
     await Promise.all([
       ...this.pools.map((p) => p.stop(timeoutMs)),
       this.broadcasts.stop(timeoutMs),
-      this.lives.stop(),
+      this.lives.stop(timeoutMs),
     ]);
   }
 }

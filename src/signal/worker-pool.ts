@@ -81,6 +81,11 @@ export class WorkerPool {
   /** Slots held for claim-at-emit writes in flight; stop() waits for them. */
   private reserved = 0;
   private readonly reservations = new Set<Promise<void>>();
+  /**
+   * Set once stop() stopped waiting (everything ended, or its deadline passed): nothing starts after
+   * that — not a buffered message a late handler's end would free a slot for, not what a claim still
+   * in flight brings back. They stay leased, for lazy reclaim.
+   */
   private stopped = false;
   /**
    * Dropped last attempts whose never-started settle is not back yet: the pool claims nothing until it
@@ -167,7 +172,7 @@ export class WorkerPool {
     return {
       start: (m) => {
         if (!close()) return;
-        // After stop() finished the message is left to lazy reclaim, like any unfinished claim.
+        // Once stop() stopped waiting the message is left to lazy reclaim, like any unfinished claim.
         if (this.stopped) return;
         this.armAt(m.leaseExpiresAt);
         this.run(m);
@@ -215,6 +220,8 @@ export class WorkerPool {
           } finally {
             this.roomHeld -= want;
           }
+          // A claim sent before stop that answers after its deadline: nothing may start any more.
+          if (this.stopped && claimed.length > 0) this.claimedTooLate(claimed);
           // Loops, not spreads: a claim as large as the room (concurrency + prefetch) must not overflow the stack.
           let earliest = Infinity;
           for (const m of claimed) {
@@ -250,8 +257,12 @@ export class WorkerPool {
     if (next !== null && this.running) this.armAt(next);
   }
 
-  /** Keeps the single timer on the earliest deadline seen. */
+  /**
+   * Keeps the single timer on the earliest deadline seen. None after stop: it could only wake a pool
+   * that claims nothing (a claim answering during stop would re-arm the timer stop() cancelled).
+   */
   private armAt(at: number): void {
+    if (!this.running) return;
     if (this.cancelTimer && at >= this.timerAt) return;
     this.cancelTimer?.();
     this.timerAt = at;
@@ -282,8 +293,12 @@ export class WorkerPool {
     );
   }
 
-  /** Starts buffered messages while slots are free; drops (and logs) those whose lease already ran out. */
+  /**
+   * Starts buffered messages while slots are free; drops (and logs) those whose lease already ran out.
+   * Nothing once stop() stopped waiting: a handler ending after its deadline frees a slot nobody may use.
+   */
   private startBuffered(): void {
+    if (this.stopped) return;
     const now = this.o.clock.now();
     let dropped = false;
     while (this.inflight + this.reserved < this.o.concurrency && this.buffer.length > 0) {
@@ -588,6 +603,19 @@ export class WorkerPool {
     for (const w of waiters) w();
   }
 
+  /**
+   * Messages a claim in flight at stop brought back after stop() stopped waiting: not run (stop has
+   * returned), and left to their lease — the store has no way to hand a claimed message back, so
+   * each comes back once its lease lapses, as its next attempt.
+   */
+  private claimedTooLate(claimed: readonly ClaimedMessage[]): void {
+    this.o.logger.warn(
+      { signal: this.o.signal.name, messageIds: claimed.map((m) => m.id) },
+      `a claim sent before stop answered after it with ${claimed.length} message(s): not run here; ` +
+        `they are claimed again once their lease (${leaseSeconds(this.o.leaseMs)}) lapses`,
+    );
+  }
+
   /** A settle returned: start what it handed off, warn about fenced settlements, claim when it freed work. */
   private settled({ batch, sent, keyed, frees }: SettledBatch): void {
     // Claims waited for dropped last attempts' settles (committed or given up): claim again.
@@ -671,7 +699,8 @@ export class WorkerPool {
       timer.unref();
     });
     // A claim already sent may still return messages: they are ours and run as in-flight work,
-    // like buffered ones.
+    // like buffered ones — the store has no way to give a claimed message back, and running it uses
+    // the attempt its claim counted. Only until the deadline: after it they are left (claimedTooLate).
     const drained = (async () => {
       await this.pumpDone;
       // Emits writing a message claimed for us: it is ours to run once their commit returns.
@@ -684,12 +713,17 @@ export class WorkerPool {
     })();
     await Promise.race([drained, deadline]);
     clearTimeout(timer);
+    // From here on nothing starts: a handler ending late, or the claim in flight answering, would
+    // otherwise start messages after stop() returned (after the app logged that it stopped).
+    this.stopped = true;
     // Settles still retrying against an unavailable store get as long again, then are given up (logged).
     const abortSettles = setTimeout(() => this.settles.giveUp(), timeoutMs);
     abortSettles.unref();
     await this.settles.drain();
     clearTimeout(abortSettles);
-    this.stopped = true;
+    // A handler that ends after this still has its outcome sent, once: no retries after stop (the
+    // store may be closing), so a failed one is given up, logged, and its message reclaimed.
+    this.settles.giveUp();
     const left = this.inflight + this.buffer.length + this.parked.size;
     if (left > 0)
       this.o.logger.warn(

@@ -1,0 +1,125 @@
+// ScheduleRuntime.stop: no fire (and no reconcile) goes out after stop, and stop waits for the store call in flight.
+import { afterEach, describe, expect, it } from "vitest";
+import { gate, until } from "../../test/conformance/app-fixture.ts";
+import { createLogger } from "../log/logger.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import type { Store } from "../store/types.ts";
+import { ScheduleRuntime } from "./schedule-runtime.ts";
+import { every } from "./schedule.ts";
+import { createTimeTravel } from "./time-travel.ts";
+
+const T0 = Date.parse("2026-05-01T10:00:00.500Z");
+
+/** A store whose `method` answers only once the test opens the gate (while `gated` is set); counts calls. */
+function gatedCall(store: Store, method: keyof Store) {
+  const state = { gated: false, waiting: 0, gate: gate(), calls: new Map<string, number>() };
+  const proxy = new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== "function" || typeof prop !== "string") return value;
+      const fn = (value as (...a: unknown[]) => unknown).bind(target);
+      return (...args: unknown[]) => {
+        state.calls.set(prop, (state.calls.get(prop) ?? 0) + 1);
+        if (prop !== method || !state.gated) return fn(...args);
+        state.waiting++;
+        return state.gate.promise.then(() => fn(...args));
+      };
+    },
+  });
+  return { store: proxy, state };
+}
+
+const runtime = (store: Store, time: ReturnType<typeof createTimeTravel>) =>
+  new ScheduleRuntime({
+    store,
+    clock: time,
+    logger: createLogger({ format: "silent" }),
+    clocks: [{ name: "c.a", schedule: every("1s"), flow: "f.a" }],
+  });
+
+/** Lets timers made due and the checks they start run. */
+const settle = async (rt: ScheduleRuntime): Promise<void> => {
+  for (let i = 0; i < 10; i++) {
+    await rt.whenIdle();
+    await new Promise((r) => setImmediate(r));
+  }
+};
+
+describe("ScheduleRuntime.stop", () => {
+  const closers: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (closers.length > 0) await closers.pop()!();
+  });
+
+  it("a stop while start()'s reconcile awaits the store: stop waits for it, and no slot fires afterwards", async () => {
+    const raw = createMemoryStore();
+    await raw.open();
+    closers.push(() => raw.close());
+    const { store, state } = gatedCall(raw, "reconcileSchedules");
+    const time = createTimeTravel(T0);
+    const rt = runtime(store, time);
+    state.gated = true;
+    const starting = rt.start();
+    await until(() => state.waiting === 1, "the reconcile at start");
+    let stopped = false;
+    const stopping = rt.stop().then(() => (stopped = true));
+    // The app stopped during boot; the clock passes three slots meanwhile.
+    time.advance("3s");
+    await new Promise((r) => setImmediate(r));
+    const stoppedBeforeTheReconcileAnswered = stopped;
+    state.gate.open();
+    await starting;
+    await stopping;
+    time.advance("5s");
+    await settle(rt);
+
+    expect(state.calls.get("fireBatch") ?? 0).toBe(0);
+    expect((await raw.stats("clock:c.a", time.now())).pending).toBe(0);
+    expect((await raw.listSchedules()).map((r) => r.lastSlot)).toEqual([null]);
+    expect(stoppedBeforeTheReconcileAnswered).toBe(false);
+  });
+
+  it("start() after stop() (a boot that went on after the app stopped) sends nothing and fires nothing", async () => {
+    const raw = createMemoryStore();
+    await raw.open();
+    closers.push(() => raw.close());
+    const { store, state } = gatedCall(raw, "reconcileSchedules");
+    const time = createTimeTravel(T0);
+    const rt = runtime(store, time);
+    await rt.stop();
+    await rt.start();
+    time.advance("5s");
+    await settle(rt);
+
+    expect(state.calls.get("reconcileSchedules") ?? 0).toBe(0);
+    expect(state.calls.get("fireBatch") ?? 0).toBe(0);
+    expect((await raw.stats("clock:c.a", time.now())).pending).toBe(0);
+  });
+
+  it("a fire out at stop commits once, stop waits for it, and no later slot fires", async () => {
+    const raw = createMemoryStore();
+    await raw.open();
+    closers.push(() => raw.close());
+    const { store, state } = gatedCall(raw, "fireBatch");
+    const time = createTimeTravel(T0);
+    const rt = runtime(store, time);
+    await rt.start();
+    await settle(rt);
+    state.gated = true;
+    time.advance("1s");
+    await until(() => state.waiting === 1, "the fire of the 10:00:01 slot");
+    let stopped = false;
+    const stopping = rt.stop().then(() => (stopped = true));
+    time.advance("3s");
+    await new Promise((r) => setImmediate(r));
+    expect(stopped).toBe(false);
+    state.gate.open();
+    await stopping;
+    time.advance("5s");
+    await settle(rt);
+
+    expect(state.calls.get("fireBatch")).toBe(1);
+    expect((await raw.stats("clock:c.a", time.now())).pending).toBe(1);
+    expect((await raw.listSchedules()).map((r) => r.lastSlot)).toEqual([Date.parse("2026-05-01T10:00:01Z")]);
+  });
+});
