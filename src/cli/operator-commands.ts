@@ -63,6 +63,19 @@ interface RunRow {
   sleepingOn?: string | null;
   error?: { code?: string; message?: string } | null;
 }
+/** Work no live instance serves (absent from an older app). */
+interface Stranded {
+  /** False when no instance is live: nothing was judged. */
+  checked: boolean;
+  flows: Array<{ name: string; runs: Record<string, number>; dueAt: number | null }>;
+  signals: Array<{
+    name: string;
+    pending: number;
+    inflight: number;
+    leaseLapsedAt: number | null;
+    oldestPendingAgeMs: number | null;
+  }>;
+}
 interface Overview {
   env: string;
   now: number;
@@ -70,6 +83,7 @@ interface Overview {
   flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
   recentFailures: { deadLetters: Message[]; runs: RunRow[] };
   instances: number;
+  stranded?: Stranded;
 }
 interface RunDetail {
   run: RunRow & { input?: unknown; output?: unknown };
@@ -116,7 +130,11 @@ const shapes = {
     listOf(v.signals, (s) => isStr(s.name) && isStr(s.delivery) && isObj(s.throughput)) &&
     listOf(v.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
     isObj(v.recentFailures) &&
-    Array.isArray(v.recentFailures.runs)) as Shape<Overview>,
+    Array.isArray(v.recentFailures.runs) &&
+    (v.stranded === undefined ||
+      (isObj(v.stranded) &&
+        listOf(v.stranded.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
+        listOf(v.stranded.signals, (x) => isStr(x.name) && isNum(x.pending))))) as Shape<Overview>,
   messages: ((v) => isPage(v, isMessage)) as Shape<{ items: Message[]; next: string | null }>,
   runs: ((v) => isPage(v, isRun)) as Shape<{ items: RunRow[]; next: string | null }>,
   run: ((v) =>
@@ -289,13 +307,55 @@ function formatStatus(url: string, o: Overview): string {
     o.flows.reduce((n, f) => n + (f.runs.failed ?? 0), 0),
     o.recentFailures.runs.length,
   );
-  if (dead.length > 0 || failed > 0) {
+  const stranded = strandedLines(o);
+  if (dead.length > 0 || failed > 0 || stranded.length > 0) {
     out.push("");
     for (const s of dead)
       out.push(`${s.dead} dead letter${s.dead === 1 ? "" : "s"} on ${s.name}: oke dead ${s.name}`);
     if (failed > 0) out.push(`${failed} failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
+    out.push(...stranded);
   }
   return out.join("\n");
+}
+
+/** A name from the store on one terminal line: no control characters. */
+const oneLine = (name: string): string =>
+  [...name].map((c) => (c < " " || c === "\u007f" ? " " : c)).join("");
+const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+
+/** One line per flow and signal no live instance serves: what waits, since when, what to do. */
+function strandedLines(o: Overview): string[] {
+  const st = o.stranded;
+  if (st === undefined) return [];
+  if (!st.checked)
+    return ["no live instance heartbeats to this store: cannot tell which runs and messages are stranded"];
+  const out: string[] = [];
+  for (const f of st.flows) {
+    const name = oneLine(f.name);
+    const n = Object.values(f.runs).reduce((a, b) => a + b, 0);
+    const by = RUN_STATUSES.filter((k) => (f.runs[k] ?? 0) > 0)
+      .map((k) => `${k} ${f.runs[k]}`)
+      .join(", ");
+    const due =
+      f.dueAt === null ? "" : `, ${f.dueAt <= o.now ? "due since" : "next due"} ${when(f.dueAt) ?? ""}`;
+    out.push(
+      `stranded: ${plural(n, "run")} of ${name} (${by}${due}): no live instance runs this flow; deploy it again (they resume where they stopped), list them: oke runs --flow ${shellWord(f.name)}`,
+    );
+  }
+  for (const s of st.signals) {
+    const what = [
+      s.pending > 0 ? `${s.pending} pending` : undefined,
+      s.leaseLapsedAt !== null ? `${s.inflight} inflight (lease lapsed)` : undefined,
+    ]
+      .filter((x) => x !== undefined)
+      .join(" and ");
+    const n = s.pending + (s.leaseLapsedAt !== null ? s.inflight : 0);
+    const oldest = s.oldestPendingAgeMs === null ? "" : `, oldest ${age(s.oldestPendingAgeMs) ?? ""}`;
+    out.push(
+      `stranded: ${what} ${n === 1 ? "message" : "messages"} on ${oneLine(s.name)}${oldest}: no live instance consumes this signal; deploy its worker again (they wait, none is lost)`,
+    );
+  }
+  return out;
 }
 
 function formatDead(page: { items: Message[]; next: string | null }, signal: string, more: string): string {

@@ -9,6 +9,7 @@ import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
 import { flow, on, signal } from "../index.ts";
 import { replayLimits } from "../console/api.ts";
+import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import { withoutVitestEnv } from "../../test/support/built-oke.ts";
@@ -130,6 +131,32 @@ describe("answers that are not a Console's, or not whole", () => {
     }
     // --json prints nothing that is not the Console's answer either.
     expect((await oke("status", "--json", "--url", url, "--token", TOKEN)).code).toBe(2);
+  });
+
+  it("status says when no instance is live that stranded work was not checked; an older app's answer prints no such line", async () => {
+    const overview = {
+      env: "prod",
+      now: Date.UTC(2026, 11, 1, 12),
+      signals: [],
+      flows: [],
+      recentFailures: { deadLetters: [], runs: [] },
+      instances: 0,
+      audit: [],
+    };
+    let body: unknown = { ...overview, stranded: { checked: false, flows: [], signals: [] } };
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    const r = await oke("status", "--url", url, "--token", TOKEN);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n").at(-1)).toBe(
+      "no live instance heartbeats to this store: cannot tell which runs and messages are stranded",
+    );
+    body = overview;
+    const old = await oke("status", "--url", url, "--token", TOKEN);
+    expect(old.code).toBe(0);
+    expect(old.stdout).not.toContain("stranded");
   });
 
   it("exits quietly when its reader goes away (oke dead … | head)", async () => {
@@ -320,5 +347,60 @@ describe("against a real app's Console", () => {
     );
     down = false;
     expect((await cli("status")).code).toBe(0);
+  });
+});
+
+// Two apps on one store: the Console's app, and a legacy app with a durable flow and a signal's worker.
+const legacyJobs = signal.once<{ n: number }>("legacy.jobs", { retries: 0 });
+const legacyWorker = on(legacyJobs, flow("legacy.work", { do: () => undefined }));
+const legacyWait = flow("legacy.wait", {
+  durable: true,
+  do: async (_: { n: number }, fx) => {
+    await fx.clock.sleep("trial-end", "1h");
+  },
+});
+const jobsToEmit = signal.once<{ n: number }>("legacy.jobs", { retries: 0, optional: true });
+
+describe("stranded work in oke status", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("after the tables, one line per flow and signal no live instance serves, with what to do; exit 0", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const consoleApp = createApp({
+      modules: [{ fine, jobsToEmit }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const legacy = createApp({
+      modules: [{ legacyJobs, legacyWorker, legacyWait }],
+      env: "test",
+      clock: time,
+      store,
+    });
+    await legacy.start({ port: 0, host: "127.0.0.1" });
+    for (let n = 0; n < 2; n++) await legacy.invoke(legacyWait, { n });
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    expect((await cli("status")).stdout).not.toContain("stranded");
+
+    await legacy.stop();
+    for (let n = 0; n < 3; n++) await consoleApp.emit(jobsToEmit, { n });
+    time.advance(65_000);
+    const r = await cli("status");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/· 1 instance alive ·/);
+    expect(r.stdout.split("\n").slice(-2)).toEqual([
+      "stranded: 2 runs of legacy.wait (sleeping 2, next due 2026-12-01 13:00:00Z): no live instance runs this flow; deploy it again (they resume where they stopped), list them: oke runs --flow legacy.wait",
+      "stranded: 3 pending messages on legacy.jobs, oldest 1m05s: no live instance consumes this signal; deploy its worker again (they wait, none is lost)",
+    ]);
+    // The tables keep their format: the legacy flow, gone from the Console's app, has no row there.
+    expect(r.stdout).not.toMatch(/^legacy\.wait /m);
   });
 });

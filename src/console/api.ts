@@ -10,6 +10,7 @@ import {
   type SignalStats,
   type StoredMessage,
 } from "../store/types.ts";
+import { ALIVE_MS } from "./heartbeat.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
 import { sharedRead } from "./shared-read.ts";
@@ -270,15 +271,81 @@ const runCounts = (host: ConsoleHost): ReturnType<ConsoleHost["store"]["runCount
   return read();
 };
 
+/** Run statuses that still need an instance with the run's flow. */
+const WAITING_RUNS: readonly RunStatus[] = ["running", "sleeping", "compensating"];
+/** Stranded flows whose earliest deadline the overview looks up (one indexed read each). */
+const STRANDED_DEADLINES = 20;
+
+/**
+ * Work no live instance can do: runs of flows, and pending messages of once signals, that no instance
+ * heard from in the last 30 s lists (a flow removed or renamed by a deploy, a worker removed, only
+ * web instances left). Nobody claims them — every claim is filtered to the claimer's own flows and
+ * pools — so they wait, untouched, until an instance that has them comes back.
+ *
+ * Flows come from the run counts the overview reads anyway (every flow in the store); signals are
+ * the once signals of this app's manifest, with the counts `signalsView` read: the store has no
+ * listing of every signal that has messages, so a signal the Console's own app does not declare is
+ * not seen here. Broadcast copies are left out: copies of a flow without live subscribers expire and
+ * the janitor clears them (broadcast-runtime.ts).
+ */
+async function strandedView(
+  host: ConsoleHost,
+  signals: Awaited<ReturnType<typeof signalsView>>,
+  counts: Awaited<ReturnType<ConsoleHost["store"]["runCounts"]>>,
+  instances: ReadonlyArray<{ flows: readonly string[]; signals: readonly string[] }>,
+  now: number,
+) {
+  // No heartbeat at all (a Console run from a script, a fleet still booting): nothing can be told
+  // apart, and flagging every run and message would be noise.
+  if (instances.length === 0) return { checked: false, flows: [], signals: [] };
+  const liveFlows = new Set(instances.flatMap((i) => i.flows));
+  const liveSignals = new Set(instances.flatMap((i) => i.signals));
+  const byFlow = new Map<string, Partial<Record<RunStatus, number>>>();
+  for (const c of counts) {
+    if (c.count === 0 || !WAITING_RUNS.includes(c.status) || liveFlows.has(c.flow)) continue;
+    const runs = byFlow.get(c.flow) ?? {};
+    runs[c.status] = (runs[c.status] ?? 0) + c.count;
+    byFlow.set(c.flow, runs);
+  }
+  const flows = [];
+  // One after the other: a burst of reads would take as many pool connections from the app.
+  for (const name of [...byFlow.keys()].sort())
+    flows.push({
+      name,
+      runs: byFlow.get(name)!,
+      // The earliest wake time or lease expiry among them: overdue since then when in the past.
+      dueAt: flows.length < STRANDED_DEADLINES ? await host.store.nextWakeAt({ flows: [name] }) : null,
+    });
+  const stranded = [];
+  for (const s of signals) {
+    if (s.delivery !== "once" || liveSignals.has(s.name) || !("pending" in s)) continue;
+    const pending = s.pending ?? 0;
+    const inflight = s.inflight ?? 0;
+    // Inflight messages count once their lease lapsed: until then a stopped instance may still settle them.
+    const lease = inflight > 0 ? await host.store.nextLeaseExpiry(s.name) : null;
+    const leaseLapsedAt = lease !== null && lease <= now ? lease : null;
+    if (pending === 0 && leaseLapsedAt === null) continue;
+    stranded.push({
+      name: s.name,
+      pending,
+      inflight,
+      leaseLapsedAt,
+      oldestPendingAgeMs: s.oldestPendingAgeMs ?? null,
+    });
+  }
+  return { checked: true, flows, signals: stranded };
+}
+
 export const handlers: Record<string, ApiHandler> = {
   "GET /api/overview": async ({ host }) => {
     const [signals, counts, failedRuns, instances, audit] = await Promise.all([
       signalsView(host),
       runCounts(host),
       host.store.pageRuns({ status: "failed", limit: RECENT_FAILURES }),
-      host.store.listInstances(host.clock.now() - 30_000),
+      host.store.listInstances(host.clock.now() - ALIVE_MS),
       host.store.pageAudit({ limit: 10 }),
     ]);
+    const stranded = await strandedView(host, signals, counts, instances, host.clock.now());
     // The newest dead letters of all signals: each signal's newest few (an index walked backwards),
     // merged newest first — the same order as the failed runs beside them (newest created first).
     const deadLetters: ReturnType<typeof messageView>[] = [];
@@ -311,6 +378,7 @@ export const handlers: Record<string, ApiHandler> = {
           runs: failedRuns.items.map((r) => ({ ...summary(r), error: r.error })),
         },
         instances: instances.length,
+        stranded,
         audit: audit.items,
       },
     };
@@ -509,7 +577,9 @@ export const handlers: Record<string, ApiHandler> = {
 
   "GET /api/instances": async ({ host }) => {
     const now = host.clock.now();
-    return { body: { now, instances: await host.store.listInstances(now - 30_000), self: host.instanceId } };
+    return {
+      body: { now, instances: await host.store.listInstances(now - ALIVE_MS), self: host.instanceId },
+    };
   },
 
   "GET /api/schedules": async ({ host }) => ({ body: { schedules: await host.operator.schedules.list() } }),

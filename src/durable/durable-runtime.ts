@@ -103,6 +103,10 @@ export class DurableRuntime {
   private readonly tasks = new Set<Promise<unknown>>();
   /** Attempts of durable runs this instance is driving now (every path), with their run ids. */
   private readonly driving = new Map<Promise<unknown>, string>();
+  /** The session of each run's attempt driven here now: a call waiting for its child checks its lease. */
+  private readonly sessions = new Map<string, JournalSession>();
+  /** Calls waiting for a child run another holder has, by the child's id: woken when an attempt of it ends here. */
+  private readonly attemptEnds = new Map<string, Set<() => void>>();
   /** Aborted at the stop deadline: journal writes still retrying through an outage give up. */
   private readonly stopping = unlimitedAbort();
   /**
@@ -170,6 +174,14 @@ export class DurableRuntime {
         );
       args[3] = { ...options, end: poison };
     }
+    const runId = acquired.run.id;
+    const execute = args[2];
+    let session: JournalSession | undefined;
+    args[2] = (s, undos) => {
+      session = s;
+      this.sessions.set(runId, s);
+      return execute(s, undos);
+    };
     const p = driveRun(...args);
     const settled = p.then(
       (outcome) => {
@@ -177,8 +189,15 @@ export class DurableRuntime {
       },
       () => undefined,
     );
-    this.driving.set(settled, args[1].run.id);
-    void settled.then(() => this.driving.delete(settled));
+    this.driving.set(settled, runId);
+    void settled.then(() => {
+      this.driving.delete(settled);
+      if (session !== undefined && this.sessions.get(runId) === session) this.sessions.delete(runId);
+      // Calls waiting for this run (a parent that found it held here) look again: it may have ended.
+      const waiters = this.attemptEnds.get(runId);
+      this.attemptEnds.delete(runId);
+      for (const wake of waiters ?? []) wake();
+    });
     return p;
   }
 
@@ -194,13 +213,115 @@ export class DurableRuntime {
     parentRunId: string | null,
     runId: string,
   ): Promise<InvokeResult> {
-    // A derived child id (fx.call on replay) may name a run that already exists: take its outcome.
-    const existing = parentRunId === null ? undefined : await this.o.store.getRun(runId);
-    const ended = existing === undefined ? undefined : outcomeOf(runId, flow, existing);
-    if (ended !== undefined) return ended;
-    let acquired: AcquiredRun;
+    if (parentRunId !== null) return this.startChild(flow, input, parentRunId, runId);
+    const acquired = await this.startOrOutcome(flow, input, parentRunId, runId);
+    return "run" in acquired ? this.driveStarted(flow, input, parentRunId, acquired) : acquired;
+  }
+
+  /**
+   * A call's child run (fx.call; its id derived from the caller's, so a replay names the same run):
+   * an existing run's outcome is taken — returned, thrown, parked — and one still to drive is driven
+   * here. One that another holder has right now (after a crash, this instance's orphan scan or
+   * scheduler resumed it, or another instance did) is waited for, not failed: failing the call with
+   * JournalLeaseBusy ended the parent's attempt with its lease held, so it was taken over again a
+   * lease later — a second recovery for one crash (durable.maxRecoveries 1 failed it). The
+   * wait wakes when an attempt of the child driven here ends; for another instance's (no store event
+   * says a run ended elsewhere) it looks again every third of a lease, and when the child's lease
+   * lapses (its holder died too) takes the child over itself. The child runs under one holder at a
+   * time throughout: each take is the store's.
+   */
+  private async startChild(
+    flow: AnyFlow,
+    input: unknown,
+    parentRunId: string,
+    runId: string,
+  ): Promise<InvokeResult> {
+    const { store, clock, leaseMs } = this.o;
+    const every = Math.max(1, Math.floor(leaseMs / 3));
+    for (let waited = false; ; waited = true) {
+      // The parent's run must still be ours (its heartbeat ran while it waited): else it ends here.
+      if (waited) await this.sessions.get(parentRunId)?.ensureLease();
+      const ended = this.attemptEnd(runId);
+      try {
+        const existing = await store.getRun(runId);
+        const outcome = existing === undefined ? undefined : outcomeOf(runId, flow, existing);
+        if (outcome !== undefined) return outcome;
+        let acquired: AcquiredRun | InvokeResult;
+        try {
+          acquired = await this.startOrOutcome(flow, input, parentRunId, runId);
+        } catch (e) {
+          if (!(e instanceof JournalLeaseBusy && e.runId === runId)) throw e;
+          const now = clock.now();
+          const lapses = existing?.leaseExpiresAt ?? 0;
+          if (!waited)
+            this.o.logger.info(
+              { runId: parentRunId, child: runId },
+              "durable run: its call's child run is held by another attempt; waiting for it to end",
+            );
+          await this.waitForChild(ended.promise, lapses > now ? Math.min(lapses, now + every) : now + every);
+          if (this.stopping.signal.aborted) {
+            this.o.logger.warn(
+              { runId: parentRunId, child: runId },
+              "durable run: stop deadline reached while its call waited for the child run; left to its lease",
+            );
+            throw new JournalLeaseBusy(parentRunId);
+          }
+          continue;
+        }
+        return "run" in acquired ? await this.driveStarted(flow, input, parentRunId, acquired) : acquired;
+      } finally {
+        ended.cancel();
+      }
+    }
+  }
+
+  /** A promise that resolves when an attempt of `runId` driven here ends (register before looking). */
+  private attemptEnd(runId: string): { promise: Promise<void>; cancel(): void } {
+    let wake!: () => void;
+    const promise = new Promise<void>((r) => (wake = r));
+    let waiters = this.attemptEnds.get(runId);
+    if (waiters === undefined) this.attemptEnds.set(runId, (waiters = new Set()));
+    const mine = waiters;
+    mine.add(wake);
+    return {
+      promise,
+      cancel: () => {
+        mine.delete(wake);
+        if (mine.size === 0 && this.attemptEnds.get(runId) === mine) this.attemptEnds.delete(runId);
+      },
+    };
+  }
+
+  /** Until `ended` resolves, the app clock reaches `at`, or the stop deadline passes. */
+  private waitForChild(ended: Promise<void>, at: number): Promise<void> {
+    const stopping = this.stopping.signal;
+    return new Promise<void>((resolve) => {
+      if (stopping.aborted) return resolve();
+      // Each may run more than once: cancelling, removing and resolving again change nothing.
+      const finish = (): void => {
+        cancel();
+        stopping.removeEventListener("abort", finish);
+        resolve();
+      };
+      // Clock.at and then() call back on a later tick, never inside this one (cancel is set by then).
+      const cancel = this.o.clock.at(at, finish);
+      stopping.addEventListener("abort", finish);
+      void ended.then(finish);
+    });
+  }
+
+  /**
+   * Creates run `runId` holding its lease, or takes an existing one (JournalLeaseBusy while another
+   * holder's lease is live). A run that ended since it was read comes back as its outcome.
+   */
+  private async startOrOutcome(
+    flow: AnyFlow,
+    input: unknown,
+    parentRunId: string | null,
+    runId: string,
+  ): Promise<AcquiredRun | InvokeResult> {
     try {
-      acquired = await this.o.store.startRun({
+      return await this.o.store.startRun({
         id: runId,
         flow: flow.name!,
         input,
@@ -210,14 +331,24 @@ export class DurableRuntime {
         leaseMs: this.o.leaseMs,
       });
     } catch (e) {
-      // A run id chosen earlier (an Idempotency-Key retry taking over a dead request's run) whose run
-      // ended since it was read — finished by another instance's orphan scan: its outcome, not a 409.
+      // A run id chosen earlier (an Idempotency-Key retry taking over a dead request's run, a call's
+      // child) whose run ended since it was read — finished by another holder: its outcome, not a 409.
       if (!(e instanceof OkeError && e.code === "OKE1310")) throw e;
       const run = await this.o.store.getRun(runId);
       const outcome = run === undefined ? undefined : outcomeOf(runId, flow, run);
       if (outcome === undefined) throw e;
       return outcome;
     }
+  }
+
+  /** Drives a run `start` just took until it returns, parks or fails (thrown). */
+  private async driveStarted(
+    flow: AnyFlow,
+    input: unknown,
+    parentRunId: string | null,
+    acquired: AcquiredRun,
+  ): Promise<InvokeResult> {
+    const runId = acquired.run.id;
     const outcome = await this.drive(this.deps, acquired, (session, undos) =>
       this.o.execute(flow, input, { runId, attempt: 1, parentRunId, session, undos }),
     );

@@ -168,6 +168,61 @@ function auditTable(items) {
 
 // Views. Each returns a node; the router re-reads it every POLL_MS and patches what changed.
 
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * Work no live instance serves (runs of a flow, messages of a once signal no instance heartbeats
+ * with): a warning above everything else, each entry with what waits and where to look. Nothing when
+ * all is served; a note when no instance is live, so nothing could be judged.
+ */
+function strandedBanner(st, now) {
+  if (!st) return null;
+  if (!st.checked)
+    return h(
+      "p",
+      { id: "stranded", class: "muted" },
+      "No live instance heartbeats to this store: which runs and messages are stranded cannot be told.",
+    );
+  if (st.flows.length === 0 && st.signals.length === 0) return null;
+  const flowItem = (f) => {
+    const n = Object.values(f.runs).reduce((a, b) => a + b, 0);
+    const by = Object.entries(f.runs)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
+    const due = f.dueAt === null ? "" : `, ${f.dueAt <= now ? "due since" : "next due"} ${time(f.dueAt)}`;
+    return h(
+      "li",
+      { "data-key": `stranded flow ${f.name}` },
+      h("strong", {}, f.name),
+      `: ${plural(n, "run")} (${by}${due}) — no live instance runs this flow. `,
+      link(`#/runs?flow=${enc(f.name)}`, "See them", `stranded runs of ${f.name}`),
+    );
+  };
+  const signalItem = (s) => {
+    const parts = [s.pending > 0 ? `${s.pending} pending` : null];
+    if (s.leaseLapsedAt !== null) parts.push(`${s.inflight} in flight, lease lapsed`);
+    const oldest = s.oldestPendingAgeMs === null ? "" : `, oldest ${age(s.oldestPendingAgeMs)}`;
+    return h(
+      "li",
+      { "data-key": `stranded signal ${s.name}` },
+      h("strong", {}, s.name),
+      `: ${parts.filter(Boolean).join(", ")}${oldest} — no live instance consumes this signal. `,
+      link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`),
+    );
+  };
+  return h(
+    "section",
+    { id: "stranded", class: "warn", "aria-labelledby": "stranded-title" },
+    h("h2", { id: "stranded-title" }, "Stranded work: no live instance serves it"),
+    h("ul", {}, st.flows.map(flowItem), st.signals.map(signalItem)),
+    h(
+      "p",
+      {},
+      "It waits in the store and nothing is lost: deploy an instance with the flow or the signal's worker again, and it carries on.",
+    ),
+  );
+}
+
 async function overview() {
   const o = await api("/api/overview");
   const audit = Array.isArray(o.audit) ? o.audit : (await api("/api/audit?limit=10")).items;
@@ -175,6 +230,7 @@ async function overview() {
     "div",
     {},
     h("h1", {}, "Overview"),
+    strandedBanner(o.stranded, o.now),
     h("h2", {}, "Signals"),
     table(
       ["Signal", "Delivery", "Pending", "In flight", "Dead", "Delivered", "Oldest pending", "Last 10 min"],

@@ -1,0 +1,178 @@
+// The overview's stranded section: runs of flows and messages of once signals that no live instance serves, two apps on one store.
+import { afterEach, describe, expect, it } from "vitest";
+import { createApp } from "../app/app.ts";
+import type { App } from "../app/types.ts";
+import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
+import { flow, on, signal } from "../index.ts";
+import { drivers } from "../../test/conformance/drivers.ts";
+import { until } from "../../test/conformance/app-fixture.ts";
+import type { Store } from "../store/types.ts";
+
+const TOKEN = "stranded-secret-0123456789";
+const T0 = 1_700_000_000_000;
+
+// The legacy app: a durable flow that sleeps, and the worker of a once signal.
+const legacyJobs = signal.once<{ n: number }>("legacy.jobs", { retries: 0 });
+const handled: number[] = [];
+// Message 99 holds its worker until `release` (a worker that hangs, then its instance goes away).
+let release: () => void = () => undefined;
+let held = new Promise<void>((r) => (release = r));
+let holding = false;
+const legacyWorker = on(
+  legacyJobs,
+  flow("legacy.work", {
+    do: async ({ n }: { n: number }) => {
+      if (n === 99) {
+        holding = true;
+        await held;
+      }
+      handled.push(n);
+    },
+  }),
+);
+const legacyWait = flow("legacy.wait", {
+  durable: true,
+  do: async (_: { x: number }, fx) => {
+    await fx.clock.sleep("trial-end", "1h");
+  },
+});
+// The Console's app: its own durable flow, and the legacy signal declared to emit it, with no worker
+// (a web app: `optional` lets it emit with no flow bound here).
+const jobsToEmit = signal.once<{ n: number }>("legacy.jobs", { retries: 0, optional: true });
+const current = flow("current.flow", {
+  durable: true,
+  do: async (_: { x: number }, fx) => fx.step("s", () => 1),
+});
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+type Body = any;
+
+describe.each(drivers)("stranded work on the $name driver", (driver) => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()!();
+  });
+
+  async function setup(): Promise<{
+    store: Store;
+    time: TimeTravel;
+    consoleApp: App;
+    startLegacy: () => Promise<App>;
+    overview: () => Promise<Body>;
+    hideFleet: (hide: boolean) => void;
+  }> {
+    const made = await driver.make();
+    cleanups.push(made.cleanup);
+    const time = createTimeTravel(T0);
+    let hidden = false;
+    // The Console's view of the store, with the fleet hidable (a Console no instance heartbeats beside).
+    const seen = new Proxy(made.store, {
+      get(target, prop, receiver) {
+        if (prop === "listInstances" && hidden) return async () => [];
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const consoleApp = createApp({
+      modules: [{ current, jobsToEmit }],
+      env: "test",
+      clock: time,
+      store: seen,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    cleanups.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const { console: c } = await consoleApp.start({ port: 0, host: "127.0.0.1" });
+    const url = c!.url;
+    const startLegacy = async (): Promise<App> => {
+      const app = createApp({
+        modules: [{ legacyJobs, legacyWorker, legacyWait }],
+        env: "test",
+        clock: time,
+        store: made.store,
+        config: { signals: { leaseMs: 5_000 } },
+      });
+      cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
+      await app.start({ port: 0, host: "127.0.0.1" });
+      return app;
+    };
+    const overview = async (): Promise<Body> => {
+      const res = await fetch(`${url}/api/overview`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(res.status).toBe(200);
+      return res.json();
+    };
+    return { store: made.store, time, consoleApp, startLegacy, overview, hideFleet: (h) => (hidden = h) };
+  }
+
+  it("a stopped app's sleeping runs and its signal's pending messages are stranded until it starts again", async () => {
+    handled.length = 0;
+    const { consoleApp, startLegacy, overview, hideFleet } = await setup();
+    const legacy = await startLegacy();
+    await legacy.invoke(legacyWait, { x: 1 });
+    await consoleApp.invoke(current, { x: 1 });
+    await until(async () => (await overview()).instances === 2, "both heartbeats");
+    // Both apps live: the legacy flow and signal have an instance; nothing is stranded.
+    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [] });
+
+    await legacy.stop();
+    cleanups.pop(); // stopped already
+    for (let n = 1; n <= 3; n++) await consoleApp.emit(jobsToEmit, { n });
+    await until(async () => (await overview()).stranded.flows.length === 1, "the stranded flow");
+    const o = await overview();
+    expect(o.instances).toBe(1);
+    expect(o.stranded).toEqual({
+      checked: true,
+      flows: [{ name: "legacy.wait", runs: { sleeping: 1 }, dueAt: T0 + 3_600_000 }],
+      signals: [
+        {
+          name: "legacy.jobs",
+          pending: 3,
+          inflight: 0,
+          leaseLapsedAt: null,
+          oldestPendingAgeMs: expect.any(Number),
+        },
+      ],
+    });
+    // The Console's own app lists its flows only: the stranded flow is in the stranded section alone.
+    expect(o.flows.map((f: { name: string }) => f.name)).toEqual(["current.flow"]);
+
+    // No heartbeat at all (a Console beside no instance): nothing is flagged; the answer says so.
+    hideFleet(true);
+    expect((await overview()).stranded).toEqual({ checked: false, flows: [], signals: [] });
+    hideFleet(false);
+
+    const back = await startLegacy();
+    await until(async () => (await overview()).instances === 2, "the legacy app back");
+    await back.idle();
+    expect(handled.sort()).toEqual([1, 2, 3]);
+    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [] });
+  });
+
+  it("an inflight message counts once its lease lapsed with no live consumer", async () => {
+    handled.length = 0;
+    holding = false;
+    held = new Promise<void>((r) => (release = r));
+    const { consoleApp, startLegacy, overview, time } = await setup();
+    const legacy = await startLegacy();
+    await until(async () => (await overview()).instances === 2, "both heartbeats");
+    await consoleApp.emit(jobsToEmit, { n: 99 });
+    await until(() => holding, "the worker holding message 99");
+    // Its instance goes away with the message still inflight (the stop gives up on the handler).
+    await legacy.stop({ timeoutMs: 50 });
+    cleanups.pop();
+    await until(async () => (await overview()).instances === 1, "the legacy app gone");
+    // The lease is still live: a stopping instance may yet settle it.
+    expect((await overview()).stranded.signals).toEqual([]);
+    time.advance(6_000);
+    const o = await overview();
+    expect(o.stranded.signals).toEqual([
+      {
+        name: "legacy.jobs",
+        pending: 0,
+        inflight: 1,
+        leaseLapsedAt: T0 + 5_000,
+        oldestPendingAgeMs: null,
+      },
+    ]);
+    release();
+  });
+});

@@ -1,0 +1,58 @@
+// flow()'s `durable: true` is kept in the type (Flow<I, O, true>), so a caller can type a durable callee's parked answer; inference elsewhere is unchanged.
+import { describe, expect, expectTypeOf, it } from "vitest";
+import { z } from "zod";
+import type { Fx } from "../fx/types.ts";
+import { flow, type AnyFlow, type Flow } from "./flow.ts";
+import { http } from "./http-trigger.ts";
+import { on } from "./on.ts";
+
+// Checked by `tsc --noEmit` (the project's `include` holds src/**): these lines fail to compile
+// when the inference regresses.
+const durable = flow("types.durable", { durable: true, do: async () => 7 });
+const plain = flow("types.plain", { do: async () => 7 });
+const off = flow("types.off", { durable: false, do: async () => 7 });
+const routed = on(
+  http.post({ path: "/types", in: z.object({ q: z.string() }) }),
+  flow("types.routed", { durable: true, do: async (input) => input.q.length }),
+);
+
+/**
+ * fx.call as src/fx/types.ts could declare it with D (not changed here: that file is not this
+ * change's): a durable callee may park, and the call then resolves `undefined`.
+ */
+interface TypedCall {
+  call<I, O>(target: Flow<I, O, true>, input: I): Promise<O | undefined>;
+  call<I, O>(target: Flow<I, O>, input: I): Promise<O>;
+}
+
+describe("durable in a flow's type", () => {
+  it("durable: true is the literal true; no durable (or false) keeps the defaults", () => {
+    expectTypeOf(durable).toEqualTypeOf<Flow<unknown, number, true>>();
+    expectTypeOf(plain).toEqualTypeOf<Flow<unknown, number>>();
+    expectTypeOf(off).toEqualTypeOf<Flow<unknown, number, false>>();
+    expect([durable.durable, plain.durable, off.durable]).toEqual([true, false, false]);
+  });
+
+  it("a durable flow still binds, stores and infers its trigger's input as before", () => {
+    expectTypeOf(routed.flow).toEqualTypeOf<Flow<{ q: string }, number>>();
+    expectTypeOf(durable).toMatchTypeOf<AnyFlow>();
+    expectTypeOf<Flow<unknown, number, true>>().toMatchTypeOf<Flow<unknown, number>>();
+  });
+
+  it("today's fx.call keeps O for a plain callee; with D it can answer O | undefined for a durable one", () => {
+    expectTypeOf<ReturnType<typeof _callPlain>>().toEqualTypeOf<Promise<number>>();
+    expectTypeOf<ReturnType<typeof _typedCalls>>().toEqualTypeOf<{
+      durable: Promise<number | undefined>;
+      plain: Promise<number>;
+      off: Promise<number>;
+    }>();
+  });
+});
+
+// Typed only, never called.
+const _callPlain = (fx: Fx) => fx.call(plain, {});
+const _typedCalls = (fx: TypedCall) => ({
+  durable: fx.call(durable, {}),
+  plain: fx.call(plain, {}),
+  off: fx.call(off, {}),
+});

@@ -1,0 +1,103 @@
+// The Console page in headless Chromium warns on the overview about work no live instance serves: names and counts, escaped, gone once served again.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../support/chromium.ts";
+import { until } from "../conformance/app-fixture.ts";
+import { createApp } from "../../src/app/app.ts";
+import type { App } from "../../src/app/types.ts";
+import { flow, on, signal } from "../../src/index.ts";
+import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
+import type { Store } from "../../src/store/types.ts";
+
+const TOKEN = "browser-stranded-token-0123456789";
+// Conditions, never sleeps: every wait below ends as soon as what it waits for is on screen.
+const LONG = { timeout: 15_000 };
+
+// Names are any non-empty string: these would be markup if the page ever wrote them as HTML.
+const FLOW = "legacy.<b>wait</b>";
+const SIGNAL = 'legacy.jobs"><img src=x>';
+const legacyJobs = signal.once<{ n: number }>(SIGNAL, { retries: 0 });
+const legacyWorker = on(legacyJobs, flow("legacy.work", { do: () => undefined }));
+const legacyWait = flow(FLOW, {
+  durable: true,
+  do: async (_: { n: number }, fx) => {
+    await fx.clock.sleep("trial-end", "1h");
+  },
+});
+// The Console's app declares the signal to emit it (a web app: no worker bound here).
+const jobsToEmit = signal.once<{ n: number }>(SIGNAL, { retries: 0, optional: true });
+const current = flow("current.flow", { durable: true, do: async (_: unknown, fx) => fx.step("s", () => 1) });
+
+describe("stranded work on the Console page", () => {
+  let store: Store;
+  let consoleApp: App;
+  let legacy: App | undefined;
+  let url: string;
+  let browser: Browser;
+  let page: Page;
+  const pageErrors: string[] = [];
+  const startLegacy = async (): Promise<App> => {
+    const app = createApp({ modules: [{ legacyJobs, legacyWorker, legacyWait }], env: "test", store });
+    await app.start({ port: 0, host: "127.0.0.1" });
+    return app;
+  };
+
+  beforeAll(async () => {
+    store = createMemoryStore();
+    consoleApp = createApp({
+      modules: [{ current, jobsToEmit }],
+      env: "test",
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    legacy = await startLegacy();
+    for (let n = 0; n < 2; n++) await legacy.invoke(legacyWait, { n });
+    browser = await launchChromium();
+    page = await (await browser.newContext({ viewport: { width: 1200, height: 800 } })).newPage();
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+    await page.goto(url + "/");
+    await page.getByLabel("Operator token").fill(TOKEN);
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Overview" }).waitFor(LONG);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await legacy?.stop({ timeoutMs: 2_000 });
+    await consoleApp?.stop({ timeoutMs: 2_000 });
+    await store?.close();
+  });
+
+  it("shows a warning with the names and counts while no live instance serves them, escaped; gone once one does", async () => {
+    // Everything served: no warning.
+    await page.getByRole("heading", { name: "Signals" }).waitFor(LONG);
+    expect(await page.locator("#stranded").count()).toBe(0);
+
+    await legacy!.stop();
+    legacy = undefined;
+    for (let n = 0; n < 3; n++) await consoleApp.emit(jobsToEmit, { n });
+    const banner = page.getByRole("region", { name: "Stranded work: no live instance serves it" });
+    await banner.waitFor(LONG);
+    const flowItem = banner.locator("li", { hasText: FLOW });
+    const signalItem = banner.locator("li", { hasText: SIGNAL });
+    await signalItem.waitFor(LONG);
+    expect(await flowItem.textContent()).toMatch(
+      /^legacy\.<b>wait<\/b>: 2 runs \(sleeping 2, next due .+\) — no live instance runs this flow\. See them$/,
+    );
+    expect(await signalItem.textContent()).toMatch(
+      /^legacy\.jobs"><img src=x>: 3 pending, oldest .+ — no live instance consumes this signal\. See them$/,
+    );
+    // The names are text, never markup.
+    expect(await banner.locator("b, img").count()).toBe(0);
+    expect(await flowItem.getByRole("link").getAttribute("href")).toBe(
+      `#/runs?flow=${encodeURIComponent(FLOW)}`,
+    );
+    expect(await signalItem.getByRole("link").getAttribute("href")).toBe(
+      `#/signal/${encodeURIComponent(SIGNAL)}`,
+    );
+
+    legacy = await startLegacy();
+    await until(async () => (await page.locator("#stranded").count()) === 0, "the warning gone");
+    expect(pageErrors).toEqual([]);
+  });
+});
