@@ -92,12 +92,12 @@ class FxContext implements Fx {
       : undefined;
   }
 
-  async call<I, O>(target: Flow<I, O>, input: I): Promise<O> {
+  async call<I, O>(target: Flow<I, O>, input: I): Promise<O | undefined> {
     const derived = this.nextId();
     const callee = this.rt.registry.named.get(target) ?? target;
-    const run = async (childRunId?: string): Promise<O> => {
+    const run = async (childRunId?: string): Promise<O | undefined> => {
       const r = await this.rt.call(callee, input, { runId: this.runId, flow: this.flow, childRunId });
-      return (r.kind === "returned" ? r.value : undefined) as O;
+      return r.kind === "returned" ? (r.value as O) : undefined;
     };
     // A durable parent names the child by its own run and journal position: a replay after a
     // crash between starting the child and journaling the call finds that child, not a second.

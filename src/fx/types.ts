@@ -76,9 +76,11 @@ export interface Fx {
   id(): string;
   /**
    * Runs another flow in-process after checking its `in`, resolving with its output. A durable
-   * callee that parks (sleeps) resolves with `undefined` although typed `O`: its result is not there
-   * yet. Check for it when the callee is durable (docs/durable.md).
+   * callee (`flow({ durable: true })`) that parks (sleeps) resolves with `undefined`: its result is
+   * not there yet, so such a call is typed `O | undefined` (docs/durable.md). A flow whose
+   * `durable` is not a literal `true` is typed `O`.
    */
+  call<I, O>(target: Flow<I, O, true>, input: I): Promise<O | undefined>;
   call<I, O>(target: Flow<I, O>, input: I): Promise<O>;
   /** Registers a resource to dispose when this attempt ends. Returns it. */
   using<T extends Resource>(resource: T): T;
