@@ -247,16 +247,22 @@ class OkeApp implements App, FxRuntime {
   }
 
   private async doBoot(): Promise<void> {
+    this.stoppedDuringBoot("before it began");
     this.state = "booting";
     await this.openStore();
+    this.stoppedDuringBoot("the store was opened");
     await this.fleetClock?.start();
+    this.stoppedDuringBoot("the database's time was read");
     this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
     logServes(this.logger, this.manifest);
     this.state = "orphan_scan";
     await this.durable.orphanScan();
+    this.stoppedDuringBoot("the orphan scan");
     await this.signals.start();
+    this.stoppedDuringBoot("workers started");
     this.durable.startScheduler();
     await this.schedules.start();
+    this.stoppedDuringBoot("schedules started");
     this.schedulePrune();
     this.heartbeat = startHeartbeat({
       store: this.store,
@@ -272,6 +278,18 @@ class OkeApp implements App, FxRuntime {
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
+  }
+
+  /**
+   * A stop() during boot ends it at the next step: nothing more is started (workers, scheduler,
+   * heartbeat, the keep-alive handle that would hold the process open) and the state stays stopping.
+   */
+  private stoppedDuringBoot(after: string): void {
+    if (this.stopping === undefined) return;
+    throw new OkeError({
+      code: "OKE1097",
+      message: `oke boot: stopped while booting, after ${after} (app.stop() was called)`,
+    });
   }
 
   private track(p: Promise<unknown>): void {
@@ -368,6 +386,7 @@ class OkeApp implements App, FxRuntime {
     this.signals.emitFanout(target, payload, options, producer, session);
 
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
+    this.refuseStopped("app.live()");
     return this.signals.lives.live(signal, options, listener);
   }
 
@@ -474,8 +493,11 @@ class OkeApp implements App, FxRuntime {
     // Armed from when the last prune was due (as RunRetention does), so a clock that jumps during a prune
     // gets the next one at once rather than a period later.
     const arm = (from: number): void => {
+      // A prune in flight at stop re-arms when it ends: not once the app is stopping.
+      if (this.stopping !== undefined) return;
       const due = from + every;
       this.cancelPrune = this.clock.at(due, () => {
+        if (this.stopping !== undefined) return;
         const before = this.clock.now() - this.config.retentionMs;
         this.track(
           Promise.all([this.store.pruneDelivered(before), this.store.pruneFires(before)]).finally(() =>
@@ -631,13 +653,16 @@ class OkeApp implements App, FxRuntime {
         until("http server", this.server?.close({ timeoutMs: left() })),
       ]);
       // Keyed answers already sent whose completions are still on their way to the store (answers
-      // go out ahead of them, see src/http/idempotency.ts). Not cut short by the deadline: each is a
-      // statement already queued, which store.close() would wait for anyway — the store must not
-      // close under it (the server's close waits for its own too, but stop may stop waiting for that).
-      await Promise.all([this.server?.drain(), this.httpHandler?.drain()]);
+      // go out ahead of them, see src/http/idempotency.ts), and key lock renewals, which end here: a
+      // request running past the deadline lets its lock lapse, as a dead process does. Not cut short
+      // by the deadline: each is a statement already queued, which store.close() would wait for
+      // anyway — the store must not close under it.
+      await Promise.all([this.server?.stop(), this.httpHandler?.stop()]);
       await until("console server", this.consoleServer?.close());
       await until("heartbeat", this.heartbeat?.stop());
       this.fleetClock?.stop();
+      // A measurement in flight sends no further round trip; its last one lands before the store closes.
+      await until("fleet clock", this.fleetClock?.settled());
       // Never cut short: the file driver flushes its log here.
       if (this.ownsStore) await this.store.close();
       this.state = "stopped";

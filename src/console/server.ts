@@ -244,13 +244,15 @@ export async function startConsoleServer(
     port,
     url: `http://${shownHost}:${port}`,
     close() {
-      closed ??= new Promise<void>((resolve) => {
+      closed ??= (async () => {
         jobs.stopAll();
-        server.close(() => resolve());
+        const listening = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         // Operators' open tabs poll; nothing they hold is worth waiting for.
         setTimeout(() => server.closeAllConnections(), 1_000).unref();
-      });
+        // A replay batch already sent lands before the store closes (none goes out after stopAll).
+        await Promise.all([listening, jobs.settled()]);
+      })();
       return closed;
     },
   };

@@ -78,6 +78,12 @@ export interface HttpHandler {
    * after the answer, see idempotency.ts): the app waits for it before closing the store.
    */
   drain(): Promise<void>;
+  /**
+   * The app is stopping: no Idempotency-Key lock is renewed from here (a request still running past
+   * the shutdown deadline lets its lock lapse, as a dead process does); resolves once the key writes
+   * already sent, and every keyed answer, are stored.
+   */
+  stop(): Promise<void>;
 }
 
 type HeaderRecord = RouteRequest["headers"];
@@ -382,6 +388,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
 
   return {
     drain: () => idempotency?.drain() ?? Promise.resolve(),
+    stop: () => idempotency?.stop() ?? Promise.resolve(),
     handle(req, res) {
       // Inline callbacks, not named closures: see the note in body.ts.
       try {

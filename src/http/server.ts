@@ -31,6 +31,8 @@ export interface HttpServer {
   close(options?: { timeoutMs?: number }): Promise<void>;
   /** Resolves once every keyed answer sent has been stored (HttpHandler.drain). */
   drain(): Promise<void>;
+  /** Ends Idempotency-Key lock renewals and waits for the key writes sent (HttpHandler.stop). */
+  stop(): Promise<void>;
 }
 
 export async function startHttpServer(app: HttpApp, options: HttpServerOptions): Promise<HttpServer> {
@@ -81,5 +83,5 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
     return closed;
   };
 
-  return { port, host, close, drain: () => handler.drain() };
+  return { port, host, close, drain: () => handler.drain(), stop: () => handler.stop() };
 }
