@@ -6,11 +6,12 @@
  * (a step that OOMs or segfaults). Each step body and undo appends a line to
  * OKE_TRACE (synchronously, before the kill) so the test counts what ran.
  * `durable.maxRecoveries` from OKE_MAX_RECOVERIES. OKE_EMIT=id emits one
- * message with that id. Events as JSON lines on stdout, like child-app.ts.
+ * message with that id; OKE_NAP (e.g. "300ms") sleeps between the two steps. Events as JSON lines
+ * on stdout, like child-app.ts.
  */
 import { appendFileSync } from "node:fs";
 import { pino } from "pino";
-import { createApp, flow, on, signal } from "../../src/index.ts";
+import { createApp, flow, on, signal, type Duration } from "../../src/index.ts";
 import { bootUntilSigterm, databaseUrl as url, envStore, leaseMs } from "./child-kit.ts";
 
 const trace = (what: string, id: string): void =>
@@ -28,6 +29,8 @@ const consumer = on(
       await fx.step("charge", () => (trace("charge", fx.runId), "c1"), {
         undo: () => trace("refund", fx.runId),
       });
+      // OKE_NAP: a sleep right before the poison step, so each death comes just after a wake.
+      if (process.env.OKE_NAP) await fx.clock.sleep("nap", process.env.OKE_NAP as Duration);
       await fx.step("boom", () => {
         trace("boom", fx.runId);
         process.kill(process.pid, "SIGKILL");

@@ -86,3 +86,38 @@ it("a step that SIGKILLs its process: restarted until the run fails with OKE1303
     `poison run: ${MAX_RECOVERIES + 1} SIGKILLs in boom over ${children.length} processes; run failed ${run.error!.code} after ${run.recoveries} recoveries, refund 1×, message dead after ${message.attempts} claims`,
   );
 }, 120_000);
+
+it("a poison step right after a sleep: every death after a wake counts, so the run fails after maxRecoveries + 1 deaths there too", async () => {
+  const { store } = fleet;
+  const id = `poison-nap-${Date.now()}`;
+  const before = children.length;
+  let ended = false;
+  // The wake is reserved a little ahead on postgres; a death between the wake and the claim that
+  // sets the run running used to count nothing, so the run got one death more than the bound.
+  for (let n = 0; n < MAX_RECOVERIES + 3 && !ended; n++) {
+    const child = spawnChild(n === 0 ? { OKE_EMIT: id, OKE_NAP: "300ms" } : { OKE_NAP: "300ms" });
+    const outcome = await Promise.race([
+      child.exited.then(() => "died" as const),
+      (async () => {
+        for (;;) {
+          const r = await store.getRun(id);
+          if (r?.status === "failed" || r?.status === "completed") return "ended" as const;
+          await new Promise((res) => setTimeout(res, 50));
+          if (child.dead) return "died" as const;
+        }
+      })(),
+    ]);
+    if (outcome === "ended") {
+      ended = true;
+      await child.kill("SIGTERM");
+    } else expect(child.proc.signalCode).toBe("SIGKILL");
+  }
+
+  const run = (await store.getRun(id))!;
+  expect(run).toMatchObject({ status: "failed", recoveries: MAX_RECOVERIES + 1, error: { code: "OKE1303" } });
+  expect((await store.getJournal(id)).map(entryName)).toEqual(["charge", "nap", "undo:charge"]);
+  const t = traced(id);
+  expect(t.filter((e) => e.what === "boom")).toHaveLength(MAX_RECOVERIES + 1);
+  expect(t.filter((e) => e.what === "refund")).toHaveLength(1);
+  expect(children.length - before).toBe(MAX_RECOVERIES + 2);
+}, 120_000);
