@@ -1,4 +1,4 @@
-// WorkerPool.stop: once it stopped waiting, nothing starts — not a buffered message, not a late claim's.
+// WorkerPool.stop: once it stopped waiting, nothing starts — not a buffered message, not a late claim's — and those are given back.
 import { afterEach, describe, expect, it } from "vitest";
 import { gate, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
@@ -37,6 +37,31 @@ function gatedCall(store: Store, method: keyof Store) {
   return { store: proxy, state };
 }
 
+/**
+ * The hand-off of Store.settle as postgres does it (memory ignores it): after the settle, the
+ * settling worker claims up to `max` messages in the same call.
+ */
+function withHandoff(store: Store): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop !== "settle") return Reflect.get(target, prop, receiver) as unknown;
+      const settle: Store["settle"] = async (settlements, now, handoff) => {
+        const r = await target.settle(settlements, now);
+        if (handoff === undefined) return r;
+        const claimed = await target.claim({
+          signal: SIGNAL,
+          worker: handoff.worker,
+          max: handoff.max,
+          now,
+          leaseMs: handoff.leaseMs,
+        });
+        return { ...r, claimed };
+      };
+      return settle;
+    },
+  });
+}
+
 /** Lets every promise callback queued so far run (one macrotask), no wall-clock wait. */
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -46,27 +71,50 @@ describe("WorkerPool.stop", () => {
     while (closers.length > 0) await closers.pop()!();
   });
 
-  async function setup(o: { method?: keyof Store; handle: (m: ClaimedMessage) => Promise<HandlerOutcome> }) {
+  async function setup(o: {
+    method?: keyof Store;
+    retries?: number;
+    handoff?: boolean;
+    handle: (m: ClaimedMessage) => Promise<HandlerOutcome>;
+  }) {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, o.method ?? "claim");
+    const { store, state } = gatedCall(o.handoff === true ? withHandoff(raw) : raw, o.method ?? "claim");
     const { logger, records } = recordingLogger();
-    const pool = new WorkerPool({
-      store,
-      clock: createTimeTravel(T0),
-      logger,
-      signal: signal.once(SIGNAL),
-      worker: "w1",
-      concurrency: 1,
-      prefetch: 1,
-      leaseMs: 30_000,
-      handle: o.handle,
-    });
-    const emit = (id: string) =>
-      raw.enqueue([{ id, signal: SIGNAL, key: null, payload: null, parentRunId: null }], T0);
-    return { raw, pool, state, records, emit };
+    const once = signal.once(SIGNAL, { retries: o.retries ?? 3 });
+    const poolOn = (s: Store, worker: string, handle: (m: ClaimedMessage) => Promise<HandlerOutcome>) =>
+      new WorkerPool({
+        store: s,
+        clock: createTimeTravel(T0),
+        logger,
+        signal: once,
+        worker,
+        concurrency: 1,
+        prefetch: 1,
+        leaseMs: 30_000,
+        ...(o.handoff === undefined ? {} : { handoff: o.handoff }),
+        handle,
+      });
+    const pool = poolOn(store, "w1", o.handle);
+    /** Another instance's pool on the same store, started; stopped after the case. */
+    const other = (handle: (m: ClaimedMessage) => Promise<HandlerOutcome>) => {
+      const p = poolOn(raw, "w2", handle);
+      p.start();
+      closers.push(() => p.stop(0));
+      return p;
+    };
+    const emit = (id: string, key: string | null = null) =>
+      raw.enqueue([{ id, signal: SIGNAL, key, payload: null, parentRunId: null }], T0);
+    return { raw, pool, other, state, records, emit };
   }
+
+  const givenBack = (what: string, ids: string[]) =>
+    expect.objectContaining({
+      level: 40,
+      messageIds: ids,
+      msg: `${what}: not run here; given back unstarted, so they are claimed at once, their attempt not counted`,
+    });
 
   it("a handler that ends after the deadline does not start the buffered message behind it", async () => {
     const ran: string[] = [];
@@ -88,11 +136,83 @@ describe("WorkerPool.stop", () => {
     await turn();
 
     expect(ran).toEqual(["m1"]);
-    // Left to lazy reclaim under the claim it came with.
-    expect(await t.raw.getMessage("m2")).toMatchObject({ status: "inflight", attempts: 1 });
+    // Given back by stop() itself, as if never claimed: not left to its lease.
+    expect(await t.raw.getMessage("m2")).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+    expect(t.records).toContainEqual(
+      givenBack("shutdown deadline: buffered message(s) claimed ahead of a free slot were not started", [
+        "m2",
+      ]),
+    );
   });
 
-  it("a claim in flight that answers after the deadline starts nothing; its messages are left to their lease, logged", async () => {
+  it("a buffered message given back at stop runs at once on another pool as the same attempt, even its last", async () => {
+    // retries 0: a message left to its lease came back spent and was settled dead without running.
+    const hung = gate<HandlerOutcome>();
+    const t = await setup({
+      retries: 0,
+      handle: (m) => (m.id === "m1" ? hung.promise : Promise.resolve({ kind: "ok" })),
+    });
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.pool.active === 1 && t.pool.leftIds().length === 2, "m1 running, m2 buffered");
+    await t.pool.stop(0);
+    expect(await t.raw.getMessage("m2")).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+    const ran: ClaimedMessage[] = [];
+    t.other((m) => {
+      ran.push(m);
+      return Promise.resolve({ kind: "ok" });
+    });
+    // No clock moves: without the give-back, m2's lease (30 s) would keep it from the other pool.
+    await until(async () => (await t.raw.getMessage("m2"))?.status === "delivered", "m2 delivered by w2");
+    expect(ran).toMatchObject([{ id: "m2", attempts: 1, lockedBy: "w2" }]);
+    expect(await t.raw.getMessage("m2")).toMatchObject({ status: "delivered", attempts: 1, failures: [] });
+    hung.open({ kind: "ok" });
+  });
+
+  it("a give-back the store refuses leaves the messages to their lease, logged with their ids", async () => {
+    const hung = gate<HandlerOutcome>();
+    const t = await setup({
+      method: "releaseClaimed",
+      handle: (m) => (m.id === "m1" ? hung.promise : Promise.resolve({ kind: "ok" })),
+    });
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.pool.active === 1 && t.pool.leftIds().length === 2, "m1 running, m2 buffered");
+    t.state.failing = true;
+    await t.pool.stop(0);
+    expect(t.state.waiting).toBe(1);
+    expect(await t.raw.getMessage("m2")).toMatchObject({ status: "inflight", attempts: 1, lockedBy: "w1" });
+    expect(t.records).toContainEqual(
+      expect.objectContaining({
+        level: 40,
+        messageIds: ["m2"],
+        msg: "shutdown deadline: buffered message(s) claimed ahead of a free slot were not started: not run here; giving them back failed, so they are claimed again once their lease (30 s) lapses",
+      }),
+    );
+    hung.open({ kind: "ok" });
+  });
+
+  it("a keyed message a settle hands off after stop is given back, still its key's head", async () => {
+    const t = await setup({ method: "settle", handoff: true, handle: () => Promise.resolve({ kind: "ok" }) });
+    await t.emit("k1", "k");
+    await t.emit("k2", "k");
+    t.state.gated = true;
+    t.pool.start();
+    // k1 ran; its settle (which hands k2 to this pool) waits at the store.
+    await until(() => t.state.waiting === 1, "k1's settle sent");
+    const stopping = t.pool.stop(0);
+    t.state.gate.open();
+    await stopping;
+    expect(await t.raw.getMessage("k1")).toMatchObject({ status: "delivered" });
+    expect(await t.raw.getMessage("k2")).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+    expect(t.records).toContainEqual(
+      givenBack("a settle sent before stop handed this pool 1 message(s) after it", ["k2"]),
+    );
+  });
+
+  it("a claim in flight that answers after the deadline starts nothing; its messages are given back, claimable at once by another pool as the same attempt", async () => {
     const ran: string[] = [];
     const t = await setup({
       handle: (m) => {
@@ -110,14 +230,17 @@ describe("WorkerPool.stop", () => {
     await turn();
 
     expect(ran).toEqual([]);
-    expect(await t.raw.getMessage("m1")).toMatchObject({ status: "inflight", attempts: 1 });
-    expect(t.records).toContainEqual(
-      expect.objectContaining({
-        level: 40,
-        messageIds: ["m1"],
-        msg: "a claim sent before stop answered after it with 1 message(s): not run here; they are claimed again once their lease (30 s) lapses",
-      }),
-    );
+    const back = givenBack("a claim sent before stop answered after it with 1 message(s)", ["m1"]);
+    await until(() => t.records.some((r) => back.asymmetricMatch(r)), "the give-back logged");
+    // As if that claim never happened: pending, its attempt not counted, claimable at once.
+    expect(await t.raw.getMessage("m1")).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+    const other: ClaimedMessage[] = [];
+    t.other((m) => {
+      other.push(m);
+      return Promise.resolve({ kind: "ok" });
+    });
+    await until(() => other.length === 1, "m1 claimed by another pool");
+    expect(other[0]).toMatchObject({ id: "m1", attempts: 1, lockedBy: "w2" });
   });
 
   it("the settle of a handler that ends after stop gets one try: a failure is given up, not retried with timers", async () => {

@@ -17,7 +17,8 @@ const thrown = (e: unknown): HandlerOutcome => ({
  * Delivery loop for one once-bound flow: wait for a wake-up or the next lease
  * expiry (one timer, never a polling loop), claim up to the free slots, run
  * handlers, settle in batches. Stopping stops claiming, waits for in-flight
- * handlers up to a deadline, and leaves the rest to lazy reclaim.
+ * handlers up to a deadline, gives back what it claimed and did not start, and leaves handlers
+ * still running to lazy reclaim.
  */
 export class WorkerPool {
   private running = false;
@@ -84,9 +85,11 @@ export class WorkerPool {
   /**
    * Set once stop() stopped waiting (everything ended, or its deadline passed): nothing starts after
    * that — not a buffered message a late handler's end would free a slot for, not what a claim still
-   * in flight brings back. They stay leased, for lazy reclaim.
+   * in flight brings back. Those are given back unstarted (giveBack).
    */
   private stopped = false;
+  /** Give-backs in flight (giveBack): stop() waits for those it sent before it returns. */
+  private readonly givingBack = new Set<Promise<void>>();
   /**
    * Dropped last attempts whose never-started settle is not back yet: the pool claims nothing until it
    * is, or its own claim would reclaim the lapsed message first (fencing that settle off) and settle
@@ -172,8 +175,11 @@ export class WorkerPool {
     return {
       start: (m) => {
         if (!close()) return;
-        // Once stop() stopped waiting the message is left to lazy reclaim, like any unfinished claim.
-        if (this.stopped) return;
+        // Once stop() stopped waiting the message is given back unstarted, like a buffered one.
+        if (this.stopped) {
+          this.giveBack([m], "a message claimed at emit was committed after stop");
+          return;
+        }
         this.armAt(m.leaseExpiresAt);
         this.run(m);
       },
@@ -221,7 +227,10 @@ export class WorkerPool {
             this.roomHeld -= want;
           }
           // A claim sent before stop that answers after its deadline: nothing may start any more.
-          if (this.stopped && claimed.length > 0) this.claimedTooLate(claimed);
+          if (this.stopped && claimed.length > 0) {
+            this.claimedTooLate(claimed);
+            break;
+          }
           // Loops, not spreads: a claim as large as the room (concurrency + prefetch) must not overflow the stack.
           let earliest = Infinity;
           for (const m of claimed) {
@@ -605,15 +614,50 @@ export class WorkerPool {
 
   /**
    * Messages a claim in flight at stop brought back after stop() stopped waiting: not run (stop has
-   * returned), and left to their lease — the store has no way to hand a claimed message back, so
-   * each comes back once its lease lapses, as its next attempt.
+   * returned), and given back unstarted, so any instance claims them at once as the same attempt.
    */
   private claimedTooLate(claimed: readonly ClaimedMessage[]): void {
-    this.o.logger.warn(
-      { signal: this.o.signal.name, messageIds: claimed.map((m) => m.id) },
-      `a claim sent before stop answered after it with ${claimed.length} message(s): not run here; ` +
-        `they are claimed again once their lease (${leaseSeconds(this.o.leaseMs)}) lapses`,
-    );
+    this.giveBack(claimed, `a claim sent before stop answered after it with ${claimed.length} message(s)`);
+  }
+
+  /**
+   * Gives back, in one store call, claims this pool will not start (stopping): each goes back to
+   * pending as if never claimed (Store.releaseClaimed), so another instance claims it at once as the
+   * same attempt — not after its lease, as the next one: a last attempt left to its lease came back
+   * spent and was settled as crashed without its handler ever running. One the pool no longer holds
+   * (its lease lapsed and it was claimed again) is left as it is. A failure leaves them to their
+   * lease. Logged at warn either way, with the ids; stop() waits for those it sent.
+   */
+  private giveBack(ms: readonly ClaimedMessage[], what: string): void {
+    if (ms.length === 0) return;
+    const signal = this.o.signal.name;
+    const messageIds = ms.map((m) => m.id);
+    const lease = leaseSeconds(this.o.leaseMs);
+    const done = (async () => {
+      const claims = ms.map((m) => ({ id: m.id, worker: m.lockedBy, attempt: m.attempts }));
+      return this.o.store.releaseClaimed(claims, this.o.clock.now());
+    })()
+      .then(
+        (released) => {
+          const back = new Set(released);
+          const notHeld = messageIds.filter((id) => !back.has(id));
+          this.o.logger.warn(
+            { signal, messageIds, ...(notHeld.length > 0 ? { notHeld } : {}) },
+            `${what}: not run here; given back unstarted, so they are claimed at once, their attempt not counted` +
+              (notHeld.length > 0
+                ? ` (${notHeld.length} no longer held here, their lease having lapsed, were left as they are)`
+                : ""),
+          );
+        },
+        (err: unknown) => {
+          this.o.logger.warn(
+            { signal, messageIds, err },
+            `${what}: not run here; giving them back failed, so they are claimed again once their lease (${lease}) lapses`,
+          );
+        },
+      )
+      .finally(() => this.givingBack.delete(done));
+    this.givingBack.add(done);
   }
 
   /** A settle returned: start what it handed off, warn about fenced settlements, claim when it freed work. */
@@ -630,8 +674,14 @@ export class WorkerPool {
     }
     const { settled, result: r } = sent;
     const handed = r.claimed ?? [];
-    if (handed.length > 0) {
-      // After stop() they are left to lazy reclaim, like buffered messages stop() did not start.
+    if (handed.length > 0 && this.stopped) {
+      // Handed off by a settle sent before stop: nothing starts them now, so they go back at once.
+      this.giveBack(
+        handed,
+        `a settle sent before stop handed this pool ${handed.length} message(s) after it`,
+      );
+    } else if (handed.length > 0) {
+      // During stop's wait, its loop starts them as slots free up (startBuffered).
       let earliest = Infinity;
       for (const m of handed) {
         this.buffer.push(m);
@@ -687,7 +737,10 @@ export class WorkerPool {
     for (const w of waiters) w();
   }
 
-  /** Stop claiming; wait for handlers up to `timeoutMs`; flush settlements. Unfinished messages stay leased. */
+  /**
+   * Stop claiming; wait for handlers up to `timeoutMs`; give back claimed messages not started; flush
+   * settlements. Handlers still running stay leased (lazy reclaim).
+   */
   async stop(timeoutMs: number): Promise<void> {
     if (!this.running) return;
     this.running = false;
@@ -699,8 +752,8 @@ export class WorkerPool {
       timer.unref();
     });
     // A claim already sent may still return messages: they are ours and run as in-flight work,
-    // like buffered ones — the store has no way to give a claimed message back, and running it uses
-    // the attempt its claim counted. Only until the deadline: after it they are left (claimedTooLate).
+    // like buffered ones, using the attempt their claim counted. Only until the deadline: after it
+    // they are given back unstarted (claimedTooLate), like the buffer.
     const drained = (async () => {
       await this.pumpDone;
       // Emits writing a message claimed for us: it is ours to run once their commit returns.
@@ -716,6 +769,12 @@ export class WorkerPool {
     // From here on nothing starts: a handler ending late, or the claim in flight answering, would
     // otherwise start messages after stop() returned (after the app logged that it stopped).
     this.stopped = true;
+    // Claimed, not started, and nothing will start them: given back, claimable at once elsewhere as
+    // the same attempt (in parallel with the settles below).
+    this.giveBack(
+      this.buffer.splice(0),
+      "shutdown deadline: buffered message(s) claimed ahead of a free slot were not started",
+    );
     // Settles still retrying against an unavailable store get as long again, then are given up (logged).
     const abortSettles = setTimeout(() => this.settles.giveUp(), timeoutMs);
     abortSettles.unref();
@@ -724,11 +783,13 @@ export class WorkerPool {
     // A handler that ends after this still has its outcome sent, once: no retries after stop (the
     // store may be closing), so a failed one is given up, logged, and its message reclaimed.
     this.settles.giveUp();
+    // One call each, no retry: a give-back the store does not answer holds stop() like a settle would.
+    while (this.givingBack.size > 0) await Promise.all([...this.givingBack]);
     const left = this.inflight + this.buffer.length + this.parked.size;
     if (left > 0)
       this.o.logger.warn(
-        { signal: this.o.signal.name, left },
-        "shutdown deadline: leaving in-flight messages to lazy reclaim",
+        { signal: this.o.signal.name, left, messageIds: this.leftIds() },
+        `shutdown deadline: leaving ${left} message(s) still running (or waiting for their run) to lazy reclaim after their lease (${leaseSeconds(this.o.leaseMs)})`,
       );
     // Not waited for: released when their lease ran out, each logged then.
     if (this.pastLease.size > 0)

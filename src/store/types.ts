@@ -96,6 +96,16 @@ export interface SettleHandoff {
   max: number;
 }
 
+/**
+ * A claim its holder gives back without having started it (QueueStore.releaseClaimed): the holder
+ * and the attempt the claim returned, the fence as for a Settlement.
+ */
+export interface ClaimRelease {
+  id: string;
+  worker: string;
+  attempt: number;
+}
+
 export interface SignalStats {
   signal: string;
   pending: number;
@@ -238,9 +248,9 @@ export interface ParkRequest {
 
 /**
  * What subscribers hear. `enqueued`: new messages of the signal. `settled`: a
- * settle made messages of the signal claimable — a retry back to pending, or a
- * keyed message whose successor may now be its key's head; plain deliveries are
- * not announced. `wake`: re-check everything (a poll tick, a reconnect, a wake
+ * settle made messages of the signal claimable — a retry back to pending, a
+ * keyed message whose successor may now be its key's head, or a claim given
+ * back unstarted (releaseClaimed); plain deliveries are not announced. `wake`: re-check everything (a poll tick, a reconnect, a wake
  * time that moved).
  */
 export type StoreEvent =
@@ -285,6 +295,19 @@ export interface QueueStore {
    * the first try's `now`. (Memory and file settle in-process: a commit cannot fail after it.)
    */
   settle(settlements: Settlement[], now: number, handoff?: SettleHandoff): Promise<SettleResult>;
+  /**
+   * Undoes claims their holder never started (a worker pool that stops with claimed messages it
+   * will not run): each message still held by (`worker`, `attempt`) goes back to `pending` with
+   * `attempts - 1`, lock and lease cleared, as if never claimed — the next claim is attempt
+   * `attempt` again, not `attempt + 1`, so a last attempt is not spent unrun. A message no longer
+   * held by that claim (its lease lapsed and it was claimed again, or it was settled) is left
+   * alone. A keyed message stays its key's head (it keeps its emit order) and blocks its
+   * successors as before. Announced like a settle that made work claimable (`settled` for each
+   * signal released), so other instances claim it at once. Returns the ids released, in the
+   * caller's order, each once; a retry after a commit whose answer was lost releases nothing more
+   * (and reports nothing).
+   */
+  releaseClaimed(claims: ClaimRelease[], now: number): Promise<string[]>;
   /** Dead messages of one signal, oldest first. */
   deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;
   getMessage(id: string): Promise<StoredMessage | undefined>;

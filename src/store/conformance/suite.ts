@@ -16,6 +16,7 @@ import { journalAppendCases } from "./journal-append-cases.ts";
 import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
 import { recoveryCases } from "./recovery-cases.ts";
+import { releaseCases } from "./release-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
@@ -40,6 +41,7 @@ export function describeStoreConformance(
     claimAtEmitCases(factory, options);
     fifoCases(factory);
     settleCases(factory);
+    releaseCases(factory);
     deadLetterCases(factory);
     attemptBudgetCases(factory);
     journalLeaseCases(factory);

@@ -261,6 +261,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     enqueue: guarded("enqueue"),
     claim: guarded("claim"),
     settle: guarded("settle"),
+    releaseClaimed: guarded("releaseClaimed"),
     deadLetters: guarded("deadLetters"),
     getMessage: guarded("getMessage"),
     replay: guarded("replay"),

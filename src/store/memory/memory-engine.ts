@@ -5,6 +5,7 @@ import type {
   AcquiredRun,
   AppendRequest,
   ClaimedMessage,
+  ClaimRelease,
   ClaimRequest,
   ClaimDueRunsRequest,
   FinishRequest,
@@ -82,6 +83,7 @@ export type EngineOp =
   | { op: "enqueue"; messages: NewMessage[]; now: number }
   | { op: "claim"; req: ClaimRequest }
   | { op: "settle"; settlements: Settlement[]; now: number }
+  | { op: "releaseClaimed"; claims: ClaimRelease[]; now: number }
   | { op: "replay"; signal: string; ids: readonly string[] | "all"; now: number }
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
   | { op: "pruneDelivered"; before: number }
@@ -165,6 +167,9 @@ export class MemoryEngine {
   }
   settle(settlements: readonly Settlement[], now: number): EngineSettleResult {
     return this.queue.settle(settlements, now);
+  }
+  releaseClaimed(claims: readonly ClaimRelease[], now: number): EngineSettleResult {
+    return this.queue.releaseClaimed(claims, now);
   }
   deadLetters(signal: string, limit?: number): StoredMessage[] {
     return this.queue.deadLetters(signal, limit);
@@ -367,6 +372,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.claim(op.req);
     case "settle":
       return engine.settle(op.settlements, op.now);
+    case "releaseClaimed":
+      return engine.releaseClaimed(op.claims, op.now);
     case "replay":
       return engine.replay(op.signal, op.ids, op.now);
     case "discard":

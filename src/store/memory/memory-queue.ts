@@ -2,6 +2,7 @@
 import { storeErrors } from "../index.ts";
 import type {
   ClaimedMessage,
+  ClaimRelease,
   ClaimRequest,
   NewMessage,
   Settlement,
@@ -128,6 +129,29 @@ export class MemoryQueue {
       if (s.status === "pending" || m.key !== null) signals.add(m.signal);
     }
     return { applied, signals: [...signals] };
+  }
+
+  /**
+   * Claims given back unstarted: back to pending as if never claimed (attempts - 1), fenced like
+   * settle. Requeued at the front like a retry: a keyed one goes back in its emit order, so it
+   * is still its key's head.
+   */
+  releaseClaimed(claims: readonly ClaimRelease[], now: number): EngineSettleResult {
+    const released: string[] = [];
+    const signals = new Set<string>();
+    for (const c of claims) {
+      const m = this.messages.get(c.id);
+      if (m === undefined || m.status !== "inflight" || m.lockedBy !== c.worker || m.attempts !== c.attempt)
+        continue;
+      const q = this.signals.get(m.signal)!;
+      q.leases.remove(m);
+      m.attempts--;
+      this.toPending(m, now);
+      q.addPending(m, true);
+      released.push(m.id);
+      signals.add(m.signal);
+    }
+    return { applied: released, signals: [...signals] };
   }
 
   deadLetters(signal: string, limit?: number): StoredMessage[] {

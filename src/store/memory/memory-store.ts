@@ -120,6 +120,14 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       );
       return { applied };
     },
+    async releaseClaimed(claims, now) {
+      const { applied, signals } = engine.releaseClaimed(claims, now);
+      await commit(
+        applied.length > 0 ? { op: "releaseClaimed", claims, now } : null,
+        signals.map((signal) => ({ kind: "settled", signal })),
+      );
+      return applied;
+    },
     async deadLetters(signal, limit) {
       return engine.deadLetters(signal, limit);
     },

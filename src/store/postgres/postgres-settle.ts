@@ -1,5 +1,5 @@
 /** Batched, fenced settle of message outcomes on postgres. */
-import type { SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
+import type { ClaimRelease, SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
 import { type PgContext, preparedName, q, unique } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
 
@@ -384,4 +384,67 @@ function generalParams(settlements: readonly Settlement[], now: number, ctx: PgC
     ctx.notify ? ctx.channel : null,
     ctx.origin,
   ];
+}
+
+/**
+ * Store.releaseClaimed: claims given back unstarted go back to pending as if never claimed
+ * (attempts - 1), fenced like a settle by (status inflight, locked_by, attempts). A keyed row
+ * keeps its seq, so it is still its key's head for the next claim; nothing else marks a head.
+ * Announced as a retry settle is (the NOTIFY payload of settleSql). Parameters: $1 ids,
+ * $2 workers, $3 attempts, $4 now, $5 channel (NULL: no NOTIFY), $6 origin.
+ */
+export const releaseClaimedSql = (s: string): string => `WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::integer[]) WITH ORDINALITY AS x(id, worker, attempt, ord)
+),
+valid AS (
+  -- As settle's: of several entries for one id, the first that passes the fence; id order, so
+  -- rows are locked in the order settles lock them.
+  SELECT DISTINCT ON (i.id) i.*
+  FROM input i JOIN ${s}.messages l
+    ON l.id = i.id AND l.status = 'inflight' AND l.locked_by = i.worker AND l.attempts = i.attempt
+  WHERE l.id = ANY (ARRAY(SELECT id FROM input))
+  ORDER BY i.id, i.ord
+),
+upd AS (
+  -- The fence again on the row locked: a claim that reclaimed it meanwhile changed attempts.
+  UPDATE ${s}.messages m
+  SET status = 'pending', attempts = m.attempts - 1, locked_by = NULL, lease_expires_at = NULL, updated_at = $4
+  FROM valid i
+  WHERE m.id = i.id AND m.status = 'inflight' AND m.locked_by = i.worker AND m.attempts = i.attempt
+  RETURNING m.id, m.signal
+),
+woke AS (
+  SELECT json_build_object('o', $6::text, 's', array_agg(DISTINCT signal))::text AS payload FROM upd HAVING count(*) > 0
+)
+SELECT (SELECT coalesce(array_agg(id), '{}') FROM upd) AS applied,
+       (SELECT coalesce(array_agg(DISTINCT signal), '{}') FROM upd) AS signals,
+       (SELECT pg_notify($5, CASE WHEN length(payload) <= 7000 THEN payload
+                              ELSE json_build_object('o', $6::text, 'w', 1)::text END)
+        FROM woke WHERE $5::text IS NOT NULL) AS notified`;
+
+export async function releaseClaimed(
+  ctx: PgContext,
+  claims: readonly ClaimRelease[],
+  now: number,
+): Promise<string[]> {
+  if (claims.length === 0) return [];
+  const params = [
+    claims.map((c) => c.id),
+    claims.map((c) => c.worker),
+    claims.map((c) => c.attempt),
+    now,
+    ctx.notify ? ctx.channel : null,
+    ctx.origin,
+  ];
+  const { rows } = await q<{ applied: string[]; signals: string[] }>(
+    ctx.pool,
+    releaseClaimedSql(ctx.s),
+    params,
+  );
+  const row = rows[0];
+  const released = new Set(row?.applied ?? []);
+  const events: StoreEvent[] = (row?.signals ?? []).map((signal) => ({ kind: "settled", signal }));
+  if (events.length > 0) ctx.emit(events);
+  // The caller's order, first occurrence only (as settle's `applied`).
+  return unique(claims.map((c) => c.id).filter((id) => released.has(id)));
 }

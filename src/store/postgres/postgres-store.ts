@@ -23,7 +23,7 @@ import * as schedules from "./postgres-schedules.ts";
 import * as idempotency from "./postgres-idempotency.ts";
 import * as writeLane from "./postgres-write-lane.ts";
 import { pruneRuns } from "./postgres-retention.ts";
-import { settle } from "./postgres-settle.ts";
+import { releaseClaimed, settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
 
 export interface PostgresStoreOptions {
@@ -260,6 +260,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     },
     claim: (req) => claim(ctx, req),
     settle: (settlements, now, handoff) => settle(ctx, settlements, now, handoff),
+    releaseClaimed: (claims, now) => releaseClaimed(ctx, claims, now),
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
     getMessage: (id) => admin.getMessage(ctx, id),
     replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),

@@ -6,6 +6,7 @@ import type {
   AppendRequest,
   ClaimDueRunsRequest,
   ClaimedMessage,
+  ClaimRelease,
   ClaimRequest,
   FinishRequest,
   JournalEntry,
@@ -122,6 +123,10 @@ export class SqliteEngine {
 
   settle(settlements: readonly Settlement[], now: number): EngineSettleResult {
     return this.queue.settle(settlements, now);
+  }
+
+  releaseClaimed(claims: readonly ClaimRelease[], now: number): EngineSettleResult {
+    return this.queue.releaseClaimed(claims, now);
   }
 
   deadLetters(signal: string, limit?: number): StoredMessage[] {

@@ -2,6 +2,7 @@
 import { storeErrors } from "../../index.ts";
 import type {
   ClaimedMessage,
+  ClaimRelease,
   ClaimRequest,
   FailureReason,
   MessageStatus,
@@ -245,6 +246,37 @@ export class SqliteQueue {
         if (s.status === "pending" || m.key !== null) signals.add(m.signal);
       }
       return { applied, signals: [...signals] };
+    });
+  }
+
+  /**
+   * Claims given back unstarted: back to pending as if never claimed (attempts - 1), fenced like
+   * settle. A keyed one keeps its seq, so advanceKey makes it its key's claimable head again.
+   */
+  releaseClaimed(claims: readonly ClaimRelease[], now: number): EngineSettleResult {
+    this.b.check();
+    const held = (c: ClaimRelease, m: MsgRow | undefined): m is MsgRow =>
+      m !== undefined && m.status === "inflight" && m.locked_by === c.worker && m.attempts === c.attempt;
+    // Read first: a release that finds nothing held opens no write (and costs no commit).
+    if (!claims.some((c) => held(c, this.msg(c.id)))) return { applied: [], signals: [] };
+    return this.b.write(() => {
+      const released: string[] = [];
+      const signals = new Set<string>();
+      for (const c of claims) {
+        const m = this.msg(c.id);
+        if (!held(c, m)) continue;
+        m.status = "pending";
+        m.attempts--;
+        m.locked_by = null;
+        m.lease_expires_at = null;
+        m.updated_at = now;
+        m.ready = m.key === null ? 1 : 0;
+        this.saveMsg(m);
+        if (m.key !== null) this.advanceKey(m.signal, m.key);
+        released.push(m.id);
+        signals.add(m.signal);
+      }
+      return { applied: released, signals: [...signals] };
     });
   }
 
