@@ -276,21 +276,23 @@ const WAITING_RUNS: readonly RunStatus[] = ["running", "sleeping", "compensating
 /** Stranded flows whose earliest deadline the overview looks up (one indexed read each). */
 const STRANDED_DEADLINES = 20;
 
+/** Queues of broadcast copies (`~broadcast:<signal>:<flow>`): the janitor clears them, never stranded. */
+const BROADCAST_QUEUE_PREFIX = broadcastQueue("", "").slice(0, -1);
+
 /**
  * Work no live instance can do: runs of flows, and pending messages of once signals, that no instance
  * heard from in the last 30 s lists (a flow removed or renamed by a deploy, a worker removed, only
  * web instances left). Nobody claims them — every claim is filtered to the claimer's own flows and
  * pools — so they wait, untouched, until an instance that has them comes back.
  *
- * Flows come from the run counts the overview reads anyway (every flow in the store); signals are
- * the once signals of this app's manifest, with the counts `signalsView` read: the store has no
- * listing of every signal that has messages, so a signal the Console's own app does not declare is
- * not seen here. Broadcast copies are left out: copies of a flow without live subscribers expire and
- * the janitor clears them (broadcast-runtime.ts).
+ * Both come from the store, not from this app's manifest: flows from the run counts the overview
+ * reads anyway, signals from the store's backlog (every queue with pending or inflight messages), so
+ * a signal removed from the code entirely — its worker and its declaration gone — is still seen.
+ * Broadcast copies are left out: copies of a flow without live subscribers expire and the janitor
+ * clears them (broadcast-runtime.ts).
  */
 async function strandedView(
   host: ConsoleHost,
-  signals: Awaited<ReturnType<typeof signalsView>>,
   counts: Awaited<ReturnType<ConsoleHost["store"]["runCounts"]>>,
   instances: ReadonlyArray<{ flows: readonly string[]; signals: readonly string[] }>,
   now: number,
@@ -316,21 +318,24 @@ async function strandedView(
       // The earliest wake time or lease expiry among them: overdue since then when in the past.
       dueAt: flows.length < STRANDED_DEADLINES ? await host.store.nextWakeAt({ flows: [name] }) : null,
     });
+  const declared = new Set(host.manifest.signals.map((s) => s.name));
   const stranded = [];
-  for (const s of signals) {
-    if (s.delivery !== "once" || liveSignals.has(s.name) || !("pending" in s)) continue;
-    const pending = s.pending ?? 0;
-    const inflight = s.inflight ?? 0;
+  for (const b of await host.store.queueBacklog()) {
+    if (b.signal.startsWith(BROADCAST_QUEUE_PREFIX) || liveSignals.has(b.signal)) continue;
     // Inflight messages count once their lease lapsed: until then a stopped instance may still settle them.
-    const lease = inflight > 0 ? await host.store.nextLeaseExpiry(s.name) : null;
+    const lease = b.earliestLeaseExpiry;
     const leaseLapsedAt = lease !== null && lease <= now ? lease : null;
-    if (pending === 0 && leaseLapsedAt === null) continue;
+    if (b.pending === 0 && leaseLapsedAt === null) continue;
     stranded.push({
-      name: s.name,
-      pending,
-      inflight,
+      name: b.signal,
+      pending: b.pending,
+      inflight: b.inflight,
       leaseLapsedAt,
-      oldestPendingAgeMs: s.oldestPendingAgeMs ?? null,
+      oldestPendingAgeMs:
+        b.oldestPendingCreatedAt === null ? null : Math.max(0, now - b.oldestPendingCreatedAt),
+      // false: the Console's app does not declare it (removed from the code, or only another app's),
+      // so this Console has no signal view for it.
+      declared: declared.has(b.signal),
     });
   }
   return { checked: true, flows, signals: stranded };
@@ -345,7 +350,7 @@ export const handlers: Record<string, ApiHandler> = {
       host.store.listInstances(host.clock.now() - ALIVE_MS),
       host.store.pageAudit({ limit: 10 }),
     ]);
-    const stranded = await strandedView(host, signals, counts, instances, host.clock.now());
+    const stranded = await strandedView(host, counts, instances, host.clock.now());
     // The newest dead letters of all signals: each signal's newest few (an index walked backwards),
     // merged newest first — the same order as the failed runs beside them (newest created first).
     const deadLetters: ReturnType<typeof messageView>[] = [];

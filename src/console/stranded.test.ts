@@ -129,6 +129,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
           inflight: 0,
           leaseLapsedAt: null,
           oldestPendingAgeMs: expect.any(Number),
+          declared: true,
         },
       ],
     });
@@ -171,8 +172,52 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
         inflight: 1,
         leaseLapsedAt: T0 + 5_000,
         oldestPendingAgeMs: null,
+        declared: true,
       },
     ]);
     release();
+  });
+
+  it("a once signal removed from the code entirely: its pending messages are listed as stranded", async () => {
+    const { overview, store, time } = await setup();
+    // The app that had it: declares and consumes legacy.gone, emits three, and is stopped before its
+    // workers ever start (an emit before boot) — the deploy that followed dropped the signal and its worker.
+    const gone = signal.once<{ n: number }>("legacy.gone", { retries: 0 });
+    const goneWorker = on(gone, flow("legacy.gone.work", { do: async (_: { n: number }) => undefined }));
+    const old = createApp({ modules: [{ gone, goneWorker }], env: "test", clock: time, store });
+    for (let n = 1; n <= 3; n++) await old.emit(gone, { n });
+    await old.stop();
+    // A broadcast copy left behind is not a stranded once signal: the janitor clears copies.
+    await store.enqueue(
+      [
+        {
+          id: "copy-1",
+          signal: "~broadcast:legacy.news:legacy.reader",
+          key: null,
+          payload: {},
+          parentRunId: null,
+        },
+      ],
+      T0,
+    );
+    time.advance(1_000);
+    await until(async () => (await overview()).instances === 1, "the Console's own heartbeat");
+    const o = await overview();
+    // The Console's app never mentions legacy.gone: it is not among its signals, only stranded.
+    expect(o.signals.map((s: { name: string }) => s.name)).not.toContain("legacy.gone");
+    expect(o.stranded).toEqual({
+      checked: true,
+      flows: [],
+      signals: [
+        {
+          name: "legacy.gone",
+          pending: 3,
+          inflight: 0,
+          leaseLapsedAt: null,
+          oldestPendingAgeMs: 1_000,
+          declared: false,
+        },
+      ],
+    });
   });
 });

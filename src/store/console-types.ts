@@ -58,6 +58,21 @@ export interface InstanceInfo {
   console: string | null;
 }
 
+/**
+ * One queue's backlog: messages waiting for a consumer (`pending`) or held by one (`inflight`).
+ * Delivered and dead messages are not backlog.
+ */
+export interface QueueBacklog {
+  /** The queue's name: a once signal, or a broadcast signal's copies of one flow (`~broadcast:<signal>:<flow>`). */
+  signal: string;
+  pending: number;
+  inflight: number;
+  /** Emit time (createdAt) of the oldest pending message, null when none is pending. */
+  oldestPendingCreatedAt: number | null;
+  /** Earliest leaseExpiresAt of an inflight message, null when none is inflight. */
+  earliestLeaseExpiry: number | null;
+}
+
 export interface InstanceRecord extends InstanceInfo {
   /** Last heartbeat (epoch ms). */
   seenAt: number;
@@ -88,6 +103,11 @@ export interface ConsoleStore {
   pageRuns(req: RunPageRequest): Promise<Page<RunRecord>>;
   /** Counts of runs per flow and status. */
   runCounts(): Promise<Array<{ flow: string; status: RunStatus; count: number }>>;
+  /**
+   * Every queue with pending or inflight messages, by name — whether or not any app still declares
+   * it (the Console's stranded work: a signal removed from the code keeps its messages).
+   */
+  queueBacklog(): Promise<QueueBacklog[]>;
   /** Delivered messages per `bucketMs` for every signal that delivered any since `from`. */
   throughput(from: number, bucketMs: number, now: number): Promise<Throughput[]>;
   /** Records (or refreshes) an instance's heartbeat at `now`. */

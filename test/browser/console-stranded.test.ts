@@ -18,6 +18,9 @@ const FLOW = "legacy.<b>wait</b>";
 const SIGNAL = 'legacy.jobs"><img src=x>';
 const legacyJobs = signal.once<{ n: number }>(SIGNAL, { retries: 0 });
 const legacyWorker = on(legacyJobs, flow("legacy.work", { do: () => undefined }));
+// A signal only the legacy app knows: the Console's app does not declare it at all.
+const goneJobs = signal.once("gone.jobs");
+const goneWorker = on(goneJobs, flow("gone.work", { do: () => undefined }));
 const legacyWait = flow(FLOW, {
   durable: true,
   do: async (_: { n: number }, fx) => {
@@ -37,7 +40,11 @@ describe("stranded work on the Console page", () => {
   let page: Page;
   const pageErrors: string[] = [];
   const startLegacy = async (): Promise<App> => {
-    const app = createApp({ modules: [{ legacyJobs, legacyWorker, legacyWait }], env: "test", store });
+    const app = createApp({
+      modules: [{ legacyJobs, legacyWorker, legacyWait, goneJobs, goneWorker }],
+      env: "test",
+      store,
+    });
     await app.start({ port: 0, host: "127.0.0.1" });
     return app;
   };
@@ -76,6 +83,11 @@ describe("stranded work on the Console page", () => {
     await legacy!.stop();
     legacy = undefined;
     for (let n = 0; n < 3; n++) await consoleApp.emit(jobsToEmit, { n });
+    // Waiting on a signal the Console's app does not declare (only the stopped legacy app consumes it).
+    await store.enqueue(
+      [{ id: "gone-1", signal: "gone.jobs", key: null, payload: {}, parentRunId: null }],
+      Date.now(),
+    );
     const banner = page.getByRole("region", { name: "Stranded work: no live instance serves it" });
     await banner.waitFor(LONG);
     const flowItem = banner.locator("li", { hasText: FLOW });
@@ -95,6 +107,12 @@ describe("stranded work on the Console page", () => {
     expect(await signalItem.getByRole("link").getAttribute("href")).toBe(
       `#/signal/${encodeURIComponent(SIGNAL)}`,
     );
+    // No link for a signal this app does not declare: it has no page here.
+    const goneItem = banner.locator("li", { hasText: "gone.jobs" });
+    expect(await goneItem.textContent()).toMatch(
+      /^gone\.jobs: 1 pending, oldest .+ — no live instance consumes this signal, and this app does not declare it\.$/,
+    );
+    expect(await goneItem.getByRole("link").count()).toBe(0);
 
     legacy = await startLegacy();
     await until(async () => (await page.locator("#stranded").count()) === 0, "the warning gone");

@@ -206,8 +206,11 @@ function strandedBanner(st, now) {
       "li",
       { "data-key": `stranded signal ${s.name}` },
       h("strong", {}, s.name),
-      `: ${parts.filter(Boolean).join(", ")}${oldest} — no live instance consumes this signal. `,
-      link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`),
+      `: ${parts.filter(Boolean).join(", ")}${oldest} — no live instance consumes this signal`,
+      // A signal this app does not declare has no page here (its view answers 404).
+      s.declared === false
+        ? ", and this app does not declare it."
+        : [". ", link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`)],
     );
   };
   return h(

@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import type { Page } from "../console-types.ts";
 import type { Store } from "../types.ts";
 import {
+  claimOf,
   freshStore,
   idsOf,
   ids,
   msg,
+  sortedIds,
   outcome,
   sleepEntry,
   sleepingRun,
@@ -210,6 +212,64 @@ export function consoleCases(factory: StoreFactory): void {
       const tp = await store().throughput(T0, 60_000, T0 + 180_000);
       expect(tp).toEqual([{ signal: "sig.a", from: T0, bucketMs: 60_000, delivered: [3, 0, 0] }]);
       expect(await store().throughput(T0 + 60_000, 60_000, T0 + 120_000)).toEqual([]);
+    });
+
+    it("lists every queue with a backlog: pending and inflight counts, oldest pending, earliest lease", async () => {
+      expect(await store().queueBacklog()).toEqual([]);
+      await store().enqueue([msg("a1")], T0);
+      await store().enqueue([msg("a2", { key: "k1" })], T0 + 1);
+      await store().enqueue([msg("a3"), msg("a4", { key: "k2" })], T0 + 2);
+      await store().enqueue([msg("b1", { signal: "sig.b" })], T0 + 10);
+      await store().enqueue([msg("c1", { signal: "sig.c" }), msg("c2", { signal: "sig.c" })], T0);
+      // sig.a: its oldest held (a1), three pending. sig.b: its only message held. sig.c: all settled.
+      expect(idsOf(await claimOf(store(), "w", T0 + 100, 1, "sig.a", 1_000))).toEqual(["a1"]);
+      expect(idsOf(await claimOf(store(), "w", T0 + 200, 1, "sig.b", 500))).toEqual(["b1"]);
+      const c = await claimOf(store(), "w", T0 + 300, 10, "sig.c");
+      await store().settle(
+        c.map((x) =>
+          x.id === "c1"
+            ? outcome(x, "delivered")
+            : outcome(x, "dead", { code: "E_BOOM", message: "c2 failed", at: T0 + 300 }),
+        ),
+        T0 + 300,
+      );
+      // A broadcast copy's queue is a queue like any other, listed under its own name.
+      await store().enqueue([msg("x1", { signal: "~broadcast:sig.x:flow.y" })], T0 + 20);
+      expect(await store().queueBacklog()).toEqual([
+        {
+          signal: "sig.a",
+          pending: 3,
+          inflight: 1,
+          oldestPendingCreatedAt: T0 + 1,
+          earliestLeaseExpiry: T0 + 1_100,
+        },
+        {
+          signal: "sig.b",
+          pending: 0,
+          inflight: 1,
+          oldestPendingCreatedAt: null,
+          earliestLeaseExpiry: T0 + 700,
+        },
+        {
+          signal: "~broadcast:sig.x:flow.y",
+          pending: 1,
+          inflight: 0,
+          oldestPendingCreatedAt: T0 + 20,
+          earliestLeaseExpiry: null,
+        },
+      ]);
+      // Delivered and dead are not backlog: once sig.a and sig.b are delivered (their leases lapsed
+      // and were taken again), only the copy's queue is left.
+      const rest = [
+        ...(await claimOf(store(), "w2", T0 + 2_000, 10, "sig.a")),
+        ...(await claimOf(store(), "w2", T0 + 2_000, 10, "sig.b")),
+      ];
+      expect(sortedIds(rest)).toEqual(["a1", "a2", "a3", "a4", "b1"]);
+      await store().settle(
+        rest.map((x) => outcome(x, "delivered")),
+        T0 + 2_000,
+      );
+      expect((await store().queueBacklog()).map((b) => b.signal)).toEqual(["~broadcast:sig.x:flow.y"]);
     });
 
     it("keeps one heartbeat per instance; old ones and removed ones are not listed", async () => {

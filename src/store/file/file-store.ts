@@ -287,6 +287,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     pageMessages: guarded("pageMessages"),
     pageRuns: guarded("pageRuns"),
     runCounts: guarded("runCounts"),
+    queueBacklog: guarded("queueBacklog"),
     throughput: guarded("throughput"),
     heartbeat: guarded("heartbeat"),
     listInstances: guarded("listInstances"),

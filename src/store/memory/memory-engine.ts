@@ -28,6 +28,7 @@ import type {
   MessagePageRequest,
   Page,
   RunPageRequest,
+  QueueBacklog,
   Throughput,
 } from "../console-types.ts";
 import type { BeginCompensationRequest } from "../compensation-types.ts";
@@ -257,6 +258,9 @@ export class MemoryEngine {
   }
   runCounts(): Array<{ flow: string; status: RunStatus; count: number }> {
     return consoleViews.runCounts(this.journal.records());
+  }
+  queueBacklog(): QueueBacklog[] {
+    return this.queue.backlog();
   }
   throughput(from: number, bucketMs: number, now: number): Throughput[] {
     return consoleViews.throughput(this.queue.records(), from, bucketMs, now);

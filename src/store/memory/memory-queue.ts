@@ -10,6 +10,7 @@ import type {
   SignalStats,
   StoredMessage,
 } from "../types.ts";
+import type { QueueBacklog } from "../console-types.ts";
 import {
   cloneFailure,
   msgRecFromSnapshot,
@@ -213,6 +214,22 @@ export class MemoryQueue {
 
   nextLeaseExpiry(signal: string): number | null {
     return this.signals.get(signal)?.leases.peek()?.leaseExpiresAt ?? null;
+  }
+
+  /** Queues with pending or inflight messages, by name: sizes and heap heads, one entry per signal. */
+  backlog(): QueueBacklog[] {
+    const out: QueueBacklog[] = [];
+    for (const q of this.signals.values()) {
+      if (q.ages.size === 0 && q.leases.size === 0) continue;
+      out.push({
+        signal: q.signal,
+        pending: q.ages.size,
+        inflight: q.leases.size,
+        oldestPendingCreatedAt: q.ages.peek()?.createdAt ?? null,
+        earliestLeaseExpiry: q.leases.peek()?.leaseExpiresAt ?? null,
+      });
+    }
+    return out.sort((a, b) => (a.signal < b.signal ? -1 : a.signal > b.signal ? 1 : 0));
   }
 
   pruneDelivered(before: number): number {

@@ -226,6 +226,9 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async runCounts() {
       return engine.runCounts();
     },
+    async queueBacklog() {
+      return engine.queueBacklog();
+    },
     async throughput(from, bucketMs, now) {
       return engine.throughput(from, bucketMs, now);
     },

