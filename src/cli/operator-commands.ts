@@ -74,6 +74,8 @@ interface Stranded {
     inflight: number;
     leaseLapsedAt: number | null;
     oldestPendingAgeMs: number | null;
+    /** False when the Console's app does not declare the signal (absent from an older app). */
+    declared?: boolean;
   }>;
 }
 interface Overview {
@@ -352,7 +354,9 @@ function strandedLines(o: Overview): string[] {
     const n = s.pending + (s.leaseLapsedAt !== null ? s.inflight : 0);
     const oldest = s.oldestPendingAgeMs === null ? "" : `, oldest ${age(s.oldestPendingAgeMs) ?? ""}`;
     out.push(
-      `stranded: ${what} ${n === 1 ? "message" : "messages"} on ${oneLine(s.name)}${oldest}: no live instance consumes this signal; deploy its worker again (they wait, none is lost)`,
+      `stranded: ${what} ${n === 1 ? "message" : "messages"} on ${oneLine(s.name)}${oldest}: no live instance consumes this signal` +
+        (s.declared === false ? " and this app does not declare it (removed from the code?)" : "") +
+        "; deploy its worker again (they wait, none is lost)",
     );
   }
   return out;

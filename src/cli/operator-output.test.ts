@@ -133,7 +133,7 @@ describe("answers that are not a Console's, or not whole", () => {
     expect((await oke("status", "--json", "--url", url, "--token", TOKEN)).code).toBe(2);
   });
 
-  it("status says when no instance is live that stranded work was not checked; an older app's answer prints no such line", async () => {
+  it("status names a stranded signal this app does not declare; says when no instance is live that stranded work was not checked; an older app's answer prints no such line", async () => {
     const overview = {
       env: "prod",
       now: Date.UTC(2026, 11, 1, 12),
@@ -143,11 +143,25 @@ describe("answers that are not a Console's, or not whole", () => {
       instances: 0,
       audit: [],
     };
-    let body: unknown = { ...overview, stranded: { checked: false, flows: [], signals: [] } };
+    const gone = {
+      name: "gone.jobs",
+      pending: 2,
+      inflight: 0,
+      leaseLapsedAt: null,
+      oldestPendingAgeMs: 65_000,
+      declared: false,
+    };
+    let body: unknown = { ...overview, stranded: { checked: true, flows: [], signals: [gone] } };
     const url = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(body));
     });
+    const undeclared = await oke("status", "--url", url, "--token", TOKEN);
+    expect(undeclared.code).toBe(0);
+    expect(undeclared.stdout.split("\n").at(-1)).toBe(
+      "stranded: 2 pending messages on gone.jobs, oldest 1m05s: no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
+    );
+    body = { ...overview, stranded: { checked: false, flows: [], signals: [] } };
     const r = await oke("status", "--url", url, "--token", TOKEN);
     expect(r.code).toBe(0);
     expect(r.stdout.split("\n").at(-1)).toBe(
