@@ -82,6 +82,21 @@ function onceSignal(host: ConsoleHost, name: string | undefined): string {
   return s.name;
 }
 
+/**
+ * The queue a read or a discard acts on: a once signal this app declares, or one it no longer declares
+ * that still has messages in the store — a worker or signal removed in a deploy leaves its pending
+ * messages and dead letters behind, and an operator must be able to see and clear them. Replays stay
+ * with declared signals (onceSignal): they queue work for a worker, so the app should know it.
+ */
+async function storedSignal(host: ConsoleHost, name: string | undefined): Promise<string> {
+  if (host.manifest.signals.some((x) => x.name === name)) return onceSignal(host, name);
+  if (name !== undefined && name !== "" && !name.startsWith(BROADCAST_QUEUE_PREFIX)) {
+    const st = await host.store.stats(name, host.clock.now());
+    if (st.pending + st.inflight + st.dead + st.delivered > 0) return name;
+  }
+  throw notFound(`no signal named "${name ?? ""}" in this app`);
+}
+
 function bodyObject(body: unknown): Record<string, unknown> {
   if (typeof body !== "object" || body === null || Array.isArray(body))
     throw badRequest("the request body must be a JSON object");
@@ -399,7 +414,7 @@ export const handlers: Record<string, ApiHandler> = {
   },
 
   "GET /api/signals/:signal/messages": async ({ host }, { params, query }) => {
-    const signal = onceSignal(host, params.signal);
+    const signal = await storedSignal(host, params.signal);
     const status = (query.get("status") ?? "pending") as MessageStatus;
     if (!MESSAGE_STATUSES.includes(status))
       throw badRequest(`status must be one of ${MESSAGE_STATUSES.join(", ")}, got "${String(status)}"`);
@@ -413,7 +428,7 @@ export const handlers: Record<string, ApiHandler> = {
   },
 
   "GET /api/signals/:signal/dead": async ({ host }, { params, query }) => {
-    const signal = onceSignal(host, params.signal);
+    const signal = await storedSignal(host, params.signal);
     const page = await host.store.pageMessages({
       signal,
       status: "dead",
@@ -486,7 +501,7 @@ export const handlers: Record<string, ApiHandler> = {
   },
 
   "POST /api/signals/:signal/discard": async ({ host, audit }, { params, body, actor }) => {
-    const signal = onceSignal(host, params.signal);
+    const signal = await storedSignal(host, params.signal);
     const b = bodyObject(body);
     const target = targetOf(b);
     const dryRun = flagOf(b, "dryRun");

@@ -1,4 +1,5 @@
 // The overview's stranded section: runs of flows and messages of once signals that no live instance serves, two apps on one store.
+import { CSRF_HEADER } from "./auth.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
@@ -59,6 +60,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     consoleApp: App;
     startLegacy: () => Promise<App>;
     overview: () => Promise<Body>;
+    api: (path: string, body?: unknown) => Promise<Response>;
     hideFleet: (hide: boolean) => void;
   }> {
     const made = await driver.make();
@@ -100,7 +102,21 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
       expect(res.status).toBe(200);
       return res.json();
     };
-    return { store: made.store, time, consoleApp, startLegacy, overview, hideFleet: (h) => (hidden = h) };
+    const api = (path: string, body?: unknown): Promise<Response> =>
+      fetch(`${url}${path}`, {
+        method: body === undefined ? "GET" : "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", [CSRF_HEADER]: "1" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    return {
+      store: made.store,
+      time,
+      consoleApp,
+      startLegacy,
+      overview,
+      api,
+      hideFleet: (h) => (hidden = h),
+    };
   }
 
   it("a stopped app's sleeping runs and its signal's pending messages are stranded until it starts again", async () => {
@@ -179,7 +195,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
   });
 
   it("a once signal removed from the code entirely: its pending messages are listed as stranded", async () => {
-    const { overview, store, time } = await setup();
+    const { overview, store, time, api } = await setup();
     // The app that had it: declares and consumes legacy.gone, emits three, and is stopped before its
     // workers ever start (an emit before boot) — the deploy that followed dropped the signal and its worker.
     const gone = signal.once<{ n: number }>("legacy.gone", { retries: 0 });
@@ -219,5 +235,17 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
         },
       ],
     });
+    // What it left can be read and its dead letters discarded (oke dead legacy.gone works)…
+    const pending = await api("/api/signals/legacy.gone/messages?status=pending");
+    expect(pending.status).toBe(200);
+    expect(((await pending.json()) as { items: unknown[] }).items).toHaveLength(3);
+    expect((await api("/api/signals/legacy.gone/dead")).status).toBe(200);
+    expect((await api("/api/signals/legacy.gone/discard", { all: true, dryRun: true })).status).toBe(200);
+    // …but not replayed from an app that does not declare it; and a name with nothing stored, or a
+    // broadcast copy queue, is still no signal here.
+    expect((await api("/api/signals/legacy.gone/replay", { all: true })).status).toBe(404);
+    expect((await api("/api/signals/never.was/messages")).status).toBe(404);
+    const copies = encodeURIComponent("~broadcast:legacy.news:legacy.reader");
+    expect((await api(`/api/signals/${copies}/messages`)).status).toBe(404);
   });
 });
