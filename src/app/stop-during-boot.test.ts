@@ -1,27 +1,15 @@
 // A stop() while boot is still running ends the boot at its next step; a stopped app refuses live readers.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, until } from "../../test/conformance/app-fixture.ts";
+import { gatedStore, until } from "../../test/conformance/app-fixture.ts";
 import { createApp, createTimeTravel, flow, on, signal } from "../index.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 
 /** A memory store whose orphan scan (listOrphans) answers only once the test opens the gate. */
 function gatedOrphanScan() {
-  const store = createMemoryStore();
-  const state = { waiting: 0, gate: gate() };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop !== "listOrphans") return fn;
-      return async (...args: unknown[]) => {
-        state.waiting++;
-        await state.gate.promise;
-        return fn(...args);
-      };
-    },
-  });
-  return { raw: store, store: proxy, state };
+  const raw = createMemoryStore();
+  const { store, state } = gatedStore(raw, "listOrphans");
+  state.gated = true;
+  return { raw, store, state };
 }
 
 describe("stop during boot", () => {

@@ -1,6 +1,6 @@
 // ScheduleRuntime.stop: no fire (and no reconcile) goes out after stop, and stop waits for the store call in flight.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, until } from "../../test/conformance/app-fixture.ts";
+import { gatedStore, until } from "../../test/conformance/app-fixture.ts";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
@@ -9,25 +9,6 @@ import { every } from "./schedule.ts";
 import { createTimeTravel } from "./time-travel.ts";
 
 const T0 = Date.parse("2026-05-01T10:00:00.500Z");
-
-/** A store whose `method` answers only once the test opens the gate (while `gated` is set); counts calls. */
-function gatedCall(store: Store, method: keyof Store) {
-  const state = { gated: false, waiting: 0, gate: gate(), calls: new Map<string, number>() };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function" || typeof prop !== "string") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      return (...args: unknown[]) => {
-        state.calls.set(prop, (state.calls.get(prop) ?? 0) + 1);
-        if (prop !== method || !state.gated) return fn(...args);
-        state.waiting++;
-        return state.gate.promise.then(() => fn(...args));
-      };
-    },
-  });
-  return { store: proxy, state };
-}
 
 const runtime = (store: Store, time: ReturnType<typeof createTimeTravel>) =>
   new ScheduleRuntime({
@@ -55,7 +36,7 @@ describe("ScheduleRuntime.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, "reconcileSchedules");
+    const { store, state } = gatedStore(raw, "reconcileSchedules");
     const time = createTimeTravel(T0);
     const rt = runtime(store, time);
     state.gated = true;
@@ -83,7 +64,7 @@ describe("ScheduleRuntime.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, "reconcileSchedules");
+    const { store, state } = gatedStore(raw, "reconcileSchedules");
     const time = createTimeTravel(T0);
     const rt = runtime(store, time);
     await rt.stop();
@@ -100,7 +81,7 @@ describe("ScheduleRuntime.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, "fireBatch");
+    const { store, state } = gatedStore(raw, "fireBatch");
     const time = createTimeTravel(T0);
     const rt = runtime(store, time);
     await rt.start();

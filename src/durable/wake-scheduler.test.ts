@@ -1,6 +1,6 @@
 // WakeScheduler.stop: a claim round still awaiting the store when the app stops takes nothing afterwards.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
+import { gatedStore, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
@@ -9,27 +9,6 @@ import { WakeScheduler } from "./wake-scheduler.ts";
 
 const T0 = 1_000_000;
 const HOUR = 3_600_000;
-
-/** A store whose `method` answers only when the test opens the gate (while `gated` is set). */
-function gatedCall(store: Store, method: "nextWakeAt" | "claimDueRuns") {
-  const state = { gated: false, waiting: 0, gate: gate() };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop !== method) return fn;
-      return async (...args: unknown[]) => {
-        if (state.gated) {
-          state.waiting++;
-          await state.gate.promise;
-        }
-        return fn(...args);
-      };
-    },
-  });
-  return { store: proxy, state };
-}
 
 /** Parks run `id` of flow "f" until `wakeAt` through the store's own API. */
 async function parkRun(store: Store, id: string, now: number, wakeAt: number): Promise<void> {
@@ -60,7 +39,7 @@ describe("WakeScheduler.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, "nextWakeAt");
+    const { store, state } = gatedStore(raw, "nextWakeAt");
     const time = createTimeTravel(T0);
     const resumed: AcquiredRun[] = [];
     const scheduler = new WakeScheduler({
@@ -99,7 +78,7 @@ describe("WakeScheduler.stop", () => {
     const time = createTimeTravel(T0);
     await parkRun(raw, "r1", T0, T0 + HOUR);
     time.advance(HOUR + 1);
-    const { store, state } = gatedCall(raw, "claimDueRuns");
+    const { store, state } = gatedStore(raw, "claimDueRuns");
     const resumed: AcquiredRun[] = [];
     const scheduler = new WakeScheduler({
       store,

@@ -1,41 +1,14 @@
 // BroadcastRuntime.stop: a heartbeat, janitor or start awaiting the store at stop goes no further.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
+import { gatedStore, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { flow, type AnyFlow } from "../flow/flow.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
-import type { Store } from "../store/types.ts";
 import { BROADCAST_PHYSICS, BroadcastRuntime, broadcastQueue } from "./broadcast-runtime.ts";
 import { signal, type SignalHandle } from "./signal.ts";
 
 const T0 = 1_000_000;
 const SIGNAL = "bc.placed";
-
-/** A store whose `method` answers only when the test opens the gate (while `gated` is set). */
-function gatedCall(store: Store, method: keyof Store) {
-  const state = { gated: false, waiting: 0, gate: gate(), claims: 0 };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop === "claim")
-        return (...args: unknown[]) => {
-          state.claims++;
-          return fn(...args);
-        };
-      if (prop !== method) return fn;
-      return async (...args: unknown[]) => {
-        if (state.gated) {
-          state.waiting++;
-          await state.gate.promise;
-        }
-        return fn(...args);
-      };
-    },
-  });
-  return { store: proxy, state };
-}
 
 /** Lets every promise callback queued so far run (one macrotask), no wall-clock wait. */
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -50,7 +23,7 @@ describe("BroadcastRuntime.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, "heartbeatSubscriptions");
+    const { store, state } = gatedStore(raw, "heartbeatSubscriptions");
     const time = createTimeTravel(T0);
     const placed = signal.broadcast(SIGNAL);
     const mine: AnyFlow = flow("bc.mine", { do: () => undefined });
@@ -100,14 +73,14 @@ describe("BroadcastRuntime.stop", () => {
     t.state.gated = true;
     t.time.advance(BROADCAST_PHYSICS.HEARTBEAT_MS);
     await until(() => t.state.waiting === 1, "the tick's heartbeat");
-    const claimsAtStop = t.state.claims;
+    const claimsAtStop = t.state.calls.get("claim") ?? 0;
     const stopping = t.rt.stop(5_000);
     // Past every subscriber's expiry: a janitor reading the clock now finds them all lapsed.
     t.time.advance(BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS * 2);
     t.state.gate.open();
     await stopping;
 
-    expect(t.state.claims).toBe(claimsAtStop);
+    expect(t.state.calls.get("claim") ?? 0).toBe(claimsAtStop);
     expect(await t.raw.getMessage(`e1/bc.other`)).toMatchObject({ status: "pending", attempts: 0 });
     expect(await t.raw.lapsedSubscriptions(t.time.now(), 20)).toContainEqual(
       expect.objectContaining({ signal: SIGNAL, flow: "bc.other" }),
@@ -129,7 +102,7 @@ describe("BroadcastRuntime.stop", () => {
     await turn();
 
     expect(t.handled).toEqual([]);
-    expect(t.state.claims).toBe(0);
+    expect(t.state.calls.get("claim") ?? 0).toBe(0);
     expect(await t.raw.getMessage("e1/bc.mine")).toMatchObject({ status: "pending", attempts: 0 });
   });
 });

@@ -1,6 +1,6 @@
 // LiveRuntime: its one subscription to the store's tape appends (a subscribe that threw is not kept), and stop.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, until as untilTurn } from "../../test/conformance/app-fixture.ts";
+import { gatedStore, until as untilTurn } from "../../test/conformance/app-fixture.ts";
 import { systemClock } from "../clock/clock.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createLogger } from "../log/logger.ts";
@@ -49,30 +49,6 @@ describe("LiveRuntime's subscription to tape appends", () => {
   });
 });
 
-/** A store whose `method` answers only when the test opens the gate (while `gated` is set). */
-function gatedCall(store: Store, method: keyof Store) {
-  const state = { gated: false, waiting: 0, calls: 0, answered: 0, gate: gate() };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop !== method) return fn;
-      return async (...args: unknown[]) => {
-        state.calls++;
-        if (state.gated) {
-          state.waiting++;
-          await state.gate.promise;
-        }
-        const r = await fn(...args);
-        state.answered++;
-        return r;
-      };
-    },
-  });
-  return { store: proxy, state };
-}
-
 describe("LiveRuntime.stop", () => {
   const T0 = 1_000_000;
   const closers: Array<() => Promise<void>> = [];
@@ -84,7 +60,7 @@ describe("LiveRuntime.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(raw, method);
+    const { store, state } = gatedStore(raw, method);
     const time = createTimeTravel(T0);
     const rt = new LiveRuntime({
       store,
@@ -114,7 +90,7 @@ describe("LiveRuntime.stop", () => {
     await new Promise((r) => setImmediate(r));
 
     expect(got).toEqual([]);
-    expect(t.state.calls).toBe(3);
+    expect(t.state.calls.get("readTape")).toBe(3);
   });
 
   it("a prune out at stop prunes no other signal afterwards, with the clock read after the stop", async () => {
@@ -132,7 +108,7 @@ describe("LiveRuntime.stop", () => {
     t.state.gate.open();
     await stopping;
 
-    expect(t.state.calls).toBe(1);
+    expect(t.state.calls.get("pruneTape")).toBe(1);
     const left = await t.raw.readTape({ signal: b.name, key: "", after: 0, notBefore: 0, limit: 10 });
     expect(left.map((e) => e.id)).toEqual(["b1"]);
   });

@@ -1,6 +1,6 @@
 // WorkerPool.stop: once it stopped waiting, nothing starts — not a buffered message, not a late claim's — and those are given back.
 import { afterEach, describe, expect, it } from "vitest";
-import { gate, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
+import { gate, gatedStore, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { ClaimedMessage, Store } from "../store/types.ts";
@@ -9,33 +9,6 @@ import { WorkerPool, type HandlerOutcome } from "./worker-pool.ts";
 
 const T0 = 1_000_000;
 const SIGNAL = "pool.stop";
-
-/** A store whose `method` answers only when the test opens the gate (while `gated` is set), or fails (while `failing`). */
-function gatedCall(store: Store, method: keyof Store) {
-  const state = { gated: false, failing: false, waiting: 0, answered: 0, gate: gate() };
-  const proxy = new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const fn = (value as (...a: unknown[]) => unknown).bind(target);
-      if (prop !== method) return fn;
-      return async (...args: unknown[]) => {
-        if (state.gated) {
-          state.waiting++;
-          await state.gate.promise;
-        }
-        if (state.failing) {
-          state.waiting++;
-          throw new Error("store closed (test)");
-        }
-        const r = await fn(...args);
-        state.answered++;
-        return r;
-      };
-    },
-  });
-  return { store: proxy, state };
-}
 
 /**
  * The hand-off of Store.settle as postgres does it (memory ignores it): after the settle, the
@@ -80,7 +53,7 @@ describe("WorkerPool.stop", () => {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedCall(o.handoff === true ? withHandoff(raw) : raw, o.method ?? "claim");
+    const { store, state } = gatedStore(o.handoff === true ? withHandoff(raw) : raw, o.method ?? "claim");
     const { logger, records } = recordingLogger();
     const once = signal.once(SIGNAL, { retries: o.retries ?? 3 });
     const poolOn = (s: Store, worker: string, handle: (m: ClaimedMessage) => Promise<HandlerOutcome>) =>

@@ -56,6 +56,51 @@ export function gate<T = void>(): { promise: Promise<T>; open(v: T): void } {
   return { promise, open };
 }
 
+/**
+ * `store` with one method held at a gate, for reproducing what happens while a call is out:
+ * while `state.gated`, each call of `method` counts in `waiting` and answers only once
+ * `state.gate` opens; while `state.failing`, it counts in `waiting` and throws instead.
+ * `answered` counts its answers; `calls` counts every method called, by name. Other methods
+ * pass through unchanged (sync ones stay sync).
+ */
+export function gatedStore<S extends object>(store: S, method: keyof S & string) {
+  const state = {
+    gated: false,
+    failing: false,
+    waiting: 0,
+    answered: 0,
+    gate: gate(),
+    calls: new Map<string, number>(),
+  };
+  const proxy = new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== "function" || typeof prop !== "string") return value;
+      const fn = (value as (...a: unknown[]) => unknown).bind(target);
+      if (prop !== method)
+        return (...args: unknown[]) => {
+          state.calls.set(prop, (state.calls.get(prop) ?? 0) + 1);
+          return fn(...args);
+        };
+      return async (...args: unknown[]) => {
+        state.calls.set(prop, (state.calls.get(prop) ?? 0) + 1);
+        if (state.gated) {
+          state.waiting++;
+          await state.gate.promise;
+        }
+        if (state.failing) {
+          state.waiting++;
+          throw new Error("store closed (test)");
+        }
+        const r = await fn(...args);
+        state.answered++;
+        return r;
+      };
+    },
+  });
+  return { store: proxy, state };
+}
+
 /** Waits until `check` is true, re-checking on each macrotask. No wall-clock sleeps. */
 export async function until(
   check: () => boolean | Promise<boolean>,

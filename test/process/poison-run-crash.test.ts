@@ -26,21 +26,24 @@ const traced = (id: string): Array<{ what: string; pid: number }> =>
     .filter((l) => l.split(" ")[1] === id)
     .map((l) => ({ what: l.split(" ")[0]!, pid: Number(l.split(" ")[2]) }));
 
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-it("a step that SIGKILLs its process: restarted until the run fails with OKE1303 — the step ran maxRecoveries + 1 times, the undo once, the message is dead with the same failure", async () => {
-  const { store } = fleet;
-  const id = `poison-${Date.now()}`;
-  let ended = false;
-  // Each process either dies inside "boom" (a takeover ran it again) or ends the run; a bound on
-  // the restarts keeps a regression from looping: maxRecoveries + 1 deaths, then one that ends it.
-  for (let n = 0; n < MAX_RECOVERIES + 3 && !ended; n++) {
-    const child = spawnChild(n === 0 ? { OKE_EMIT: id } : {});
+/**
+ * Starts app processes one after another (the first emits message `id`) until run `id` ends. Each
+ * process either dies by SIGKILL inside "boom" (a takeover ran it again) or sees the run end, then
+ * `onEnded` runs and it is stopped; a bound on the restarts keeps a regression from looping:
+ * maxRecoveries + 1 deaths, then one that ends it.
+ */
+async function restartUntilEnded(
+  id: string,
+  env: Record<string, string>,
+  onEnded: () => Promise<void> = async () => undefined,
+): Promise<void> {
+  for (let n = 0; n < MAX_RECOVERIES + 3; n++) {
+    const child = spawnChild(n === 0 ? { ...env, OKE_EMIT: id } : env);
     const outcome = await Promise.race([
       child.exited.then(() => "died" as const),
       (async () => {
         for (;;) {
-          const r = await store.getRun(id);
+          const r = await fleet.store.getRun(id);
           if (r?.status === "failed" || r?.status === "completed") return "ended" as const;
           await new Promise((res) => setTimeout(res, 50));
           if (child.dead) return "died" as const;
@@ -48,15 +51,23 @@ it("a step that SIGKILLs its process: restarted until the run fails with OKE1303
       })(),
     ]);
     if (outcome === "ended") {
-      ended = true;
-      // The message settles after the run ends: wait for its dead letter before stopping the process.
-      await waitUntil(
-        async () => (await store.getMessage(id))?.status === "dead",
-        "the message dead-lettered",
-      );
+      await onEnded();
       await child.kill("SIGTERM");
-    } else expect(child.proc.signalCode).toBe("SIGKILL");
+      return;
+    }
+    expect(child.proc.signalCode).toBe("SIGKILL");
   }
+}
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+it("a step that SIGKILLs its process: restarted until the run fails with OKE1303 — the step ran maxRecoveries + 1 times, the undo once, the message is dead with the same failure", async () => {
+  const { store } = fleet;
+  const id = `poison-${Date.now()}`;
+  await restartUntilEnded(id, {}, async () => {
+    // The message settles after the run ends: wait for its dead letter before stopping the process.
+    await waitUntil(async () => (await store.getMessage(id))?.status === "dead", "the message dead-lettered");
+  });
 
   const run = (await store.getRun(id))!;
   expect(run).toMatchObject({
@@ -91,27 +102,9 @@ it("a poison step right after a sleep: every death after a wake counts, so the r
   const { store } = fleet;
   const id = `poison-nap-${Date.now()}`;
   const before = children.length;
-  let ended = false;
   // The wake is reserved a little ahead on postgres; a death between the wake and the claim that
   // sets the run running used to count nothing, so the run got one death more than the bound.
-  for (let n = 0; n < MAX_RECOVERIES + 3 && !ended; n++) {
-    const child = spawnChild(n === 0 ? { OKE_EMIT: id, OKE_NAP: "300ms" } : { OKE_NAP: "300ms" });
-    const outcome = await Promise.race([
-      child.exited.then(() => "died" as const),
-      (async () => {
-        for (;;) {
-          const r = await store.getRun(id);
-          if (r?.status === "failed" || r?.status === "completed") return "ended" as const;
-          await new Promise((res) => setTimeout(res, 50));
-          if (child.dead) return "died" as const;
-        }
-      })(),
-    ]);
-    if (outcome === "ended") {
-      ended = true;
-      await child.kill("SIGTERM");
-    } else expect(child.proc.signalCode).toBe("SIGKILL");
-  }
+  await restartUntilEnded(id, { OKE_NAP: "300ms" });
 
   const run = (await store.getRun(id))!;
   expect(run).toMatchObject({ status: "failed", recoveries: MAX_RECOVERIES + 1, error: { code: "OKE1303" } });
