@@ -274,6 +274,31 @@ async function signalsView(host: ConsoleHost) {
   );
 }
 
+/**
+ * A queue this app does not declare but whose messages are still stored (storedSignal): the counts and
+ * throughput a declared once signal shows, with what only a declaration knows left empty.
+ */
+async function undeclaredView(host: ConsoleHost, name: string) {
+  const now = host.clock.now();
+  const from = Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
+  const [st, tp] = await Promise.all([host.store.stats(name, now), host.store.throughput(from, 60_000, now)]);
+  return {
+    name,
+    delivery: "once" as const,
+    declared: false,
+    description: null,
+    flows: [],
+    retries: null,
+    ...countsOf(st),
+    throughput: {
+      from,
+      bucketMs: 60_000,
+      delivered:
+        tp.find((t) => t.signal === name)?.delivered ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+    },
+  };
+}
+
 // Per Console: runCounts is a count over the whole runs table (250–650 ms at 1 000 000 runs on
 // PostgreSQL), and every open overview re-reads it every 2 s (shared-read.ts).
 const runCountsOf = new WeakMap<ConsoleHost, ConsoleHost["store"]["runCounts"]>();
@@ -348,8 +373,8 @@ async function strandedView(
       leaseLapsedAt,
       oldestPendingAgeMs:
         b.oldestPendingCreatedAt === null ? null : Math.max(0, now - b.oldestPendingCreatedAt),
-      // false: the Console's app does not declare it (removed from the code, or only another app's),
-      // so this Console has no signal view for it.
+      // false: the Console's app does not declare it (removed from the code, or only another app's):
+      // its messages can be read and its dead letters discarded here, not replayed.
       declared: declared.has(b.signal),
     });
   }
@@ -409,8 +434,8 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/signals/:signal": async ({ host }, { params }) => {
     const name = params.signal;
     const s = (await signalsView(host)).find((x) => x.name === name);
-    if (!s) throw notFound(`no signal named "${name ?? ""}" in this app`);
-    return { body: s };
+    if (s) return { body: { ...s, declared: true } };
+    return { body: await undeclaredView(host, await storedSignal(host, name)) };
   },
 
   "GET /api/signals/:signal/messages": async ({ host }, { params, query }) => {
@@ -524,7 +549,9 @@ export const handlers: Record<string, ApiHandler> = {
       };
     }
     // As for replay: "all" is the ids picked above, at most replayLimits.all of them.
-    const discarded = picked.ids.length === 0 ? [] : await host.operator.discard(signal, picked.ids);
+    // The store's discard, not the operator API's: that one serves declared signals only, and storedSignal
+    // above has already admitted this queue (declared, or undeclared with messages still stored).
+    const discarded = picked.ids.length === 0 ? [] : await host.store.discard(signal, picked.ids);
     await audit({
       actor,
       action: "discard",

@@ -199,7 +199,20 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     // The app that had it: declares and consumes legacy.gone, emits three, and is stopped before its
     // workers ever start (an emit before boot) — the deploy that followed dropped the signal and its worker.
     const gone = signal.once<{ n: number }>("legacy.gone", { retries: 0 });
-    const goneWorker = on(gone, flow("legacy.gone.work", { do: async (_: { n: number }) => undefined }));
+    const goneWorker = on(
+      gone,
+      flow("legacy.gone.work", {
+        do: async ({ n }: { n: number }) => {
+          if (n === 9) throw new Error("refused");
+        },
+      }),
+    );
+    // An earlier deploy of it ran and left one dead letter.
+    const ran = createApp({ modules: [{ gone, goneWorker }], env: "test", clock: time, store });
+    await ran.start({ port: 0, host: "127.0.0.1" });
+    await ran.emit(gone, { n: 9 });
+    await until(async () => (await store.stats("legacy.gone", time.now())).dead === 1, "the dead letter");
+    await ran.stop();
     const old = createApp({ modules: [{ gone, goneWorker }], env: "test", clock: time, store });
     for (let n = 1; n <= 3; n++) await old.emit(gone, { n });
     await old.stop();
@@ -236,16 +249,40 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
       ],
     });
     // What it left can be read and its dead letters discarded (oke dead legacy.gone works)…
+    const view = await api("/api/signals/legacy.gone");
+    expect(view.status).toBe(200);
+    expect(await view.json()).toMatchObject({
+      name: "legacy.gone",
+      delivery: "once",
+      declared: false,
+      flows: [],
+      pending: 3,
+      inflight: 0,
+      dead: 1,
+      delivered: 0,
+      oldestPendingAgeMs: 1_000,
+      throughput: { bucketMs: 60_000 },
+    });
+    expect(((await (await api("/api/signals/legacy.jobs")).json()) as Body).declared).toBe(true);
     const pending = await api("/api/signals/legacy.gone/messages?status=pending");
     expect(pending.status).toBe(200);
     expect(((await pending.json()) as { items: unknown[] }).items).toHaveLength(3);
-    expect((await api("/api/signals/legacy.gone/dead")).status).toBe(200);
+    const dead = (await (await api("/api/signals/legacy.gone/dead")).json()) as {
+      items: Array<{ id: string }>;
+    };
+    expect(dead.items).toHaveLength(1);
     expect((await api("/api/signals/legacy.gone/discard", { all: true, dryRun: true })).status).toBe(200);
+    const discarded = await api("/api/signals/legacy.gone/discard", { ids: [dead.items[0]!.id] });
+    expect(discarded.status).toBe(200);
+    expect(await discarded.json()).toMatchObject({ discarded: [dead.items[0]!.id], count: 1 });
+    expect((await store.stats("legacy.gone", time.now())).dead).toBe(0);
     // …but not replayed from an app that does not declare it; and a name with nothing stored, or a
     // broadcast copy queue, is still no signal here.
     expect((await api("/api/signals/legacy.gone/replay", { all: true })).status).toBe(404);
     expect((await api("/api/signals/never.was/messages")).status).toBe(404);
+    expect((await api("/api/signals/never.was")).status).toBe(404);
     const copies = encodeURIComponent("~broadcast:legacy.news:legacy.reader");
     expect((await api(`/api/signals/${copies}/messages`)).status).toBe(404);
+    expect((await api(`/api/signals/${copies}`)).status).toBe(404);
   });
 });

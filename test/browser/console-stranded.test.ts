@@ -20,7 +20,15 @@ const legacyJobs = signal.once<{ n: number }>(SIGNAL, { retries: 0 });
 const legacyWorker = on(legacyJobs, flow("legacy.work", { do: () => undefined }));
 // A signal only the legacy app knows: the Console's app does not declare it at all.
 const goneJobs = signal.once("gone.jobs");
-const goneWorker = on(goneJobs, flow("gone.work", { do: () => undefined }));
+// Its payload `{ fail: true }` fails every attempt: the legacy app leaves a dead letter behind.
+const goneWorker = on(
+  goneJobs,
+  flow("gone.work", {
+    do: (p: unknown) => {
+      if ((p as { fail?: boolean }).fail === true) throw new Error("gone worker refused");
+    },
+  }),
+);
 const legacyWait = flow(FLOW, {
   durable: true,
   do: async (_: { n: number }, fx) => {
@@ -39,6 +47,7 @@ describe("stranded work on the Console page", () => {
   let browser: Browser;
   let page: Page;
   const pageErrors: string[] = [];
+  const dialogs: string[] = [];
   const startLegacy = async (): Promise<App> => {
     const app = createApp({
       modules: [{ legacyJobs, legacyWorker, legacyWait, goneJobs, goneWorker }],
@@ -60,9 +69,18 @@ describe("stranded work on the Console page", () => {
     url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
     legacy = await startLegacy();
     for (let n = 0; n < 2; n++) await legacy.invoke(legacyWait, { n });
+    await legacy.emit(goneJobs, { fail: true });
+    await until(
+      async () => (await store.stats("gone.jobs", Date.now())).dead === 1,
+      "gone.jobs' dead letter",
+    );
     browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1200, height: 800 } })).newPage();
     page.on("pageerror", (e) => pageErrors.push(e.message));
+    page.on("dialog", (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
     await page.goto(url + "/");
     await page.getByLabel("Operator token").fill(TOKEN);
     await page.keyboard.press("Enter");
@@ -107,15 +125,43 @@ describe("stranded work on the Console page", () => {
     expect(await signalItem.getByRole("link").getAttribute("href")).toBe(
       `#/signal/${encodeURIComponent(SIGNAL)}`,
     );
-    // No link for a signal this app does not declare: it has no page here.
+    // A signal this app does not declare is named as such, and links to its page all the same.
     const goneItem = banner.locator("li", { hasText: "gone.jobs" });
     expect(await goneItem.textContent()).toMatch(
-      /^gone\.jobs: 1 pending, oldest .+ — no live instance consumes this signal, and this app does not declare it\.$/,
+      /^gone\.jobs: 1 pending, oldest .+ — no live instance consumes this signal, and this app does not declare it\. See them$/,
     );
-    expect(await goneItem.getByRole("link").count()).toBe(0);
+    expect(await goneItem.getByRole("link").getAttribute("href")).toBe("#/signal/gone.jobs");
 
     legacy = await startLegacy();
     await until(async () => (await page.locator("#stranded").count()) === 0, "the warning gone");
+    expect(pageErrors).toEqual([]);
+  });
+
+  it("a signal this app does not declare has a page: its messages and dead letters, discard but no replay", async () => {
+    await page.goto(`${url}/#/signal/gone.jobs`);
+    await page.getByRole("heading", { name: "Signal gone.jobs" }).waitFor(LONG);
+    expect(await page.locator("#undeclared").textContent()).toMatch(
+      /^This app does not declare gone\.jobs: .+replay needs an app that declares the signal\.$/,
+    );
+    await page.locator("#signal-counts", { hasText: "dead 1 " }).waitFor(LONG);
+    // Dead letters (the default tab): discard offered, replay not.
+    const actions = page.locator("p.actions");
+    await actions.waitFor(LONG);
+    expect(await actions.getByRole("button").allTextContents()).toEqual(["Discard selected", "Discard all"]);
+    const deadId = (await page.locator("input[name=pick]").first().getAttribute("value", LONG))!;
+    // The dead letter's own view offers no replay either.
+    await page.goto(`${url}/#/message/${encodeURIComponent(deadId)}`);
+    await page.getByRole("heading", { name: "Failure history" }).waitFor(LONG);
+    expect(await page.locator("#message-status").textContent()).toBe("dead");
+    expect(await page.getByRole("button", { name: "Replay this message" }).count()).toBe(0);
+    // Discarding it (confirmed) clears it from the store.
+    await page.goto(`${url}/#/signal/gone.jobs`);
+    await page.locator("input[name=pick]").first().check(LONG);
+    await page.getByRole("button", { name: "Discard selected" }).click();
+    await page.locator("#status", { hasText: "Discarded 1 message(s) of gone.jobs." }).waitFor(LONG);
+    expect(dialogs.at(-1)).toMatch(/^Discard 1 dead letter\(s\) of gone\.jobs\?/);
+    await page.locator("#signal-counts", { hasText: "dead 0 " }).waitFor(LONG);
+    expect((await store.stats("gone.jobs", Date.now())).dead).toBe(0);
     expect(pageErrors).toEqual([]);
   });
 });

@@ -207,10 +207,8 @@ function strandedBanner(st, now) {
       { "data-key": `stranded signal ${s.name}` },
       h("strong", {}, s.name),
       `: ${parts.filter(Boolean).join(", ")}${oldest} — no live instance consumes this signal`,
-      // A signal this app does not declare has no page here (its view answers 404).
-      s.declared === false
-        ? ", and this app does not declare it."
-        : [". ", link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`)],
+      s.declared === false ? ", and this app does not declare it. " : ". ",
+      link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`),
     );
   };
   return h(
@@ -370,12 +368,30 @@ async function signalView(name, params) {
         ),
       ),
     ),
+    // Messages a removed signal left behind: readable, dead letters discardable, never replayed from
+    // here (a replay queues work for a worker; this app has none for it and does not know its schema).
+    s.declared === false
+      ? h(
+          "p",
+          { id: "undeclared", class: "warn" },
+          `This app does not declare ${name}: these messages were left by code that is no longer deployed. `,
+          "Deploy its worker again to deliver them, or discard its dead letters here; replay needs an app that declares the signal.",
+        )
+      : null,
     status === "dead"
       ? h(
           "p",
           { class: "actions" },
-          h("button", { class: "primary", type: "button", onclick: act("replay", false) }, "Replay selected"),
-          h("button", { type: "button", onclick: act("replay", true) }, "Replay all"),
+          s.declared === false
+            ? null
+            : [
+                h(
+                  "button",
+                  { class: "primary", type: "button", onclick: act("replay", false) },
+                  "Replay selected",
+                ),
+                h("button", { type: "button", onclick: act("replay", true) }, "Replay all"),
+              ],
           h(
             "button",
             { class: "danger", type: "button", onclick: act("discard", false) },
@@ -415,6 +431,15 @@ async function signalView(name, params) {
 
 async function messageView(id) {
   const m = await api(`/api/messages/${enc(id)}`);
+  // A dead letter of a signal this app does not declare can be read here but not replayed (signal view).
+  // Only a hint for the button: a queue with no signal view (a broadcast copy's) keeps it, and a
+  // refused replay says why in the status line.
+  const declared =
+    m.status !== "dead" ||
+    (await api(`/api/signals/${enc(m.signal)}`).then(
+      (s) => s.declared !== false,
+      () => true,
+    ));
   return h(
     "div",
     {},
@@ -430,7 +455,7 @@ async function messageView(id) {
       m.replays !== undefined ? ` · replays ${m.replays}` : "",
       m.parentRunId ? [" · emitted by ", runLink(m.parentRunId)] : "",
     ),
-    m.status === "dead"
+    m.status === "dead" && declared
       ? h(
           "p",
           {},
