@@ -227,11 +227,11 @@ describe("http envelope: errors", () => {
     expect((await read(res)).error.code).toBe("OKE1500");
   });
 
-  it("logs failed requests: 4xx at warn, 5xx at error with the cause", async () => {
+  it("logs failed requests: 4xx at info, 5xx at error with the cause", async () => {
     const { app, call } = setup();
     await call("/nope");
     await call("/boom");
-    expect(app.logs.find((l) => l.status === 404)?.level).toBe(40);
+    expect(app.logs.find((l) => l.status === 404)?.level).toBe(30);
     const e = app.logs.find((l) => l.status === 500)!;
     expect(e.level).toBe(50);
     expect(e.code).toBe("OKE1500");

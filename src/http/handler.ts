@@ -133,7 +133,9 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     const log = { method, path: shortPath(path), status, code: error.code };
     if (status >= 500)
       app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
-    else app.logger.warn(log, `http ${status} ${method} ${shortPath(path)}: ${error.message}`);
+    // A 4xx is the client's mistake, not the app's: at info, so a scanner's thousand 404s do not bury
+    // the warnings an operator must act on (Fastify logs its 4xx at info too).
+    else app.logger.info(log, `http ${status} ${method} ${shortPath(path)}: ${error.message}`);
   };
 
   const system = (method: string, path: string): Reply => {
