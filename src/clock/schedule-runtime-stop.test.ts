@@ -32,13 +32,18 @@ describe("ScheduleRuntime.stop", () => {
     while (closers.length > 0) await closers.pop()!();
   });
 
-  it("a stop while start()'s reconcile awaits the store: stop waits for it, and no slot fires afterwards", async () => {
+  /** A runtime over a memory store whose `method` can be held at a gate. */
+  async function setup(method: "reconcileSchedules" | "fireBatch") {
     const raw = createMemoryStore();
     await raw.open();
     closers.push(() => raw.close());
-    const { store, state } = gatedStore(raw, "reconcileSchedules");
+    const { store, state } = gatedStore(raw, method);
     const time = createTimeTravel(T0);
-    const rt = runtime(store, time);
+    return { raw, state, time, rt: runtime(store, time) };
+  }
+
+  it("a stop while start()'s reconcile awaits the store: stop waits for it, and no slot fires afterwards", async () => {
+    const { raw, state, time, rt } = await setup("reconcileSchedules");
     state.gated = true;
     const starting = rt.start();
     await until(() => state.waiting === 1, "the reconcile at start");
@@ -61,12 +66,7 @@ describe("ScheduleRuntime.stop", () => {
   });
 
   it("start() after stop() (a boot that went on after the app stopped) sends nothing and fires nothing", async () => {
-    const raw = createMemoryStore();
-    await raw.open();
-    closers.push(() => raw.close());
-    const { store, state } = gatedStore(raw, "reconcileSchedules");
-    const time = createTimeTravel(T0);
-    const rt = runtime(store, time);
+    const { raw, state, time, rt } = await setup("reconcileSchedules");
     await rt.stop();
     await rt.start();
     time.advance("5s");
@@ -78,12 +78,7 @@ describe("ScheduleRuntime.stop", () => {
   });
 
   it("a fire out at stop commits once, stop waits for it, and no later slot fires", async () => {
-    const raw = createMemoryStore();
-    await raw.open();
-    closers.push(() => raw.close());
-    const { store, state } = gatedStore(raw, "fireBatch");
-    const time = createTimeTravel(T0);
-    const rt = runtime(store, time);
+    const { raw, state, time, rt } = await setup("fireBatch");
     await rt.start();
     await settle(rt);
     state.gated = true;

@@ -1,7 +1,7 @@
 // WakeScheduler.stop: a claim round still awaiting the store when the app stops takes nothing afterwards.
 import { afterEach, describe, expect, it } from "vitest";
 import { gatedStore, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
-import { createTimeTravel } from "../clock/time-travel.ts";
+import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { AcquiredRun, Store } from "../store/types.ts";
 import { Permits } from "./permits.ts";
@@ -29,6 +29,22 @@ async function parkRun(store: Store, id: string, now: number, wakeAt: number): P
   });
 }
 
+/** A scheduler for flow "f" that records the runs it resumes instead of running them. */
+function schedulerOver(store: Store, time: TimeTravel): { scheduler: WakeScheduler; resumed: AcquiredRun[] } {
+  const resumed: AcquiredRun[] = [];
+  const scheduler = new WakeScheduler({
+    store,
+    clock: time,
+    logger: recordingLogger().logger,
+    nextOwner: () => "s/1",
+    leaseMs: 30_000,
+    permits: new Permits(4),
+    flows: ["f"],
+    resume: async (run) => void resumed.push(run),
+  });
+  return { scheduler, resumed };
+}
+
 describe("WakeScheduler.stop", () => {
   const closers: Array<() => Promise<void>> = [];
   afterEach(async () => {
@@ -41,17 +57,7 @@ describe("WakeScheduler.stop", () => {
     closers.push(() => raw.close());
     const { store, state } = gatedStore(raw, "nextWakeAt");
     const time = createTimeTravel(T0);
-    const resumed: AcquiredRun[] = [];
-    const scheduler = new WakeScheduler({
-      store,
-      clock: time,
-      logger: recordingLogger().logger,
-      nextOwner: () => "s/1",
-      leaseMs: 30_000,
-      permits: new Permits(4),
-      flows: ["f"],
-      resume: async (run) => void resumed.push(run),
-    });
+    const { scheduler, resumed } = schedulerOver(store, time);
     scheduler.start();
     await scheduler.settled();
 
@@ -79,17 +85,7 @@ describe("WakeScheduler.stop", () => {
     await parkRun(raw, "r1", T0, T0 + HOUR);
     time.advance(HOUR + 1);
     const { store, state } = gatedStore(raw, "claimDueRuns");
-    const resumed: AcquiredRun[] = [];
-    const scheduler = new WakeScheduler({
-      store,
-      clock: time,
-      logger: recordingLogger().logger,
-      nextOwner: () => "s/1",
-      leaseMs: 30_000,
-      permits: new Permits(4),
-      flows: ["f"],
-      resume: async (run) => void resumed.push(run),
-    });
+    const { scheduler, resumed } = schedulerOver(store, time);
     state.gated = true;
     scheduler.start();
     await until(() => state.waiting === 1, "the first claim");

@@ -1,6 +1,6 @@
 // A durable parent whose process died inside fx.call of a durable child: after a restart the parent waits for the child its boot resumed (here or elsewhere) — one recovery each, the child's step once.
 import { describe, expect, it } from "vitest";
-import { createTimeTravel, flow } from "../../src/index.ts";
+import { createTimeTravel, flow, type TimeTravel } from "../../src/index.ts";
 import type { OkeConfig } from "../../src/app/config.ts";
 import type { Store } from "../../src/store/types.ts";
 import { appFactory, gate, until, type TestApp } from "./app-fixture.ts";
@@ -82,6 +82,13 @@ describe.each(drivers.filter((d) => d.name !== "file"))(
       const s = (await store.getRun(id))?.status;
       return s === "completed" || s === "failed";
     };
+    // A parent waiting on a child held elsewhere looks again every third of a lease (its clock's).
+    const advanceUntilEnded = (store: Store, time: TimeTravel, id: string) =>
+      until(async () => {
+        if (await ended(store, id)) return true;
+        time.advance(1_000);
+        return false;
+      }, "the parent ends");
 
     it("the boot's orphan scan resumes parent and child: the parent waits for the child it holds, one recovery each, maxRecoveries 1 holds, no lease lost", async () => {
       const store = await apps.store();
@@ -137,11 +144,7 @@ describe.each(drivers.filter((d) => d.name !== "file"))(
       await until(async () => (await store.getRun(childId))?.status === "completed", "the child completes");
       // The parent notices the child's end on its next look (every third of a lease), still in its
       // first attempt: a parent whose attempt had ended would be taken over again after its lease.
-      await until(async () => {
-        if (await ended(store, parentId)) return true;
-        time.advance(1_000);
-        return false;
-      }, "the parent ends");
+      await advanceUntilEnded(store, time, parentId);
       expect(await store.getRun(parentId)).toMatchObject({
         status: "completed",
         output: "work-2",
@@ -177,11 +180,7 @@ describe.each(drivers.filter((d) => d.name !== "file"))(
         config: cfg,
       });
       await until(async () => (await store.getRun(parentId))?.recoveries === 1, "the parent taken over");
-      await until(async () => {
-        if (await ended(store, parentId)) return true;
-        time.advance(1_000);
-        return false;
-      }, "the parent ends");
+      await advanceUntilEnded(store, time, parentId);
       expect(await store.getRun(parentId)).toMatchObject({
         status: "completed",
         output: "work-3",
