@@ -90,6 +90,9 @@ describe("the tarball", () => {
     expect(files).toContain("package/dist/index.js");
     expect(files).toContain("package/dist/index.d.ts");
     expect(files).toContain("package/bin/oke.js");
+    // The Console's page: not compiled by tsc, copied by the build (scripts/copy-assets.js).
+    for (const f of ["index.html", "console.js", "console.css"])
+      expect(files).toContain(`package/dist/console/page/${f}`);
     // The starter's own tests (templates/starter) are what `oke init` copies; okengine's are not shipped.
     const own = files.filter((f) => !f.startsWith("package/templates/"));
     expect(own.filter((f) => /\.test\.|fixtures\/|^package\/src\/|test-support|test-helper/.test(f))).toEqual(
@@ -180,6 +183,14 @@ describe("oke from the installed package", () => {
       ].join("\n"),
     });
     try {
+      // The page itself, from the installed package (it once answered an empty reply: not shipped).
+      const html = await fetch(`${consoleUrl}/`);
+      expect(html.status).toBe(200);
+      expect(html.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      expect(await html.text()).toContain('src="/console.js"');
+      const js = await fetch(`${consoleUrl}/console.js`);
+      expect(js.status).toBe(200);
+      expect(await js.text()).toContain("async function signalView(");
       const noTsx = { NODE_OPTIONS: `--import=${join(hooks, "no-tsx.mjs")}` };
       const conn = { OKE_CONSOLE_URL: consoleUrl, OKE_CONSOLE_TOKEN: token };
       for (const args of [["status"], ["runs"]]) {

@@ -24,6 +24,7 @@ export async function startConsole(
   try {
     server = await startConsoleServer(host, c, open);
   } catch (e) {
+    if (e instanceof OkeError) throw e;
     const code = (e as { code?: unknown }).code;
     if (code === "EADDRINUSE" && !c.portExplicit) {
       // The default port is taken (another app on this machine): the app runs on without a Console.

@@ -1,6 +1,7 @@
 /** The Console's own HTTP server: the JSON API under /api, the prebuilt page at /, authentication in front of both. */
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { fileURLToPath } from "node:url";
 import type { AddressInfo } from "node:net";
 import FindMyWay from "find-my-way";
 import { OkeError } from "../errors.ts";
@@ -18,7 +19,7 @@ export interface ConsoleServer {
   close(): Promise<void>;
 }
 
-/** The page's files, shipped as they are (no build step): src/console/page/. */
+/** The page's files, written by hand (no bundler): src/console/page/, copied to dist/console/page/ by the build. */
 const PAGE_FILES: Record<string, { file: string; type: string }> = {
   "/": { file: "index.html", type: "text/html; charset=utf-8" },
   "/console.js": { file: "console.js", type: "text/javascript; charset=utf-8" },
@@ -34,13 +35,32 @@ const PAGE_HEADERS = {
   "referrer-policy": "no-referrer",
 };
 
-async function pageFile(name: string): Promise<Buffer> {
-  // From src/console/ the page sits beside this file; from dist/console/ it is read from the shipped src/.
-  try {
-    return await readFile(new URL(`./page/${name}`, import.meta.url));
-  } catch {
-    return readFile(new URL(`../../src/console/page/${name}`, import.meta.url));
+export interface PageFile {
+  type: string;
+  body: Buffer;
+}
+
+/**
+ * Reads the page's three files (~36 KB) once, at start, from beside this module (src/console/page/, or
+ * dist/console/page/ in the package). A file missing there is a broken install: the Console refuses to
+ * start and says so, instead of answering every page load with an empty reply.
+ */
+export async function loadPage(dir = new URL("./page/", import.meta.url)): Promise<Map<string, PageFile>> {
+  const page = new Map<string, PageFile>();
+  for (const [path, { file, type }] of Object.entries(PAGE_FILES)) {
+    const url = new URL(file, dir);
+    try {
+      page.set(path, { type, body: await readFile(url) });
+    } catch (e) {
+      throw new OkeError({
+        code: "OKE1608",
+        message: `okengine console: its page file ${fileURLToPath(url)} cannot be read (${(e as { code?: string }).code ?? String(e)})`,
+        fix: "The okengine install is incomplete: reinstall it (npm ci), or turn the Console off with console.port: false.",
+        cause: e,
+      });
+    }
   }
+  return page;
 }
 
 function send(
@@ -120,6 +140,7 @@ export async function startConsoleServer(
   config: ConsoleConfig,
   open: boolean,
 ): Promise<ConsoleServer> {
+  const page = await loadPage();
   const auth = new ConsoleAuth(config.tokens, open);
   const jobs = new ReplayJobs(host, (job) => {
     host.logger.info(
@@ -155,11 +176,11 @@ export async function startConsoleServer(
     const url = new URL(req.url ?? "/", "http://console.invalid");
     const method = req.method ?? "GET";
     const read = method === "GET" || method === "HEAD";
-    const page = PAGE_FILES[url.pathname];
-    if (page && read) {
+    const file = page.get(url.pathname);
+    if (file && read) {
       // The page itself holds no data: it loads, then asks /api (which authenticates) for everything.
-      res.writeHead(200, { "content-type": page.type, "cache-control": "no-cache", ...PAGE_HEADERS });
-      res.end(method === "HEAD" ? undefined : await pageFile(page.file));
+      res.writeHead(200, { "content-type": file.type, "cache-control": "no-cache", ...PAGE_HEADERS });
+      res.end(method === "HEAD" ? undefined : file.body);
       return;
     }
     if (url.pathname === "/favicon.ico" && read) {
