@@ -81,8 +81,9 @@ export interface OkeSettings {
     concurrency?: number;
     /**
      * Messages claimed ahead of free slots and held locally, so one claim feeds
-     * many handlers. A held message whose lease ran out before it could start
-     * is dropped and reclaimed later, never run late. Default: `concurrency`.
+     * many handlers. An upper bound: while handlers are slow the pool holds
+     * fewer, and a held message left with under half its lease is given back
+     * unstarted, never run late. Default: `concurrency`.
      */
     prefetch?: number;
     /**

@@ -2,7 +2,7 @@
 import type { ClaimedMessage, Settlement } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
 
-/** Failure code of an attempt that never reported back: its handler crashed, hung, or its process died. */
+/** Failure code of an attempt that never reported back: its handler ran past its lease, crashed, hung, or its process died. */
 export const LEASE_EXPIRED = "LEASE_EXPIRED";
 
 /** A lease as log and failure text: 30000 → "30 s". */
@@ -30,7 +30,7 @@ export function leaseExpiredFailure(
     code: LEASE_EXPIRED,
     message:
       `attempt ${attempt} of "${s.name}" did not finish within its lease: ` +
-      `its handler crashed, hung or lost its process, and all ${s.retries + 1} attempts are spent`,
+      `its handler ran past the lease (slow or hung), crashed, or lost its process, and all ${s.retries + 1} attempts are spent`,
   };
 }
 

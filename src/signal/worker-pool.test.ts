@@ -417,7 +417,7 @@ describe("WorkerPool: a handler still running when its lease runs out", () => {
       {
         code: "LEASE_EXPIRED",
         message:
-          'attempt 4 of "pool.test" did not finish within its lease: its handler crashed, hung or lost its process, and all 4 attempts are spent',
+          'attempt 4 of "pool.test" did not finish within its lease: its handler ran past the lease (slow or hung), crashed, or lost its process, and all 4 attempts are spent',
         at: 1_120_000,
         attempt: 4,
       },
@@ -506,7 +506,10 @@ describe("WorkerPool: a handler still running when its lease runs out", () => {
     // late first attempts ran beside the second ones, outside the slots).
     most = 0;
     for (let i = 0; i < 5; i++) await t.emit(`a${i}`);
-    await until(() => t.pool.leftIds().length === 5, "all five claimed");
+    // Its handlers took about a lease each so far, so the pool prefetches nothing now (prefetchFor):
+    // it claims into free slots only.
+    await until(() => running.size === 2, "two claimed and running");
+    expect(t.pool.leftIds()).toHaveLength(2);
     expect(t.pool.active).toBe(2);
     expect(running.size).toBe(2);
     for (let i = 0; i < 5; i++) {
@@ -667,5 +670,72 @@ describe("WorkerPool: a handler still running when its lease runs out", () => {
     );
     expect(t.pool.active).toBe(0);
     expect(t.pool.leftIds()).toEqual([]);
+  });
+});
+
+describe("WorkerPool: a buffer slower than the lease", () => {
+  /** A handler per message that waits for its gate (`id#attempt`), recording the lease left at its start. */
+  function gated(o: { concurrency: number; prefetch: number }) {
+    const gates = new Map<string, () => void>();
+    const leaseLeftAtStart = new Map<string, number>();
+    const t = setup({
+      ...o,
+      handle: (m) => {
+        const run = `${m.id}#${m.attempts}`;
+        t.ran.push(run);
+        leaseLeftAtStart.set(run, m.leaseExpiresAt - t.clock.now());
+        return new Promise<HandlerOutcome>((r) => gates.set(run, () => r({ kind: "ok" })));
+      },
+    });
+    const open = (run: string) => gates.get(run)!();
+    return { ...t, gates, open, leaseLeftAtStart };
+  }
+
+  it("a prefetched message left with under half its lease is given back unstarted and runs with a whole lease", async () => {
+    const t = gated({ concurrency: 1, prefetch: 1 });
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.gates.has("m1#1"), "m1 running, m2 buffered");
+    t.clock.advance(16_000); // m2 (claimed with m1) now has 14 s of its 30 s lease left
+    t.open("m1#1");
+    await until(() => t.gates.has("m2#1"), "m2 running");
+    // Not started with 14 s left: given back (its attempt not counted) and claimed again, 30 s left.
+    expect(t.leaseLeftAtStart.get("m2#1")).toBe(30_000);
+    expect(t.ran).toEqual(["m1#1", "m2#1"]);
+    const back = t.lines.filter((l) => l.msg.includes("prefetched message(s) waited for a slot"));
+    expect(back).toHaveLength(1);
+    expect(back[0]).toMatchObject({ signal: "pool.test", messageIds: ["m2"] });
+    expect(back[0]!.msg).toMatch(
+      /^1 prefetched message\(s\) waited for a slot until less than half their lease \(30 s\) was left \(handlers take ~16000 ms here; prefetch now 0\): not run here; given back unstarted/,
+    );
+    t.open("m2#1");
+    await until(async () => (await t.store.getMessage("m2"))?.status === "delivered", "m2 delivered");
+    expect(await t.store.getMessage("m2")).toMatchObject({ attempts: 1, failures: [] });
+  });
+
+  it("handlers that take a good part of the lease shrink the prefetch, so the buffer drains in time", async () => {
+    const t = gated({ concurrency: 2, prefetch: 4 });
+    for (let i = 0; i < 2; i++) await t.emit(`s${i}`);
+    t.pool.start();
+    await until(() => t.gates.has("s0#1") && t.gates.has("s1#1"), "both slots taken");
+    // Two handlers of 12 s each (of a 30 s lease): the last of p buffered messages would start after
+    // p / 2 runs and must keep two runs of lease, so p = 2 × (30 - 24) / 12 = 1.
+    t.clock.advance(12_000);
+    t.open("s0#1");
+    t.open("s1#1");
+    await until(
+      async () => (await t.store.stats("pool.test", t.clock.now())).delivered === 2,
+      "both delivered",
+    );
+    for (let i = 0; i < 10; i++) await t.emit(`m${i}`);
+    t.pool.wake();
+    await until(() => t.gates.has("m0#1") && t.gates.has("m1#1"), "two more running");
+    // Two running and one prefetched, where the configured prefetch (4) would have held six.
+    await until(
+      async () => (await t.store.stats("pool.test", t.clock.now())).inflight === 3,
+      "three claimed",
+    );
+    expect(t.pool.leftIds()).toHaveLength(3);
   });
 });

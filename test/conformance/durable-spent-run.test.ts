@@ -10,7 +10,7 @@ const T0 = 1_000_000;
 const SIGNAL = "jobs.spent";
 const ID = "m-spent-1";
 const spentText = (attempt: number) =>
-  `attempt ${attempt} of "${SIGNAL}" did not finish within its lease: its handler crashed, hung or lost its process, and all 2 attempts are spent`;
+  `attempt ${attempt} of "${SIGNAL}" did not finish within its lease: its handler ran past the lease (slow or hung), crashed, or lost its process, and all 2 attempts are spent`;
 
 describe.each(drivers)("durable consumer whose message spent its attempts, on the $name driver", (driver) => {
   const apps = appFactory(driver);

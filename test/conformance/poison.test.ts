@@ -40,7 +40,7 @@ describe.each(drivers)("poison messages on the $name driver", (driver) => {
       {
         code: "LEASE_EXPIRED",
         message:
-          'attempt 3 of "jobs.poison" did not finish within its lease: its handler crashed, hung or lost its process, and all 3 attempts are spent',
+          'attempt 3 of "jobs.poison" did not finish within its lease: its handler ran past the lease (slow or hung), crashed, or lost its process, and all 3 attempts are spent',
         at: app.time.now(),
         attempt: 3,
       },

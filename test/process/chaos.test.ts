@@ -305,7 +305,7 @@ describe.sequential(`chaos on PostgreSQL (seed ${SEED}${FULL ? ", full size" : "
           failures: { code: string; message: string }[];
         }>(`SELECT (payload->>'n')::int AS n, attempts, failures FROM chaos.messages WHERE status = 'dead'`)
       ).rows;
-      const deaths = /crashed, hung or lost its process|never started/;
+      const deaths = /ran past the lease \(slow or hung\), crashed, or lost its process|never started/;
       const unexplainedDead = deadRows
         .filter((m) => {
           const last = m.failures.at(-1);

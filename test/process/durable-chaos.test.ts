@@ -9,7 +9,7 @@
  * each step of a completed run ran at least once; a step ran again only after a killed process ran
  * it (never after it was journaled); every consumer message delivered with its completed run, or —
  * its 4 attempts spent by deaths and 2 s leases lapsed under load — dead with a failure saying so
- * (LEASE_EXPIRED "… crashed, hung or lost its process" / "never started", or OKE1303), its run
+ * (LEASE_EXPIRED "… ran past the lease (slow or hung), crashed, or lost its process" / "never started", or OKE1303), its run
  * failed with the same failure or never started. Nothing else may fail.
  * OKE_CHAOS_SEED=<n> replays the schedule; OKE_CHAOS_FULL=1: 40 kills instead of 20.
  */
@@ -254,7 +254,7 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
       // The contract under chaos: nothing lost, nothing duplicated, nothing reported wrongly. Every
       // chaos.run run completes. A consumer message may legitimately spend its 4 attempts (retries: 3)
       // on process deaths and 2 s leases lapsed under load — then it is dead with a failure that says
-      // so (LEASE_EXPIRED "… crashed, hung or lost its process" / "never started", or OKE1303 for a
+      // so (LEASE_EXPIRED "… ran past the lease (slow or hung), crashed, or lost its process" / "never started", or OKE1303 for a
       // run taken over past maxRecoveries), its attempts spent, and its run (if it started) failed
       // with the same failure; a delivered message's run completed. Anything else is listed with its
       // error, recoveries, attempts and failures in the assertion's own output.
@@ -286,7 +286,7 @@ describe.sequential(`durable chaos on PostgreSQL (seed ${SEED})`, () => {
            WHERE m.signal = 'chaos.runs' AND m.status <> 'delivered'`,
         )
       ).rows;
-      const deaths = /crashed, hung or lost its process|never started/;
+      const deaths = /ran past the lease \(slow or hung\), crashed, or lost its process|never started/;
       const explainedDead = (m: (typeof notDelivered)[number]): boolean => {
         const last = m.failures.at(-1);
         if (m.status !== "dead" || last === undefined) return false;

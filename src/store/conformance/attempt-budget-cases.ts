@@ -18,7 +18,7 @@ const spentSettlement = (
   status: s.deadLetter ? "dead" : "delivered",
   failure: {
     code: "LEASE_EXPIRED",
-    message: `attempt ${c.attempts - 1} of "${s.name}" did not finish within its lease: its handler crashed, hung or lost its process, and all ${s.retries + 1} attempts are spent`,
+    message: `attempt ${c.attempts - 1} of "${s.name}" did not finish within its lease: its handler ran past the lease (slow or hung), crashed, or lost its process, and all ${s.retries + 1} attempts are spent`,
     at: now,
     attempt: c.attempts - 1,
   },
@@ -49,7 +49,7 @@ export function attemptBudgetCases(factory: StoreFactory): void {
         {
           code: "LEASE_EXPIRED",
           message:
-            'attempt 3 of "sig.a" did not finish within its lease: its handler crashed, hung or lost its process, and all 3 attempts are spent',
+            'attempt 3 of "sig.a" did not finish within its lease: its handler ran past the lease (slow or hung), crashed, or lost its process, and all 3 attempts are spent',
           at: now,
           attempt: 3,
         },
