@@ -66,6 +66,8 @@ async function driveAttempt(
     const value = await execute(session, undos);
     if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
+    // Effects the body left running (a missing await) are journaled before the run ends.
+    await session.settleBeside("the flow's return");
     const output = parseJson(journalValue(value, `the output of run "${runId}" (${acquired.run.flow})`));
     await finishRetried(deps, runId, owner, session, "completed", { output });
     return { kind: "completed", runId, value };
@@ -74,6 +76,7 @@ async function driveAttempt(
       deps.logger.warn({ runId }, error.message);
       throw error;
     }
+    await session.settleBeside("the flow's failure");
     // Ended at the end of its journal: fail with the reason given; a failure the replay itself
     // reached (a journaled step error the body does not catch) is the run's own and stays.
     if (ending !== undefined && error instanceof ReplayEnd) {

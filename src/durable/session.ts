@@ -5,7 +5,7 @@ import { checkJournalName } from "../signal/storable.ts";
 import { retryJournalWrite, type JournalRetryDeps } from "./journal-retry.ts";
 import { journalValue } from "./journal-value.ts";
 import { firstFailure, restoreFailure } from "./step-errors.ts";
-import { closeBody, inBody, newBody, recordPosition, type BodyFrame } from "./step-scope.ts";
+import { closeBody, currentBody, inBody, newBody, recordPosition, type BodyFrame } from "./step-scope.ts";
 import {
   entryName,
   type JournalEntry,
@@ -55,6 +55,12 @@ const never = (): Promise<never> => new Promise<never>(() => undefined);
  */
 const LATEST_WAKE_AT = 8_640_000_000_000_000;
 
+/** An effect of this attempt still running: what it is, and the step body it runs (steps only). */
+interface InFlight {
+  readonly what: string;
+  body: BodyFrame | undefined;
+}
+
 /** What an attempt's body resolves to when the run parked. */
 export const PARKED: unique symbol = Symbol("okengine.parked");
 
@@ -95,6 +101,8 @@ export class JournalSession {
   private legacyTail: { next: number; at: number } | undefined;
   /** Step bodies of this attempt still running: a park inside one ends them (see closeBody). */
   private readonly bodies = new Set<BodyFrame>();
+  /** Steps, calls, sends and emits the body started that have not settled (settleBeside). */
+  private readonly inFlight = new Map<Promise<unknown>, InFlight>();
 
   constructor(
     private readonly deps: SessionDeps,
@@ -305,7 +313,16 @@ export class JournalSession {
     return { runId: this.deps.runId, seq, kind, name, at: this.deps.now(), ...extra };
   }
 
-  async step<T>(name: string, fn: () => Promise<T> | T): Promise<{ value: T; replayed: boolean }> {
+  step<T>(name: string, fn: () => Promise<T> | T): Promise<{ value: T; replayed: boolean }> {
+    const rec: InFlight = { what: `fx.step(${JSON.stringify(name)})`, body: undefined };
+    return this.track(this.runStep(name, fn, rec), rec);
+  }
+
+  private async runStep<T>(
+    name: string,
+    fn: () => Promise<T> | T,
+    rec: InFlight,
+  ): Promise<{ value: T; replayed: boolean }> {
     if (typeof name !== "string" || name === "")
       throw new TypeError("fx.step(name, fn): name must be a non-empty string");
     if (this.names.has(name)) {
@@ -325,6 +342,7 @@ export class JournalSession {
     }
     await this.ensureLease();
     const body = newBody(this);
+    rec.body = body;
     let text: string | undefined;
     this.bodies.add(body);
     try {
@@ -348,7 +366,12 @@ export class JournalSession {
   }
 
   /** A value produced once and replayed afterwards (fx.call results, sends, live tape entry ids). */
-  async once<T>(
+  once<T>(kind: "call" | "send" | "emit", name: string, make: (seq: number) => Promise<T> | T): Promise<T> {
+    const rec: InFlight = { what: `fx.${kind}(${JSON.stringify(name)})`, body: undefined };
+    return this.track(this.runOnce(kind, name, make), rec);
+  }
+
+  private async runOnce<T>(
     kind: "call" | "send" | "emit",
     name: string,
     make: (seq: number) => Promise<T> | T,
@@ -382,7 +405,12 @@ export class JournalSession {
    * Journals the emit and enqueues the message in one commit; replay skips both.
    * `messages` replaces what is enqueued (a broadcast's per-flow copies of the event).
    */
-  async emit(message: NewMessage, messages: NewMessage[] = [message], chosenId = false): Promise<void> {
+  emit(message: NewMessage, messages: NewMessage[] = [message], chosenId = false): Promise<void> {
+    const rec: InFlight = { what: `fx.emit(${JSON.stringify(message.signal)})`, body: undefined };
+    return this.track(this.runEmit(message, messages, chosenId), rec);
+  }
+
+  private async runEmit(message: NewMessage, messages: NewMessage[], chosenId: boolean): Promise<void> {
     const { seq, entry } = this.next("emit", message.signal);
     if (entry) return;
     const journaled = this.entry(seq, "emit", message.signal, {
@@ -429,6 +457,10 @@ export class JournalSession {
       await this.write(sleepEntry);
       return;
     }
+    // A step (or call, send, emit) started beside this sleep and not awaited first would lose its
+    // journal write to the park (the lease goes with it): its work done, unjournaled, run again after
+    // the wake — and its rejection took the process down. It is journaled first.
+    await this.settleBeside(`fx.clock.sleep(${JSON.stringify(label)})`);
     await this.write(undefined);
     // Retried like append; a retry first looks whether the previous try parked the run (its reply was lost).
     await retryJournalWrite(
@@ -451,6 +483,37 @@ export class JournalSession {
     for (const body of this.bodies) closeBody(body);
     this.parkResolve?.(wakeAt);
     return never();
+  }
+
+  /** Registers an effect until it settles (a handler of its own: its caller still sees the outcome). */
+  private track<T>(p: Promise<T>, rec: InFlight): Promise<T> {
+    this.inFlight.set(p, rec);
+    const done = (): void => void this.inFlight.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  /**
+   * Before the run parks or ends (`by`): waits for the effects the body started and has not awaited —
+   * all but the steps whose bodies the caller runs inside (a sleep in a step body). Each is named in
+   * one warning: a missing `await` is a bug (its failure reached no code), but its work must not be
+   * lost or done twice. Effects the wait itself sees start are waited for too.
+   */
+  async settleBeside(by: string): Promise<void> {
+    const inside = new Set<BodyFrame>();
+    for (let f = currentBody(this); f !== undefined; f = f.parent) inside.add(f);
+    const beside = (): Array<[Promise<unknown>, InFlight]> =>
+      [...this.inFlight].filter(([, r]) => r.body === undefined || !inside.has(r.body));
+    let waiting = beside();
+    if (waiting.length === 0) return;
+    this.deps.retry.logger.warn(
+      { runId: this.deps.runId, effects: waiting.map(([, r]) => r.what) },
+      `durable run: ${by} came while ${waiting.map(([, r]) => r.what).join(", ")} still ran; waiting for ${waiting.length === 1 ? "it" : "them"} to be journaled first — await every fx call before the next`,
+    );
+    while (waiting.length > 0) {
+      await Promise.allSettled(waiting.map(([p]) => p));
+      waiting = beside();
+    }
   }
 
   /** True when the run sleeps on this very sleep entry: a park that committed. */
