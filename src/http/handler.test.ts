@@ -235,6 +235,9 @@ describe("http envelope: errors", () => {
     const e = app.logs.find((l) => l.status === 500)!;
     expect(e.level).toBe(50);
     expect(e.code).toBe("OKE1500");
+    // The route's flow is named (a 404 reached none).
+    expect(e.flow).toBe("boom");
+    expect(app.logs.find((l) => l.status === 404)?.flow).toBeUndefined();
     expect(e.err?.message).toBe("secret: password=hunter2");
     expect(app.logs.some((l) => l.status === 200)).toBe(false);
   });

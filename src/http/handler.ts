@@ -129,8 +129,10 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     status: number,
     error: OkeError,
     cause: unknown,
+    flow?: string,
   ): void => {
-    const log = { method, path: shortPath(path), status, code: error.code };
+    // The route's flow when one was reached: a durable run's own lines (runId) carry the same name.
+    const log = { method, path: shortPath(path), status, code: error.code, ...(flow ? { flow } : {}) };
     if (status >= 500)
       app.logger.error({ ...log, err: cause }, `http ${status} ${method} ${shortPath(path)}`);
     // A 4xx is the client's mistake, not the app's: at info, so a scanner's thousand 404s do not bury
@@ -173,7 +175,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     return app.store?.isUnavailable?.(e) ?? true;
   };
 
-  const failure = (method: string, path: string, e: unknown, local: boolean): Reply => {
+  const failure = (method: string, path: string, e: unknown, local: boolean, flow?: string): Reply => {
     if (storeOutage(e)) {
       const error = httpErrors.storeUnavailable();
       // One warn line without a stack: during an outage every request fails, and the store already
@@ -184,6 +186,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
           path: shortPath(path),
           status: 503,
           code: error.code,
+          ...(flow ? { flow } : {}),
           error: e instanceof Error ? e.message : String(e),
         },
         `http 503 ${method} ${shortPath(path)}: the store is unavailable`,
@@ -197,7 +200,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     }
     // The reply as replyForError built it: it knows what this client may see.
     const { reply, error } = replyForError(e, exposeErrors && local, hideServerErrors);
-    logFailure(method, path, reply.status, error, e);
+    logFailure(method, path, reply.status, error, e, flow);
     // A passing refusal (OkeError.passing) must not become an Idempotency-Key's stored answer.
     return isOkeError(e) && e.passing ? { ...reply, passing: true } : reply;
   };
@@ -263,7 +266,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       pending =
         runId === undefined ? app.invokeRoute(route, request) : app.invokeRoute(route, request, { runId });
     } catch (e) {
-      return done(failure(method, path, e, local));
+      return done(failure(method, path, e, local, route.flow));
     }
     void pending.then(
       (result) => {
@@ -271,11 +274,11 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
         try {
           reply = resultReply(result);
         } catch (e) {
-          reply = failure(method, path, e, local); // e.g. a BigInt in the result
+          reply = failure(method, path, e, local, route.flow); // e.g. a BigInt in the result
         }
         done(reply);
       },
-      (e: unknown) => done(failure(method, path, e, local)),
+      (e: unknown) => done(failure(method, path, e, local, route.flow)),
     );
   };
 
