@@ -9,6 +9,7 @@ export interface LogLine {
   msg: string;
   status?: number;
   code?: string;
+  flow?: string;
   err?: { message?: string; stack?: string };
 }
 
