@@ -467,7 +467,11 @@ export const handlers: Record<string, ApiHandler> = {
     const m = await host.store.getMessage(params.id ?? "");
     if (!m)
       throw notFound(`no message "${params.id ?? ""}" (never emitted, discarded, or pruned after delivery)`);
-    return { body: messageView(m) };
+    // Whether "emitted by" names a run there is to show: a plain flow's invocation id is never stored
+    // as a run, and a durable run is pruned after durable.retentionMs while its dead letters stay.
+    // One primary-key read, for this one message only (never per row of a list).
+    const parentRunFound = m.parentRunId ? (await host.store.getRun(m.parentRunId)) !== undefined : false;
+    return { body: { ...messageView(m), parentRunFound } };
   },
 
   "POST /api/signals/:signal/replay": async ({ host, jobs, audit }, { params, body, actor }) => {

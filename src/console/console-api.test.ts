@@ -64,6 +64,19 @@ const many = flow("trip.many", {
     return calls;
   },
 });
+// Emitters of jobs.other (whose consumer always fails): a plain flow's invocation id becomes its
+// message's parentRunId like a durable run's does, but no run of that id is ever stored.
+const plainEmitter = flow("trip.plainEmit", {
+  do: async ({ n }: { n: number }, fx) => {
+    await fx.emit(other, { n });
+  },
+});
+const durableEmitter = flow("trip.durableEmit", {
+  durable: true,
+  do: async ({ n }: { n: number }, fx) => {
+    await fx.emit(other, { n });
+  },
+});
 const napper = flow("trip.napper", {
   durable: true,
   do: async (_: { x: number }, fx) => {
@@ -104,7 +117,22 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     cleanups.push(made.cleanup);
     const time = createTimeTravel(1_700_000_000_000);
     const app = createApp({
-      modules: [{ worker, parent, child, nightly, fixed, otherWorker, newsReader, ticker, many, napper }],
+      modules: [
+        {
+          worker,
+          parent,
+          child,
+          nightly,
+          fixed,
+          otherWorker,
+          newsReader,
+          ticker,
+          many,
+          napper,
+          plainEmitter,
+          durableEmitter,
+        },
+      ],
       env: "test",
       clock: time,
       store: opts.store ? opts.store(made.store) : made.store,
@@ -453,6 +481,32 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     ]);
     expect(dead[0]).toMatchObject({ signal: "jobs.other", status: "dead", replays: 0 });
     expect(dead[1]).toMatchObject({ signal: "jobs.run", status: "dead" });
+  });
+
+  it("a message says whether its emitter is a stored run (parentRunFound): a plain flow's invocation is not; lists do not look it up", async () => {
+    const { app, api } = await start();
+    await app.invoke(plainEmitter, { n: 1 });
+    await app.invoke(durableEmitter, { n: 2 });
+    await app.emit(other, { n: 3 });
+    await app.idle();
+    const dead = (await api("/api/signals/jobs.other/dead")).body.items as Body[];
+    const byN = new Map(dead.map((m) => [m.payload.n as number, m]));
+    expect([...byN.keys()].sort()).toEqual([1, 2, 3]);
+    // Lists carry parentRunId as they did, with no per-row run lookup.
+    for (const m of dead) expect(m).not.toHaveProperty("parentRunFound");
+
+    const plain = (await api(`/api/messages/${byN.get(1)!.id}`)).body;
+    expect(plain.parentRunId).toEqual(expect.any(String));
+    expect(plain.parentRunFound).toBe(false);
+    expect((await api(`/api/runs/${encodeURIComponent(plain.parentRunId)}`)).status).toBe(404);
+
+    const durable = (await api(`/api/messages/${byN.get(2)!.id}`)).body;
+    expect(durable.parentRunFound).toBe(true);
+    const run = await api(`/api/runs/${encodeURIComponent(durable.parentRunId)}`);
+    expect([run.status, run.body.run.flow]).toEqual([200, "trip.durableEmit"]);
+
+    const direct = (await api(`/api/messages/${byN.get(3)!.id}`)).body;
+    expect([direct.parentRunId, direct.parentRunFound]).toEqual([null, false]);
   });
 
   it("a run's timeline links every call to its own child and every emit to its message's status, past 200 of each; broadcast and live emits carry an event id, no message link", async () => {

@@ -141,13 +141,26 @@ function action(what, run) {
   };
 }
 
-/** An audit entry's detail as "count 3 · all true · ids m_1, m_2": it wraps where a JSON blob would not. */
-const detailText = (detail = {}) =>
-  Object.entries(detail)
-    .filter(([, v]) => v !== undefined)
-    .map(
-      ([k, v]) => `${k} ${Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : v}`,
-    )
+/** One audit detail value as text: a time (`wakeAt` and other `…At` numbers) as the page shows times. */
+const detailValue = (k, v) =>
+  v === null
+    ? "—"
+    : typeof v === "number" && /At$/.test(k)
+      ? time(v)
+      : Array.isArray(v)
+        ? v.join(", ")
+        : typeof v === "object"
+          ? JSON.stringify(v)
+          : v;
+
+/**
+ * An audit entry's detail as "count 3 · all true · ids m_1, m_2": it wraps where a JSON blob would not.
+ * An empty list (the ids of a replay of nothing) is left out: the count beside it already says 0.
+ */
+const detailText = (detail) =>
+  Object.entries(detail ?? {})
+    .filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0))
+    .map(([k, v]) => `${k} ${detailValue(k, v)}`)
     .join(" · ");
 
 function auditTable(items) {
@@ -429,6 +442,20 @@ async function signalView(name, params) {
   );
 }
 
+/**
+ * Who emitted a message: its run, linked, when the store holds one (`parentRunFound`). A plain flow's
+ * invocation (an HTTP route's, a non-durable consumer's) is never stored as a run, and a durable run
+ * is pruned after its retention while its dead letters stay: there is no timeline to open for those.
+ */
+function emitter(m) {
+  if (m.parentRunFound) return ["run ", runLink(m.parentRunId)];
+  return [
+    "flow invocation ",
+    h("code", { id: "emitted-by" }, m.parentRunId),
+    " (no run stored: not durable, or pruned — no timeline)",
+  ];
+}
+
 async function messageView(id) {
   const m = await api(`/api/messages/${enc(id)}`);
   // A dead letter of a signal this app does not declare can be read here but not replayed (signal view).
@@ -453,7 +480,7 @@ async function messageView(id) {
       h("strong", { id: "message-status" }, m.status),
       ` · attempts ${m.attempts}`,
       m.replays !== undefined ? ` · replays ${m.replays}` : "",
-      m.parentRunId ? [" · emitted by ", runLink(m.parentRunId)] : "",
+      m.parentRunId ? [" · emitted by ", emitter(m)] : "",
     ),
     m.status === "dead" && declared
       ? h(
@@ -774,21 +801,48 @@ function signInView(error) {
   );
 }
 
+/** What an address like `#/run/<id>` needs after the view's name, and where to find one. */
+const NEEDS = {
+  signal: ["signal name", "Open a signal from the overview"],
+  message: ["message id", "Open a message from its signal's page"],
+  run: ["run id", "Open a run from the Runs view"],
+};
+
+/** The id or name a view's address carries; an address without one (`#/run/`) is refused, plainly. */
+function idIn(view, id) {
+  if (id !== undefined && id.trim() !== "") return id;
+  const [what, where] = NEEDS[view];
+  throw Object.assign(new Error(`no ${what} given in the address "${location.hash}"`), {
+    fix: `${where}, or put the ${what} after #/${view}/.`,
+  });
+}
+
+/** One part of the address, decoded; a broken % escape says so rather than "URI malformed". */
+function decodePart(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new Error(
+      `the address "${location.hash}" is not a view's address (a % escape that does not decode)`,
+    );
+  }
+}
+
 async function route() {
   const [path, qs] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(qs ?? "");
-  const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = (path || "/").split("/").filter(Boolean).map(decodePart);
   switch (parts[0]) {
     case undefined:
       return overview();
     case "signal":
-      return signalView(parts[1], params);
+      return signalView(idIn("signal", parts[1]), params);
     case "message":
-      return messageView(parts[1]);
+      return messageView(idIn("message", parts[1]));
     case "runs":
       return runsView(params);
     case "run":
-      return runView(parts[1]);
+      return runView(idIn("run", parts[1]));
     case "schedules":
       return schedulesView();
     case "instances":
