@@ -97,8 +97,14 @@ export class ClockResourceNotFoundError extends OkeError {
   readonly id: string;
   /** The run id (kept for wake-early callers); for a schedule, its name. */
   readonly runId: string;
-  constructor(id: string, resource: "run" | "cron" = "run") {
-    super({ code: "ClockResourceNotFoundError", message: `${resource} "${id}" not found`, status: 404 });
+  /** `fix`: what the caller can do, e.g. that the run exists but is not sleeping (the message stays the spec's). */
+  constructor(id: string, resource: "run" | "cron" = "run", fix?: string) {
+    super({
+      code: "ClockResourceNotFoundError",
+      message: `${resource} "${id}" not found`,
+      status: 404,
+      ...(fix === undefined ? {} : { fix }),
+    });
     this.resource = resource;
     this.id = id;
     this.runId = id;

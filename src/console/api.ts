@@ -615,7 +615,14 @@ export const handlers: Record<string, ApiHandler> = {
     const runId = params.id ?? "";
     const run = await host.store.getRun(runId);
     // The spec's answer for both a missing run and one that is not asleep: 404, `run "{id}" not found`.
-    if (run?.status !== "sleeping") throw new ClockResourceNotFoundError(runId);
+    if (run?.status !== "sleeping")
+      throw new ClockResourceNotFoundError(
+        runId,
+        "run",
+        run === undefined
+          ? undefined
+          : `The run exists but is ${run.status}: only a sleeping run can be woken (oke run ${runId} shows where it is).`,
+      );
     const result = await host.operator.wakeEarly(runId);
     await audit({
       actor,

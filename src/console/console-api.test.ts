@@ -622,6 +622,8 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(again.body.error).toMatchObject({
       code: "ClockResourceNotFoundError",
       message: `run "${run.id}" not found`,
+      // The message is the spec's; the fix says the run is there, just not asleep.
+      fix: `The run exists but is completed: only a sleeping run can be woken (oke run ${run.id} shows where it is).`,
     });
     const missing = await api(`/api/runs/nope/wake`, { method: "POST" });
     expect(missing.status).toBe(404);
@@ -629,6 +631,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       code: "ClockResourceNotFoundError",
       message: 'run "nope" not found',
     });
+    expect(missing.body.error).not.toHaveProperty("fix");
     expect((await api("/api/audit")).body.items[0]).toMatchObject({
       action: "wake",
       target: `run:${run.id}`,
