@@ -19,7 +19,7 @@ describe("the Console's page files", () => {
   it("a missing file (a broken install) is OKE1608 naming the file, not an empty reply at every page load", async () => {
     const empty = mkdtempSync(join(tmpdir(), "oke-page-"));
     try {
-      const err = await loadPage(pathToFileURL(`${empty}/`)).then(
+      const err = await loadPage([pathToFileURL(`${empty}/`), pathToFileURL(`${empty}/elsewhere/`)]).then(
         () => undefined,
         (e: unknown) => e,
       );

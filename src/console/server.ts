@@ -41,24 +41,39 @@ export interface PageFile {
 }
 
 /**
- * Reads the page's three files (~36 KB) once, at start, from beside this module (src/console/page/, or
- * dist/console/page/ in the package). A file missing there is a broken install: the Console refuses to
- * start and says so, instead of answering every page load with an empty reply.
+ * Where the page is looked for: beside this module (src/console/page/, or dist/console/page/ in the
+ * package), then a checkout's src/ seen from code compiled or bundled two levels below the repository
+ * (dist/, the test suite's builds).
  */
-export async function loadPage(dir = new URL("./page/", import.meta.url)): Promise<Map<string, PageFile>> {
+const PAGE_DIRS: readonly URL[] = [
+  new URL("./page/", import.meta.url),
+  new URL("../../src/console/page/", import.meta.url),
+];
+
+/**
+ * Reads the page's three files (~36 KB) once, at start. A file found in none of `dirs` is a broken
+ * install: the Console refuses to start and says so, instead of answering every page load with an
+ * empty reply.
+ */
+export async function loadPage(dirs: readonly URL[] = PAGE_DIRS): Promise<Map<string, PageFile>> {
   const page = new Map<string, PageFile>();
   for (const [path, { file, type }] of Object.entries(PAGE_FILES)) {
-    const url = new URL(file, dir);
-    try {
-      page.set(path, { type, body: await readFile(url) });
-    } catch (e) {
+    let first: unknown;
+    for (const dir of dirs) {
+      try {
+        page.set(path, { type, body: await readFile(new URL(file, dir)) });
+        break;
+      } catch (e) {
+        first ??= e;
+      }
+    }
+    if (!page.has(path))
       throw new OkeError({
         code: "OKE1608",
-        message: `okengine console: its page file ${fileURLToPath(url)} cannot be read (${(e as { code?: string }).code ?? String(e)})`,
+        message: `okengine console: its page file ${fileURLToPath(new URL(file, dirs[0]))} cannot be read (${(first as { code?: string }).code ?? String(first)})`,
         fix: "The okengine install is incomplete: reinstall it (npm ci), or turn the Console off with console.port: false.",
-        cause: e,
+        cause: first,
       });
-    }
   }
   return page;
 }

@@ -301,8 +301,9 @@ describe("the Console page in headless Chromium", () => {
     await page.getByRole("button", { name: "Wake now" }).click();
     const failed = statusLine().filter({ hasText: "Wake failed" });
     await failed.waitFor(LONG);
+    // The spec's message, then the fix saying the run is there but no longer asleep.
     expect(await failed.textContent()).toBe(
-      `Wake failed: ClockResourceNotFoundError: run "${run.id}" not found`,
+      `Wake failed: ClockResourceNotFoundError: run "${run.id}" not found (The run exists but is completed: only a sleeping run can be woken (oke run ${run.id} shows where it is).)`,
     );
     expect(await failed.getAttribute("class")).toBe("bad");
     await page.unroute("**/api/runs/*/wake");
