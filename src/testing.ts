@@ -9,7 +9,7 @@ import type { OkeConfig } from "./app/config.ts";
 import type { App, CreateAppOptions } from "./app/types.ts";
 import { createTimeTravel, type TimeTravel } from "./clock/time-travel.ts";
 import type { SentMessage } from "./fx/send.ts";
-import type { Logger } from "./log/logger.ts";
+import { errSerializer, PRETTY_OPTIONS, type Logger } from "./log/logger.ts";
 import { loadProject } from "./project/load-project.ts";
 
 export { createTimeTravel } from "./clock/time-travel.ts";
@@ -62,13 +62,8 @@ function testLogger(): Logger | undefined {
   const level = process.env.OKE_LOG_LEVEL;
   if (level === undefined || level === "") return undefined;
   return pino(
-    { level },
-    pretty({
-      sync: true,
-      colorize: process.stdout.isTTY,
-      ignore: "pid,hostname",
-      translateTime: "HH:MM:ss.l",
-    }),
+    { level, serializers: { err: errSerializer } },
+    pretty({ ...PRETTY_OPTIONS, sync: true, colorize: process.stdout.isTTY }),
   );
 }
 

@@ -18,16 +18,30 @@ function okeBin() {
   return join(dirname(manifest), typeof pkg.bin === "string" ? pkg.bin : pkg.bin.oke);
 }
 
+// Its own usage, not `oke init`'s: the command typed was `npm create okengine`, and it needs no okengine.
+const USAGE = `Usage: npm create okengine@latest [dir]
+       (or npx create-okengine [dir])
+
+Creates an okengine starter app (an HTTP flow, a work queue and its worker, a durable flow, tests) in
+dir, a new or empty directory (default: the current one). The same files as \`npx okengine init [dir]\`.
+
+Then: cd dir && npm install && npm run dev
+
+Options:
+  -h, --help  display this help
+`;
+
+const args = process.argv.slice(2);
 const oke = okeBin();
-if (oke === undefined) {
+if (args.includes("-h") || args.includes("--help")) {
+  process.stdout.write(USAGE);
+} else if (oke === undefined) {
   process.stderr.write(
     "create-okengine: okengine is not installed next to it; try `npx okengine init [dir]`\n",
   );
   process.exitCode = 1;
 } else {
-  const args = process.argv.slice(2);
-  const init = args.includes("-h") || args.includes("--help") ? ["init", "--help"] : ["init", ...args];
-  const r = spawnSync(process.execPath, [oke, ...init], { stdio: "inherit" });
+  const r = spawnSync(process.execPath, [oke, "init", ...args], { stdio: "inherit" });
   if (r.error) process.stderr.write(`create-okengine: could not run oke init: ${r.error.message}\n`);
   process.exitCode = r.status ?? 1;
 }

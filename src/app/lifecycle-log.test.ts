@@ -5,15 +5,26 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
+import { prettyFactory } from "pino-pretty";
 import { describe, expect, it } from "vitest";
 import { createApp, createTimeTravel, flow, http, on, signal } from "../index.ts";
+import { PRETTY_OPTIONS } from "../log/logger.ts";
 import { createFileStore } from "../store/file/file-store.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 
 function captured(level: string) {
   const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
-  const logger = pino({ level }, { write: (l: string) => void lines.push(JSON.parse(l)) });
-  return { logger, msgs: () => lines.map((l) => l.msg) };
+  const raw: string[] = [];
+  const logger = pino(
+    { level },
+    {
+      write: (l: string) => {
+        raw.push(l);
+        lines.push(JSON.parse(l));
+      },
+    },
+  );
+  return { logger, lines, raw, msgs: () => lines.map((l) => l.msg) };
 }
 
 const task = signal.once("tasks.mail");
@@ -53,6 +64,23 @@ describe("lifecycle logs", () => {
     expect(msgs()).toContain("okengine: queues and runs in memory (lost on exit)");
     await app.stop();
     expect(msgs().at(-1)).toBe("okengine stopped: nothing left running");
+  });
+
+  it("the boot line's counts are a field for JSON logs; readable logs (dev) do not print them again under the lists", async () => {
+    const { logger, lines, raw } = captured("info");
+    const app = createApp({
+      env: "test",
+      modules: [{ task, worker, trial }],
+      store: createMemoryStore(),
+      logger,
+    });
+    await app.boot();
+    await app.stop();
+    const at = lines.findIndex((l) => l.msg.startsWith("okengine serves"));
+    expect(lines[at]!.serves).toEqual({ routes: 1, workers: 1, clocks: 0, durableFlows: ["trials.start"] });
+    const readable = prettyFactory({ ...PRETTY_OPTIONS, colorize: false })(raw[at]!);
+    expect(readable).toContain("    tasks.mail (once) → workers.mail");
+    expect(readable).not.toMatch(/routes: 1|workers: 1|clocks: 0|durableFlows|serves:/);
   });
 
   it("names a file store handed to createApp as such, not the config's directory it does not use", async () => {

@@ -4,7 +4,8 @@ import type { Manifest } from "./manifest.ts";
 
 /**
  * One info line at boot listing routes, workers (signal → flow) and durable
- * flows, with the same lists as fields for JSON logs.
+ * flows, with their counts as the field `serves` for JSON logs (readable logs
+ * leave it out: the message says it all, and dev printed it twice).
  */
 export function logServes(logger: Logger, manifest: Manifest): void {
   const routes = manifest.routes.map((r) => `${r.method} ${r.path} → ${r.flow}`);
@@ -26,7 +27,14 @@ export function logServes(logger: Logger, manifest: Manifest): void {
     ...section("durable flows", durable),
   ];
   logger.info(
-    { routes: routes.length, workers: workers.length, clocks: clocks.length, durableFlows: durable },
+    {
+      serves: {
+        routes: routes.length,
+        workers: workers.length,
+        clocks: clocks.length,
+        durableFlows: durable,
+      },
+    },
     lines.length === 0
       ? "okengine: the app declares no routes, workers or durable flows"
       : `okengine serves ${routes.length} route(s), ${workers.length} worker(s), ${clocks.length === 0 ? "" : `${clocks.length} clock(s), `}${durable.length} durable flow(s)\n${lines.join("\n")}`,

@@ -8,7 +8,8 @@ import starterConfig from "../../templates/starter/oke.config.ts";
 import { isOkeError } from "../errors.ts";
 import { createApp, flow, http, on } from "../index.ts";
 import { resolveConfig } from "./config.ts";
-import { openStore } from "./open-store.ts";
+import { PG_URL } from "../store/postgres/test-support.ts";
+import { openStore, postgresRefusal } from "./open-store.ts";
 
 const capture = () => {
   const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
@@ -48,6 +49,81 @@ describe("a DATABASE_URL that is not a PostgreSQL URL", () => {
     expect(() => openStore(config, ".", pino({ level: "silent" }), vars)).toThrow(
       'oke boot: DATABASE_URL is not a PostgreSQL URL: it does not start with postgres:// ("127.0.0.1:5432/db")',
     );
+  });
+});
+
+describe("a PostgreSQL server that refuses the URL (real server)", () => {
+  // The test server's host and port with another database or user: PostgreSQL answers at once.
+  const other = (change: (u: URL) => void): string => {
+    const u = new URL(PG_URL);
+    change(u);
+    return u.toString();
+  };
+  const bootError = async (url: string): Promise<unknown> => {
+    const app = createApp({
+      modules: [{ ping }],
+      env: "prod",
+      config: { database: { url, connectTimeoutMs: 0 }, drivers: { send: "memory" } },
+      logger: pino({ level: "silent" }),
+    });
+    const err = await app.boot().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await app.stop();
+    return err;
+  };
+
+  it("a database that does not exist is OKE1337, with a createdb fix naming the URL's host, port, user and database", async () => {
+    const u = new URL(PG_URL);
+    const err = await bootError(other((x) => (x.pathname = "/audit_missing_db")));
+    expect(isOkeError(err) && err.code).toBe("OKE1337");
+    expect((err as Error).message).toBe(
+      `oke boot: database "audit_missing_db" does not exist on the PostgreSQL server at ${u.hostname}:${u.port || "5432"} (database.url)`,
+    );
+    expect((err as { fix?: string }).fix).toContain(
+      `createdb -h ${u.hostname}${u.port ? ` -p ${u.port}` : ""}${u.username ? ` -U ${u.username}` : ""} audit_missing_db`,
+    );
+    expect((err as { fix?: string }).fix).toContain("correct the database name at the end of database.url");
+  });
+
+  it("a role that does not exist is OKE1338, its fix a createuser; the password is never shown", async () => {
+    const err = await bootError(
+      other((x) => {
+        x.username = "audit_no_such_role";
+        x.password = "hunter2";
+      }),
+    );
+    expect(isOkeError(err) && err.code).toBe("OKE1338");
+    expect((err as Error).message).toContain('refused the login: role "audit_no_such_role" does not exist');
+    expect((err as { fix?: string }).fix).toContain("createuser");
+    expect(JSON.stringify([(err as Error).message, (err as { fix?: string }).fix])).not.toContain("hunter2");
+  });
+});
+
+describe("postgresRefusal", () => {
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
+  it("a wrong password is OKE1338, pointing at the user and password of the setting", () => {
+    const e = postgresRefusal(
+      pgError("28P01", 'password authentication failed for user "app"'),
+      "postgres://app:hunter2@db.internal:6543/shop",
+      "DATABASE_URL",
+    );
+    expect(e?.code).toBe("OKE1338");
+    expect(e?.message).toBe(
+      'oke boot: the PostgreSQL server at db.internal:6543 refused the login: password authentication failed for user "app" (DATABASE_URL)',
+    );
+    expect(e?.fix).toContain("Check the user and password in DATABASE_URL");
+    expect(JSON.stringify([e?.message, e?.fix, e?.details])).not.toContain("hunter2");
+  });
+  it("leaves every other error alone (outages are boot's wait's, not a refusal)", () => {
+    expect(
+      postgresRefusal(pgError("ECONNREFUSED", "connect ECONNREFUSED"), PG_URL, "DATABASE_URL"),
+    ).toBeUndefined();
+    expect(
+      postgresRefusal(pgError("57P03", "the database system is starting up"), PG_URL, "x"),
+    ).toBeUndefined();
+    expect(postgresRefusal("boom", PG_URL, "x")).toBeUndefined();
   });
 });
 

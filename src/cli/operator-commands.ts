@@ -290,6 +290,7 @@ function formatStatus(url: string, o: Overview): string {
       table(
         ["SIGNAL", "DELIVERY", "PENDING", "INFLIGHT", "DEAD", "DELIVERED", "OLDEST PENDING", "LAST 10 MIN"],
         rows,
+        { right: ["OLDEST PENDING"] },
       ),
     );
   out.push("");

@@ -1,5 +1,6 @@
 // The oke operator commands in-process, and one compiled: what they print and exit with against answers cut off, stalled or foreign, and against a real app's Console (caps, skipped ids, paging, counts, store outage).
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -416,5 +417,75 @@ describe("stranded work in oke status", () => {
     ]);
     // The tables keep their format: the legacy flow, gone from the Console's app, has no row there.
     expect(r.stdout).not.toMatch(/^legacy\.wait /m);
+  });
+});
+
+describe("oke status's signal table", () => {
+  it("is laid out as docs/console.md shows it: OLDEST PENDING right-aligned, its '-' too", async () => {
+    const docs = readFileSync(fileURLToPath(new URL("../../docs/console.md", import.meta.url)), "utf8").split(
+      "\n",
+    );
+    const at = docs.findIndex((l) => l.startsWith("SIGNAL  "));
+    const shown = docs.slice(at, at + 6);
+    const counts = (
+      pending: number,
+      inflight: number,
+      dead: number,
+      delivered: number,
+      age: number | null,
+    ) => ({
+      pending,
+      inflight,
+      dead,
+      delivered,
+      oldestPendingAgeMs: age,
+    });
+    const overview = {
+      env: "prod",
+      now: Date.UTC(2026, 11, 1, 12, 32, 8),
+      signals: [
+        {
+          name: "clock:ops.dlqReport",
+          delivery: "once",
+          schedule: "ops.dlqReport",
+          flows: ["ops.dlqReport"],
+          ...counts(0, 0, 0, 3, null),
+          throughput: { delivered: [0] },
+        },
+        {
+          name: "email.send",
+          delivery: "once",
+          flows: ["x"],
+          ...counts(12, 4, 2, 310, 65_000),
+          throughput: { delivered: [90, 6] },
+        },
+        {
+          name: "orders.placed",
+          delivery: "broadcast",
+          flows: ["orders.charge", "orders.ship"],
+          throughput: { delivered: [40] },
+          copies: [
+            { flow: "orders.charge", queue: "q1", ...counts(0, 0, 0, 20, null) },
+            { flow: "orders.ship", queue: "q2", ...counts(0, 0, 0, 20, null) },
+          ],
+        },
+      ],
+      flows: [],
+      recentFailures: { deadLetters: [], runs: [] },
+      instances: 2,
+    };
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(overview));
+    });
+    const url = await listen(server);
+    try {
+      const r = await oke("status", "--url", url, "--token", TOKEN);
+      expect(r.code).toBe(0);
+      const lines = r.stdout.split("\n");
+      expect(lines.slice(2, 8)).toEqual(shown);
+    } finally {
+      await close(server);
+    }
   });
 });

@@ -4,7 +4,7 @@ import type { App, Env } from "../app/types.ts";
 import { isLoopbackAddress as isLoopback } from "../console/config.ts";
 import { isOkeError } from "../errors.ts";
 import { describeBootError } from "./boot-error.ts";
-import { loadProject } from "../project/load-project.ts";
+import { loadProject, routeHandlerWarnings } from "../project/load-project.ts";
 
 export interface RunOptions {
   env: Env;
@@ -64,7 +64,10 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
     root: project.root,
   });
   exitOnSignals(app);
-  if (options.env === "dev") warnUntriggeredFlows(app);
+  if (options.env === "dev") {
+    warnUntriggeredFlows(app);
+    for (const w of routeHandlerWarnings(project.modules)) app.logger.warn({ source: w.source }, w.message);
+  }
   const started = await app.start({ port: options.port, host: options.host }).catch((e: unknown) => {
     // SIGTERM while boot waited for the database: the signal's stop() exits (0), not a boot error (1).
     if (isOkeError(e) && e.code === "OKE1097") return undefined;

@@ -1,15 +1,20 @@
 // Terminal output for the operator commands: padded tables, ages, times and short previews.
 
-/** Columns padded to their widest cell; numbers right-aligned; empty cells shown as "-". */
+/**
+ * Columns padded to their widest cell; numbers right-aligned, and the columns `right` names (ages
+ * such as "1m05s", read as amounts); empty cells shown as "-".
+ */
 export function table(
   headers: readonly string[],
   rows: ReadonlyArray<ReadonlyArray<string | number | null | undefined>>,
+  options: { right?: readonly string[] } = {},
 ): string {
   const cells = rows.map((r) => headers.map((_, i) => cellText(r[i])));
   const numeric = headers.map(
-    (_, i) =>
-      rows.some((r) => typeof r[i] === "number") &&
-      rows.every((r) => typeof r[i] === "number" || r[i] === null || r[i] === undefined),
+    (h, i) =>
+      options.right?.includes(h) === true ||
+      (rows.some((r) => typeof r[i] === "number") &&
+        rows.every((r) => typeof r[i] === "number" || r[i] === null || r[i] === undefined)),
   );
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: readonly string[]): string =>

@@ -53,3 +53,20 @@ describe("on() types", () => {
     expect(() => on(http.post({ path: "/x", in: z.object({ q: z.string() }) }), create)).not.toThrow();
   });
 });
+
+describe("on() with a trigger factory passed uncalled", () => {
+  const f = flow("x", { do: () => 1 });
+  const bind = (trigger: unknown) => () => on(trigger as never, f);
+  it.each([
+    ["http.get", http.get, "did you mean http.get()?"],
+    ["http.delete", http.delete, "did you mean http.delete()?"],
+    ["every", every, 'did you mean every("5m")?'],
+  ])("%s names the call it needs", (_, trigger, hint) => {
+    expect(bind(trigger)).toThrow(hint);
+  });
+  it("anything else keeps the plain message", () => {
+    expect(bind(() => 1)).toThrow(
+      /^on\(trigger, flow\): trigger must be a signal handle, an http\.\* trigger, or a clock \(every \/ clock\)$/,
+    );
+  });
+});

@@ -1,11 +1,11 @@
 /** on(trigger, flow): binds a flow to an HTTP route or a signal. */
-import { isClock, type ClockSchedule } from "../clock/schedule.ts";
+import { clock, every, isClock, type ClockSchedule } from "../clock/schedule.ts";
 import type { SignalHandle } from "../signal/signal.ts";
 import { isSignal } from "../signal/signal.ts";
 import type { Flow } from "./flow.ts";
 import { isFlow } from "./flow.ts";
 import type { HttpTrigger } from "./http-trigger.ts";
-import { isHttpTrigger } from "./http-trigger.ts";
+import { http, isHttpTrigger } from "./http-trigger.ts";
 
 export type Trigger = HttpTrigger<unknown> | SignalHandle<unknown> | ClockSchedule<unknown>;
 /** The triggers whose input is `P`. */
@@ -29,11 +29,23 @@ export function on<P, O, T extends TriggerOf<P> = TriggerOf<P>>(
 export function on(trigger: unknown, f: unknown): Binding {
   if (!isSignal(trigger) && !isHttpTrigger(trigger) && !isClock(trigger)) {
     throw new TypeError(
-      "on(trigger, flow): trigger must be a signal handle, an http.* trigger, or a clock (every / clock)",
+      "on(trigger, flow): trigger must be a signal handle, an http.* trigger, or a clock (every / clock)" +
+        uncalledFactory(trigger),
     );
   }
   if (!isFlow(f)) throw new TypeError("on(trigger, flow): the second argument must be a flow(...)");
   return Object.freeze({ kind: "binding", trigger: trigger, flow: f });
+}
+
+/** `on(http.get, …)`: a trigger factory passed without its call, named with the call it needs. */
+function uncalledFactory(v: unknown): string {
+  if (typeof v !== "function") return "";
+  const method = Object.entries(http).find(([, f]) => f === v)?.[0];
+  if (method !== undefined) return `; got the function http.${method} itself: did you mean http.${method}()?`;
+  if (v === every) return '; got the function every itself: did you mean every("5m")?';
+  if (v === clock)
+    return '; got the function clock itself: did you mean clock("name", { cron: "0 * * * *" })?';
+  return "";
 }
 
 export const isBinding = (v: unknown): v is Binding =>

@@ -6,7 +6,10 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { builtOke, withoutVitestEnv } from "../../test/support/built-oke.ts";
-import { isTestFile, listModules } from "./load-project.ts";
+import { flow } from "../flow/flow.ts";
+import { on } from "../flow/on.ts";
+import { http } from "../flow/http-trigger.ts";
+import { isTestFile, listModules, routeHandlerWarnings } from "./load-project.ts";
 import { declaredExports } from "./source-effects.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
@@ -181,5 +184,42 @@ describe("declaredExports", () => {
       ].join("\n"),
     });
     expect([...declaredExports(join(dir, "src/a.ts"))!].sort()).toEqual(["fn", "own", "renamed"]);
+  });
+});
+
+describe("a Next.js-style route file (export async function GET)", () => {
+  it("gets a warning per method-named function, saying how okengine writes the route", () => {
+    const warnings = routeHandlerWarnings([
+      {
+        path: "src/flows/greet/goodbye.ts",
+        exports: { GET: async () => Response.json({ bye: true }), POST: () => 1, helper: () => 2 },
+      },
+      { path: "src/flows/users/[id].ts", exports: { DELETE: () => 1 } },
+    ]);
+    expect(warnings).toEqual([
+      {
+        source: "src/flows/greet/goodbye.ts#GET",
+        message: expect.stringContaining(
+          "src/flows/greet/goodbye.ts exports a function GET (a Next.js-style route handler), which okengine does not serve: the route answers 404.",
+        ) as string,
+      },
+      { source: "src/flows/greet/goodbye.ts#POST", message: expect.any(String) as string },
+      { source: "src/flows/users/[id].ts#DELETE", message: expect.any(String) as string },
+    ]);
+    expect(warnings[0]!.message).toContain("export const goodbye = on(http.get(), flow({");
+    expect(warnings[1]!.message).toContain("export const goodbye = on(http.post(), flow({");
+    // "[id]" is no identifier: the suggestion names the export "handler".
+    expect(warnings[2]!.message).toContain("export const handler = on(http.delete(), flow({");
+  });
+
+  it("says nothing of flows, bindings, other names, or files outside src/flows/", () => {
+    const GET = on(http.get(), flow({ do: () => 1 }));
+    expect(
+      routeHandlerWarnings([
+        { path: "src/flows/a.ts", exports: { GET, get: () => 1, POST: "text", handler: () => 1 } },
+        { path: "src/signals/b.ts", exports: { GET: () => 1 } },
+        { exports: { GET: () => 1 } },
+      ]),
+    ).toEqual([]);
   });
 });

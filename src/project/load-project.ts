@@ -136,6 +136,46 @@ function checkEsmScope(root: string): void {
   }
 }
 
+/** Export names of a Next.js-style route handler (`export async function GET() {…}`) and the http.* trigger each means. */
+const ROUTE_HANDLER_NAMES: Readonly<Record<string, string>> = {
+  GET: "get",
+  POST: "post",
+  PUT: "put",
+  PATCH: "patch",
+  DELETE: "delete",
+};
+
+/**
+ * Functions exported from src/flows/ under an HTTP method's name (`export async function GET()`,
+ * as Next.js and SvelteKit route files are written): okengine adopts only flows bound by on(…), so
+ * such a file loads and its route answers 404 with nothing said. One warning text per export, saying
+ * how the route is written here; `oke dev` logs them at boot.
+ */
+export function routeHandlerWarnings(
+  modules: readonly ModuleInput[],
+): Array<{ source: string; message: string }> {
+  const warnings: Array<{ source: string; message: string }> = [];
+  for (const mod of modules) {
+    if (mod.path === undefined || !mod.path.startsWith("src/flows/")) continue;
+    for (const [name, value] of Object.entries(mod.exports)) {
+      const method = ROUTE_HANDLER_NAMES[name];
+      if (method === undefined || typeof value !== "function") continue;
+      const base = mod.path.replace(/^.*\//, "").replace(SOURCE, "");
+      // The export's name must be an identifier; a file named "[id].ts" or "index.ts" gets "handler".
+      const exportAs = /^[A-Za-z_$][\w$]*$/.test(base) && base !== "index" ? base : "handler";
+      warnings.push({
+        source: `${mod.path}#${name}`,
+        message:
+          `${mod.path} exports a function ${name} (a Next.js-style route handler), which okengine does not serve: ` +
+          `the route answers 404. Routes are flows bound to a trigger: ` +
+          `export const ${exportAs} = on(http.${method}(), flow({ do: async (input, fx) => { … } })) ` +
+          `(imported from "okengine"; the path comes from the file, see docs/routing.md)`,
+      });
+    }
+  }
+  return warnings;
+}
+
 const importFile = async (root: string, file: string): Promise<Record<string, unknown>> => {
   try {
     return (await import(pathToFileURL(join(root, file)).href)) as Record<string, unknown>;

@@ -32,8 +32,20 @@ export async function prepareEmit(
   producer: { flow: string; runId: string | null },
 ): Promise<NewMessage> {
   if (typeof target !== "object" || target === null || target.kind !== "signal") {
+    // What was passed, short and quoted: most often the signal's name as a string ("welcome.sned").
+    const t: unknown = target;
+    const got =
+      typeof t === "string"
+        ? `the string ${JSON.stringify(t.length > 80 ? `${t.slice(0, 80)}…` : t)}; emit the handle the signal is declared as (import it from src/signals/), not its name`
+        : t === null || t === undefined
+          ? String(t)
+          : typeof t === "object"
+            ? `an object with keys ${JSON.stringify(Object.keys(t).slice(0, 5))}`
+            : typeof t === "function"
+              ? `the function ${t.name || "(anonymous)"}`
+              : `${typeof t} ${(t as number | boolean | bigint | symbol).toString().slice(0, 80)}`;
     throw new TypeError(
-      `fx.emit(signal, payload): the first argument must be a signal handle (flow "${producer.flow}")`,
+      `fx.emit(signal, payload): the first argument must be a signal handle (flow "${producer.flow}"), got ${got}`,
     );
   }
   const key = options?.key;

@@ -7,7 +7,6 @@ export const create = on(
   http.post(),
   flow({
     in: z.object({ email: z.string().email() }),
-    effects: { emits: ["welcome.send"] },
     do: async ({ email }, fx) => {
       await fx.emit(welcomeTask, { email });
       return { signedUp: email };
