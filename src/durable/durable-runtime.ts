@@ -9,7 +9,8 @@ import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
-import { RECOVERIES_EXCEEDED, recoveriesExceeded } from "./recoveries.ts";
+import { stoppedOwner } from "../store/wake-rules.ts";
+import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
@@ -19,6 +20,12 @@ const UNKNOWN_FLOW_RETRY_MS = 5_000;
 
 /** Orphan scan page size. */
 const ORPHAN_PAGE = 500;
+
+/**
+ * How long a stop waits, past its deadline, for the store to mark the runs it leaves to their
+ * leases (leaveToLease): one statement; a store that cannot answer by then leaves them unmarked.
+ */
+const LEAVE_TIMEOUT_MS = 2_000;
 
 export interface WakeEarlyResult {
   outcome: "resumed" | "wake time only";
@@ -101,8 +108,16 @@ export class DurableRuntime {
   private readonly wakeWatch = new Map<string, boolean>();
   /** Resumes started by the orphan scan and wake early (the scheduler tracks its own). */
   private readonly tasks = new Set<Promise<unknown>>();
-  /** Attempts of durable runs this instance is driving now (every path), with their run ids. */
-  private readonly driving = new Map<Promise<unknown>, string>();
+  /**
+   * Attempts of durable runs this instance is driving now (every path): the run id, the owner it was
+   * taken as, and its session once the body runs (a stop deadline renames a lease it leaves).
+   */
+  private readonly driving = new Map<
+    Promise<unknown>,
+    { runId: string; owner: string | null; session?: JournalSession }
+  >();
+  /** The info line of each run taken over from a lapsed lease (a recovery). */
+  private readonly takeovers: TakeoverLog;
   /** The session of each run's attempt driven here now: a call waiting for its child checks its lease. */
   private readonly sessions = new Map<string, JournalSession>();
   /** Calls waiting for a child run another holder has, by the child's id: woken when an attempt of it ends here. */
@@ -117,6 +132,7 @@ export class DurableRuntime {
   readonly durableFlows: readonly string[];
 
   constructor(private readonly o: DurableRuntimeOptions) {
+    this.takeovers = new TakeoverLog(o.logger, o.maxRecoveries);
     this.durableFlows = [...o.flows.entries()].filter(([, f]) => f.durable).map(([name]) => name);
     this.deps = {
       store: o.store,
@@ -147,7 +163,7 @@ export class DurableRuntime {
 
   /** Ids of the durable runs this instance is driving right now (what a stop leaves behind). */
   runningIds(): string[] {
-    return [...this.driving.values()];
+    return [...this.driving.values()].map((d) => d.runId);
   }
 
   /**
@@ -156,6 +172,7 @@ export class DurableRuntime {
    */
   private drive(...args: Parameters<typeof driveRun>): ReturnType<typeof driveRun> {
     const [, acquired, , options] = args;
+    if (acquired.recoveredFrom !== undefined) this.takeovers.note(acquired.run, acquired.recoveredFrom);
     // Every path that takes a run over comes through here: past the bound it only replays and fails.
     const poison =
       options?.end === undefined
@@ -177,8 +194,13 @@ export class DurableRuntime {
     const runId = acquired.run.id;
     const execute = args[2];
     let session: JournalSession | undefined;
+    const entry: { runId: string; owner: string | null; session?: JournalSession } = {
+      runId,
+      owner: acquired.run.leaseOwner,
+    };
     args[2] = (s, undos) => {
       session = s;
+      entry.session = s;
       this.sessions.set(runId, s);
       return execute(s, undos);
     };
@@ -189,7 +211,7 @@ export class DurableRuntime {
       },
       () => undefined,
     );
-    this.driving.set(settled, runId);
+    this.driving.set(settled, entry);
     void settled.then(() => {
       this.driving.delete(settled);
       if (session !== undefined && this.sessions.get(runId) === session) this.sessions.delete(runId);
@@ -798,6 +820,7 @@ export class DurableRuntime {
       // A rolling deploy: this instance runs a version without the flow. Leave the run to one that has
       // it — due again shortly, so any instance's scheduler takes it then (this one included, which
       // releases it again: a slow retry, never a busy loop).
+      if (acquired.recoveredFrom !== undefined) this.takeovers.note(acquired.run, acquired.recoveredFrom);
       const retryAt = clock.now() + UNKNOWN_FLOW_RETRY_MS;
       logger.warn(
         { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
@@ -851,7 +874,7 @@ export class DurableRuntime {
    * Stops the wake scheduler, then waits up to `timeoutMs` in all for every
    * run this instance drives (any path: start, delivery, orphan scan, wake
    * early, scheduler). Runs still going at the deadline are left to their
-   * lease (see `runningIds`).
+   * lease (see `runningIds`), marked as a graceful stop's (leaveToLease).
    */
   async stop(timeoutMs: number): Promise<void> {
     // On the monotonic clock: a host clock step while the scheduler stops must not move the deadline.
@@ -868,9 +891,62 @@ export class DurableRuntime {
         const all = Promise.allSettled([...this.driving.keys(), ...this.tasks]);
         if ((await Promise.race([all, expired])) === "expired") {
           this.stopping.abort();
+          await this.leaveToLease();
           return;
         }
       }
+    } finally {
+      clearTimeout(timer);
+      this.takeovers.flush();
+    }
+  }
+
+  /**
+   * At the stop deadline, the runs whose attempts still run here are left to their leases as a
+   * graceful stop's (JournalStore.leaveToLease): nobody takes one before its lease lapses — the
+   * attempt may run on until the process exits, writing under the lease's new name — and the
+   * instance that takes it then counts no recovery. Without this, each deploy that cut a step
+   * longer than shutdownTimeoutMs counted one, and a healthy run failed with OKE1303 after
+   * durable.maxRecoveries deploys. Best effort and bounded: unmarked (no such store call, an outage),
+   * a run's takeover counts a recovery, as a crash's does.
+   */
+  private async leaveToLease(): Promise<void> {
+    const { store, clock, logger } = this.o;
+    if (store.leaveToLease === undefined) return;
+    const left = new Map<string, { owner: string; session?: JournalSession }>();
+    for (const d of this.driving.values()) {
+      const owner = d.session?.owner ?? d.owner;
+      if (owner !== null) left.set(d.runId, { owner, ...(d.session ? { session: d.session } : {}) });
+    }
+    if (left.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const marked = store.leaveToLease({
+        runs: [...left].map(([runId, { owner }]) => ({ runId, owner })),
+        now: clock.now(),
+      });
+      const late = new Promise<"late">((r) => {
+        timer = setTimeout(() => r("late"), LEAVE_TIMEOUT_MS);
+        timer.unref();
+      });
+      const ids = await Promise.race([marked, late]);
+      if (ids === "late") {
+        marked.catch(() => undefined);
+        logger.warn(
+          { runIds: [...left.keys()] },
+          `durable: the store did not mark the runs left at the stop deadline within ${LEAVE_TIMEOUT_MS} ms; each one's takeover may count a recovery`,
+        );
+        return;
+      }
+      for (const id of ids) {
+        const l = left.get(id);
+        l?.session?.leftToLease(stoppedOwner(l.owner));
+      }
+    } catch (err) {
+      logger.warn(
+        { err, runIds: [...left.keys()] },
+        "durable: marking the runs left at the stop deadline failed; each one's takeover counts a recovery",
+      );
     } finally {
       clearTimeout(timer);
     }

@@ -54,7 +54,8 @@ async function driveAttempt(
     },
     [...acquired.entries],
   );
-  const stopHeartbeat = heartbeat(deps, runId, owner, session);
+  // Writes below go as session.owner, read when each is sent: a graceful stop may rename the lease.
+  const stopHeartbeat = heartbeat(deps, runId, session);
   const undos: UndoList = [];
   try {
     // An attempt that begins late — its start or claim answered with less than half its lease left
@@ -69,7 +70,7 @@ async function driveAttempt(
     // Effects the body left running (a missing await) are journaled before the run ends.
     await session.settleBeside("the flow's return");
     const output = parseJson(journalValue(value, `the output of run "${runId}" (${acquired.run.flow})`));
-    await finishRetried(deps, runId, owner, session, "completed", { output });
+    await finishRetried(deps, runId, session.owner, session, "completed", { output });
     return { kind: "completed", runId, value };
   } catch (error) {
     if (error instanceof JournalLeaseBusy) {
@@ -80,15 +81,22 @@ async function driveAttempt(
     // Ended at the end of its journal: fail with the reason given; a failure the replay itself
     // reached (a journaled step error the body does not catch) is the run's own and stays.
     if (ending !== undefined && error instanceof ReplayEnd) {
-      const failed = await compensateAndFail(deps, acquired, owner, session, undos, new OkeError(ending));
+      const failed = await compensateAndFail(
+        deps,
+        acquired,
+        session.owner,
+        session,
+        undos,
+        new OkeError(ending),
+      );
       return { kind: "failed", runId, error: failed, retry: false };
     }
     if (retryable) {
       // Another attempt will replay the journal and retry the failed step; the run is not over.
-      await releaseRetried(deps, runId, owner, { lost: () => session.lostLease });
+      await releaseRetried(deps, runId, session.owner, { lost: () => session.lostLease });
       return { kind: "failed", runId, error, retry: true };
     }
-    const failed = await compensateAndFail(deps, acquired, owner, session, undos, error);
+    const failed = await compensateAndFail(deps, acquired, session.owner, session, undos, error);
     return { kind: "failed", runId, error: failed, retry: false };
   } finally {
     stopHeartbeat();
@@ -112,7 +120,7 @@ export interface DriveOptions {
  * is never picked up elsewhere. The next beat is armed when this one fires,
  * not when its write returns, so a slow store never lets beats drift late.
  */
-function heartbeat(deps: DurableDeps, runId: string, owner: string, session: JournalSession): () => void {
+function heartbeat(deps: DurableDeps, runId: string, session: JournalSession): () => void {
   let cancel: (() => void) | undefined;
   let stopped = false;
   let renewing = false;
@@ -126,11 +134,14 @@ function heartbeat(deps: DurableDeps, runId: string, owner: string, session: Jou
     }
     renewing = true;
     const at = deps.clock.now();
+    const owner = session.owner;
     deps.store
       .renewLease({ runId, owner, now: at, leaseMs: deps.leaseMs })
       .then(() => session.leaseRenewed(at))
       .catch((e: unknown) => {
         if (stopped) return;
+        // Sent under the name a graceful stop replaced meanwhile (leftToLease): the next beat renews.
+        if (e instanceof JournalLeaseBusy && session.owner !== owner) return;
         if (e instanceof JournalLeaseBusy) {
           session.markLost(e);
           stopped = true;

@@ -125,6 +125,20 @@ export class JournalSession {
     return this.deps.runId;
   }
 
+  /** The lease owner this attempt writes as: its take's, until a graceful stop leaves the run to its lease. */
+  get owner(): string {
+    return this.deps.owner;
+  }
+
+  /**
+   * A graceful stop left the run to its lease under `owner` (JournalStore.leaveToLease): every write
+   * from now on is fenced by that name, so the attempt may go on until its process exits. A write
+   * refused because it went out under the old name meanwhile goes again under the new one.
+   */
+  leftToLease(owner: string): void {
+    this.deps.owner = owner;
+  }
+
   /** Set once the lease is known lost (a renewal or a write was refused). */
   get lostLease(): JournalLeaseBusy | undefined {
     return this.lost;
@@ -153,6 +167,7 @@ export class JournalSession {
       if (this.lost) throw this.lost;
       if (this.leaseUntil === null || this.deps.now() <= this.leaseUntil - this.deps.leaseMs / 2) return;
       let at = 0;
+      const as = this.deps.owner;
       try {
         await retryJournalWrite(
           this.deps.retry,
@@ -170,6 +185,7 @@ export class JournalSession {
           () => this.lost,
         );
       } catch (e) {
+        if (e instanceof JournalLeaseBusy && this.deps.owner !== as) continue;
         if (e instanceof JournalLeaseBusy) this.lost = e;
         throw e;
       }
@@ -255,6 +271,7 @@ export class JournalSession {
     if (this.pending.length > 0) entries.sort((a, b) => a.seq - b.seq);
     if (entries.length === 0) return;
     let at = 0;
+    const as = this.deps.owner;
     try {
       // Retried through a transient failure; append is idempotent, so a retry of one that committed writes nothing.
       await retryJournalWrite(
@@ -273,6 +290,9 @@ export class JournalSession {
         () => this.lost,
       );
     } catch (e) {
+      // Refused under the name a graceful stop just replaced (leftToLease): nothing was written.
+      if (e instanceof JournalLeaseBusy && this.deps.owner !== as && !this.lost)
+        return this.write(entry, emits);
       if (e instanceof JournalLeaseBusy) this.lost = e;
       throw e;
     }
@@ -463,21 +483,30 @@ export class JournalSession {
     await this.settleBeside(`fx.clock.sleep(${JSON.stringify(label)})`);
     await this.write(undefined);
     // Retried like append; a retry first looks whether the previous try parked the run (its reply was lost).
-    await retryJournalWrite(
-      this.deps.retry,
-      "park",
-      this.deps.runId,
-      async (attempt) => {
-        if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
-        await this.deps.store.park({
-          runId: this.deps.runId,
-          owner: this.deps.owner,
-          now,
-          entry: sleepEntry,
-        });
-      },
-      () => this.lost,
-    );
+    for (;;) {
+      const as = this.deps.owner;
+      try {
+        await retryJournalWrite(
+          this.deps.retry,
+          "park",
+          this.deps.runId,
+          async (attempt) => {
+            if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
+            await this.deps.store.park({
+              runId: this.deps.runId,
+              owner: this.deps.owner,
+              now,
+              entry: sleepEntry,
+            });
+          },
+          () => this.lost,
+        );
+        break;
+      } catch (e) {
+        // Refused under the name a graceful stop just replaced (leftToLease): park under the new one.
+        if (!(e instanceof JournalLeaseBusy && this.deps.owner !== as)) throw e;
+      }
+    }
     this.entries[seq] = sleepEntry;
     this.wakeAt = wakeAt;
     for (const body of this.bodies) closeBody(body);

@@ -171,6 +171,20 @@ export interface AcquiredRun {
    * `now` for a reservation, under `sleepersDueBy`), a lapsed lease's expiry.
    */
   dueAt?: number;
+  /**
+   * Set when this take counted a recovery (the run's `recoveries` went up): the holder whose lapsed
+   * lease it took the run over from. Absent for any other take, and from drivers that do not say.
+   */
+  recoveredFrom?: string;
+}
+
+/**
+ * Runs a graceful stop leaves to their leases (JournalStore.leaveToLease): each run with the owner
+ * whose attempt of it was still running at the stop deadline.
+ */
+export interface LeaveToLeaseRequest {
+  runs: ReadonlyArray<{ runId: string; owner: string }>;
+  now: number;
 }
 
 export interface AppendRequest {
@@ -363,6 +377,19 @@ export interface JournalStore {
    * cleared: due to any claimer at its wake time.
    */
   releaseRun(req: ReleaseRequest): Promise<void>;
+  /**
+   * A graceful stop's mark on the runs it leaves to their leases, their attempts still running at
+   * its deadline (the process may run them a little longer before it exits). Each running or
+   * compensating run `owner` holds keeps its lease and expiry — no one else takes it before the lease
+   * lapses — but its owner becomes `<owner>#stopped` (wake-rules stoppedOwner), under which the
+   * holder may go on writing and renewing until its process exits, and the take after the lapse
+   * counts no recovery: its holder was stopping, not dying. A run `owner` no longer holds (ended,
+   * parked, released, taken over) is left alone. Resolves with the ids whose lease is left so
+   * (a retry after a lost reply reports the same and writes nothing more); one statement per call.
+   * Absent (a third-party driver): the stop leaves its runs as they are, and each takeover after it
+   * counts a recovery.
+   */
+  leaveToLease?(req: LeaveToLeaseRequest): Promise<string[]>;
   /**
    * Acquires up to `max` runs that need an owner: sleeping runs whose
    * `wakeAt <= now` (set `running`), and running runs whose lease expired

@@ -71,19 +71,57 @@ export function dueForClaim(r: RunState, owner: string, now: number, horizon: nu
 }
 
 /**
+ * What a graceful stop appends to the owner of a lease it leaves to lapse (JournalStore.leaveToLease):
+ * the lease stays live for everyone else until it lapses, and the take after that is no recovery.
+ * Holders the runtime names `<instance>/<n>` never end with it.
+ */
+export const STOPPED_OWNER_SUFFIX = "#stopped";
+
+/** The owner a lease held by `owner` has once a graceful stop left it to lapse (idempotent). */
+export const stoppedOwner = (owner: string): string =>
+  owner.endsWith(STOPPED_OWNER_SUFFIX) ? owner : `${owner}${STOPPED_OWNER_SUFFIX}`;
+
+/** True for a lease a graceful stop left to lapse: its holder was stopping, not dying. */
+export const isStoppedOwner = (owner: string): boolean => owner.endsWith(STOPPED_OWNER_SUFFIX);
+
+/**
  * Whether `owner` taking the run (its lease not live, or `owner`'s) takes it
  * over from another holder that may have run some of it: a running or
  * compensating run's lapsed lease, or a reservation that lapsed after its wake
  * time — its holder was past the wake and may have died in the step after the
  * sleep before its resuming claim committed. Not a free sleeper's wake, not a
  * reservation that lapsed before its wake time (nothing ran), not a released
- * run or reservation (no owner), not the holder itself.
+ * run or reservation (no owner), not the holder itself, and not a lease a
+ * graceful stop left to lapse (isStoppedOwner: its holder was stopping, not dying).
  */
 export const takeIsRecovery = (r: RunState, owner: string): boolean =>
   r.leaseOwner !== null &&
   r.leaseOwner !== owner &&
+  !isStoppedOwner(r.leaseOwner) &&
   r.leaseExpiresAt !== null &&
   (leased(r.status) || (r.status === "sleeping" && r.wakeAt !== null && r.wakeAt < r.leaseExpiresAt));
+
+/** The holder a take (`before` → `after`) recovered the run from, when it counted a recovery (AcquiredRun.recoveredFrom). */
+export const recoveredFrom = (before: RunState, after: RunState): string | undefined =>
+  after.recoveries > before.recoveries && before.leaseOwner !== null ? before.leaseOwner : undefined;
+
+/**
+ * What a graceful stop's leaveToLease writes for a run `owner` still holds
+ * (running or compensating): the owner becomes stoppedOwner(owner), the expiry
+ * stays. Null when `owner` holds no such lease (the run ended, parked, was
+ * released or taken) — or, for a retry, already left it: then the state is
+ * unchanged and `left` says so.
+ */
+export function leaveState(
+  r: RunState,
+  owner: string,
+  now: number,
+): { state: RunState | null; left: boolean } {
+  if (!leased(r.status) || r.leaseOwner === null) return { state: null, left: false };
+  if (r.leaseOwner === stoppedOwner(owner)) return { state: null, left: true };
+  if (r.leaseOwner !== owner) return { state: null, left: false };
+  return { state: { ...runState(r), leaseOwner: stoppedOwner(owner), updatedAt: now }, left: true };
+}
 
 /**
  * What taking the run's lease for `owner` writes: refused for terminal runs

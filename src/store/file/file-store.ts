@@ -277,6 +277,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     finish: guarded("finish"),
     beginCompensation: guarded("beginCompensation"),
     releaseRun: guarded("releaseRun"),
+    leaveToLease: guarded("leaveToLease"),
     claimDueRuns: guarded("claimDueRuns"),
     listOrphans: guarded("listOrphans"),
     nextWakeAt: guarded("nextWakeAt"),

@@ -1,6 +1,7 @@
 /** MemoryEngine: the synchronous state machine behind the memory and file drivers. */
 import type {
   AcquireRequest,
+  LeaveToLeaseRequest,
   ReleaseRequest,
   AcquiredRun,
   AppendRequest,
@@ -96,6 +97,7 @@ export type EngineOp =
   | { op: "finish"; req: FinishRequest }
   | { op: "beginCompensation"; req: BeginCompensationRequest }
   | { op: "releaseRun"; req: ReleaseRequest }
+  | { op: "leaveToLease"; req: LeaveToLeaseRequest }
   | { op: "claimDueRuns"; req: ClaimDueRunsRequest }
   | { op: "wakeEarly"; runId: string; now: number }
   | { op: "heartbeat"; info: InstanceInfo; now: number }
@@ -225,6 +227,9 @@ export class MemoryEngine {
   }
   releaseRun(req: ReleaseRequest): boolean {
     return this.journal.releaseRun(req);
+  }
+  leaveToLease(req: LeaveToLeaseRequest): string[] {
+    return this.journal.leaveToLease(req);
   }
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     return this.journal.claimDueRuns(req);
@@ -400,6 +405,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.beginCompensation(op.req);
     case "releaseRun":
       return engine.releaseRun(op.req);
+    case "leaveToLease":
+      return engine.leaveToLease(op.req);
     case "claimDueRuns":
       return engine.claimDueRuns(op.req);
     case "wakeEarly":

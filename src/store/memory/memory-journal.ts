@@ -10,6 +10,7 @@ import type {
   ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
+  LeaveToLeaseRequest,
   ParkRequest,
   RunFlowFilter,
   RunRecord,
@@ -34,8 +35,11 @@ import {
   claimLease,
   dueForClaim,
   leaseLive,
+  leaveState,
   passedByWalk,
+  recoveredFrom,
   runDeadline,
+  runState,
   sleepersHorizon,
   takeLease,
   type RunState,
@@ -220,6 +224,19 @@ export class MemoryJournal {
     return true;
   }
 
+  /** A graceful stop leaves these runs to their leases (wake-rules leaveState): the ids left so. */
+  leaveToLease(req: LeaveToLeaseRequest): string[] {
+    const out: string[] = [];
+    for (const { runId, owner } of req.runs) {
+      const r = this.runs.get(runId);
+      if (r === undefined) continue;
+      const { state, left } = leaveState(r, owner, req.now);
+      if (state !== null) this.apply(r, state);
+      if (left) out.push(runId);
+    }
+    return out;
+  }
+
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {
     if (req.runIds !== undefined) return this.claimDueByIds(req, req.runIds);
     const out: AcquiredRun[] = [];
@@ -398,14 +415,24 @@ export class MemoryJournal {
 
   /** claimDueRuns' take: reserves a sleeper claimed ahead of its wake, takes anything else (claimLease). */
   private claim(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
-    this.apply(r, claimLease(r, owner, now, leaseMs));
-    return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
+    return this.taken(r, claimLease(r, owner, now, leaseMs));
   }
 
   /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others (takeLease). */
   private take(r: RunRec, owner: string, now: number, leaseMs: number): AcquiredRun {
-    this.apply(r, takeLease(r, owner, now, leaseMs));
-    return { run: toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)), created: false };
+    return this.taken(r, takeLease(r, owner, now, leaseMs));
+  }
+
+  /** Writes the state a take decided; the run as taken, with whom it was recovered from if it was. */
+  private taken(r: RunRec, s: RunState): AcquiredRun {
+    const from = recoveredFrom(runState(r), s);
+    this.apply(r, s);
+    return {
+      run: toRunRecord(r),
+      entries: r.entries.map((e) => cloneEntry(e, r.id)),
+      created: false,
+      ...(from === undefined ? {} : { recoveredFrom: from }),
+    };
   }
 
   /** Writes a state a rule decided, and moves the run in its indexes. */

@@ -191,6 +191,11 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       if (engine.releaseRun(req))
         await commit({ op: "releaseRun", req }, req.retryAt === undefined ? [] : [{ kind: "wake" }]);
     },
+    async leaveToLease(req) {
+      const left = engine.leaveToLease(req);
+      if (left.length > 0) await commit({ op: "leaveToLease", req });
+      return left;
+    },
     async claimDueRuns(req) {
       const out = engine.claimDueRuns(req);
       await commit(out.length > 0 ? { op: "claimDueRuns", req } : null);

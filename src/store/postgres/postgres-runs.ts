@@ -6,12 +6,14 @@ import type {
   AcquiredRun,
   ClaimDueRunsRequest,
   JournalEntry,
+  LeaveToLeaseRequest,
   ReleaseRequest,
   RunFlowFilter,
   RunRecord,
   RunStatus,
   StartRun,
 } from "../types.ts";
+import { STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
 
@@ -38,21 +40,36 @@ const keepCompensating = "CASE WHEN status = 'compensating' THEN status ELSE 'ru
  * free or own lease — on a running or compensating run, or on a reservation that lapsed after its
  * wake time (its holder was past the wake and may have died in the step after the sleep before its
  * resuming claim committed). A free lease (released, or a sleeper's), a reservation that lapsed
- * before its wake time and the holder's own are no recovery. A claim that reserves never counts:
+ * before its wake time, the holder's own and a lease a graceful stop left to lapse (its owner ends
+ * with STOPPED_OWNER_SUFFIX, see leaveToLease) are no recovery. A claim that reserves never counts:
  * the reservation it replaces lapsed before the wake time still ahead of it.
  */
 const countRecovery = (r: string, owner: string): string =>
   `${r}recoveries + CASE WHEN ${r}lease_owner IS NOT NULL AND ${r}lease_owner <> ${owner} AND ${r}lease_expires_at IS NOT NULL
+     AND ${r}lease_owner NOT LIKE '%${STOPPED_OWNER_SUFFIX}'
      AND (${r}status IN ('running', 'compensating') OR (${r}status = 'sleeping' AND ${r}wake_at < ${r}lease_expires_at))
      THEN 1 ELSE 0 END`;
 
+/**
+ * A take by id. `prev` is the row as the take locked it (FOR UPDATE: the version the UPDATE applies
+ * to, not the statement's snapshot), so the result says whom a recovery took the run from.
+ */
 const takeSql = (s: string, inFlightOnly = false): string => `
+WITH prev AS (SELECT lease_owner AS prev_owner, recoveries AS prev_recoveries FROM ${s}.runs WHERE id = $1 FOR UPDATE)
 UPDATE ${s}.runs
 SET status = ${keepCompensating}, wake_at = NULL, lease_owner = $2, lease_expires_at = $3::bigint + $4::bigint, updated_at = $3,
     recoveries = ${countRecovery("", "$2")}
+FROM prev
 WHERE id = $1 AND status IN ('running', ${inFlightOnly ? "" : "'sleeping', "}'compensating')
   AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $3 OR lease_owner = $2)
-RETURNING *`;
+RETURNING ${s}.runs.*, prev.prev_owner, prev.prev_recoveries`;
+
+/** A take's row with the lease owner and recovery count it found (see takeSql, claimedWithJournal). */
+type TakenRow = RunRow & { prev_owner: string | null; prev_recoveries: number };
+
+/** AcquiredRun.recoveredFrom of a taken row: the previous holder when the take counted a recovery. */
+const recoveredFrom = (r: TakenRow): { recoveredFrom?: string } =>
+  r.recoveries > r.prev_recoveries && r.prev_owner !== null ? { recoveredFrom: r.prev_owner } : {};
 
 /** Why a fenced write or a take touched no row: missing, terminal, or held by someone else. */
 export async function refusal(ctx: PgContext, runId: string, terminalIsBusy: boolean): Promise<Error> {
@@ -81,7 +98,7 @@ async function entriesOf(ctx: PgContext, runIds: readonly string[]): Promise<Map
 }
 
 export async function acquireRun(ctx: PgContext, req: AcquireRequest): Promise<AcquiredRun> {
-  const { rows } = await q<RunRow>(ctx.pool, takeSql(ctx.s, req.inFlightOnly === true), [
+  const { rows } = await q<TakenRow>(ctx.pool, takeSql(ctx.s, req.inFlightOnly === true), [
     req.runId,
     req.owner,
     req.now,
@@ -89,7 +106,12 @@ export async function acquireRun(ctx: PgContext, req: AcquireRequest): Promise<A
   ]);
   if (rows[0] === undefined) throw await refusal(ctx, req.runId, false);
   const entries = await entriesOf(ctx, [req.runId]);
-  return { run: toRunRecord(rows[0]), entries: entries.get(req.runId) ?? [], created: false };
+  return {
+    run: toRunRecord(rows[0]),
+    entries: entries.get(req.runId) ?? [],
+    created: false,
+    ...recoveredFrom(rows[0]),
+  };
 }
 
 /**
@@ -146,8 +168,29 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
   if (rowCount > 0) ctx.emit([{ kind: "wake" }]);
 }
 
+/**
+ * A graceful stop leaves runs to their leases (wake-rules leaveState): one UPDATE for the batch. A
+ * run still held by its owner gets the stopped owner, its expiry kept; one left so already (a retry)
+ * is reported again and keeps its values.
+ */
+export async function leaveToLease(ctx: PgContext, req: LeaveToLeaseRequest): Promise<string[]> {
+  const runs = [...new Map(req.runs.map((r) => [r.runId, r.owner])).entries()];
+  if (runs.length === 0) return [];
+  const { rows } = await q<{ id: string }>(
+    ctx.pool,
+    `UPDATE ${ctx.s}.runs r
+     SET lease_owner = x.left_owner, updated_at = CASE WHEN r.lease_owner = x.left_owner THEN r.updated_at ELSE $4 END
+     FROM unnest($1::text[], $2::text[], $3::text[]) AS x(id, owner, left_owner)
+     WHERE r.id = x.id AND r.status IN ('running', 'compensating') AND r.lease_owner IN (x.owner, x.left_owner)
+     RETURNING r.id`,
+    [runs.map(([id]) => id), runs.map(([, o]) => o), runs.map(([, o]) => stoppedOwner(o)), req.now],
+  );
+  const left = new Set(rows.map((r) => r.id));
+  return runs.map(([id]) => id).filter((id) => left.has(id));
+}
+
 /** A claimed run's row joined with one of its journal entries (e_seq NULL: a run without entries). */
-type ClaimedRow = RunRow & {
+type ClaimedRow = TakenRow & {
   due_at: number;
   moved: boolean;
   e_seq: number | null;
@@ -202,7 +245,13 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
   for (const r of rows) {
     let acquired = out.get(r.id);
     if (acquired === undefined) {
-      acquired = { run: toRunRecord(r), entries: [], created: false, dueAt: Number(r.due_at) };
+      acquired = {
+        run: toRunRecord(r),
+        entries: [],
+        created: false,
+        dueAt: Number(r.due_at),
+        ...recoveredFrom(r),
+      };
       out.set(r.id, acquired);
       if (r.moved) moved.push(r.id);
     }
@@ -234,6 +283,12 @@ export async function claimDueRuns(ctx: PgContext, req: ClaimDueRunsRequest): Pr
  */
 const reserve = "(r.status = 'sleeping' AND r.wake_at > $2 AND r.lease_owner IS DISTINCT FROM $1)";
 
+/**
+ * What a due row carries of the row its scan locked, for the result: the lease owner and recovery
+ * count before the claim (AcquiredRun.recoveredFrom).
+ */
+const held = "lease_owner AS prev_owner, recoveries AS prev_recoveries";
+
 /** A sleeper free to claim: no reservation, a lapsed one, or the claimer's own. */
 const freeSleeper =
   "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $2 OR lease_owner = $1)";
@@ -254,9 +309,10 @@ function claimedWithJournal(s: string): string {
            wake_at = CASE WHEN ${reserve} THEN r.wake_at END, lease_owner = $1, lease_expires_at = $2::bigint + $4::bigint, updated_at = $2,
            recoveries = ${countRecovery("r.", "$1")}
        FROM due WHERE r.id = due.id
-       RETURNING r.*, due.due_at, due.locked IS DISTINCT FROM (SELECT o.ctid FROM ${s}.runs o WHERE o.id = r.id) AS moved)
+       RETURNING r.*, due.due_at, due.prev_owner, due.prev_recoveries,
+                 due.locked IS DISTINCT FROM (SELECT o.ctid FROM ${s}.runs o WHERE o.id = r.id) AS moved)
      SELECT c.id, c.flow, c.status, c.parent_run_id, c.lease_owner, c.lease_expires_at, c.wake_at,
-            c.recoveries, c.created_at, c.updated_at, c.stepped_at, c.due_at, c.moved,
+            c.recoveries, c.created_at, c.updated_at, c.stepped_at, c.due_at, c.moved, c.prev_owner, c.prev_recoveries,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.input END AS input,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.output END AS output,
             CASE WHEN e.seq IS NULL OR e.seq = min(e.seq) OVER (PARTITION BY c.id) THEN c.error END AS error,
@@ -287,17 +343,17 @@ export function claimDueSql(s: string, byFlow: boolean): string {
          ORDER BY wake_at, id COLLATE "C" LIMIT $3 FOR UPDATE SKIP LOCKED`;
   const sleepers = byFlow
     ? `SELECT x.* FROM unnest($6::text[]) AS f(name) CROSS JOIN LATERAL (
-         SELECT id, wake_at AS due_at, ctid AS locked FROM ${s}.runs
+         SELECT id, wake_at AS due_at, ctid AS locked, ${held} FROM ${s}.runs
          WHERE flow = f.name AND ${sleeping}) x`
     : `SELECT * FROM (
-         SELECT id, wake_at AS due_at, ctid AS locked FROM ${s}.runs
+         SELECT id, wake_at AS due_at, ctid AS locked, ${held} FROM ${s}.runs
          WHERE ${sleeping}) x`;
   return `WITH due AS (
-       SELECT id, due_at, locked FROM (
+       SELECT id, due_at, locked, prev_owner, prev_recoveries FROM (
          ${sleepers}
          UNION ALL
          SELECT * FROM (
-           SELECT id, lease_expires_at AS due_at, ctid AS locked FROM ${s}.runs
+           SELECT id, lease_expires_at AS due_at, ctid AS locked, ${held} FROM ${s}.runs
            WHERE ${byFlow ? "flow = ANY($6::text[]) AND" : ""} status IN ('running', 'compensating') AND lease_expires_at <= $2
            ORDER BY lease_expires_at, id COLLATE "C" LIMIT $3 FOR UPDATE SKIP LOCKED) y
        ) u
@@ -321,9 +377,9 @@ export function claimDueByIdSql(s: string): string {
   const among = `FROM ${s}.runs WHERE id = ANY($5::text[]) AND ($6::text[] IS NULL OR flow = ANY($6::text[]))`;
   const order = `ORDER BY due_at, id COLLATE "C" LIMIT $3`;
   return `WITH due AS (
-       SELECT id, due_at, locked FROM (
+       SELECT id, due_at, locked, prev_owner, prev_recoveries FROM (
          SELECT * FROM (
-           SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked
+           SELECT id, CASE WHEN status = 'sleeping' THEN wake_at ELSE lease_expires_at END AS due_at, ctid AS locked, ${held}
            ${among}
              AND ((status = 'sleeping' AND wake_at <= $7::bigint AND ${freeSleeper} AND lease_owner IS DISTINCT FROM $1)
                   OR (status IN ('running', 'compensating') AND lease_expires_at <= $2))
@@ -334,7 +390,7 @@ export function claimDueByIdSql(s: string): string {
          -- commits at once. Skipped, the claim came back empty and its holder, already running the
          -- code after the sleep, saw its writes refused: that code ran again after the lease lapsed.
          SELECT * FROM (
-           SELECT id, wake_at AS due_at, ctid AS locked
+           SELECT id, wake_at AS due_at, ctid AS locked, ${held}
            ${among} AND status = 'sleeping' AND wake_at <= $7::bigint AND lease_owner = $1
            ${order} FOR UPDATE) own
        ) u

@@ -1,6 +1,7 @@
 /** The postgres driver: the Store contract over pg, with LISTEN/NOTIFY wake-ups. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { errorForLog } from "../../log/logger.ts";
 import { storeErrors } from "../index.ts";
 import { createHealthMonitor, reportOutages } from "../store-health.ts";
 import { createStoreListeners } from "../store-listeners.ts";
@@ -163,7 +164,8 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       Client: boundedClient(connectTimeoutMs),
     });
   const onPoolError = (err: Error): void =>
-    logger.warn({ err }, "okengine postgres: idle pool connection failed; it is replaced");
+    // Not the error as it is: pg-pool hangs the whole pg.Client on it (errorForLog leaves it out).
+    logger.warn({ err: errorForLog(err) }, "okengine postgres: idle pool connection failed; it is replaced");
   pool.on("error", onPoolError);
   // Poll-only is the PgBouncer transaction-pooling setting: no statement prepared by name there.
   if (options.notify === false) withoutPreparedStatements(pool);
@@ -277,6 +279,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     finish: (req) => finishGrouped(ctx, req),
     beginCompensation: (req) => beginCompensation(ctx, req),
     releaseRun: (req) => runs.releaseRun(ctx, req),
+    leaveToLease: (req) => runs.leaveToLease(ctx, req),
     claimDueRuns: (req) => runs.claimDueRuns(ctx, req),
     listOrphans: (now, limit, filter) => runs.listOrphans(ctx, now, limit, filter),
     nextWakeAt: (filter) => runs.nextWakeAt(ctx, filter),

@@ -10,6 +10,7 @@ import type {
   ClaimRequest,
   FinishRequest,
   JournalEntry,
+  LeaveToLeaseRequest,
   NewMessage,
   ParkRequest,
   ReleaseRequest,
@@ -190,6 +191,10 @@ export class SqliteEngine {
 
   releaseRun(req: ReleaseRequest): boolean {
     return this.journal.releaseRun(req);
+  }
+
+  leaveToLease(req: LeaveToLeaseRequest): string[] {
+    return this.journal.leaveToLease(req);
   }
 
   claimDueRuns(req: ClaimDueRunsRequest): AcquiredRun[] {

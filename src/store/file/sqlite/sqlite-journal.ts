@@ -7,6 +7,7 @@ import type {
   ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
+  LeaveToLeaseRequest,
   ParkRequest,
   ReleaseRequest,
   RunFlowFilter,
@@ -29,6 +30,8 @@ import {
   claimLease,
   dueAtFor,
   dueForClaim,
+  leaveState,
+  recoveredFrom,
   runDeadline,
   sleepersHorizon,
   takeLease,
@@ -139,14 +142,24 @@ export class SqliteJournal {
 
   /** claimDueRuns' take: reserves a sleeper claimed ahead of its wake, takes anything else (claimLease). */
   private claimRun(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
-    this.apply(r, claimLease(stateOfRow(r), owner, now, leaseMs));
-    return { run: toRun(r), entries: this.entries(r.id), created: false };
+    return this.taken(r, claimLease(stateOfRow(r), owner, now, leaseMs));
   }
 
   /** Takes the run's lease for `owner`: refused for terminal runs and live leases of others (takeLease). */
   private take(r: RunRow, owner: string, now: number, leaseMs: number): AcquiredRun {
-    this.apply(r, takeLease(stateOfRow(r), owner, now, leaseMs));
-    return { run: toRun(r), entries: this.entries(r.id), created: false };
+    return this.taken(r, takeLease(stateOfRow(r), owner, now, leaseMs));
+  }
+
+  /** Writes the state a take decided; the run as taken, with whom it was recovered from if it was. */
+  private taken(r: RunRow, s: RunState): AcquiredRun {
+    const from = recoveredFrom(stateOfRow(r), s);
+    this.apply(r, s);
+    return {
+      run: toRun(r),
+      entries: this.entries(r.id),
+      created: false,
+      ...(from === undefined ? {} : { recoveredFrom: from }),
+    };
   }
 
   startRun(req: StartRun): AcquiredRun {
@@ -283,6 +296,22 @@ export class SqliteJournal {
     const state = releaseState(stateOfRow(r), req);
     this.b.write(() => this.apply(r, state));
     return true;
+  }
+
+  /** A graceful stop leaves these runs to their leases (wake-rules leaveState): the ids left so. */
+  leaveToLease(req: LeaveToLeaseRequest): string[] {
+    this.b.check();
+    const out: string[] = [];
+    const changed: Array<{ r: RunRow; state: RunState }> = [];
+    for (const { runId, owner } of req.runs) {
+      const r = this.runRow(runId);
+      if (r === undefined) continue;
+      const { state, left } = leaveState(stateOfRow(r), owner, req.now);
+      if (state !== null) changed.push({ r, state });
+      if (left) out.push(runId);
+    }
+    if (changed.length > 0) this.b.write(() => changed.forEach(({ r, state }) => this.apply(r, state)));
+    return out;
   }
 
   /**
