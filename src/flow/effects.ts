@@ -1,4 +1,4 @@
-/** What a flow declares it touches. Reads are enforced (OKE1001); the rest are recorded in the Manifest. */
+/** What a flow declares it touches. Reads are enforced (OKE1001), hand-written emits checked (a warning); all are in the Manifest. */
 export interface Effects {
   /** Resources read, e.g. `"signal:tasks.email"` for `fx.deadLetters`. */
   reads?: readonly string[];
@@ -29,6 +29,13 @@ export const NO_EFFECTS: DeclaredEffects = Object.freeze({
 export const signalReadRef = (signal: { readonly name: string }): `signal:${string}` =>
   `signal:${signal.name}`;
 
+/** Which lists a flow() call wrote by hand (not recorded from the source): emits are checked against them. */
+const handWritten = new WeakMap<DeclaredEffects, ReadonlySet<string>>();
+
+/** True when a flow() call declared `key` itself (`effects: { emits: [...] }`), see normalizeEffects. */
+export const isHandWritten = (effects: DeclaredEffects, key: keyof DeclaredEffects): boolean =>
+  handWritten.get(effects)?.has(key) === true;
+
 export function normalizeEffects(where: string, effects: Effects | undefined): DeclaredEffects {
   const out: Record<keyof DeclaredEffects, readonly string[]> = {
     reads: [],
@@ -47,5 +54,7 @@ export function normalizeEffects(where: string, effects: Effects | undefined): D
     }
     out[k as keyof DeclaredEffects] = Object.freeze([...v]);
   }
-  return Object.freeze(out);
+  const declared = Object.freeze(out);
+  handWritten.set(declared, new Set(Object.keys(effects)));
+  return declared;
 }
