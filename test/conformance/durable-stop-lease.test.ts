@@ -1,4 +1,4 @@
-// A run a graceful stop leaves at its deadline is taken over after its lease with no recovery, on every driver; a lapsed holder's takeover is counted and logged.
+// A run a graceful stop leaves at its deadline is taken over after its lease with no recovery, on every driver; a lapsed holder's takeover is counted and logged (the store's side: src/store/conformance/stop-lease-cases.ts).
 import { describe, expect, it } from "vitest";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
 import { DurableRuntime } from "../../src/durable/durable-runtime.ts";
@@ -6,19 +6,10 @@ import { flow, type AnyFlow } from "../../src/flow/flow.ts";
 import type { Store } from "../../src/store/types.ts";
 import { gate, recordingLogger, until } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
-import { stopLeaseCases } from "./stop-lease-cases.ts";
 
 const T0 = 1_000_000;
 const LEASE_MS = 60_000;
 const FLOW = "stoplease.work";
-
-describe.each(drivers)("Store on the $name driver", (driver) => {
-  stopLeaseCases(async () => {
-    const made = await driver.make();
-    await made.store.open();
-    return made;
-  });
-});
 
 describe.each(drivers)("a graceful stop's runs on the $name driver", (driver) => {
   /**

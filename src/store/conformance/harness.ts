@@ -33,6 +33,11 @@ export interface ConformanceOptions {
    * driver cannot carry an untested one.
    */
   claimAtEmit?: boolean;
+  /**
+   * The driver implements the optional `leaveToLease` (a graceful stop's runs are taken over with no
+   * recovery): the suite checks it. When false (default) the suite checks it is absent.
+   */
+  leaveToLease?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

@@ -20,6 +20,7 @@ import { releaseCases } from "./release-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
+import { stopLeaseCases } from "./stop-lease-cases.ts";
 
 export type { ConformanceOptions, StoreFactory, StoreUnderTest } from "./harness.ts";
 
@@ -48,6 +49,7 @@ export function describeStoreConformance(
     journalAppendCases(factory);
     journalParkCases(factory);
     recoveryCases(factory);
+    stopLeaseCases(factory, options);
     flowFilterCases(factory);
     compensationCases(factory);
     eventCases(factory);

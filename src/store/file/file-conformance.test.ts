@@ -5,15 +5,19 @@ import { join } from "node:path";
 import { describeStoreConformance } from "../conformance/suite.ts";
 import { createFileStore } from "./file-store.ts";
 
-describeStoreConformance("file", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "oke-file-conf-"));
-  const store = createFileStore({ dir });
-  await store.open();
-  return {
-    store,
-    cleanup: async () => {
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-});
+describeStoreConformance(
+  "file",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "oke-file-conf-"));
+    const store = createFileStore({ dir });
+    await store.open();
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  },
+  { leaveToLease: true },
+);

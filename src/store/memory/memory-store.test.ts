@@ -4,31 +4,39 @@ import { describeStoreConformance } from "../conformance/suite.ts";
 import { MemoryEngine } from "./memory-engine.ts";
 import { createEngineStore, createMemoryStore } from "./memory-store.ts";
 
-describeStoreConformance("memory", async () => {
-  const store = createMemoryStore();
-  await store.open();
-  return { store, cleanup: () => store.close() };
-});
+describeStoreConformance(
+  "memory",
+  async () => {
+    const store = createMemoryStore();
+    await store.open();
+    return { store, cleanup: () => store.close() };
+  },
+  { leaveToLease: true },
+);
 
 // The file driver rebuilds the engine from snapshots: run the whole contract
 // with the engine restored from a JSON round trip after every write.
-describeStoreConformance("memory (restored from a snapshot after every write)", async () => {
-  let engine = new MemoryEngine();
-  const proxy = new Proxy({} as MemoryEngine, {
-    get: (_t, prop) => {
-      const v: unknown = Reflect.get(engine, prop);
-      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(engine) : v;
-    },
-  });
-  const store = createEngineStore({
-    driver: "memory",
-    engine: proxy,
-    persist: () => {
-      engine = MemoryEngine.restore(JSON.parse(JSON.stringify(engine.snapshot())));
-    },
-  });
-  return { store, cleanup: () => store.close() };
-});
+describeStoreConformance(
+  "memory (restored from a snapshot after every write)",
+  async () => {
+    let engine = new MemoryEngine();
+    const proxy = new Proxy({} as MemoryEngine, {
+      get: (_t, prop) => {
+        const v: unknown = Reflect.get(engine, prop);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(engine) : v;
+      },
+    });
+    const store = createEngineStore({
+      driver: "memory",
+      engine: proxy,
+      persist: () => {
+        engine = MemoryEngine.restore(JSON.parse(JSON.stringify(engine.snapshot())));
+      },
+    });
+    return { store, cleanup: () => store.close() };
+  },
+  { leaveToLease: true },
+);
 
 describe("memory store", () => {
   it("reports its driver and refuses tx with OKE1260 naming it", async () => {

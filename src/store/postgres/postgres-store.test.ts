@@ -21,7 +21,11 @@ const factory = (tag: string, options: Partial<PostgresStoreOptions>) => {
   };
 };
 
-describeStoreConformance("postgres", factory("conf", {}), { supportsTx: true, claimAtEmit: true });
+describeStoreConformance("postgres", factory("conf", {}), {
+  supportsTx: true,
+  claimAtEmit: true,
+  leaveToLease: true,
+});
 
 // Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
 // poll period is far away so no synthetic wake lands inside a case.
@@ -31,5 +35,6 @@ describeStoreConformance(
   {
     supportsTx: true,
     claimAtEmit: true,
+    leaveToLease: true,
   },
 );

@@ -9,8 +9,9 @@ import {
   step,
   T0,
   type StoreFactory,
-} from "../../src/store/conformance/harness.ts";
-import type { Store } from "../../src/store/types.ts";
+  type ConformanceOptions,
+} from "./harness.ts";
+import type { Store } from "../types.ts";
 
 /** The lease `a` holds, left to lapse by a graceful stop: its owner's new name. */
 const LEFT = "a#stopped";
@@ -27,9 +28,16 @@ const leave = (
 };
 
 /** leaveToLease: the lease stays live to everyone else, the holder writes on under the new name, the take after the lapse counts no recovery. */
-export function stopLeaseCases(factory: StoreFactory): void {
+export function stopLeaseCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
   describe("journal: leaveToLease (a graceful stop's runs)", () => {
     const store = freshStore(factory);
+    if (options.leaveToLease !== true) {
+      // Optional in the contract: without it a run a graceful stop leaves is a recovery when taken over.
+      it("is absent when the driver does not claim it", () => {
+        expect(Reflect.get(store(), "leaveToLease")).toBeUndefined();
+      });
+      return;
+    }
 
     it("keeps the lease and its expiry under the stopped owner; nobody else takes the run before it lapses, by any take", async () => {
       await startRun(store(), "r1", { owner: "a" });
