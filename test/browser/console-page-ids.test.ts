@@ -84,11 +84,13 @@ describe("the Console page: ids, emitters and times", () => {
   };
   const mainText = async () => (await page.locator("main").textContent())!.replace(/\s+/g, " ");
 
+  const store = createMemoryStore();
+
   beforeAll(async () => {
     app = createApp({
       modules: [{ orders, check, web, durable, napper }],
       env: "test",
-      store: createMemoryStore(),
+      store,
       config: { console: { port: 0, tokens: { alice: TOKEN } } },
     });
     const started = await app.start({ port: 0, host: "127.0.0.1" });
@@ -164,6 +166,27 @@ describe("the Console page: ids, emitters and times", () => {
       const replay = page.locator("main tbody tr", { hasText: "replay" }).locator("td.detail");
       expect(await replay.textContent()).toBe("all false · count 0");
     }
+  });
+
+  it("names a broadcast copy's queue on its message, not as a link to a signal view that cannot open", async () => {
+    await store.enqueue(
+      [
+        {
+          id: "copy-1",
+          signal: "~broadcast:news.sent:news.reader",
+          key: null,
+          payload: {},
+          parentRunId: null,
+        },
+      ],
+      Date.now(),
+    );
+    await open("#/message/copy-1", "Message copy-1");
+    expect(await page.locator("#message-queue").textContent()).toBe(
+      "~broadcast:news.sent:news.reader (a broadcast copy queue)",
+    );
+    expect(await page.locator('main a[href^="#/signal/"]').count()).toBe(0);
+    expect(pageErrors).toEqual([]);
   });
 
   it("says which id an address lacks (#/run/, #/message/, #/signal/), never undefined", async () => {

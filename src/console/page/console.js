@@ -475,7 +475,10 @@ async function messageView(id) {
       "p",
       {},
       `signal `,
-      link(`#/signal/${enc(m.signal)}`, m.signal, `signal ${m.signal}`),
+      // A broadcast copy's queue (~broadcast:<signal>:<flow>) has no signal view: named, not linked.
+      m.signal.startsWith("~broadcast:")
+        ? h("span", { id: "message-queue" }, `${m.signal} (a broadcast copy queue)`)
+        : link(`#/signal/${enc(m.signal)}`, m.signal, `signal ${m.signal}`),
       ` · status `,
       h("strong", { id: "message-status" }, m.status),
       ` · attempts ${m.attempts}`,
