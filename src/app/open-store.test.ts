@@ -87,6 +87,16 @@ describe("a PostgreSQL server that refuses the URL (real server)", () => {
     expect((err as { fix?: string }).fix).toContain("correct the database name at the end of database.url");
   });
 
+  it("SSL asked of a server without it is OKE1336 for createApp too, naming the setting", async () => {
+    const u = new URL(PG_URL);
+    const err = await bootError(other((x) => x.searchParams.set("sslmode", "require")));
+    expect(isOkeError(err) && err.code).toBe("OKE1336");
+    expect((err as Error).message).toBe(
+      `oke boot: the PostgreSQL server at ${u.hostname}:${u.port || "5432"} does not support SSL connections, but database.url asks for SSL`,
+    );
+    expect((err as { fix?: string }).fix).toContain("drop sslmode=require / ssl=true from database.url");
+  });
+
   it("a role that does not exist is OKE1338, its fix a createuser; the password is never shown", async () => {
     const err = await bootError(
       other((x) => {

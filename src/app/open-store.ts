@@ -75,9 +75,18 @@ function urlParts(url: string): { host?: string; port?: string; user?: string; d
 export function postgresRefusal(e: unknown, url: string, from: string): OkeError | undefined {
   if (!(e instanceof Error)) return undefined;
   const code = (e as { code?: unknown }).code;
-  if (typeof code !== "string") return undefined;
   const { host, port, user, database } = urlParts(url);
   const where = `${host ?? "localhost"}:${port ?? "5432"}`;
+  // pg's own error (no SQLSTATE: the server answered the SSL request with "N").
+  if (code === undefined && e.message === "The server does not support SSL connections")
+    return new OkeError({
+      code: "OKE1336",
+      message: `oke boot: the PostgreSQL server at ${where} does not support SSL connections, but ${from} asks for SSL`,
+      fix: `Enable SSL on the server (ssl = on), or drop sslmode=require / ssl=true from ${from} for a server reached over a trusted network only.`,
+      details: { address: where },
+      cause: e,
+    });
+  if (typeof code !== "string") return undefined;
   const flags = `${host === undefined ? "" : ` -h ${host}`}${port === undefined ? "" : ` -p ${port}`}`;
   // 3D000 invalid_catalog_name: the database named at the end of the URL is not on that server.
   if (code === "3D000") {
