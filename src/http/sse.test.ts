@@ -117,6 +117,36 @@ describe("live routes over SSE", () => {
     expect((await bad.ready).statusCode).toBe(400);
   });
 
+  it("a Last-Event-ID or ?after= past the tape's head is 400 OKE1470, not a stream that waits in silence; the head itself resumes", async () => {
+    const { app, port } = await start();
+    for (const state of ["a", "b"]) await app.emit(orderStatus, { state }, { key: "o1" });
+    const first = connect(port, "/orders/o1/status");
+    await until(() => first.events.length === 2, "both");
+    first.close();
+    const head = Number(first.events[1]!.id);
+    for (const [path, headers] of [
+      ["/orders/o1/status", { "last-event-id": String(head + 1_000) }],
+      [`/orders/o1/status?after=${head + 1}`, {}],
+    ] as const) {
+      const past = await fetch(`http://127.0.0.1:${port}${path}`, { headers });
+      expect(past.status).toBe(400);
+      expect(await past.json()).toEqual({
+        ok: false,
+        error: {
+          code: "OKE1470",
+          message: `Last-Event-ID ${Number(headers["last-event-id"] ?? head + 1)} is past the last position of this stream's tape (${head}): not the id of an event it sent`,
+        },
+      });
+    }
+    // At the head: nothing to replay, and the next entry arrives.
+    const atHead = connect(port, "/orders/o1/status", { "last-event-id": String(head) });
+    expect((await atHead.ready).statusCode).toBe(200);
+    await app.emit(orderStatus, { state: "c" }, { key: "o1" });
+    await until(() => atHead.events.length === 1, "the next entry");
+    expect(JSON.parse(atHead.events[0]!.data)).toEqual({ state: "c" });
+    atHead.close();
+  });
+
   it("caps open streams per instance: one more is 503 with Retry-After", async () => {
     const { port } = await start({ live: { maxConnections: 1 } });
     const a = connect(port, "/orders/o1/status");

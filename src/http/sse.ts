@@ -7,6 +7,8 @@ import type { LiveSignal } from "../signal/signal.ts";
 /** Where streams read tapes from (the app's live runtime). */
 export interface LiveSource {
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
+  /** The tape's last position, to refuse a resume past it (OKE1470); without it any position is followed. */
+  head?(signal: LiveSignal, key?: string): Promise<number>;
 }
 
 export interface SseLimits {
@@ -21,6 +23,23 @@ export interface SseLimits {
 /** True for a client that asked for an event stream (EventSource always sends this Accept). */
 const wantsEventStream = (req: IncomingMessage): boolean =>
   (req.headers.accept ?? "").toLowerCase().includes("text/event-stream");
+
+/** A stream refused before its 200: the JSON error envelope. */
+function refuseStream(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  const body = JSON.stringify({ ok: false, error: { code, message } });
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    ...extra,
+  });
+  res.end(body);
+}
 
 /** What EventSource waits before reconnecting (ms), sent as the stream's `retry:` field. */
 const RETRY_MS = 1_000;
@@ -86,26 +105,49 @@ export class SseHub implements StreamCount {
 
   serve(req: IncomingMessage, res: ServerResponse, stream: LiveStream): void {
     const after = resumePosition(req);
-    const refuse = (
-      status: number,
-      code: string,
-      message: string,
-      extra: Record<string, string> = {},
-    ): void => {
-      const body = JSON.stringify({ ok: false, error: { code, message } });
-      res.writeHead(status, {
-        "content-type": "application/json; charset=utf-8",
-        "content-length": Buffer.byteLength(body),
-        ...extra,
-      });
-      res.end(body);
-    };
+    const refuse = (status: number, code: string, message: string, extra?: Record<string, string>): void =>
+      refuseStream(res, status, code, message, extra);
     if (after === "bad")
       return refuse(
         400,
         "OKE1470",
         "Last-Event-ID must be a tape position (the id of an event this stream sent)",
       );
+    if (after !== undefined && after > 0 && this.source.head !== undefined) {
+      // A position past the tape's head is none this stream sent (a tape rebuilt, a restored
+      // database, a made-up id): followed, it would wait in silence until the tape caught up, then
+      // skip everything up to it. Asked before the 200, so it can still be refused.
+      void this.source.head(stream.signal, stream.key).then(
+        (head) => {
+          if (after <= head) return this.follow(req, res, stream, after);
+          refuse(
+            400,
+            "OKE1470",
+            `Last-Event-ID ${after} is past the last position of this stream's tape (${head}): not the id of an event it sent`,
+          );
+        },
+        (err: unknown) => {
+          this.logger.warn(
+            { signal: stream.signal.name, key: stream.key, err },
+            "live: the tape's head could not be read; following from the position asked",
+          );
+          this.follow(req, res, stream, after);
+        },
+      );
+      return;
+    }
+    this.follow(req, res, stream, after);
+  }
+
+  /** Serves the stream from `after` (checked): closing, the connection cap, then the 200 and the tape. */
+  private follow(
+    req: IncomingMessage,
+    res: ServerResponse,
+    stream: LiveStream,
+    after: number | undefined,
+  ): void {
+    const refuse = (status: number, code: string, message: string, extra?: Record<string, string>): void =>
+      refuseStream(res, status, code, message, extra);
     if (this.closing) {
       // EventSource takes any answer but 200 as final and never reconnects, and a reconnect can reach
       // this instance while it stops (still listening, or over a kept-alive socket). An empty stream
