@@ -5,7 +5,7 @@
  * `store.fire` (one fire per slot for the whole fleet, catch-up "one").
  */
 import type { Logger } from "../log/logger.ts";
-import type { FireRequest, ScheduleRecord } from "../store/schedule-types.ts";
+import type { DeclaredSchedule, FireRequest, ScheduleRecord } from "../store/schedule-types.ts";
 import { effectiveSpec } from "../store/schedule-types.ts";
 import { loopFailureLog } from "../store/store-health.ts";
 import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
@@ -148,14 +148,7 @@ export class ScheduleRuntime {
     await this.fleet?.start();
     // Stopped while measuring fleet time (an app stopped during boot): no reconcile goes out.
     if (this.stopped) return;
-    const declared = [...this.bound.values()].map((b) => ({
-      name: b.name,
-      spec: b.schedule.spec,
-      overridable: b.schedule.overridable,
-      flow: b.flow,
-      description: b.schedule.description ?? null,
-    }));
-    const records = await this.o.store.reconcileSchedules(declared, this.now());
+    const records = await this.o.store.reconcileSchedules(this.declared(), this.now());
     // Stopped while the reconcile was out: no timer, no subscription, no fire after the app stopped.
     if (this.stopped) return;
     for (const r of records) {
@@ -175,6 +168,36 @@ export class ScheduleRuntime {
     });
     this.load(records);
     this.kick(true);
+  }
+
+  /** The clocks this instance binds, as the store's reconcile takes them. */
+  private declared(): DeclaredSchedule[] {
+    return [...this.bound.values()].map((b) => ({
+      name: b.name,
+      spec: b.schedule.spec,
+      overridable: b.schedule.overridable,
+      flow: b.flow,
+      description: b.schedule.description ?? null,
+    }));
+  }
+
+  /**
+   * Re-reads the schedules. A clock this instance binds that another instance's boot marked orphaned
+   * (it runs older or newer code without that clock: a rolling deploy, a crash restart) is taken back
+   * at once — declared again, orphaning nothing else — so a clock fires while any live instance
+   * declares it, instead of stopping fleet-wide until a declaring instance boots again.
+   */
+  private async reload(): Promise<void> {
+    let records = await this.o.store.listSchedules();
+    const lost = records.filter((r) => r.orphaned && this.bound.has(r.name)).map((r) => r.name);
+    if (lost.length > 0 && !this.stopped) {
+      records = await this.o.store.reconcileSchedules(this.declared(), this.now(), { orphanMissing: false });
+      this.o.logger.info(
+        { clocks: lost },
+        `clock ${lost.map((n) => `"${n}"`).join(", ")} was marked orphaned by an instance that does not declare it; declared here, so this instance takes it back`,
+      );
+    }
+    this.load(records);
   }
 
   private load(records: readonly ScheduleRecord[]): void {
@@ -211,14 +234,14 @@ export class ScheduleRuntime {
 
   private async run(fresh: boolean): Promise<void> {
     try {
-      if (!fresh) this.load(await this.o.store.listSchedules());
+      if (!fresh) await this.reload();
       for (let round = 0; this.running && round < 100; round++) {
         const fired = await this.fireDue();
         if (fired === "none") break;
         // Every fire ours: the bases moved exactly as we wrote them, no read needed. Otherwise
         // another instance fired (or changed) some: re-read so their bases move on too.
         if (fired === "all") continue;
-        this.load(await this.o.store.listSchedules());
+        await this.reload();
         if (fired === "refused") break;
       }
       this.arm();

@@ -1,6 +1,12 @@
 /** The schedule rules every driver applies the same way: reconcile, pause, override, fire eligibility. */
 import { ScheduleNotOverridableError } from "../errors.ts";
-import type { DeclaredSchedule, FireRequest, ScheduleRecord, ScheduleSpec } from "./schedule-types.ts";
+import type {
+  DeclaredSchedule,
+  FireRequest,
+  ReconcileOptions,
+  ScheduleRecord,
+  ScheduleSpec,
+} from "./schedule-types.ts";
 
 const sameSpec = (a: ScheduleSpec | null, b: ScheduleSpec | null): boolean =>
   a === b ||
@@ -25,6 +31,7 @@ export function planReconcile(
   existing: readonly ScheduleRecord[],
   declared: readonly DeclaredSchedule[],
   now: number,
+  options: ReconcileOptions = {},
 ): ScheduleRecord[] {
   const byName = new Map(existing.map((r) => [r.name, r]));
   const wanted = new Set(declared.map((d) => d.name));
@@ -79,6 +86,7 @@ export function planReconcile(
       updatedAt: now,
     });
   }
+  if (options.orphanMissing === false) return changed;
   for (const r of existing) {
     if (!wanted.has(r.name) && !r.orphaned)
       changed.push({ ...cloneSchedule(r), orphaned: true, version: r.version + 1, updatedAt: now });

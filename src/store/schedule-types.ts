@@ -93,6 +93,12 @@ export interface ScheduleFire {
   messageId: string;
 }
 
+/** How a reconcile treats the stored clocks the declared list leaves out. */
+export interface ReconcileOptions {
+  /** Mark them orphaned (default true, what a boot does); false leaves them as they are. */
+  orphanMissing?: boolean;
+}
+
 export interface ScheduleStore {
   /**
    * Brings the stored schedules in line with what the code declares, in one
@@ -100,9 +106,15 @@ export interface ScheduleStore {
    * stored, and becomes the effective spec unless an operator override of a
    * still-overridable clock exists (the override wins); a clock that is no
    * longer overridable loses its override; undeclared ones are marked
-   * orphaned (never deleted). Returns every schedule.
+   * orphaned (never deleted) unless `options.orphanMissing` is false (an
+   * instance taking back the clocks it declares, which another instance's
+   * boot marked orphaned, orphans nothing of others). Returns every schedule.
    */
-  reconcileSchedules(declared: readonly DeclaredSchedule[], now: number): Promise<ScheduleRecord[]>;
+  reconcileSchedules(
+    declared: readonly DeclaredSchedule[],
+    now: number,
+    options?: ReconcileOptions,
+  ): Promise<ScheduleRecord[]>;
   listSchedules(): Promise<ScheduleRecord[]>;
   getSchedule(name: string): Promise<ScheduleRecord | undefined>;
   /**

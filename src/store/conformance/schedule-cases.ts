@@ -85,6 +85,20 @@ export function scheduleCases(factory: StoreFactory, options: ConformanceOptions
       expect(await store().listSchedules()).toEqual(out);
     });
 
+    it("orphanMissing: false takes back an orphaned clock it declares and orphans nothing it leaves out", async () => {
+      await store().reconcileSchedules([decl("a"), decl("b")], T0);
+      // An instance without "b" boots: b is orphaned.
+      await store().reconcileSchedules([decl("a")], T0 + 1);
+      expect((await one(store(), "b")).orphaned).toBe(true);
+      // One that declares only "b" takes it back, and leaves "a" as it is.
+      const out = await store().reconcileSchedules([decl("b")], T0 + 2, { orphanMissing: false });
+      expect(out.find((r) => r.name === "b")).toMatchObject({ orphaned: false, declared: hourly });
+      expect(out.find((r) => r.name === "a")).toMatchObject({ orphaned: false });
+      // Nothing to take back: nothing changes.
+      const again = await store().reconcileSchedules([decl("b")], T0 + 3, { orphanMissing: false });
+      expect(again).toEqual(out);
+    });
+
     it("a changed declaration is stored, bumps the version and re-anchors; a removed one is orphaned, never deleted", async () => {
       await store().reconcileSchedules([decl("a"), decl("b")], T0);
       const a = await one(store(), "a");

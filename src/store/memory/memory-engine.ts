@@ -50,6 +50,7 @@ import type {
 } from "../idempotency-types.ts";
 import type {
   DeclaredSchedule,
+  ReconcileOptions,
   FireRequest,
   ScheduleError,
   ScheduleFire,
@@ -103,7 +104,7 @@ export type EngineOp =
   | { op: "heartbeat"; info: InstanceInfo; now: number }
   | { op: "removeInstance"; id: string }
   | { op: "audit"; entry: AuditEntry }
-  | { op: "reconcileSchedules"; declared: DeclaredSchedule[]; now: number }
+  | { op: "reconcileSchedules"; declared: DeclaredSchedule[]; now: number; options?: ReconcileOptions }
   | { op: "setSchedulePaused"; name: string; paused: boolean; now: number }
   | { op: "overrideSchedule"; name: string; spec: ScheduleSpec | null; now: number }
   | { op: "fire"; req: FireRequest }
@@ -288,8 +289,12 @@ export class MemoryEngine {
 
   // Schedules
 
-  reconcileSchedules(declared: readonly DeclaredSchedule[], now: number): ScheduleRecord[] {
-    return this.schedules.reconcile(declared, now);
+  reconcileSchedules(
+    declared: readonly DeclaredSchedule[],
+    now: number,
+    options?: ReconcileOptions,
+  ): ScheduleRecord[] {
+    return this.schedules.reconcile(declared, now, options);
   }
   listSchedules(): ScheduleRecord[] {
     return this.schedules.list();
@@ -418,7 +423,7 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
     case "audit":
       return engine.recordAudit(op.entry);
     case "reconcileSchedules":
-      return engine.reconcileSchedules(op.declared, op.now);
+      return engine.reconcileSchedules(op.declared, op.now, op.options);
     case "setSchedulePaused":
       return engine.setSchedulePaused(op.name, op.paused, op.now);
     case "overrideSchedule":

@@ -1,6 +1,7 @@
 /** The schedule half of the memory engine: records and fired slots, synchronous and replayable. */
 import type {
   DeclaredSchedule,
+  ReconcileOptions,
   FireRequest,
   ScheduleError,
   ScheduleFire,
@@ -45,8 +46,13 @@ export class MemorySchedules {
     return m;
   }
 
-  reconcile(declared: readonly DeclaredSchedule[], now: number): ScheduleRecord[] {
-    for (const r of planReconcile([...this.records.values()], declared, now)) this.records.set(r.name, r);
+  reconcile(
+    declared: readonly DeclaredSchedule[],
+    now: number,
+    options?: ReconcileOptions,
+  ): ScheduleRecord[] {
+    for (const r of planReconcile([...this.records.values()], declared, now, options))
+      this.records.set(r.name, r);
     return this.list();
   }
 

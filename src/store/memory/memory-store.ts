@@ -256,9 +256,12 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       return engine.pageAudit(req);
     },
 
-    async reconcileSchedules(declared, now) {
-      const out = engine.reconcileSchedules(declared, now);
-      await commit({ op: "reconcileSchedules", declared: [...declared], now }, wake);
+    async reconcileSchedules(declared, now, options) {
+      const out = engine.reconcileSchedules(declared, now, options);
+      await commit(
+        { op: "reconcileSchedules", declared: [...declared], now, ...(options ? { options } : {}) },
+        wake,
+      );
       return out;
     },
     async listSchedules() {

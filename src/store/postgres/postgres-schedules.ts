@@ -3,6 +3,7 @@ import type pg from "pg";
 import { applyOverride, applyPaused, planReconcile } from "../schedule-rules.ts";
 import type {
   DeclaredSchedule,
+  ReconcileOptions,
   FireRequest,
   ScheduleError,
   ScheduleFire,
@@ -120,13 +121,14 @@ export async function reconcileSchedules(
   ctx: PgContext,
   declared: readonly DeclaredSchedule[],
   now: number,
+  options?: ReconcileOptions,
 ): Promise<ScheduleRecord[]> {
   const changed = await inTx(ctx, async (c) => {
     // Instances booting together take turns, so each plans against the other's result.
     await q(c, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`okengine:schedules:${ctx.s}`]);
     const { rows } = await q<ScheduleRow>(c, `SELECT * FROM ${ctx.s}.schedules`, []);
     const current = new Map(rows.map((r) => [r.name, toRecord(r)]));
-    let plan = planReconcile([...current.values()], declared, now);
+    let plan = planReconcile([...current.values()], declared, now, options);
     // The read above is not locked, and an operator's pause, edit or resume (update() below) may have
     // committed since: writing the plan's copy would undo it and move the version back. So the rows
     // the plan rewrites are locked and read again, and the plan is made again on what they hold.
@@ -141,7 +143,7 @@ export async function reconcileSchedules(
       );
       for (const r of fresh.rows) current.set(r.name, toRecord(r));
       for (const n of more) locked.add(n);
-      plan = planReconcile([...current.values()], declared, now);
+      plan = planReconcile([...current.values()], declared, now, options);
     }
     await upsert(c, ctx.s, plan);
     if (plan.length > 0) await announce(ctx, c);

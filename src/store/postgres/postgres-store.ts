@@ -298,7 +298,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     removeInstance: (id) => consoleQueries.removeInstance(ctx, id),
     recordAudit: (entry) => consoleQueries.recordAudit(ctx, entry),
     pageAudit: (req) => consoleQueries.pageAudit(ctx, req),
-    reconcileSchedules: (declared, now) => schedules.reconcileSchedules(ctx, declared, now),
+    reconcileSchedules: (declared, now, options) => schedules.reconcileSchedules(ctx, declared, now, options),
     listSchedules: () => schedules.listSchedules(ctx),
     getSchedule: (name) => schedules.getSchedule(ctx, name),
     setSchedulePaused: (name, paused, now) => schedules.setSchedulePaused(ctx, name, paused, now),

@@ -44,6 +44,7 @@ import type {
 } from "../../idempotency-types.ts";
 import type {
   DeclaredSchedule,
+  ReconcileOptions,
   FireRequest,
   ScheduleError,
   ScheduleFire,
@@ -277,8 +278,12 @@ export class SqliteEngine {
 
   // Schedules
 
-  reconcileSchedules(declared: readonly DeclaredSchedule[], now: number): ScheduleRecord[] {
-    return this.schedules.reconcileSchedules(declared, now);
+  reconcileSchedules(
+    declared: readonly DeclaredSchedule[],
+    now: number,
+    options?: ReconcileOptions,
+  ): ScheduleRecord[] {
+    return this.schedules.reconcileSchedules(declared, now, options);
   }
 
   listSchedules(): ScheduleRecord[] {

@@ -1,6 +1,7 @@
 /** The file engine's schedules: records, reconcile, pause and override, fires and their pruning. */
 import type {
   DeclaredSchedule,
+  ReconcileOptions,
   FireRequest,
   ScheduleError,
   ScheduleFire,
@@ -39,11 +40,15 @@ export class SqliteSchedules {
     );
   }
 
-  reconcileSchedules(declared: readonly DeclaredSchedule[], now: number): ScheduleRecord[] {
+  reconcileSchedules(
+    declared: readonly DeclaredSchedule[],
+    now: number,
+    options?: ReconcileOptions,
+  ): ScheduleRecord[] {
     this.b.check();
     const current = this.listSchedules();
     this.b.write(() => {
-      for (const r of planReconcile(current, declared, now)) this.putSchedule(r);
+      for (const r of planReconcile(current, declared, now, options)) this.putSchedule(r);
     });
     return this.listSchedules();
   }
