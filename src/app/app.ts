@@ -51,6 +51,12 @@ export function createApp(options: CreateAppOptions): App {
   return new OkeApp(options);
 }
 
+// Taken when this module loads: a test that installs fake timers (vi.useFakeTimers) afterwards must
+// not stop idle()'s own waits from ever firing (it hung past its OKE1099 deadline).
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+const realSetImmediate = globalThis.setImmediate;
+
 const STORE_UNAVAILABLE: Readiness = Object.freeze({ ready: false, reason: "store_unavailable" });
 
 /** `draining`: stop() was called; `/_/ready` answers 503 while everything else still serves (http.drainDelayMs). */
@@ -93,6 +99,8 @@ class OkeApp implements App, FxRuntime {
   readonly sse: SseHub;
   /** The retention prune in flight, if any. */
   private readonly tasks = new Set<Promise<unknown>>();
+  /** In-process requests (app.request) not answered yet: idle() waits for them too. */
+  private readonly requests = new Set<Promise<unknown>>();
   private server: HttpServer | undefined;
   private cancelPrune: (() => void) | undefined;
   private consoleServer: ConsoleServer | undefined;
@@ -276,7 +284,9 @@ class OkeApp implements App, FxRuntime {
     });
     this.retention.start();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
-    this.keepAlive = setInterval(() => undefined, 1 << 30);
+    // Not in tests: the runner decides when the process ends (node:test waits for every handle, so a
+    // test that failed before its app.stop() hung the whole run).
+    if (this.env !== "test") this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
   }
 
@@ -451,7 +461,14 @@ class OkeApp implements App, FxRuntime {
       exposeErrors: this.env !== "prod",
       hideServerErrors: this.env === "prod",
     });
-    return this.httpHandler.fetch(toRequest(input, init));
+    const answered = this.httpHandler.fetch(toRequest(input, init));
+    const tracked = answered.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.requests.add(tracked);
+    void tracked.finally(() => this.requests.delete(tracked));
+    return answered;
   }
 
   async start(
@@ -522,7 +539,7 @@ class OkeApp implements App, FxRuntime {
     const timeoutMs = options.timeoutMs ?? 4_000;
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<"timeout">((r) => {
-      timer = setTimeout(() => r("timeout"), timeoutMs);
+      timer = realSetTimeout(() => r("timeout"), timeoutMs);
       timer.unref();
     });
     try {
@@ -532,15 +549,20 @@ class OkeApp implements App, FxRuntime {
           this.durable.whenIdle(),
           this.schedules.whenIdle(),
           Promise.allSettled([...this.tasks]),
+          Promise.allSettled([...this.requests]),
         ]);
         if ((await Promise.race([settled, expired])) === "timeout") break;
-        await new Promise((r) => setImmediate(r));
+        await new Promise((r) => realSetImmediate(r));
         const busy =
-          !this.signals.isIdle() || !this.durable.isIdle() || this.tasks.size > 0 || this.schedules.busy;
+          !this.signals.isIdle() ||
+          !this.durable.isIdle() ||
+          this.tasks.size > 0 ||
+          this.requests.size > 0 ||
+          this.schedules.busy;
         if (!busy) return;
       }
     } finally {
-      clearTimeout(timer);
+      realClearTimeout(timer);
     }
     throw new OkeError({
       code: "OKE1099",
@@ -567,6 +589,7 @@ class OkeApp implements App, FxRuntime {
     ]);
     if (this.schedules.busy) parts.push("a schedule fire");
     if (this.tasks.size > 0) parts.push(`${this.tasks.size} app task(s)`);
+    if (this.requests.size > 0) parts.push(`${this.requests.size} in-process request(s) (app.request)`);
     return parts.length === 0 ? "" : `: ${parts.join(", ")}`;
   }
 

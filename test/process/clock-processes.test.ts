@@ -75,7 +75,10 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
       const minutes = fires.filter((f) => f.clock === "ticks.minute");
       for (const f of minutes) expect(f.slot % 60_000).toBe(0);
 
-      // Each fire's flow ran once as a first attempt; a rerun only ever follows a lease lost to a kill.
+      // Each fire's flow ran (a row per fire, above), its first attempt at most once; a rerun only ever follows a lease
+      // lost to a kill. A first attempt may never run: a claim that waited in a pool's buffer past
+      // half its (2 s) lease is given back unstarted, and the fast host, whose clock reads every
+      // lease 40 s early, may have taken the fire as attempt 2 meanwhile.
       const runs = (
         await fleet.query<{ clock: string; slot: number; firsts: number; runs: number }>(
           `SELECT clock, slot::float8 AS slot, count(*) FILTER (WHERE attempt = 1)::int AS firsts, count(*)::int AS runs
@@ -83,7 +86,7 @@ describe.sequential("clock on 3 PostgreSQL processes", () => {
         )
       ).rows;
       expect(runs).toHaveLength(fires.length);
-      for (const r of runs) expect(r.firsts, `${r.clock} ${r.slot}`).toBe(1);
+      for (const r of runs) expect(r.firsts, `${r.clock} ${r.slot}`).toBeLessThanOrEqual(1);
       const pids = new Set(
         (await fleet.query<{ pid: number }>(`SELECT DISTINCT pid FROM "${schema}".clock_runs`)).rows.map(
           (r) => r.pid,
