@@ -98,3 +98,17 @@ describe("app.idle()", () => {
     }
   }, 15_000);
 });
+
+describe("createTestApp start", () => {
+  it("starts the frozen clock at epoch ms or at a Date", async () => {
+    const at = new Date("2026-05-01T10:00:00Z");
+    for (const start of [at, at.getTime()]) {
+      const app = await createTestApp({ modules: [], start });
+      try {
+        expect(app.time.now()).toBe(at.getTime());
+      } finally {
+        await app.stop();
+      }
+    }
+  });
+});

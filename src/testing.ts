@@ -24,8 +24,8 @@ export interface TestApp extends App {
 }
 
 export type TestAppOptions = Omit<CreateAppOptions, "clock" | "env" | "modules"> & {
-  /** Epoch ms the frozen clock starts at. Default 0. */
-  start?: number;
+  /** Where the frozen clock starts: epoch ms or a Date (as createTimeTravel takes). Default 0. */
+  start?: number | Date;
 } & (
     | { modules: CreateAppOptions["modules"]; project?: undefined }
     /** A project directory loaded like `oke` does (oke.config.ts, src/signals, src/channels, src/flows). */
