@@ -167,29 +167,38 @@ export class JournalSession {
       if (this.lost) throw this.lost;
       if (this.leaseUntil === null || this.deps.now() <= this.leaseUntil - this.deps.leaseMs / 2) return;
       let at = 0;
-      const as = this.deps.owner;
       try {
-        await retryJournalWrite(
-          this.deps.retry,
-          "lease renewal",
-          this.deps.runId,
-          () => {
-            at = this.deps.now();
-            return this.deps.store.renewLease({
-              runId: this.deps.runId,
-              owner: this.deps.owner,
-              now: at,
-              leaseMs: this.deps.leaseMs,
-            });
-          },
-          () => this.lost,
-        );
+        await this.fenced("lease renewal", () => {
+          at = this.deps.now();
+          return this.deps.store.renewLease({
+            runId: this.deps.runId,
+            owner: this.deps.owner,
+            now: at,
+            leaseMs: this.deps.leaseMs,
+          });
+        });
       } catch (e) {
-        if (e instanceof JournalLeaseBusy && this.deps.owner !== as) continue;
         if (e instanceof JournalLeaseBusy) this.lost = e;
         throw e;
       }
       this.leaseRenewed(at);
+    }
+  }
+
+  /**
+   * A write fenced by the lease owner, retried through transient failures (retryJournalWrite), and
+   * sent again when it was refused only because a graceful stop renamed the lease meanwhile
+   * (leftToLease): `send` reads this.deps.owner each time it sends.
+   */
+  private async fenced(what: string, send: (attempt: number) => Promise<unknown>): Promise<void> {
+    for (;;) {
+      const as = this.deps.owner;
+      try {
+        await retryJournalWrite(this.deps.retry, what, this.deps.runId, send, () => this.lost);
+        return;
+      } catch (e) {
+        if (!(e instanceof JournalLeaseBusy && this.deps.owner !== as && !this.lost)) throw e;
+      }
     }
   }
 
@@ -271,28 +280,19 @@ export class JournalSession {
     if (this.pending.length > 0) entries.sort((a, b) => a.seq - b.seq);
     if (entries.length === 0) return;
     let at = 0;
-    const as = this.deps.owner;
     try {
       // Retried through a transient failure; append is idempotent, so a retry of one that committed writes nothing.
-      await retryJournalWrite(
-        this.deps.retry,
-        "journal append",
-        this.deps.runId,
-        () =>
-          this.deps.store.append({
-            runId: this.deps.runId,
-            owner: this.deps.owner,
-            now: (at = this.deps.now()),
-            entries,
-            leaseMs: this.deps.leaseMs,
-            ...(emits ? { emits } : {}),
-          }),
-        () => this.lost,
+      await this.fenced("journal append", () =>
+        this.deps.store.append({
+          runId: this.deps.runId,
+          owner: this.deps.owner,
+          now: (at = this.deps.now()),
+          entries,
+          leaseMs: this.deps.leaseMs,
+          ...(emits ? { emits } : {}),
+        }),
       );
     } catch (e) {
-      // Refused under the name a graceful stop just replaced (leftToLease): nothing was written.
-      if (e instanceof JournalLeaseBusy && this.deps.owner !== as && !this.lost)
-        return this.write(entry, emits);
       if (e instanceof JournalLeaseBusy) this.lost = e;
       throw e;
     }
@@ -483,30 +483,15 @@ export class JournalSession {
     await this.settleBeside(`fx.clock.sleep(${JSON.stringify(label)})`);
     await this.write(undefined);
     // Retried like append; a retry first looks whether the previous try parked the run (its reply was lost).
-    for (;;) {
-      const as = this.deps.owner;
-      try {
-        await retryJournalWrite(
-          this.deps.retry,
-          "park",
-          this.deps.runId,
-          async (attempt) => {
-            if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
-            await this.deps.store.park({
-              runId: this.deps.runId,
-              owner: this.deps.owner,
-              now,
-              entry: sleepEntry,
-            });
-          },
-          () => this.lost,
-        );
-        break;
-      } catch (e) {
-        // Refused under the name a graceful stop just replaced (leftToLease): park under the new one.
-        if (!(e instanceof JournalLeaseBusy && this.deps.owner !== as)) throw e;
-      }
-    }
+    await this.fenced("park", async (attempt) => {
+      if (attempt > 1 && (await this.parkedAlready(seq, label))) return;
+      await this.deps.store.park({
+        runId: this.deps.runId,
+        owner: this.deps.owner,
+        now,
+        entry: sleepEntry,
+      });
+    });
     this.entries[seq] = sleepEntry;
     this.wakeAt = wakeAt;
     for (const body of this.bodies) closeBody(body);
