@@ -5,7 +5,7 @@ import { parseDuration, type Duration } from "../clock/duration.ts";
 import type { UndoList } from "../durable/runner.ts";
 import type { JournalSession } from "../durable/session.ts";
 import { errors, OkeError } from "../errors.ts";
-import { isHandWritten, type DeclaredEffects } from "../flow/effects.ts";
+import { isHandWritten } from "../flow/effects.ts";
 import type { AnyFlow, Flow } from "../flow/flow.ts";
 import { newId } from "../id.ts";
 import { describeIssues, validate } from "../schema.ts";
@@ -14,7 +14,7 @@ import { checkIdEmit, checkSameSignal, isDuplicateMessage } from "../signal/emit
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
 import type { ResourceScope } from "./resources.ts";
-import { durationText, warnAboutSleep } from "./sleep-guards.ts";
+import { durationText, once, warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
 
 /** One invocation of a flow: who runs, which attempt, and (durable) its journal session. */
@@ -122,8 +122,10 @@ class FxContext implements Fx {
     derived: string | undefined,
   ): Promise<void> {
     const { rt } = this;
-    if (isSignal(target)) warnUndeclaredEmit(rt, this.frame.flow, target.name);
-    if (options?.id !== undefined && isSignal(target)) checkIdEmit(target);
+    if (isSignal(target)) {
+      warnUndeclaredEmit(rt, this.frame.flow, target.name);
+      if (options?.id !== undefined) checkIdEmit(target);
+    }
     // A derived id stands in for a caller-chosen one; the caller's own id wins.
     const opts = derived === undefined || options?.id !== undefined ? options : { ...options, id: derived };
     const chosenId = opts?.id !== undefined;
@@ -213,12 +215,9 @@ class FxContext implements Fx {
   }
 }
 
-/** Flows (by their hand-written effects) already warned of an emit their `emits` leaves out, per signal. */
-const warnedEmits = new WeakMap<DeclaredEffects, Set<string>>();
-
 /**
  * An emit of a signal the flow's hand-written `effects.emits` leaves out: the Manifest and the Console
- * show that list as what the flow emits, so it has gone stale. Warned once per flow and signal, not
+ * show that list as what the flow emits, so it has gone stale. Warned once per app, flow and signal, not
  * refused: the emit itself is fine. Not checked: effects recorded from the source (a handle the
  * parser cannot follow is legitimately missing from them), nor a flow that wrote other lists by
  * hand but no `emits` (e.g. only `reads`, for fx.deadLetters).
@@ -226,10 +225,7 @@ const warnedEmits = new WeakMap<DeclaredEffects, Set<string>>();
 function warnUndeclaredEmit(rt: FxRuntime, flow: AnyFlow, signal: string): void {
   const effects = flow.effects;
   if (!isHandWritten(effects, "emits") || effects.emits.includes(signal)) return;
-  let warned = warnedEmits.get(effects);
-  if (warned === undefined) warnedEmits.set(effects, (warned = new Set()));
-  if (warned.has(signal)) return;
-  warned.add(signal);
+  if (!once(rt, `undeclared emit ${flow.name ?? ""} ${signal}`)) return;
   rt.logger.warn(
     { flow: flow.name, signal, declared: effects.emits },
     `flow "${flow.name ?? "(unnamed)"}" emitted "${signal}", which its hand-written effects.emits (${effects.emits.length === 0 ? "empty" : effects.emits.map((e) => `"${e}"`).join(", ")}) leaves out: the Manifest and the Console do not show it. Add it to effects.emits, or drop the effects option to have oke record them from the source`,

@@ -1,11 +1,12 @@
-// Dev warnings for the silent sleep mistakes: an unknown duration (0 ms) and a sleep in a flow that is not durable.
+// Dev warnings for the silent sleep mistakes (an unknown duration: 0 ms; a sleep in a flow that is not durable), and once(), which fx's other warnings share.
 import { isDuration } from "../clock/duration.ts";
 import type { FxRuntime } from "./runtime.ts";
 
 /** What each app has warned about already: one warning per flow (and per duration text), not per call. */
 const warned = new WeakMap<FxRuntime, Set<string>>();
 
-const once = (rt: FxRuntime, key: string): boolean => {
+/** True the first time `key` is asked about in this app: a warning said once, not per call. */
+export const once = (rt: FxRuntime, key: string): boolean => {
   let seen = warned.get(rt);
   if (seen === undefined) warned.set(rt, (seen = new Set()));
   if (seen.has(key)) return false;
