@@ -105,10 +105,9 @@ export class SseHub implements StreamCount {
 
   serve(req: IncomingMessage, res: ServerResponse, stream: LiveStream): void {
     const after = resumePosition(req);
-    const refuse = (status: number, code: string, message: string, extra?: Record<string, string>): void =>
-      refuseStream(res, status, code, message, extra);
     if (after === "bad")
-      return refuse(
+      return refuseStream(
+        res,
         400,
         "OKE1470",
         "Last-Event-ID must be a tape position (the id of an event this stream sent)",
@@ -120,7 +119,8 @@ export class SseHub implements StreamCount {
       void this.source.head(stream.signal, stream.key).then(
         (head) => {
           if (after <= head) return this.follow(req, res, stream, after);
-          refuse(
+          refuseStream(
+            res,
             400,
             "OKE1470",
             `Last-Event-ID ${after} is past the last position of this stream's tape (${head}): not the id of an event it sent`,
@@ -146,8 +146,6 @@ export class SseHub implements StreamCount {
     stream: LiveStream,
     after: number | undefined,
   ): void {
-    const refuse = (status: number, code: string, message: string, extra?: Record<string, string>): void =>
-      refuseStream(res, status, code, message, extra);
     if (this.closing) {
       // EventSource takes any answer but 200 as final and never reconnects, and a reconnect can reach
       // this instance while it stops (still listening, or over a kept-alive socket). An empty stream
@@ -160,14 +158,15 @@ export class SseHub implements StreamCount {
         res.end(`retry: ${RETRY_MS}\n\n`);
         return;
       }
-      return refuse(503, "OKE1471", "The server is shutting down", { "retry-after": "1" });
+      return refuseStream(res, 503, "OKE1471", "The server is shutting down", { "retry-after": "1" });
     }
     if (this.open.size >= this.limits.maxConnections) {
       this.logger.warn(
         { open: this.open.size, signal: stream.signal.name },
         "live: stream refused, connection cap reached",
       );
-      return refuse(
+      return refuseStream(
+        res,
         503,
         "OKE1472",
         `Too many live streams on this instance (${this.limits.maxConnections})`,
