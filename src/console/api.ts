@@ -191,9 +191,16 @@ const messageView = (m: StoredMessage) => ({
   leaseExpiresAt: m.leaseExpiresAt,
 });
 
+/** The first minute bucket of the THROUGHPUT_MINUTES the views show, ending with `now`'s. */
+const throughputFrom = (now: number): number =>
+  Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
+
+/** Deliveries per minute of a queue with none in the window. */
+const noDeliveries = (): number[] => new Array<number>(THROUGHPUT_MINUTES).fill(0);
+
 /** Per-minute deliveries of several queues added up (a broadcast signal's copies). */
 function sumBuckets(rows: ReadonlyArray<readonly number[]>): number[] {
-  const out = new Array<number>(THROUGHPUT_MINUTES).fill(0);
+  const out = noDeliveries();
   for (const r of rows) r.forEach((n, i) => (out[i] = (out[i] ?? 0) + n));
   return out;
 }
@@ -209,7 +216,7 @@ const countsOf = (st: SignalStats) => ({
 
 async function signalsView(host: ConsoleHost) {
   const now = host.clock.now();
-  const from = Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
+  const from = throughputFrom(now);
   const hasBroadcast = host.manifest.signals.some((s) => s.delivery === "broadcast");
   const [stats, tp, fleet] = await Promise.all([
     host.operator.signals(),
@@ -246,7 +253,7 @@ async function signalsView(host: ConsoleHost) {
               flow,
               queue,
               ...countsOf(await host.store.stats(queue, now)),
-              delivered10m: byName.get(queue) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+              delivered10m: byName.get(queue) ?? noDeliveries(),
             };
           }),
         );
@@ -267,7 +274,7 @@ async function signalsView(host: ConsoleHost) {
         throughput: {
           from,
           bucketMs: 60_000,
-          delivered: byName.get(s.name) ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+          delivered: byName.get(s.name) ?? noDeliveries(),
         },
       };
     }),
@@ -280,7 +287,7 @@ async function signalsView(host: ConsoleHost) {
  */
 async function undeclaredView(host: ConsoleHost, name: string) {
   const now = host.clock.now();
-  const from = Math.floor(now / 60_000) * 60_000 - (THROUGHPUT_MINUTES - 1) * 60_000;
+  const from = throughputFrom(now);
   const [st, tp] = await Promise.all([host.store.stats(name, now), host.store.throughput(from, 60_000, now)]);
   return {
     name,
@@ -293,8 +300,7 @@ async function undeclaredView(host: ConsoleHost, name: string) {
     throughput: {
       from,
       bucketMs: 60_000,
-      delivered:
-        tp.find((t) => t.signal === name)?.delivered ?? new Array<number>(THROUGHPUT_MINUTES).fill(0),
+      delivered: tp.find((t) => t.signal === name)?.delivered ?? noDeliveries(),
     },
   };
 }
