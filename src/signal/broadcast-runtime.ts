@@ -149,6 +149,9 @@ export class BroadcastRuntime {
           // A claim that finds the one attempt spent: the handler that held it was cut off.
           whenSpent: (m, unstarted) => Promise.resolve(this.cutOff(s, flow, m, unstarted)),
           whenSpentSays: "that claim settles the copy as cut off, without running it again",
+          // Broadcast is ephemeral: a copy a stop cut short is not run again (docs/signals.md), so its
+          // claim is left spent, as a crash leaves it, and the next claim settles it as cut off.
+          cutAtStop: "spent",
         });
         this.pools.push(pool);
         pool.start();

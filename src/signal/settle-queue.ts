@@ -11,6 +11,7 @@ import type {
   Store,
 } from "../store/types.ts";
 import type { OnceSignal } from "./signal.ts";
+import { stoppedOwner } from "../store/wake-rules.ts";
 import { LEASE_EXPIRED, leaseSeconds, spentSettlement, unstartedFailure } from "./attempt-budget.ts";
 import type { HandlerOutcome } from "./worker-pool-types.ts";
 
@@ -44,6 +45,13 @@ export interface SettleQueueOptions {
   after(): void;
 }
 
+/** Claims a stop marks as left to their lease (SettleQueue.leave): `left` once the mark answered. */
+interface Leaving {
+  claims: ReadonlySet<ClaimedMessage>;
+  marked: Promise<ReadonlySet<string>>;
+  left?: ReadonlySet<string>;
+}
+
 /** Settlements waiting and in flight for one pool, sent in batches of at most SETTLE_BATCH. */
 export class SettleQueue {
   private pending: Settlement[] = [];
@@ -63,6 +71,8 @@ export class SettleQueue {
   private readonly settling = new Set<Promise<void>>();
   /** Ends settle retries at the shutdown deadline. */
   private readonly abort = unlimitedAbort();
+  /** The claims a graceful stop left to their lease (leave); undefined but after such a stop. */
+  private leaving: Leaving | undefined;
 
   constructor(private readonly o: SettleQueueOptions) {}
 
@@ -76,20 +86,46 @@ export class SettleQueue {
     return this.settling.size === 0 && this.pending.length === 0;
   }
 
+  /**
+   * A graceful stop is marking `claims` — their handlers still run at its deadline — as left to their
+   * lease (Store.leaveClaimsToLease); `marked` resolves with the ids it marked (never rejects). A
+   * marked claim settles under the fence the mark made (leftFence); an outcome that comes while the
+   * mark is in flight waits for it, so it goes out under the fence the row will have.
+   */
+  leave(claims: readonly ClaimedMessage[], marked: Promise<ReadonlySet<string>>): void {
+    const l: Leaving = { claims: new Set(claims), marked };
+    this.leaving = l;
+    void marked.then((ids) => {
+      l.left = ids;
+    });
+  }
+
+  /** The fence `m`'s settlement carries: its claim's, or the one a stop's mark left it (leave). */
+  private fence(m: ClaimedMessage): { worker: string; attempt: number } {
+    const l = this.leaving;
+    if (l?.left !== undefined && l.left.has(m.id) && l.claims.has(m))
+      return { worker: stoppedOwner(this.o.worker), attempt: m.attempts };
+    return { worker: this.o.worker, attempt: m.attempts };
+  }
+
   /** Queues the settlement of a handler's outcome (`abandon` leaves the message to lazy reclaim, logged). */
   outcome(m: ClaimedMessage, outcome: HandlerOutcome): void {
     if (outcome.kind === "abandon") return this.abandoned(m, outcome.runId);
+    const l = this.leaving;
+    if (l !== undefined && l.left === undefined && l.claims.has(m)) {
+      void l.marked.then(() => this.outcome(m, outcome));
+      return;
+    }
     const s = this.o.signal;
     let settlement: Settlement;
     if (outcome.kind === "ok") {
-      settlement = { id: m.id, worker: this.o.worker, attempt: m.attempts, status: "delivered" };
+      settlement = { id: m.id, ...this.fence(m), status: "delivered" };
     } else {
       const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
       const exhausted = m.attempts > s.retries || outcome.final === true;
       settlement = {
         id: m.id,
-        worker: this.o.worker,
-        attempt: m.attempts,
+        ...this.fence(m),
         status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
         failure,
       };

@@ -56,10 +56,15 @@ describe("WorkerPool.stop", () => {
     const { store, state } = gatedStore(o.handoff === true ? withHandoff(raw) : raw, o.method ?? "claim");
     const { logger, records } = recordingLogger();
     const once = signal.once(SIGNAL, { retries: o.retries ?? 3 });
-    const poolOn = (s: Store, worker: string, handle: (m: ClaimedMessage) => Promise<HandlerOutcome>) =>
+    const poolOn = (
+      s: Store,
+      worker: string,
+      handle: (m: ClaimedMessage) => Promise<HandlerOutcome>,
+      at = T0,
+    ) =>
       new WorkerPool({
         store: s,
-        clock: createTimeTravel(T0),
+        clock: createTimeTravel(at),
         logger,
         signal: once,
         worker,
@@ -70,9 +75,9 @@ describe("WorkerPool.stop", () => {
         handle,
       });
     const pool = poolOn(store, "w1", o.handle);
-    /** Another instance's pool on the same store, started; stopped after the case. */
-    const other = (handle: (m: ClaimedMessage) => Promise<HandlerOutcome>) => {
-      const p = poolOn(raw, "w2", handle);
+    /** Another instance's pool on the same store (its clock at `at`), started; stopped after the case. */
+    const other = (handle: (m: ClaimedMessage) => Promise<HandlerOutcome>, at = T0) => {
+      const p = poolOn(raw, "w2", handle, at);
       p.start();
       closers.push(() => p.stop(0));
       return p;
@@ -233,6 +238,91 @@ describe("WorkerPool.stop", () => {
     expect(t.state.waiting).toBe(1);
     expect(t.records.filter((r) => r.msg === "settle failed; retrying")).toEqual([]);
     expect(await t.raw.getMessage("m1")).toMatchObject({ status: "inflight", attempts: 1 });
+  });
+
+  it("a handler still running at the deadline keeps its lease, marked as a graceful stop's: the claim after the lapse runs it as the same attempt, even its only one", async () => {
+    // retries 0: unmarked, the claim after the lapse found its one attempt spent and settled it dead.
+    const hung = gate<HandlerOutcome>();
+    const t = await setup({ retries: 0, handle: () => hung.promise });
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.pool.active === 1, "m1 running");
+    await t.pool.stop(0);
+    expect(await t.raw.getMessage("m1")).toMatchObject({
+      status: "inflight",
+      attempts: 1,
+      lockedBy: "w1#stopped",
+      leaseExpiresAt: T0 + 30_000,
+    });
+    expect(t.records).toContainEqual(
+      expect.objectContaining({
+        level: 40,
+        messageIds: ["m1"],
+        msg: "shutdown deadline: leaving 1 message(s) still running (or waiting for their run) to lazy reclaim after their lease (30 s); their attempt not counted (a graceful stop is not a crash)",
+      }),
+    );
+    // Nobody's before the lapse (the handler may still run): a pool at T0 + 30 s claims it as attempt 1.
+    const ran: ClaimedMessage[] = [];
+    t.other((m) => {
+      ran.push(m);
+      return Promise.resolve({ kind: "ok" });
+    }, T0 + 30_000);
+    await until(async () => (await t.raw.getMessage("m1"))?.status === "delivered", "m1 delivered by w2");
+    expect(ran).toMatchObject([{ id: "m1", attempts: 1, lockedBy: "w2" }]);
+    expect(await t.raw.getMessage("m1")).toMatchObject({ attempts: 1, failures: [] });
+    hung.open({ kind: "ok" });
+  });
+
+  it("a handler that ends while the mark's answer is on its way settles under the fence the mark made: delivered, not run again", async () => {
+    const hung = gate<HandlerOutcome>();
+    const answer = gate();
+    const t = await setup({ handle: () => hung.promise });
+    // The mark commits at once; its answer reaches the pool only when the test opens `answer`.
+    const leave = t.raw.leaveClaimsToLease!.bind(t.raw);
+    let marked = false;
+    t.raw.leaveClaimsToLease = async (claims, now) => {
+      const ids = await leave(claims, now);
+      marked = true;
+      await answer.promise;
+      return ids;
+    };
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.pool.active === 1, "m1 running");
+    const stopping = t.pool.stop(0);
+    await until(() => marked, "the mark committed");
+    // Ends now: settled under its claim's fence (w1, 1), the settle would be fenced off by the mark.
+    hung.open({ kind: "ok" });
+    await turn();
+    answer.open();
+    await stopping;
+    await until(async () => (await t.raw.getMessage("m1"))?.status === "delivered", "m1's settle");
+    expect(await t.raw.getMessage("m1")).toMatchObject({ attempts: 1, lockedBy: null, failures: [] });
+  });
+
+  it("a mark the store refuses leaves the claim as it was (its next claim counts an attempt), logged with the ids", async () => {
+    const hung = gate<HandlerOutcome>();
+    const t = await setup({ method: "leaveClaimsToLease", handle: () => hung.promise });
+    await t.emit("m1");
+    t.pool.start();
+    await until(() => t.pool.active === 1, "m1 running");
+    t.state.failing = true;
+    await t.pool.stop(0);
+    expect(await t.raw.getMessage("m1")).toMatchObject({ status: "inflight", attempts: 1, lockedBy: "w1" });
+    expect(t.records).toContainEqual(
+      expect.objectContaining({
+        level: 40,
+        messageIds: ["m1"],
+        msg: "shutdown deadline: marking the messages still running failed; each one's next claim counts an attempt",
+      }),
+    );
+    // The stop's own line makes no claim about attempts it could not mark.
+    expect(t.records).toContainEqual(
+      expect.objectContaining({
+        msg: "shutdown deadline: leaving 1 message(s) still running (or waiting for their run) to lazy reclaim after their lease (30 s)",
+      }),
+    );
+    hung.open({ kind: "ok" });
   });
 
   it("a claim in flight that answers before the deadline runs its messages, and stop waits for them", async () => {

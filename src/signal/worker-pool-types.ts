@@ -65,6 +65,14 @@ export interface WorkerPoolOptions {
    * unrun, and "settles it with its run" would send an operator looking for a run that never exists.
    */
   whenSpentSays?: string;
+  /**
+   * What a stop does with handlers still running at its deadline. `"same attempt"` (default): marks
+   * their claims as a graceful stop's (Store.leaveClaimsToLease), so the claim after the lapse runs
+   * them as the same attempt — a deploy does not spend a once message's retries. `"spent"`: leaves
+   * them unmarked, so the claim after the lapse counts the attempt as a crash's would; a broadcast
+   * copy (one attempt, never run twice) is then settled as cut off rather than run again.
+   */
+  cutAtStop?: "same attempt" | "spent";
 }
 
 /** A slot held for a message being written already claimed (claim at emit). */

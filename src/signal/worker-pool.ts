@@ -7,6 +7,9 @@ import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worke
 
 export type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
+/** How long a stop waits for the store to mark the claims it leaves running (leaveRunning). */
+const LEAVE_TIMEOUT_MS = 2_000;
+
 /** The outcome of a handler that threw or rejected without an outcome of its own. */
 const thrown = (e: unknown): HandlerOutcome => ({
   kind: "error",
@@ -656,6 +659,56 @@ export class WorkerPool {
   }
 
   /**
+   * At the stop deadline, the claims whose handlers still run here (and the claims parked behind an
+   * earlier attempt) are marked as a graceful stop's (Store.leaveClaimsToLease): still nobody's to
+   * claim before their lease lapses — the handler may run on until the process exits — but the claim
+   * after the lapse is the same attempt, not the next. Without this a handler longer than
+   * shutdownTimeoutMs spent one attempt per deploy and, a few deploys on, ended dead as "crashed".
+   * A late outcome settles under the mark's fence (SettleQueue.leave). Best effort and bounded:
+   * unmarked (no such store call, an outage, no answer in LEAVE_TIMEOUT_MS), each claim after the
+   * lapse counts an attempt, as a crash's does. Resolves with the ids marked.
+   */
+  private async leaveRunning(): Promise<ReadonlySet<string>> {
+    const { store, clock, logger } = this.o;
+    const now = clock.now();
+    const ms = [...this.runningIds.values(), ...this.parked.values()].filter((m) => m.leaseExpiresAt > now);
+    if (store.leaveClaimsToLease === undefined || ms.length === 0 || this.o.cutAtStop === "spent")
+      return new Set();
+    const messageIds = ms.map((m) => m.id);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((r) => {
+      timer = setTimeout(() => r("late"), LEAVE_TIMEOUT_MS);
+      timer.unref();
+    });
+    const sent = store.leaveClaimsToLease(
+      ms.map((m) => ({ id: m.id, worker: m.lockedBy, attempt: m.attempts })),
+      now,
+    );
+    const marked = Promise.race([sent, late])
+      .then(
+        (ids): ReadonlySet<string> => {
+          if (ids !== "late") return new Set(ids);
+          sent.catch(() => undefined);
+          logger.warn(
+            { signal: this.o.signal.name, messageIds },
+            `shutdown deadline: the store did not mark the messages still running within ${LEAVE_TIMEOUT_MS} ms; each one's next claim counts an attempt`,
+          );
+          return new Set();
+        },
+        (err: unknown): ReadonlySet<string> => {
+          logger.warn(
+            { signal: this.o.signal.name, messageIds, err },
+            "shutdown deadline: marking the messages still running failed; each one's next claim counts an attempt",
+          );
+          return new Set();
+        },
+      )
+      .finally(() => clearTimeout(timer));
+    this.settles.leave(ms, marked);
+    return marked;
+  }
+
+  /**
    * Messages a claim in flight at stop brought back after stop() stopped waiting: not run (stop has
    * returned), and given back unstarted, so any instance claims them at once as the same attempt.
    */
@@ -818,6 +871,8 @@ export class WorkerPool {
       this.buffer.splice(0),
       "shutdown deadline: buffered message(s) claimed ahead of a free slot were not started",
     );
+    // Handlers still running: marked as a graceful stop's, in parallel with the settles below.
+    const leaving = this.leaveRunning();
     // Settles still retrying against an unavailable store get as long again, then are given up (logged).
     const abortSettles = setTimeout(() => this.settles.giveUp(), timeoutMs);
     abortSettles.unref();
@@ -828,11 +883,15 @@ export class WorkerPool {
     this.settles.giveUp();
     // One call each, no retry: a give-back the store does not answer holds stop() like a settle would.
     while (this.givingBack.size > 0) await Promise.all([...this.givingBack]);
+    const marked = await leaving;
     const left = this.inflight + this.buffer.length + this.parked.size;
     if (left > 0)
       this.o.logger.warn(
         { signal: this.o.signal.name, left, messageIds: this.leftIds() },
-        `shutdown deadline: leaving ${left} message(s) still running (or waiting for their run) to lazy reclaim after their lease (${leaseSeconds(this.o.leaseMs)})`,
+        `shutdown deadline: leaving ${left} message(s) still running (or waiting for their run) to lazy reclaim after their lease (${leaseSeconds(this.o.leaseMs)})` +
+          (marked.size === 0
+            ? ""
+            : `; ${marked.size === left ? "their" : `${marked.size} of them have their`} attempt not counted (a graceful stop is not a crash)`),
       );
     // Not waited for: released when their lease ran out, each logged then.
     if (this.pastLease.size > 0)

@@ -298,7 +298,8 @@ export interface QueueStore {
    * Claims up to `max` messages of one signal. Eligible: `pending`, or `inflight`
    * with `leaseExpiresAt <= now` (lazy reclaim — there is no sweeper). Never two
    * messages of one (signal, key) inflight; each key's oldest message first.
-   * Sets `inflight`, `lockedBy`, `leaseExpiresAt = now + leaseMs`, `attempts + 1`.
+   * Sets `inflight`, `lockedBy`, `leaseExpiresAt = now + leaseMs`, `attempts + 1` (+ 0 reclaiming a
+   * lease a graceful stop left: leaveClaimsToLease).
    */
   claim(req: ClaimRequest): Promise<ClaimedMessage[]>;
   /**
@@ -322,6 +323,22 @@ export interface QueueStore {
    * (and reports nothing).
    */
   releaseClaimed(claims: ClaimRelease[], now: number): Promise<string[]>;
+  /**
+   * A graceful stop's mark on the claims whose handlers still run at its deadline (the process may
+   * run them a little longer before it exits): the queue twin of JournalStore.leaveToLease. Each
+   * message still held by (`worker`, `attempt`) stays `inflight` with its attempts, lease and expiry
+   * — no one claims it before the lease lapses, since the handler may still be running — but its
+   * holder becomes `<worker>#stopped` (wake-rules stoppedOwner), and the claim that reclaims it after
+   * the lapse adds no attempt (claim-rules claimCounts): it runs as attempt `attempt` again. A handler
+   * cut short by a deploy does not spend its message's retry budget, where a crash (a lapse with no
+   * mark) does. The holder may still settle it, fenced by (`<worker>#stopped`, `attempt`). A message
+   * no longer so held is left alone.
+   * Resolves with the ids left so, in the caller's order, each once (a retry after a lost reply
+   * reports the same and writes nothing more); nothing is announced (nothing became claimable).
+   * Absent (a third-party driver): the stop leaves its claims as they are, and each claim after the
+   * lapse counts an attempt.
+   */
+  leaveClaimsToLease?(claims: ClaimRelease[], now: number): Promise<string[]>;
   /** Dead messages of one signal, oldest first. */
   deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;
   getMessage(id: string): Promise<StoredMessage | undefined>;

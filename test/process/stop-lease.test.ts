@@ -1,4 +1,4 @@
-// A durable run whose step outlasts a graceful stop's deadline is taken over after its lease with no recovery; a SIGKILL still counts one (real processes, one PostgreSQL).
+// A durable run whose step, or a once message whose handler, outlasts a graceful stop's deadline is taken over after its lease with no recovery or attempt counted; a SIGKILL still counts one (real processes, one PostgreSQL).
 import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
 import { useFleet, waitUntil } from "./fleet.ts";
@@ -50,6 +50,8 @@ it("SIGTERM with the step still running past shutdownTimeoutMs: the run is left 
 
   const { child, step } = await takeOverAndComplete(id);
   expect(await fleet.store.getRun(id)).toMatchObject({ status: "completed", output: "ok", recoveries: 0 });
+  // Its message's attempt was not counted either: the delivery after the lapse was attempt 1 again.
+  expect(await fleet.store.getMessage(id)).toMatchObject({ status: "delivered", attempts: 1 });
   // Not taken before the lease the stop left had lapsed (the order of two readings, not a duration).
   expect(step.at).toBeGreaterThanOrEqual(left.leaseExpiresAt!);
   expect(logOf(child).filter((l) => l.runId === id && l.msg.includes("taken over"))).toEqual([]);
@@ -74,4 +76,37 @@ it("SIGKILL in the same step: the next instance's takeover counts one recovery a
       maxRecoveries: 10,
     }),
   ]);
+}, 60_000);
+
+it("a once handler still running at SIGTERM's deadline: its message (retries 0) runs again after the lapse as attempt 1 and is delivered; a SIGKILL there dead-letters it", async () => {
+  const id = `stop-plain-${Date.now()}`;
+  const first = fleet.spawn({ OKE_PLAIN: id });
+  await first.waitFor((e) => e.event === "handler" && e.id === id, `the handler of ${id}`);
+  expect(await first.kill("SIGTERM")).toBe(0);
+  const left = (await fleet.store.getMessage(id))!;
+  expect(left).toMatchObject({ status: "inflight", attempts: 1 });
+  expect(left.lockedBy).toMatch(/#stopped$/);
+
+  const next = fleet.spawn({ OKE_STEP_MS: "0" });
+  await waitUntil(
+    async () => (await fleet.store.getMessage(id))?.status === "delivered",
+    `message ${id} delivered`,
+  );
+  const ran = await next.waitFor((e) => e.event === "handler" && e.id === id, `the handler of ${id} again`);
+  expect(ran).toMatchObject({ attempt: 1 });
+  expect(await fleet.store.getMessage(id)).toMatchObject({ attempts: 1, failures: [] });
+  expect(await next.kill("SIGTERM")).toBe(0);
+
+  // The same cut made by a crash spends the attempt: dead, with the spent-claim text.
+  const killed = `kill-plain-${Date.now()}`;
+  const third = fleet.spawn({ OKE_PLAIN: killed });
+  await third.waitFor((e) => e.event === "handler" && e.id === killed, `the handler of ${killed}`);
+  await third.kill("SIGKILL");
+  const fourth = fleet.spawn({ OKE_STEP_MS: "0" });
+  await waitUntil(
+    async () => (await fleet.store.getMessage(killed))?.status === "dead",
+    `message ${killed} dead`,
+  );
+  expect(fourth.events.some((e) => e.event === "handler" && e.id === killed)).toBe(false);
+  expect(await fourth.kill("SIGTERM")).toBe(0);
 }, 60_000);

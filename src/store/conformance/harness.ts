@@ -38,6 +38,12 @@ export interface ConformanceOptions {
    * recovery): the suite checks it. When false (default) the suite checks it is absent.
    */
   leaveToLease?: boolean;
+  /**
+   * The driver implements the optional `leaveClaimsToLease` (a graceful stop's running claims keep
+   * their lease, and the claim after the lapse is the same attempt): the suite checks it. When false
+   * (default) the suite checks it is absent.
+   */
+  leaveClaimsToLease?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

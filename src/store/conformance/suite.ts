@@ -17,6 +17,7 @@ import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
 import { recoveryCases } from "./recovery-cases.ts";
 import { releaseCases } from "./release-cases.ts";
+import { leaveClaimsCases } from "./leave-claims-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
@@ -43,6 +44,7 @@ export function describeStoreConformance(
     fifoCases(factory);
     settleCases(factory);
     releaseCases(factory);
+    leaveClaimsCases(factory, options);
     deadLetterCases(factory);
     attemptBudgetCases(factory);
     journalLeaseCases(factory);

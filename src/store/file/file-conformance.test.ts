@@ -19,5 +19,5 @@ describeStoreConformance(
       },
     };
   },
-  { leaveToLease: true },
+  { leaveToLease: true, leaveClaimsToLease: true },
 );

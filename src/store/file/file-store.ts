@@ -262,6 +262,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     claim: guarded("claim"),
     settle: guarded("settle"),
     releaseClaimed: guarded("releaseClaimed"),
+    leaveClaimsToLease: guarded("leaveClaimsToLease"),
     deadLetters: guarded("deadLetters"),
     getMessage: guarded("getMessage"),
     replay: guarded("replay"),

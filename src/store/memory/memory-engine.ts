@@ -87,6 +87,7 @@ export type EngineOp =
   | { op: "claim"; req: ClaimRequest }
   | { op: "settle"; settlements: Settlement[]; now: number }
   | { op: "releaseClaimed"; claims: ClaimRelease[]; now: number }
+  | { op: "leaveClaimsToLease"; claims: ClaimRelease[]; now: number }
   | { op: "replay"; signal: string; ids: readonly string[] | "all"; now: number }
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
   | { op: "pruneDelivered"; before: number }
@@ -174,6 +175,9 @@ export class MemoryEngine {
   }
   releaseClaimed(claims: readonly ClaimRelease[], now: number): EngineSettleResult {
     return this.queue.releaseClaimed(claims, now);
+  }
+  leaveClaimsToLease(claims: readonly ClaimRelease[], now: number): string[] {
+    return this.queue.leaveClaimsToLease(claims, now);
   }
   deadLetters(signal: string, limit?: number): StoredMessage[] {
     return this.queue.deadLetters(signal, limit);
@@ -388,6 +392,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.settle(op.settlements, op.now);
     case "releaseClaimed":
       return engine.releaseClaimed(op.claims, op.now);
+    case "leaveClaimsToLease":
+      return engine.leaveClaimsToLease(op.claims, op.now);
     case "replay":
       return engine.replay(op.signal, op.ids, op.now);
     case "discard":

@@ -19,6 +19,8 @@ import {
   toStoredMessage,
   type MsgRec,
 } from "./memory-records.ts";
+import { claimCounts, leftClaim } from "../claim-rules.ts";
+import { stoppedOwner } from "../wake-rules.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
 import { SignalQueue } from "./signal-queue.ts";
 
@@ -89,9 +91,9 @@ export class MemoryQueue {
     for (let i = 0; i < picked.length; i++) {
       const m = picked[i]!;
       m.status = "inflight";
+      m.attempts += claimCounts(m.lockedBy);
       m.lockedBy = req.worker;
       m.leaseExpiresAt = req.now + req.leaseMs;
-      m.attempts++;
       m.updatedAt = req.now;
       q.leases.push(m);
       out[i] = toClaimedMessage(m);
@@ -153,6 +155,25 @@ export class MemoryQueue {
       signals.add(m.signal);
     }
     return { applied: released, signals: [...signals] };
+  }
+
+  /**
+   * A graceful stop's claims still running: holder `<worker>#stopped`, attempts and lease kept
+   * (claim-rules leftClaim). The lease heap is untouched: its order is the expiry's.
+   */
+  leaveClaimsToLease(claims: readonly ClaimRelease[], now: number): string[] {
+    const left: string[] = [];
+    for (const c of claims) {
+      const m = this.messages.get(c.id);
+      if (m === undefined) continue;
+      const to = leftClaim(m, c);
+      if (to === "already") left.push(m.id);
+      if (to !== "held") continue;
+      m.lockedBy = stoppedOwner(c.worker);
+      m.updatedAt = now;
+      left.push(m.id);
+    }
+    return [...new Set(left)];
   }
 
   deadLetters(signal: string, limit?: number): StoredMessage[] {

@@ -11,7 +11,7 @@ describeStoreConformance(
     await store.open();
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true },
+  { leaveToLease: true, leaveClaimsToLease: true },
 );
 
 // The file driver rebuilds the engine from snapshots: run the whole contract
@@ -35,7 +35,7 @@ describeStoreConformance(
     });
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true },
+  { leaveToLease: true, leaveClaimsToLease: true },
 );
 
 describe("memory store", () => {

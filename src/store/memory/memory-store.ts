@@ -128,6 +128,11 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       );
       return applied;
     },
+    async leaveClaimsToLease(claims, now) {
+      const left = engine.leaveClaimsToLease(claims, now);
+      if (left.length > 0) await commit({ op: "leaveClaimsToLease", claims, now });
+      return left;
+    },
     async deadLetters(signal, limit) {
       return engine.deadLetters(signal, limit);
     },

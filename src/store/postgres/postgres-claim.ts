@@ -210,9 +210,11 @@ upd AS (
   -- By ctid: every picked row is locked by this statement, so it cannot move. (A join
   -- on id was planned as a nested loop over picked — estimated at 4 rows — and cost
   -- ~8 ms for 282 rows, quadratic.)
+  -- A lease a graceful stop left (holder '<worker>#stopped', leaveClaimsToLease) is the same
+  -- attempt again: no + 1 (claim-rules claimCounts). Pending rows have no holder (NULL: + 1).
   UPDATE ${s}.messages m
   SET status = 'inflight', locked_by = $4, lease_expires_at = $2::bigint + $5::bigint,
-      attempts = m.attempts + 1, updated_at = $2
+      attempts = m.attempts + CASE WHEN m.locked_by LIKE '%#stopped' THEN 0 ELSE 1 END, updated_at = $2
   WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM picked))
   RETURNING ${claimedColumns}
 )

@@ -2,6 +2,7 @@
 import type { ClaimRelease, SettleHandoff, SettleResult, Settlement, StoreEvent } from "../types.ts";
 import { type PgContext, preparedName, q, unique } from "./postgres-context.ts";
 import { type MessageRow, toClaimedMessage } from "./postgres-rows.ts";
+import { stoppedOwner } from "../wake-rules.ts";
 
 /**
  * The hand-off (Store.settle's SettleHandoff) as CTEs after `upd`, which must
@@ -447,4 +448,38 @@ export async function releaseClaimed(
   if (events.length > 0) ctx.emit(events);
   // The caller's order, first occurrence only (as settle's `applied`).
   return unique(claims.map((c) => c.id).filter((id) => released.has(id)));
+}
+
+/**
+ * Store.leaveClaimsToLease: a graceful stop's claims whose handlers still run keep their attempts,
+ * lease and expiry, under holder `<worker>#stopped` (claim-rules leftClaim); the claim after the
+ * lapse adds no attempt for such a holder (claimSql, migration 0029). One UPDATE for the batch,
+ * fenced like a settle; a retry matches the marked row on its second arm and writes it unchanged
+ * (reported again). Nothing to announce: nothing became claimable. Once per stop, off the hot path.
+ */
+export async function leaveClaimsToLease(
+  ctx: PgContext,
+  claims: readonly ClaimRelease[],
+  now: number,
+): Promise<string[]> {
+  if (claims.length === 0) return [];
+  const { rows } = await q<{ id: string }>(
+    ctx.pool,
+    `UPDATE ${ctx.s}.messages m
+     SET locked_by = x.left_worker,
+         updated_at = CASE WHEN m.locked_by = x.worker THEN $5 ELSE m.updated_at END
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[]) AS x(id, worker, left_worker, attempt)
+     WHERE m.id = x.id AND m.status = 'inflight' AND m.attempts = x.attempt
+       AND m.locked_by IN (x.worker, x.left_worker)
+     RETURNING m.id`,
+    [
+      claims.map((c) => c.id),
+      claims.map((c) => c.worker),
+      claims.map((c) => stoppedOwner(c.worker)),
+      claims.map((c) => c.attempt),
+      now,
+    ],
+  );
+  const left = new Set(rows.map((r) => r.id));
+  return unique(claims.map((c) => c.id).filter((id) => left.has(id)));
 }

@@ -25,6 +25,7 @@ describeStoreConformance("postgres", factory("conf", {}), {
   supportsTx: true,
   claimAtEmit: true,
   leaveToLease: true,
+  leaveClaimsToLease: true,
 });
 
 // Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
@@ -36,5 +37,6 @@ describeStoreConformance(
     supportsTx: true,
     claimAtEmit: true,
     leaveToLease: true,
+    leaveClaimsToLease: true,
   },
 );

@@ -24,7 +24,7 @@ import * as schedules from "./postgres-schedules.ts";
 import * as idempotency from "./postgres-idempotency.ts";
 import * as writeLane from "./postgres-write-lane.ts";
 import { pruneRuns } from "./postgres-retention.ts";
-import { releaseClaimed, settle } from "./postgres-settle.ts";
+import { leaveClaimsToLease, releaseClaimed, settle } from "./postgres-settle.ts";
 import { createWakeSource, quoteIdent, type WakeSource } from "./postgres-wake.ts";
 
 export interface PostgresStoreOptions {
@@ -263,6 +263,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     claim: (req) => claim(ctx, req),
     settle: (settlements, now, handoff) => settle(ctx, settlements, now, handoff),
     releaseClaimed: (claims, now) => releaseClaimed(ctx, claims, now),
+    leaveClaimsToLease: (claims, now) => leaveClaimsToLease(ctx, claims, now),
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
     getMessage: (id) => admin.getMessage(ctx, id),
     replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),

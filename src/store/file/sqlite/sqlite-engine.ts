@@ -132,6 +132,10 @@ export class SqliteEngine {
     return this.queue.releaseClaimed(claims, now);
   }
 
+  leaveClaimsToLease(claims: readonly ClaimRelease[], now: number): string[] {
+    return this.queue.leaveClaimsToLease(claims, now);
+  }
+
   deadLetters(signal: string, limit?: number): StoredMessage[] {
     return this.queue.deadLetters(signal, limit);
   }

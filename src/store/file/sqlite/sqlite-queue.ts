@@ -14,6 +14,8 @@ import type {
 import type { EngineSettleResult } from "../../memory/memory-queue.ts";
 import { enc, toStored, toClaimed, type MsgRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
+import { claimCounts, leftClaim } from "../../claim-rules.ts";
+import { stoppedOwner } from "../../wake-rules.ts";
 
 export class SqliteQueue {
   constructor(private readonly b: SqliteBatch) {}
@@ -195,9 +197,9 @@ export class SqliteQueue {
       return picked.map((m) => {
         m.status = "inflight";
         m.ready = 0;
+        m.attempts += claimCounts(m.locked_by);
         m.locked_by = req.worker;
         m.lease_expires_at = req.now + req.leaseMs;
-        m.attempts++;
         m.updated_at = req.now;
         this.saveMsg(m);
         return toClaimed(m);
@@ -278,6 +280,37 @@ export class SqliteQueue {
       }
       return { applied: released, signals: [...signals] };
     });
+  }
+
+  /**
+   * A graceful stop's claims still running: holder `<worker>#stopped`, attempts and lease kept
+   * (claim-rules leftClaim). The row stays inflight, so its key stays held.
+   */
+  leaveClaimsToLease(claims: readonly ClaimRelease[], now: number): string[] {
+    this.b.check();
+    const where = (c: ClaimRelease, m: MsgRow | undefined): "held" | "already" | "gone" =>
+      m === undefined
+        ? "gone"
+        : leftClaim({ status: m.status, lockedBy: m.locked_by, attempts: m.attempts }, c);
+    const left = new Set<string>();
+    // Read first: a retry that finds every mark made opens no write (and costs no commit).
+    const held = claims.filter((c) => {
+      const at = where(c, this.msg(c.id));
+      if (at === "already") left.add(c.id);
+      return at === "held";
+    });
+    if (held.length > 0)
+      this.b.write(() => {
+        for (const c of held) {
+          const m = this.msg(c.id);
+          if (where(c, m) !== "held") continue;
+          m!.locked_by = stoppedOwner(c.worker);
+          m!.updated_at = now;
+          this.saveMsg(m!);
+          left.add(c.id);
+        }
+      });
+    return [...new Set(claims.map((c) => c.id))].filter((id) => left.has(id));
   }
 
   private dead(signal: string, limit: number): MsgRow[] {
