@@ -72,18 +72,21 @@ function urlParts(url: string): { host?: string; port?: string; user?: string; d
  * outages (boot does not wait them out): the URL, or the server's roles, must change.
  * Undefined for any other error. Never shows the password.
  */
-export function postgresRefusal(e: unknown, url: string, from: string): OkeError | undefined {
+export function postgresRefusal(e: unknown, url: string | undefined, from: string): OkeError | undefined {
   if (!(e instanceof Error)) return undefined;
   const code = (e as { code?: unknown }).code;
-  const { host, port, user, database } = urlParts(url);
-  const where = `${host ?? "localhost"}:${port ?? "5432"}`;
+  const { host, port, user, database } = url === undefined ? {} : urlParts(url);
+  const address = `${host ?? "localhost"}:${port ?? "5432"}`;
+  // Without the URL (a store the app was handed, refused at open) the address is not known.
+  const server = url === undefined ? "the PostgreSQL server" : `the PostgreSQL server at ${address}`;
+  const where = url === undefined ? {} : { address };
   // pg's own error (no SQLSTATE: the server answered the SSL request with "N").
   if (code === undefined && e.message === "The server does not support SSL connections")
     return new OkeError({
       code: "OKE1336",
-      message: `oke boot: the PostgreSQL server at ${where} does not support SSL connections, but ${from} asks for SSL`,
+      message: `oke boot: ${server} does not support SSL connections, but ${from} asks for SSL`,
       fix: `Enable SSL on the server (ssl = on), or drop sslmode=require / ssl=true from ${from} for a server reached over a trusted network only.`,
-      details: { address: where },
+      details: { ...where },
       cause: e,
     });
   if (typeof code !== "string") return undefined;
@@ -93,11 +96,11 @@ export function postgresRefusal(e: unknown, url: string, from: string): OkeError
     const name = /database "(.*)" does not exist/.exec(e.message)?.[1] ?? database ?? "?";
     return new OkeError({
       code: "OKE1337",
-      message: `oke boot: database "${name}" does not exist on the PostgreSQL server at ${where} (${from})`,
+      message: `oke boot: database "${name}" does not exist on ${server} (${from})`,
       fix:
         `Create it (\`createdb${flags}${user === undefined ? "" : ` -U ${user}`} ${name}\`, or CREATE DATABASE ${JSON.stringify(name)}), ` +
         `or correct the database name at the end of ${from} (postgres://user:password@host:5432/<database>).`,
-      details: { database: name, address: where, pgCode: code },
+      details: { database: name, ...where, pgCode: code },
       cause: e,
     });
   }
@@ -112,9 +115,9 @@ export function postgresRefusal(e: unknown, url: string, from: string): OkeError
           : `Check the user in ${from}, and that the server's pg_hba.conf lets it connect from this host.`;
     return new OkeError({
       code: "OKE1338",
-      message: `oke boot: the PostgreSQL server at ${where} refused the login: ${e.message} (${from})`,
+      message: `oke boot: ${server} refused the login: ${e.message} (${from})`,
       fix,
-      details: { address: where, pgCode: code, ...(role === undefined ? {} : { role }) },
+      details: { ...where, pgCode: code, ...(role === undefined ? {} : { role }) },
       cause: e,
     });
   }

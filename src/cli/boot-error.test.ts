@@ -17,6 +17,15 @@ describe("describeBootError", () => {
     expect(text).toMatch(/fix: .*sslmode=require/);
   });
 
+  it("a missing database from a store the app was handed gets OKE1337 with createdb, as from DATABASE_URL", () => {
+    const e = Object.assign(new Error('database "shop" does not exist'), { code: "3D000" });
+    expect(describeBootError(e)).toBe(
+      'oke boot: database "shop" does not exist on the PostgreSQL server (DATABASE_URL (or database.url))\n' +
+        "  code: OKE1337\n" +
+        '  fix: Create it (`createdb shop`, or CREATE DATABASE "shop"), or correct the database name at the end of DATABASE_URL (or database.url) (postgres://user:password@host:5432/<database>).',
+    );
+  });
+
   it("any other error keeps its own text", () => {
     expect(describeBootError(new Error("boom"))).toBe("oke boot: boom");
   });

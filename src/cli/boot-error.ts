@@ -1,8 +1,13 @@
 /** Turns anything that stops a boot into one readable line for the terminal. */
 import { inspect } from "node:util";
-import { isOkeError } from "../errors.ts";
+import { postgresRefusal } from "../app/open-store.ts";
+import { isOkeError, type OkeError } from "../errors.ts";
 
 const withPrefix = (message: string): string => (/^oke[: ]/.test(message) ? message : `oke boot: ${message}`);
+
+/** An OKE error as the terminal shows it: its message, then its code and fix. */
+const oneText = (e: OkeError): string =>
+  `${withPrefix(e.message)}\n  code: ${e.code}${e.fix === undefined ? "" : `\n  fix: ${e.fix}`}`;
 
 /**
  * One readable text for anything that stops a boot: okengine's own errors keep
@@ -12,21 +17,19 @@ const withPrefix = (message: string): string => (/^oke[: ]/.test(message) ? mess
 export function describeBootError(e: unknown): string {
   let text: string;
   if (isOkeError(e)) {
-    text = `${withPrefix(e.message)}\n  code: ${e.code}${e.fix === undefined ? "" : `\n  fix: ${e.fix}`}`;
+    text = oneText(e);
   } else if (e instanceof Error) {
     const sys = e as NodeJS.ErrnoException & { port?: number };
     if (sys.code === "EADDRINUSE")
       text = `oke boot: port ${sys.port ?? "?"} is already in use (pass --port or set PORT)`;
     else if (sys.code === "EACCES" && sys.syscall === "listen")
       text = `oke boot: not allowed to listen on port ${sys.port ?? "?"}`;
-    // pg's text, with no code: the URL asks for TLS (sslmode=require, ssl=true) and the server has none.
-    else if (sys.code === undefined && e.message === "The server does not support SSL connections")
-      text =
-        "oke boot: the PostgreSQL server does not support SSL connections, but DATABASE_URL asks for SSL\n" +
-        "  code: OKE1336\n" +
-        "  fix: Enable SSL on the server (ssl = on), or drop sslmode=require / ssl=true from DATABASE_URL " +
-        "(or database.url) for a server reached over a trusted network only.";
-    else text = withPrefix(e.message);
+    else {
+      // PostgreSQL refusing the connection from a store the app was handed (createApp({ store })),
+      // which boot does not wrap as it does the one it opens from DATABASE_URL (open-store.ts).
+      const refused = postgresRefusal(e, undefined, "DATABASE_URL (or database.url)");
+      text = refused === undefined ? withPrefix(e.message) : oneText(refused);
+    }
   } else {
     text = `oke boot: ${String(e)}`;
   }
