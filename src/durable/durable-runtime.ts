@@ -11,6 +11,7 @@ import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
 import { stoppedOwner } from "../store/wake-rules.ts";
 import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
+import { MismatchLog } from "./mismatch-log.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
@@ -141,6 +142,7 @@ export class DurableRuntime {
       nextOwner: () => this.nextOwner(),
       leaseMs: o.leaseMs,
       abort: this.stopping.signal,
+      mismatches: new MismatchLog(o.logger),
     };
     this.permits = new Permits(o.concurrency, () => this.scheduler.poke());
     this.scheduler = new WakeScheduler({
@@ -207,7 +209,10 @@ export class DurableRuntime {
     const p = driveRun(...args);
     const settled = p.then(
       (outcome) => {
-        if (outcome.kind === "parked") this.scheduler.hold(outcome.runId, outcome.wakeAt);
+        // A run held back by a journal mismatch is not held here: this instance may be the one on the
+        // other version, and any instance's scheduler should get the next try.
+        if (outcome.kind === "parked" && outcome.blocked === undefined)
+          this.scheduler.hold(outcome.runId, outcome.wakeAt);
       },
       () => undefined,
     );

@@ -27,7 +27,12 @@ export function logRunBegins(logger: Logger, acquired: AcquiredRun): void {
 export function logRunOutcome(logger: Logger, acquired: AcquiredRun, outcome: DurableOutcome): void {
   const at = { runId: acquired.run.id, flow: acquired.run.flow };
   const name = `durable run ${at.runId} (${at.flow})`;
-  if (outcome.kind === "parked")
+  if (outcome.kind === "parked" && outcome.blocked !== undefined)
+    logger.debug(
+      { ...at, retryAt: outcome.wakeAt },
+      `${name}: held back (its journal does not match the code), tried again at ${iso(outcome.wakeAt)}`,
+    );
+  else if (outcome.kind === "parked")
     logger.debug({ ...at, wakeAt: outcome.wakeAt }, `${name}: parked until ${iso(outcome.wakeAt)}`);
   else if (outcome.kind === "completed") logger.debug(at, `${name}: finished, completed`);
   else if (outcome.retry) logger.debug(at, `${name}: attempt failed, released for a retry`);

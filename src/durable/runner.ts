@@ -5,6 +5,7 @@ import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
 import { journalValue } from "./journal-value.ts";
 import { finishRetried, releaseRetried } from "./journal-retry.ts";
+import { MISMATCH_RETRY_MS } from "./mismatch-log.ts";
 import { JournalSession, PARKED, ReplayEnd } from "./session.ts";
 
 // Shared with compensation.ts and run-log.ts, so they live in types.ts (no import back to this file).
@@ -78,6 +79,7 @@ async function driveAttempt(
       throw error;
     }
     await session.settleBeside("the flow's failure");
+    if (isJournalMismatch(error)) return blocked(deps, acquired, session.owner, error, session);
     // Ended at the end of its journal: fail with the reason given; a failure the replay itself
     // reached (a journaled step error the body does not catch) is the run's own and stays.
     if (ending !== undefined && error instanceof ReplayEnd) {
@@ -101,6 +103,33 @@ async function driveAttempt(
   } finally {
     stopHeartbeat();
   }
+}
+
+/** OKE1301: the journal holds another step (kind or name) at a position than the code asks for. */
+const isJournalMismatch = (e: unknown): e is OkeError => e instanceof OkeError && e.code === "OKE1301";
+
+/**
+ * A journal that no longer matches the code is not the run's failure but the deploy's: the code
+ * changed under a live run (a step inserted, renamed or removed before its position), or, during a
+ * rolling deploy, an instance still on the other version took it. Failing it was final and ran its
+ * undos — the new code's undos, over the old code's journal — so a deploy refunded healthy orders.
+ * Instead the run is released, untouched, to be tried again in MISMATCH_RETRY_MS by any instance:
+ * once every instance runs the code that wrote its journal (the deploy finished, or was reverted)
+ * it goes on. Reported as parked until then (a consumer's message settles as for a sleep, a caller
+ * gets `undefined`): the run lives on its own in the store, like a sleeper.
+ */
+async function blocked(
+  deps: DurableDeps,
+  acquired: AcquiredRun,
+  owner: string,
+  error: OkeError,
+  session: JournalSession,
+): Promise<DurableOutcome> {
+  const runId = acquired.run.id;
+  const retryAt = deps.clock.now() + MISMATCH_RETRY_MS;
+  await releaseRetried(deps, runId, owner, { retryAt, lost: () => session.lostLease });
+  deps.mismatches.report(acquired.run, error, retryAt);
+  return { kind: "parked", runId, wakeAt: retryAt, blocked: error };
 }
 
 export interface DriveOptions {

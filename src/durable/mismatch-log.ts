@@ -1,0 +1,40 @@
+/** The log of runs held back because their journal no longer matches their flow's code (OKE1301). */
+import type { Logger } from "../log/logger.ts";
+import type { OkeError } from "../errors.ts";
+import type { RunRecord } from "../store/types.ts";
+
+/** How long a run whose journal no longer matches its flow's code waits before it is tried again. */
+export const MISMATCH_RETRY_MS = 30_000;
+
+/** How many blocked runs one instance remembers having reported (then it starts over). */
+const REMEMBERED = 10_000;
+
+/**
+ * A blocked run is tried again every MISMATCH_RETRY_MS until the code matches its journal. Its first
+ * block in this process is an error line with the mismatch and what to do; the tries after it are
+ * debug lines, so a deploy that blocks a thousand runs writes a thousand errors once, not every 30 s.
+ */
+export class MismatchLog {
+  private readonly reported = new Set<string>();
+
+  constructor(private readonly logger: Logger) {}
+
+  report(run: Pick<RunRecord, "id" | "flow">, error: OkeError, retryAt: number): void {
+    const at = { runId: run.id, flow: run.flow, code: error.code, retryAt: new Date(retryAt).toISOString() };
+    if (this.reported.has(run.id)) {
+      this.logger.debug(
+        at,
+        `durable run "${run.id}" (${run.flow}) still does not match its journal; tried again later`,
+      );
+      return;
+    }
+    if (this.reported.size >= REMEMBERED) this.reported.clear();
+    this.reported.add(run.id);
+    this.logger.error(
+      { ...at, err: error },
+      `durable run "${run.id}" (${run.flow}) held back, not failed: ${error.message}. ` +
+        `It is tried again every ${MISMATCH_RETRY_MS / 1000} s and goes on once an instance runs the code that wrote its journal: ` +
+        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
+    );
+  }
+}
