@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { readPathAliases } from "./project/tsconfig-paths.ts";
 
 export interface OkenginePluginOptions {
-  /** The project directory (holding src/ and oke.config.ts). Default: the current directory. */
+  /** The project directory (holding src/ and oke.config.ts), relative to vitest's root. Default: vitest's root. */
   root?: string;
 }
 
@@ -30,10 +30,16 @@ export interface OkengineAlias {
   replacement: string;
 }
 
+/** The part of Vite's config this plugin reads: vitest's root is `test.root`, else `root`, else the current directory. */
+export interface OkengineUserConfig {
+  root?: string;
+  test?: { root?: string };
+}
+
 /** The part of a Vite plugin this one uses (typed here so okengine does not depend on Vite). */
 export interface OkenginePlugin {
   name: "okengine";
-  config(): {
+  config(config?: OkengineUserConfig): {
     resolve: { alias: OkengineAlias[] };
     test: { server: { deps: { inline: RegExp[] } }; env: Record<string, string> };
   };
@@ -64,16 +70,22 @@ export function projectAliases(root: string): OkengineAlias[] {
 
 /** The vitest plugin: `plugins: [okengine()]`. */
 export function okengine(options: OkenginePluginOptions = {}): OkenginePlugin {
-  const root = resolve(options.root ?? ".");
   return {
     name: "okengine",
-    config: () => ({
-      resolve: { alias: projectAliases(root) },
-      test: {
-        server: { deps: { inline: [/[\\/]node_modules[\\/]okengine[\\/]/, /^okengine(\/|$)/] } },
-        // Tells createTestApp({ project }) to import through vitest instead of Node's module hooks.
-        env: { OKE_VITEST_PLUGIN: "1" },
-      },
-    }),
+    config: (config = {}) => {
+      // Paths are read against vitest's root, as vitest reads its own (`vitest --root app` from
+      // anywhere), not against the directory the command was started from.
+      const vitestRoot = resolve(config.test?.root ?? config.root ?? ".");
+      const root = resolve(vitestRoot, options.root ?? ".");
+      return {
+        resolve: { alias: projectAliases(root) },
+        test: {
+          server: { deps: { inline: [/[\\/]node_modules[\\/]okengine[\\/]/, /^okengine(\/|$)/] } },
+          // Tells createTestApp({ project }) to import through vitest instead of Node's module
+          // hooks, and what a relative `project` is relative to.
+          env: { OKE_VITEST_PLUGIN: "1", OKE_VITEST_ROOT: vitestRoot },
+        },
+      };
+    },
   };
 }

@@ -14,21 +14,23 @@ export interface TimeTravel extends Clock {
    * forward: an instant before now leaves it where it is (and returns it); NaN throws.
    */
   set(to: number | Date): number;
+  /** When the earliest pending timer is due (epoch ms), or undefined when none is pending. */
+  nextTimer(): number | undefined;
 }
 
 const show = (v: unknown): string => (typeof v === "string" ? JSON.stringify(v) : String(v));
 
-/** Milliseconds of an advance, or a clear error naming the bad value. */
-function advanceMs(by: unknown): number {
+/** Milliseconds of an advance, or a clear error naming the bad value (and the call: `what`). */
+export function advanceMs(by: unknown, what = "time.advance"): number {
   if (typeof by === "number") {
     if (Number.isFinite(by) && by >= 0) return by;
     throw new RangeError(
-      `time.advance(${show(by)}): expected a non-negative finite number of milliseconds (time only goes forward)`,
+      `${what}(${show(by)}): expected a non-negative finite number of milliseconds (time only goes forward)`,
     );
   }
   if (typeof by === "string" && isDuration(by)) return parseDuration(by);
   throw new TypeError(
-    `time.advance(${show(by)}): expected milliseconds or a duration like "500ms", "30s", "2m", "8h", "7d" (an integer and a unit)`,
+    `${what}(${show(by)}): expected milliseconds or a duration like "500ms", "30s", "2m", "8h", "7d" (an integer and a unit)`,
   );
 }
 
@@ -82,6 +84,11 @@ export function createTimeTravel(start: number | Date = 0): TimeTravel {
       };
     },
     advance: (by) => moveTo(now + advanceMs(by)),
+    nextTimer() {
+      let next: number | undefined;
+      for (const p of pending) if (!p.cancelled && (next === undefined || p.at < next)) next = p.at;
+      return next;
+    },
     set: (to) => {
       const ms = to instanceof Date ? to.getTime() : to;
       if (typeof ms !== "number" || !Number.isFinite(ms))
