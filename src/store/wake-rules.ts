@@ -102,7 +102,10 @@ export const takeIsRecovery = (r: RunState, owner: string): boolean =>
   (leased(r.status) || (r.status === "sleeping" && r.wakeAt !== null && r.wakeAt < r.leaseExpiresAt));
 
 /** The holder a take (`before` → `after`) recovered the run from, when it counted a recovery (AcquiredRun.recoveredFrom). */
-export const recoveredFrom = (before: RunState, after: RunState): string | undefined =>
+export const recoveredFrom = (
+  before: Pick<RunState, "recoveries" | "leaseOwner">,
+  after: Pick<RunState, "recoveries">,
+): string | undefined =>
   after.recoveries > before.recoveries && before.leaseOwner !== null ? before.leaseOwner : undefined;
 
 /**

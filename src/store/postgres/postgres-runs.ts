@@ -13,7 +13,7 @@ import type {
   RunStatus,
   StartRun,
 } from "../types.ts";
-import { STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
+import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
 
@@ -68,8 +68,10 @@ RETURNING ${s}.runs.*, prev.prev_owner, prev.prev_recoveries`;
 type TakenRow = RunRow & { prev_owner: string | null; prev_recoveries: number };
 
 /** AcquiredRun.recoveredFrom of a taken row: the previous holder when the take counted a recovery. */
-const recoveredFrom = (r: TakenRow): { recoveredFrom?: string } =>
-  r.recoveries > r.prev_recoveries && r.prev_owner !== null ? { recoveredFrom: r.prev_owner } : {};
+const recoveredFrom = (r: TakenRow): { recoveredFrom?: string } => {
+  const from = recoveredFromRule({ recoveries: r.prev_recoveries, leaseOwner: r.prev_owner }, r);
+  return from === undefined ? {} : { recoveredFrom: from };
+};
 
 /** Why a fenced write or a take touched no row: missing, terminal, or held by someone else. */
 export async function refusal(ctx: PgContext, runId: string, terminalIsBusy: boolean): Promise<Error> {
