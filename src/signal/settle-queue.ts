@@ -89,7 +89,7 @@ export class SettleQueue {
   /**
    * A graceful stop is marking `claims` — their handlers still run at its deadline — as left to their
    * lease (Store.leaveClaimsToLease); `marked` resolves with the ids it marked (never rejects). A
-   * marked claim settles under the fence the mark made (leftFence); an outcome that comes while the
+   * marked claim settles under the fence the mark made (holder); an outcome that comes while the
    * mark is in flight waits for it, so it goes out under the fence the row will have.
    */
   leave(claims: readonly ClaimedMessage[], marked: Promise<ReadonlySet<string>>): void {
@@ -100,12 +100,15 @@ export class SettleQueue {
     });
   }
 
-  /** The fence `m`'s settlement carries: its claim's, or the one a stop's mark left it (leave). */
-  private fence(m: ClaimedMessage): { worker: string; attempt: number } {
+  /**
+   * The holder `m`'s settlement is fenced by: its claim's, or `<worker>#stopped` once a stop's mark
+   * left it (leave). A string, not an object to spread: this runs once per message.
+   */
+  private holder(m: ClaimedMessage): string {
     const l = this.leaving;
-    if (l?.left !== undefined && l.left.has(m.id) && l.claims.has(m))
-      return { worker: stoppedOwner(this.o.worker), attempt: m.attempts };
-    return { worker: this.o.worker, attempt: m.attempts };
+    return l?.left !== undefined && l.left.has(m.id) && l.claims.has(m)
+      ? stoppedOwner(this.o.worker)
+      : this.o.worker;
   }
 
   /** Queues the settlement of a handler's outcome (`abandon` leaves the message to lazy reclaim, logged). */
@@ -119,13 +122,14 @@ export class SettleQueue {
     const s = this.o.signal;
     let settlement: Settlement;
     if (outcome.kind === "ok") {
-      settlement = { id: m.id, ...this.fence(m), status: "delivered" };
+      settlement = { id: m.id, worker: this.holder(m), attempt: m.attempts, status: "delivered" };
     } else {
       const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
       const exhausted = m.attempts > s.retries || outcome.final === true;
       settlement = {
         id: m.id,
-        ...this.fence(m),
+        worker: this.holder(m),
+        attempt: m.attempts,
         status: exhausted ? (s.deadLetter ? "dead" : "delivered") : "pending",
         failure,
       };
