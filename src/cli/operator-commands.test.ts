@@ -354,8 +354,11 @@ describe.each(drivers)(
         const msg = await app.api<Json>(`/api/messages/${two}`);
         expect(msg.status).toBe("delivered");
         expect(msg.failures).toHaveLength(2); // history kept
-        // Once more, exactly: a second replay finds nothing dead to replay.
-        expect((await json("replay", "jobs.run", two)).replayed).toEqual([]);
+        // Once more, exactly: a second replay finds nothing dead to replay, and exits 1 to say so.
+        const again = await run("replay", "jobs.run", two, "--json");
+        expect(again.code).toBe(1);
+        expect(JSON.parse(again.stdout).replayed).toEqual([]);
+        expect(again.stderr).toContain(`nothing replayed: ${two} is not a dead letter of jobs.run`);
         const [status, dead] = await Promise.all([json("status"), json("dead", "jobs.run")]);
         const s = status.signals.find((x: Json) => x.name === "jobs.run");
         expect(s).toMatchObject({ dead: 1, delivered: 2, pending: 0, inflight: 0 });

@@ -2,6 +2,7 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import {
   CommandError,
+  EXIT_REFUSED,
   createConsoleClient,
   DEFAULT_CONSOLE_URL,
   quietOnClosedStdout,
@@ -77,6 +78,16 @@ interface Stranded {
     /** False when the Console's app does not declare the signal (absent from an older app). */
     declared?: boolean;
   }>;
+  /** Active clocks with a slot due that no live instance declares (absent from an older app). */
+  clocks?: Array<{
+    name: string;
+    cron: string | null;
+    every: string | null;
+    timezone: string;
+    dueAt: number;
+    lastFiredAt: number | null;
+    fix: string;
+  }>;
 }
 interface Overview {
   env: string;
@@ -136,7 +147,12 @@ const shapes = {
     (v.stranded === undefined ||
       (isObj(v.stranded) &&
         listOf(v.stranded.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
-        listOf(v.stranded.signals, (x) => isStr(x.name) && isNum(x.pending))))) as Shape<Overview>,
+        listOf(v.stranded.signals, (x) => isStr(x.name) && isNum(x.pending)) &&
+        (v.stranded.clocks === undefined ||
+          listOf(
+            v.stranded.clocks,
+            (c) => isStr(c.name) && isNum(c.dueAt) && isStr(c.fix),
+          ))))) as Shape<Overview>,
   messages: ((v) => isPage(v, isMessage)) as Shape<{ items: Message[]; next: string | null }>,
   runs: ((v) => isPage(v, isRun)) as Shape<{ items: RunRow[]; next: string | null }>,
   run: ((v) =>
@@ -360,6 +376,13 @@ function strandedLines(o: Overview): string[] {
         "; deploy its worker again (they wait, none is lost)",
     );
   }
+  for (const c of st.clocks ?? []) {
+    const spec = c.cron !== null ? `cron ${c.cron} ${c.timezone}` : `every ${c.every ?? "?"}`;
+    const last = c.lastFiredAt === null ? "never fired" : `last fired ${when(c.lastFiredAt) ?? ""}`;
+    out.push(
+      `stranded: clock ${oneLine(c.name)} (${spec}, due since ${when(c.dueAt) ?? ""}, ${last}): active, but no live instance declares it, so nothing fires it. ${oneLine(c.fix)} (oke schedules pause ${shellWord(c.name)})`,
+    );
+  }
   return out;
 }
 
@@ -482,6 +505,28 @@ const skippedLine = (signal: string, res: ActedAnswer, body: { ids: string[] } |
   return skipped.length > 0 ? `\nnot dead letters of ${signal} (skipped): ${skipped.join(", ")}` : "";
 };
 
+/**
+ * Ids were named and none of them was (or, dry, would be) replayed: exit 1, so a script that replays
+ * given messages learns it replayed nothing. `--all` with nothing dead is not a failure: nothing was
+ * asked of any message in particular.
+ */
+function nothingReplayed(
+  signal: string,
+  res: ActedAnswer,
+  body: { ids: string[] } | { all: true },
+): CommandError | undefined {
+  if (!("ids" in body)) return undefined;
+  const n =
+    res.job !== undefined ? res.job.total : (res.count ?? (res.wouldReplay ?? res.replayed ?? []).length);
+  if (n > 0) return undefined;
+  const head = res.wouldReplay !== undefined ? "nothing would be replayed" : "nothing replayed";
+  const why =
+    body.ids.length === 1
+      ? `${body.ids[0]} is not a dead letter of ${signal}`
+      : `none of the ${body.ids.length} ids given is a dead letter of ${signal}`;
+  return new CommandError(`oke: ${head}: ${why} (oke dead ${shellWord(signal)} lists them)`, EXIT_REFUSED);
+}
+
 /** What a replay or discard did (or, dry, would do): the count, the cap, the ids, the ids skipped. */
 function actedText(
   verb: "replay" | "discard",
@@ -499,6 +544,33 @@ function actedText(
       ? `dry run: would ${verb} ${what}${more}; nothing changed`
       : `${verb === "replay" ? "replayed" : "discarded"} ${what}${more}`;
   return `${head}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
+}
+
+/**
+ * A wake that only moved the wake time: who will resume the run. A run of a flow no live instance
+ * has (stranded, as `oke status` tells) waits for an instance that has it; saying "as soon as one is
+ * free" there would be untrue.
+ */
+async function wokeLater(c: ConsoleClient, runId: string): Promise<string> {
+  const moved = `woke ${runId}: its wake time is now`;
+  let flow: string;
+  let stranded: Stranded | undefined;
+  try {
+    const [d, o] = await Promise.all([
+      c.get(`/api/runs/${enc(runId)}`, shapes.run),
+      c.get("/api/overview", shapes.overview),
+    ]);
+    flow = d.run.flow;
+    stranded = o.stranded;
+  } catch {
+    // The wake is done; only who resumes it is unknown.
+    return `${moved}; an instance that has its flow resumes it as soon as one is free`;
+  }
+  if (stranded?.checked === false)
+    return `${moved}; no instance is live: it resumes once an instance that has flow ${flow} runs`;
+  if (stranded?.flows.some((f) => f.name === flow))
+    return `${moved}, but no live instance has flow ${flow} (stranded): it resumes once an instance that has the flow runs (deploy it again)`;
+  return `${moved}; an instance resumes it as soon as one is free`;
 }
 
 /** Adds the operator commands to the `oke` program. */
@@ -573,12 +645,14 @@ export function addOperatorCommands(program: Command): void {
           body,
           shapes.acted("replayed", "wouldReplay"),
         );
-        if (flags.json) return printJson(res);
-        if (res.job)
-          return print(
+        if (flags.json) printJson(res);
+        else if (res.job)
+          print(
             `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})${res.more ? "; more past the cap: run it again once this job is done" : ""}${skippedLine(signal, res, body)}`,
           );
-        print(actedText("replay", signal, res, body));
+        else print(actedText("replay", signal, res, body));
+        const none = nothingReplayed(signal, res, body);
+        if (none !== undefined) throw none;
       },
     ),
   );
@@ -676,12 +750,7 @@ export function addOperatorCommands(program: Command): void {
         ((v) => isObj(v) && isStr(v.outcome)) as Shape<{ outcome: string }>,
       );
       if (flags.json) printJson(res);
-      else
-        print(
-          res.outcome === "resumed"
-            ? `woke ${runId}: resumed`
-            : `woke ${runId}: its wake time is now; an instance resumes it as soon as one is free`,
-        );
+      else print(res.outcome === "resumed" ? `woke ${runId}: resumed` : await wokeLater(c, runId));
     }),
   );
 

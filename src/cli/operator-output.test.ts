@@ -8,7 +8,7 @@ import { Command } from "commander";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
-import { flow, on, signal } from "../index.ts";
+import { clock, flow, on, signal } from "../index.ts";
 import { replayLimits } from "../console/api.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
@@ -351,6 +351,41 @@ describe("against a real app's Console", () => {
     }
   });
 
+  it("replay of named ids exits 1 when none was (or would be) replayed; --all with nothing dead exits 0", async () => {
+    await cli("discard", "jobs.fail", "--all");
+    const none = await cli("replay", "jobs.fail", "nope1", "nope2");
+    expect(none.code).toBe(1);
+    expect(none.stdout).toBe(
+      "replayed 0 dead letters of jobs.fail\nnot dead letters of jobs.fail (skipped): nope1, nope2",
+    );
+    expect(none.stderr).toBe(
+      "oke: nothing replayed: none of the 2 ids given is a dead letter of jobs.fail (oke dead jobs.fail lists them)",
+    );
+    const dry = await cli("replay", "jobs.fail", "nope1", "--dry-run");
+    expect(dry.code).toBe(1);
+    expect(dry.stderr).toBe(
+      "oke: nothing would be replayed: nope1 is not a dead letter of jobs.fail (oke dead jobs.fail lists them)",
+    );
+    // --json: the answer on stdout, the same exit code.
+    const json = await cli("replay", "jobs.fail", "nope1", "--json");
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ replayed: [] });
+    // Nothing dead and --all: nothing was asked of any message, nothing failed.
+    const all = await cli("replay", "jobs.fail", "--all");
+    expect([all.code, all.stdout]).toEqual([0, "replayed 0 dead letters of jobs.fail"]);
+    // One of the ids replayed: done (exit 0), the other named as skipped.
+    await app.emit(failing, { n: 9 });
+    await app.idle();
+    const [dead] = await deadIds();
+    const some = await cli("replay", "jobs.fail", dead!, "nope3");
+    expect(some.code).toBe(0);
+    expect(some.stdout).toBe(
+      `replayed 1 dead letter of jobs.fail\n${dead}\nnot dead letters of jobs.fail (skipped): nope3`,
+    );
+    await app.idle();
+    await cli("discard", "jobs.fail", "--all");
+  });
+
   it("says plainly that the app's store is unavailable (exit 1: the refusal, since when, when to try again)", async () => {
     down = true;
     const r = await cli("status");
@@ -375,6 +410,11 @@ const legacyWait = flow("legacy.wait", {
   },
 });
 const jobsToEmit = signal.once<{ n: number }>("legacy.jobs", { retries: 0, optional: true });
+// A clock only the legacy app declares: with that app gone, nothing fires it.
+const legacyDigest = on(
+  clock("legacy.digest", { every: "1m" }),
+  flow("legacy.digest", { do: () => undefined }),
+);
 
 describe("stranded work in oke status", () => {
   const stops: Array<() => Promise<void>> = [];
@@ -382,7 +422,7 @@ describe("stranded work in oke status", () => {
     while (stops.length > 0) await stops.pop()!();
   });
 
-  it("after the tables, one line per flow and signal no live instance serves, with what to do; exit 0", async () => {
+  it("after the tables, one line per flow, signal and due clock no live instance serves, with what to do; exit 0", async () => {
     const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
     const store = createMemoryStore();
     const consoleApp = createApp({
@@ -395,7 +435,7 @@ describe("stranded work in oke status", () => {
     stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
     const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
     const legacy = createApp({
-      modules: [{ legacyJobs, legacyWorker, legacyWait }],
+      modules: [{ legacyJobs, legacyWorker, legacyWait, legacyDigest }],
       env: "test",
       clock: time,
       store,
@@ -411,12 +451,64 @@ describe("stranded work in oke status", () => {
     const r = await cli("status");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/· 1 instance alive ·/);
-    expect(r.stdout.split("\n").slice(-2)).toEqual([
+    expect(r.stdout.split("\n").slice(-3)).toEqual([
       "stranded: 2 runs of legacy.wait (sleeping 2, next due 2026-12-01 13:00:00Z): no live instance runs this flow; deploy it again (they resume where they stopped), list them: oke runs --flow legacy.wait",
       "stranded: 3 pending messages on legacy.jobs, oldest 1m05s: no live instance consumes this signal; deploy its worker again (they wait, none is lost)",
+      // Its slot at 12:01 passed with nothing to fire it; it still reads active.
+      "stranded: clock legacy.digest (every 1m, due since 2026-12-01 12:01:00Z, never fired): active, but no live instance declares it, so nothing fires it. " +
+        "Deploy an instance whose code declares this clock: it fires the latest missed slot once at boot (missedRuns counts the others). " +
+        "If the clock was removed from the code on purpose, pause it: the next boot of the app marks it orphaned. (oke schedules pause legacy.digest)",
     ]);
     // The tables keep their format: the legacy flow, gone from the Console's app, has no row there.
     expect(r.stdout).not.toMatch(/^legacy\.wait /m);
+  });
+});
+
+describe("oke wake: what its line says", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("a stranded run resumes once an instance that has its flow runs; a failed run's 404 comes with a fix that agrees with it", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const consoleApp = createApp({
+      modules: [{ fine, broken }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const legacy = createApp({ modules: [{ legacyWait }], env: "test", clock: time, store });
+    await legacy.start({ port: 0, host: "127.0.0.1" });
+    await legacy.invoke(legacyWait, { n: 0 });
+    await legacy.stop();
+    time.advance(65_000);
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const idsOf = async (...args: string[]): Promise<string[]> =>
+      (
+        JSON.parse((await cli("runs", ...args, "--json")).stdout) as { items: Array<{ id: string }> }
+      ).items.map((r) => r.id);
+
+    const [sleeper] = await idsOf("--flow", "legacy.wait");
+    const woke = await cli("wake", sleeper!);
+    expect([woke.code, woke.stderr]).toEqual([0, ""]);
+    expect(woke.stdout).toBe(
+      `woke ${sleeper}: its wake time is now, but no live instance has flow legacy.wait (stranded): it resumes once an instance that has the flow runs (deploy it again)`,
+    );
+
+    await expect(consoleApp.invoke(broken, { n: 1 })).rejects.toThrow("trip broke");
+    const [failed] = await idsOf("--status", "failed");
+    const refused = await cli("wake", failed!);
+    expect(refused.code).toBe(1);
+    // The spec's 404 text stays; the fix says what "not found" means here, without contradicting it.
+    expect(refused.stderr).toBe(
+      `oke: the Console refused: run "${failed}" not found (404 ClockResourceNotFoundError)\n` +
+        `  fix: "Not found" means no sleeping run "${failed}": it exists but is failed, and only a sleeping run can be woken (oke run ${failed} shows where it is).`,
+    );
   });
 });
 

@@ -623,7 +623,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       code: "ClockResourceNotFoundError",
       message: `run "${run.id}" not found`,
       // The message is the spec's; the fix says the run is there, just not asleep.
-      fix: `The run exists but is completed: only a sleeping run can be woken (oke run ${run.id} shows where it is).`,
+      fix: `"Not found" means no sleeping run "${run.id}": it exists but is completed, and only a sleeping run can be woken (oke run ${run.id} shows where it is).`,
     });
     const missing = await api(`/api/runs/nope/wake`, { method: "POST" });
     expect(missing.status).toBe(404);

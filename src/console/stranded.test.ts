@@ -1,10 +1,10 @@
-// The overview's stranded section: runs of flows and messages of once signals that no live instance serves, two apps on one store.
+// The overview's stranded section: runs of flows, messages of once signals and due clocks that no live instance serves, two apps on one store.
 import { CSRF_HEADER } from "./auth.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
-import { flow, on, signal } from "../index.ts";
+import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
@@ -45,11 +45,21 @@ const current = flow("current.flow", {
   do: async (_: { x: number }, fx) => fx.step("s", () => 1),
 });
 
+// A clock only the legacy app declares: once that app is gone, nothing fires it.
+let reportFires = 0;
+const legacyReport = on(
+  clock("legacy.report", { every: "1h" }),
+  flow("legacy.report", { do: () => void reportFires++ }),
+);
+const HOUR = 3_600_000;
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Body = any;
 
 describe.each(drivers)("stranded work on the $name driver", (driver) => {
   const cleanups: Array<() => Promise<void>> = [];
+  /** Store calls made through the Console app's view of the store, by method. */
+  const calls = new Map<string, number>();
   afterEach(async () => {
     while (cleanups.length > 0) await cleanups.pop()!();
   });
@@ -67,12 +77,17 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     cleanups.push(made.cleanup);
     const time = createTimeTravel(T0);
     let hidden = false;
+    calls.clear();
     // The Console's view of the store, with the fleet hidable (a Console no instance heartbeats beside).
     const seen = new Proxy(made.store, {
       get(target, prop, receiver) {
         if (prop === "listInstances" && hidden) return async () => [];
         const v: unknown = Reflect.get(target, prop, receiver);
-        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        if (typeof v !== "function") return v;
+        return (...a: unknown[]) => {
+          if (typeof prop === "string") calls.set(prop, (calls.get(prop) ?? 0) + 1);
+          return (v as (...a: unknown[]) => unknown).apply(target, a);
+        };
       },
     });
     const consoleApp = createApp({
@@ -127,7 +142,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     await consoleApp.invoke(current, { x: 1 });
     await until(async () => (await overview()).instances === 2, "both heartbeats");
     // Both apps live: the legacy flow and signal have an instance; nothing is stranded.
-    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [] });
+    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [], clocks: [] });
 
     await legacy.stop();
     cleanups.pop(); // stopped already
@@ -148,20 +163,91 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
           declared: true,
         },
       ],
+      clocks: [],
     });
     // The Console's own app lists its flows only: the stranded flow is in the stranded section alone.
     expect(o.flows.map((f: { name: string }) => f.name)).toEqual(["current.flow"]);
 
     // No heartbeat at all (a Console beside no instance): nothing is flagged; the answer says so.
     hideFleet(true);
-    expect((await overview()).stranded).toEqual({ checked: false, flows: [], signals: [] });
+    expect((await overview()).stranded).toEqual({ checked: false, flows: [], signals: [], clocks: [] });
     hideFleet(false);
 
     const back = await startLegacy();
     await until(async () => (await overview()).instances === 2, "the legacy app back");
     await back.idle();
     expect(handled.sort()).toEqual([1, 2, 3]);
-    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [] });
+    expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [], clocks: [] });
+  });
+
+  it("a clock no live instance declares is stranded once a slot is due: listed with its fix, in one schedules read", async () => {
+    reportFires = 0;
+    const { consoleApp, store, time, overview, hideFleet } = await setup();
+    const startClockApp = async (): Promise<App> => {
+      const app = createApp({ modules: [{ legacyReport }], env: "test", clock: time, store });
+      cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
+      await app.start({ port: 0, host: "127.0.0.1" });
+      return app;
+    };
+    const clocks = async (): Promise<Body[]> => {
+      const o = await overview();
+      return o.instances === 0 ? [] : o.stranded.clocks;
+    };
+    const firstSlot = Math.floor(T0 / HOUR) * HOUR + HOUR;
+    const clockApp = await startClockApp();
+    await until(async () => (await overview()).instances === 2, "both heartbeats");
+    // Declared by a live instance, and not due yet: nothing stranded.
+    expect((await overview()).stranded.clocks).toEqual([]);
+
+    await clockApp.stop();
+    cleanups.pop(); // stopped already
+    await until(async () => (await overview()).instances === 1, "the clock's app gone");
+    // Gone, but its next slot is still ahead: nothing has been missed yet.
+    expect((await overview()).stranded.clocks).toEqual([]);
+    expect((await consoleApp.operator.schedules.get("legacy.report")).orphaned).toBe(false);
+
+    // Its slot passes with nothing to fire it: still `active`, and now stranded.
+    time.set(firstSlot + 60_000);
+    await until(async () => (await clocks()).length === 1, "the stranded clock");
+    calls.clear();
+    const o = await overview();
+    expect(o.stranded.clocks).toEqual([
+      {
+        name: "legacy.report",
+        flow: "legacy.report",
+        cron: null,
+        every: "1h",
+        timezone: "UTC",
+        dueAt: firstSlot,
+        lastFiredAt: null,
+        fix: expect.stringMatching(
+          /^Deploy an instance whose code declares this clock: .+ pause it: .+orphaned\.$/,
+        ),
+      },
+    ]);
+    // One read of the schedules for the whole list, none per clock.
+    expect(calls.get("listSchedules")).toBe(1);
+    expect(calls.get("getSchedule") ?? 0).toBe(0);
+    expect((await consoleApp.operator.schedules.get("legacy.report")).paused).toBe(false);
+
+    // A paused clock is not expected to fire: not stranded. Resumed, it waits for its next slot again.
+    await consoleApp.operator.schedules.pause("legacy.report");
+    expect((await overview()).stranded.clocks).toEqual([]);
+    await consoleApp.operator.schedules.resume("legacy.report");
+    expect((await overview()).stranded.clocks).toEqual([]);
+    time.advance(HOUR);
+    await until(async () => (await clocks()).length === 1, "stranded again after its next slot");
+
+    // No heartbeat at all: nothing is judged.
+    hideFleet(true);
+    expect((await overview()).stranded).toEqual({ checked: false, flows: [], signals: [], clocks: [] });
+    hideFleet(false);
+
+    // Deployed again: it fires the missed slot at boot and is served.
+    await startClockApp();
+    await until(async () => (await overview()).instances === 2, "the clock's app back");
+    await until(() => reportFires === 1, "the catch-up fire");
+    expect((await overview()).stranded.clocks).toEqual([]);
   });
 
   it("an inflight message counts once its lease lapsed with no live consumer", async () => {
@@ -247,6 +333,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
           declared: false,
         },
       ],
+      clocks: [],
     });
     // What it left can be read and its dead letters discarded (oke dead legacy.gone works)…
     const view = await api("/api/signals/legacy.gone");

@@ -21,7 +21,7 @@ export interface Reply {
    * retry asks again.
    */
   passing?: boolean;
-  /** Seconds for a `Retry-After` header (503 OKE1504: the store is unavailable). */
+  /** Seconds for a `Retry-After` header (503 OKE1504: the store is unavailable; 503 OKE1505: shut down). */
   retryAfter?: number;
 }
 
@@ -98,7 +98,36 @@ export const httpErrors = {
       expose: true,
       passing: true,
     }),
+  /**
+   * The shutdown deadline came while this request was still in flight: answered here so the client
+   * gets a reply rather than a closed socket. `started`: the flow was invoked; `keyed`: the request
+   * carries an Idempotency-Key. Exposed: it names what happened, never a host or a schema.
+   */
+  shutDown: (what: { durable: boolean; started: boolean; keyed: boolean }) =>
+    new OkeError({
+      code: "OKE1505",
+      status: 503,
+      expose: true,
+      passing: true,
+      message: !what.started
+        ? "This instance shut down before the request's flow started; nothing ran."
+        : what.durable
+          ? "This instance shut down (its shutdownTimeoutMs ran out) before the request's durable run answered; the run is not lost: another instance continues it."
+          : "This instance shut down (its shutdownTimeoutMs ran out) before the request's flow answered; it may have done part of its work.",
+      fix: !what.started
+        ? "Retry: another instance answers it."
+        : what.durable
+          ? what.keyed
+            ? "Retry with the same Idempotency-Key: the retry answers with the run's outcome (a 409 while the run is still running: retry again later)."
+            : "A retry without an Idempotency-Key starts another run; send an Idempotency-Key with each request so that a retry answers with this run's outcome."
+          : what.keyed
+            ? "Retry with the same Idempotency-Key: the flow runs again with the same run id (fx.runId), and its emits are not sent twice."
+            : "Retry if the flow is safe to run twice; an Idempotency-Key makes a retry safe.",
+    }),
 } as const;
+
+/** Retry-After of a 503 OKE1505 (shut down): the load balancer sends the retry to another instance. */
+export const SHUTDOWN_RETRY_AFTER_S = 2;
 
 /**
  * Maps anything a flow threw to a reply. An OkeError keeps its status and code;

@@ -293,3 +293,29 @@ describe("toRequest (app.request helper)", () => {
     expect(res.status).toBe(415);
   });
 });
+
+describe("the shutdown deadline (cutOff)", () => {
+  it("answers a request still in flight 503 OKE1505 with Retry-After; the flow's late answer is dropped; one answered before is untouched", async () => {
+    const { app, handler, call } = setup();
+    const answered = await call("/users/1");
+    expect(answered.status).toBe(200);
+    const pending = call("/slow");
+    await app.slowStarted;
+    await handler.cutOff();
+    const res = await pending;
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("2");
+    const body = await read(res);
+    expect(body.error.code).toBe("OKE1505");
+    // A plain flow (the fake app declares no durable one): it may have done part of its work.
+    expect(body.error.message).toContain("before the request's flow answered");
+    expect(body.error.fix).toBe(
+      "Retry if the flow is safe to run twice; an Idempotency-Key makes a retry safe.",
+    );
+    expect(app.logs.find((l) => l.code === "OKE1505")).toMatchObject({ level: 40, flow: "slow" });
+    app.releaseSlow();
+    // Nothing else is in flight: a second cutOff answers nothing and logs nothing more.
+    await handler.cutOff();
+    expect(app.logs.filter((l) => l.code === "OKE1505")).toHaveLength(1);
+  });
+});

@@ -19,6 +19,7 @@ import {
   NO_CONTENT,
   okReply,
   replyForError,
+  SHUTDOWN_RETRY_AFTER_S,
   type Reply,
 } from "./envelope.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
@@ -38,7 +39,11 @@ import {
 /** The part of App the HTTP layer uses (App satisfies it). */
 export interface HttpApp {
   readonly logger: Logger;
-  readonly manifest: { readonly routes: readonly HttpRoute[] };
+  readonly manifest: {
+    readonly routes: readonly HttpRoute[];
+    /** Which flows are durable: a request cut off at the shutdown deadline says what became of its run. */
+    readonly flows?: readonly { readonly name: string; readonly durable: boolean }[];
+  };
   /** `runId`: a keyed request's recorded run id (see App.invokeRoute). */
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
@@ -79,6 +84,13 @@ export interface HttpHandler {
    */
   drain(): Promise<void>;
   /**
+   * The shutdown deadline came: every request still in flight is answered now with 503 OKE1505
+   * (`Retry-After`, `Connection: close`) instead of a closed socket — over node:http unless its
+   * headers were already sent — and its Idempotency-Key lock is lapsed so a retry takes it over.
+   * What its flow does later is dropped. Resolves once those answers are written out.
+   */
+  cutOff(): Promise<void>;
+  /**
    * The app is stopping: no Idempotency-Key lock is renewed from here (a request still running past
    * the shutdown deadline lets its lock lapse, as a dead process does); resolves once the key writes
    * already sent, and every keyed answer, are stored.
@@ -88,6 +100,19 @@ export interface HttpHandler {
 
 type HeaderRecord = RouteRequest["headers"];
 type Done = (reply: Reply) => void;
+
+/** A request not answered yet: what cutOff() needs to answer it at the shutdown deadline. */
+interface InFlight {
+  /** The route's flow, once routed. */
+  flow: string | undefined;
+  /** The flow was invoked (for a keyed request: after its claim). */
+  started: boolean;
+  keyed: boolean;
+  /** Answered (by its flow or by cutOff): a second answer is dropped. */
+  settled: boolean;
+  /** Writes the deadline's answer; resolves once it is out (undefined: nothing could be written). */
+  cut(): Promise<void> | undefined;
+}
 
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 const HEALTH = "/_/health";
@@ -108,6 +133,21 @@ const shortPath = (path: string): string => (path.length > 200 ? `${path.slice(0
 
 export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): HttpHandler {
   const router = createRouter(app.manifest.routes);
+  const durableFlows = new Set((app.manifest.flows ?? []).filter((f) => f.durable).map((f) => f.name));
+  // Requests not answered yet; a Set add and delete per request, read only at the shutdown deadline.
+  const open = new Set<InFlight>();
+  const track = (cut: InFlight["cut"]): InFlight => {
+    const t: InFlight = { flow: undefined, started: false, keyed: false, settled: false, cut };
+    open.add(t);
+    return t;
+  };
+  /** True the first time: the answer goes out; false once cutOff() answered the request. */
+  const settle = (t: InFlight): boolean => {
+    open.delete(t);
+    if (t.settled) return false;
+    t.settled = true;
+    return true;
+  };
   const { bodyLimit, exposeErrors } = options;
   const hideServerErrors = options.hideServerErrors ?? false;
 
@@ -225,6 +265,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     route: HttpRoute,
     request: RouteRequest,
     local: boolean,
+    t: InFlight,
     done: Done,
   ): void => {
     let key: string | undefined;
@@ -238,13 +279,14 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       return done(failure(method, path, e, local));
     }
     if (key === undefined || idempotency === undefined)
-      return invokeFlow(method, path, route, request, local, done);
+      return invokeFlow(method, path, route, request, local, t, done);
+    t.keyed = true;
     const fingerprint = fingerprintOf(method, `${path}?${JSON.stringify(request.query)}`, request.body);
     idempotency.handle(
       key,
       fingerprint,
       // The input was checked above (before the claim): not walked a second time.
-      (runId, finished) => invokeFlow(method, path, route, request, local, finished, runId, true),
+      (runId, finished) => invokeFlow(method, path, route, request, local, t, finished, runId, true),
       done,
       (e) => failure(method, path, e, local),
     );
@@ -256,11 +298,13 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     route: HttpRoute,
     request: RouteRequest,
     local: boolean,
+    t: InFlight,
     done: Done,
     runId?: string,
     checked = false,
   ): void => {
     let pending: Promise<InvokeResult>;
+    t.started = true;
     try {
       if (!checked) checkRequestInput(request);
       pending =
@@ -292,6 +336,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     headers: HeaderRecord,
     source: BodySource,
     local: boolean,
+    t: InFlight,
     done: Done,
   ): void => {
     if (source.contentType !== undefined && !isJsonType(source.contentType)) {
@@ -314,6 +359,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
         match.route,
         { params: match.params, query: match.query, body, headers },
         local,
+        t,
         done,
       );
     });
@@ -330,6 +376,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     headers: HeaderRecord,
     body: () => BodySource,
     local: boolean,
+    t: InFlight,
     done: Done,
   ): void => {
     const q = url.indexOf("?");
@@ -345,9 +392,10 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       const error = httpErrors.methodNotAllowed(method, shortPath(path), match.allowed);
       return done(fail(method, path, 405, error, undefined, { allow }));
     }
+    t.flow = match.route.flow;
     if (BODY_METHODS.has(method)) {
       const source = body();
-      if (source.present) return withBody(method, path, match, headers, source, local, done);
+      if (source.present) return withBody(method, path, match, headers, source, local, t, done);
     }
     invoke(
       method,
@@ -355,8 +403,28 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       match.route,
       { params: match.params, query: match.query, body: undefined, headers },
       local,
+      t,
       done,
     );
+  };
+
+  /** The deadline's answer for one request, logged once (a warn: the operator's shutdownTimeoutMs ran out). */
+  const deadlineReply = (t: InFlight, method: string, path: string): Reply => {
+    const durable = t.flow !== undefined && durableFlows.has(t.flow);
+    const error = httpErrors.shutDown({ durable, started: t.started, keyed: t.keyed });
+    app.logger.warn(
+      {
+        method,
+        path: shortPath(path),
+        status: 503,
+        code: error.code,
+        ...(t.flow ? { flow: t.flow } : {}),
+        durable,
+        keyed: t.keyed,
+      },
+      `http 503 ${method} ${shortPath(path)}: the shutdown deadline came before its flow answered`,
+    );
+    return { ...errorReply(503, error), retryAfter: SHUTDOWN_RETRY_AFTER_S, close: true };
   };
 
   const writeNode = (res: ServerResponse, reply: Reply): void => {
@@ -392,10 +460,35 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   };
 
   return {
+    cutOff() {
+      // First: a flow that answers while the 503s go out must find its key lapsed, not store.
+      idempotency?.abandon();
+      const written: Array<Promise<void>> = [];
+      for (const t of [...open]) {
+        if (!settle(t)) continue;
+        const out = t.cut();
+        if (out !== undefined) written.push(out);
+      }
+      return Promise.all(written).then(() => undefined);
+    },
     drain: () => idempotency?.drain() ?? Promise.resolve(),
     stop: () => idempotency?.stop() ?? Promise.resolve(),
     handle(req, res) {
       // Inline callbacks, not named closures: see the note in body.ts.
+      const t = track(() => {
+        // Headers already out (a stream, an answer being written): the socket is closed as it is.
+        if (res.headersSent || res.destroyed) return undefined;
+        const written = new Promise<void>((resolve) => {
+          res.once("finish", resolve);
+          res.once("close", resolve);
+        });
+        try {
+          writeNode(res, deadlineReply(t, req.method ?? "GET", (req.url ?? "/").split("?")[0]!));
+        } catch (e) {
+          fatal(req, res, e);
+        }
+        return written;
+      });
       try {
         dispatch(
           req.method ?? "GET",
@@ -403,7 +496,9 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
           req.headers,
           () => nodeBody(req),
           exposeErrors && isLoopbackPeer(req),
+          t,
           (reply) => {
+            if (!settle(t)) return;
             try {
               if (reply.live && app.sse) app.sse.serve(req, res, reply.live);
               else writeNode(res, reply);
@@ -413,6 +508,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
           },
         );
       } catch (e) {
+        settle(t);
         fatal(req, res, e);
       }
     },
@@ -423,9 +519,23 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       request.headers.forEach((value, key) => {
         headers[key] = value;
       });
-      const reply = await new Promise<Reply>((resolve) =>
-        dispatch(request.method, url.pathname + url.search, headers, () => webBody(request), true, resolve),
-      );
+      const reply = await new Promise<Reply>((resolve) => {
+        const t = track(() => {
+          resolve(deadlineReply(t, request.method, url.pathname));
+          return undefined;
+        });
+        dispatch(
+          request.method,
+          url.pathname + url.search,
+          headers,
+          () => webBody(request),
+          true,
+          t,
+          (r) => {
+            if (settle(t)) resolve(r);
+          },
+        );
+      });
       if (reply.live) {
         // A live tape streams for as long as the client stays; in-process requests have no client to stay.
         const body = JSON.stringify({

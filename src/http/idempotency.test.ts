@@ -47,6 +47,56 @@ const request = (idem: ReturnType<typeof createIdempotency>, key: string, answer
   );
 
 describe("createIdempotency", () => {
+  it("abandon() (the shutdown deadline) lapses a running key's lock at once, and the flow's late 5xx neither frees the key nor is stored: the retry takes it over with the same run id", async () => {
+    const { logger } = recording();
+    const store = createMemoryStore();
+    const now = 1_000;
+    const idem = createIdempotency({ store, now: () => now, windowMs: 60_000, logger });
+    const runIds: string[] = [];
+    let finishFirst: ((reply: Reply) => void) | undefined;
+    const late: Reply[] = [];
+    const started = new Promise<void>((ready) =>
+      idem.handle(
+        "k-cut",
+        "fp",
+        (runId, finished) => {
+          runIds.push(runId);
+          finishFirst = finished;
+          ready();
+        },
+        (reply) => late.push(reply),
+        () => ({ status: 500, body: undefined }),
+      ),
+    );
+    await started;
+    idem.abandon();
+    await idem.stop();
+    const lapsed = await store.getIdempotencyKey("k-cut");
+    expect(lapsed).toMatchObject({ status: "running", runId: runIds[0] });
+    expect(lapsed!.lockedUntil).toBeLessThanOrEqual(now);
+    // The flow fails late (its store closing under it, say): not a release, not a stored answer.
+    finishFirst!({ status: 500, body: '{"ok":false}' });
+    await idem.stop();
+    expect(await store.getIdempotencyKey("k-cut")).toMatchObject({ status: "running", runId: runIds[0] });
+    expect(late).toHaveLength(1);
+    // A retry (another instance's handler) takes the record over at once and runs under the same run id.
+    const other = createIdempotency({ store, now: () => now + 1, windowMs: 60_000, logger });
+    const retry = await new Promise<Reply>((resolve) =>
+      other.handle(
+        "k-cut",
+        "fp",
+        (runId, finished) => {
+          runIds.push(runId);
+          finished({ status: 200, body: '{"ok":true}' });
+        },
+        resolve,
+        () => ({ status: 500, body: undefined }),
+      ),
+    );
+    expect(retry.status).toBe(200);
+    expect(runIds).toEqual([runIds[0], runIds[0]]);
+  });
+
   it("a passing refusal (the run leased by another holder) is not stored and keeps the key's run id: the retry takes it over and continues that run", async () => {
     const { logger } = recording();
     const store = createMemoryStore();

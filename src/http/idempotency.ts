@@ -5,7 +5,14 @@ import { newId } from "../id.ts";
 import type { Logger } from "../log/logger.ts";
 import type { IdempotencyRecord, IdempotencyStore } from "../store/idempotency-types.ts";
 import type { RunRecord } from "../store/types.ts";
-import { errorReply, NO_CONTENT, okReply, type Reply } from "./envelope.ts";
+import {
+  errorReply,
+  httpErrors,
+  NO_CONTENT,
+  okReply,
+  SHUTDOWN_RETRY_AFTER_S,
+  type Reply,
+} from "./envelope.ts";
 
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 /** How long a running key is locked; renewed every third of it while its request runs. */
@@ -109,6 +116,11 @@ export function createIdempotency(deps: IdempotencyDeps) {
   let renewer: ReturnType<typeof setInterval> | undefined;
   /** stop() was called: no lock is renewed from then on. */
   let stopped = false;
+  /** abandon() was called (the shutdown deadline): keyed requests still here are answered without their flow. */
+  let abandoned = false;
+  /** Lapses a key's lock now: a retry takes the record over with its run id, as after a crash. */
+  const lapse = (key: string, fingerprint: string): Promise<unknown> =>
+    inTurn(key, () => store.renewIdempotencyKey({ key, fingerprint, now: deps.now(), lockMs: 0 }));
   const renewAll = (): void => {
     if (running.size === 0 || stopped) {
       clearInterval(renewer);
@@ -293,14 +305,49 @@ export function createIdempotency(deps: IdempotencyDeps) {
             const answered = fromRun(await store.getRun(runId));
             if (answered !== undefined) return finish(key, fingerprint, runId, expiresAt, answered, done);
           }
+          if (abandoned) {
+            // Claimed after the shutdown deadline: the flow is not started, and the key is left to a retry.
+            const refusal = httpErrors.shutDown({ durable: false, started: false, keyed: true });
+            return answerAfter(
+              lapse(key, fingerprint),
+              key,
+              {
+                ...errorReply(503, refusal),
+                retryAfter: SHUTDOWN_RETRY_AFTER_S,
+                close: true,
+              },
+              done,
+            );
+          }
           const held: Held = { key, fingerprint };
           hold(held);
           run(runId, (reply) => {
-            running.delete(held);
+            // Gone from `running`: abandon() answered the request and lapsed its key; a late outcome
+            // (a 5xx as the store closes, say) must not free the key or become its answer.
+            if (!running.delete(held)) return done(reply);
             finish(key, fingerprint, runId, expiresAt, reply, done);
           });
         })
         .catch((e: unknown) => done(fail(e)));
+    },
+
+    /**
+     * The shutdown deadline: every keyed request still running here has been answered without its
+     * flow (503 OKE1505). Its lock is lapsed now — a retry on another instance takes the record
+     * over with the same run id (a durable run's outcome, or the flow again), as after a crash,
+     * rather than waiting up to IDEMPOTENCY_LOCK_MS — and whatever its flow answers later is not
+     * stored. stop() waits for these writes.
+     */
+    abandon(): void {
+      abandoned = true;
+      stopped = true;
+      clearInterval(renewer);
+      renewer = undefined;
+      for (const { key, fingerprint } of running)
+        lapse(key, fingerprint).catch((e: unknown) =>
+          logger.warn({ err: e, key }, "idempotency: could not lapse a key's lock at the shutdown deadline"),
+        );
+      running.clear();
     },
 
     /** Resolves once every answer handed to the store has been stored (or its failure logged). */

@@ -137,4 +137,37 @@ describe("startHttpServer (real port)", () => {
     expect(closed).toBe(true);
     agent.destroy();
   });
+
+  it("a request still in flight at the close deadline is answered 503 OKE1505 with Retry-After before its socket closes", async () => {
+    const fake = createFakeApp();
+    // The slow route's flow is durable here: the answer says its run goes on elsewhere.
+    const app = {
+      ...fake,
+      manifest: { routes: fake.manifest.routes, flows: [{ name: "slow", durable: true }] },
+    };
+    const s = await startHttpServer(app, { port: 0, host: "127.0.0.1", bodyLimit: 100, exposeErrors: false });
+    const pending = raw(s.port, { method: "GET", path: "/slow" });
+    await fake.slowStarted;
+    // The flow never answers before the deadline (it is released only after the close).
+    await s.close({ timeoutMs: 20 });
+    const res = await pending;
+    expect(res.status).toBe(503);
+    expect(res.headers["retry-after"]).toBe("2");
+    expect(res.headers.connection).toBe("close");
+    const body = JSON.parse(res.body) as {
+      ok: boolean;
+      error: { code: string; message: string; fix: string };
+    };
+    expect(body.ok).toBe(false);
+    expect(body.error.code).toBe("OKE1505");
+    expect(body.error.message).toContain("another instance continues it");
+    expect(body.error.fix).toContain("Idempotency-Key");
+    const logged = await fake.waitForLog((l) => l.code === "OKE1505");
+    expect(logged).toMatchObject({ level: 40, status: 503, flow: "slow" });
+    // The flow's late answer changes nothing (no second write on the answered socket).
+    fake.releaseSlow();
+    // The flow's answer settles in microtasks: all of them have run before the next macrotask.
+    await new Promise((r) => setImmediate(r));
+    expect(fake.logs.filter((l) => l.msg.startsWith("http: failed to answer"))).toEqual([]);
+  });
 });

@@ -5,6 +5,9 @@ import { applyClientLimits, DEFAULT_LIMITS, serverOptions, type HttpLimits } fro
 import { createHttpHandler, type HttpApp } from "./handler.ts";
 import type { StreamCount } from "./sse.ts";
 
+/** At the shutdown deadline, how long the 503s for requests in flight may take to go out before every socket is cut. */
+const ANSWER_FLUSH_MS = 1_000;
+
 export interface HttpServerOptions {
   port: number;
   host?: string;
@@ -25,8 +28,9 @@ export interface HttpServer {
   host: string;
   /**
    * Stops accepting, lets in-flight requests finish, then closes the idle
-   * keep-alive sockets. After `timeoutMs` (default: no deadline) the remaining
-   * connections are cut. Resolves once the keyed answers sent are stored too.
+   * keep-alive sockets. After `timeoutMs` (default: no deadline) the requests
+   * still in flight are answered 503 OKE1505 (HttpHandler.cutOff) and the
+   * remaining connections are cut. Resolves once the keyed answers sent are stored too.
    */
   close(options?: { timeoutMs?: number }): Promise<void>;
   /** Resolves once every keyed answer sent has been stored (HttpHandler.drain). */
@@ -68,8 +72,23 @@ export async function startHttpServer(app: HttpApp, options: HttpServerOptions):
         opts?.timeoutMs === undefined
           ? undefined
           : setTimeout(() => {
-              app.logger.warn("http: shutdown deadline reached, closing open connections");
-              server.closeAllConnections();
+              app.logger.warn(
+                "http: shutdown deadline reached; requests still in flight are answered 503 OKE1505, then open connections are closed",
+              );
+              // A request in flight gets a real answer (its run goes on elsewhere), not a closed
+              // socket its client would retry blindly. Those answers are small: written out within
+              // a moment unless the client stopped reading, which ANSWER_FLUSH_MS bounds.
+              let flushed: NodeJS.Timeout | undefined;
+              void Promise.race([
+                handler.cutOff(),
+                new Promise<void>((r) => {
+                  flushed = setTimeout(r, ANSWER_FLUSH_MS);
+                  flushed.unref();
+                }),
+              ]).then(() => {
+                clearTimeout(flushed);
+                server.closeAllConnections();
+              });
             }, opts.timeoutMs);
       deadline?.unref();
       server.close(() => {

@@ -1,15 +1,13 @@
 // The Console page in headless Chromium over ids and times: "emitted by" links only a stored run, audit details read as text, an address without an id says so.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium.ts";
+import type { Page } from "playwright-core";
+import { consoleApi, LONG, openConsolePage, type ConsolePage } from "../support/console-browser.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { flow, http, on, signal } from "../../src/index.ts";
 import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
 
 const TOKEN = "browser-ids-token-0123456789";
-// Conditions, never sleeps: every wait below ends as soon as what it waits for is on screen.
-const LONG = { timeout: 15_000 };
 // Epoch milliseconds as they would leak onto the page: 13 digits from 2001 on.
 const RAW_EPOCH = /\b1\d{12}\b/;
 /** A time as the page shows times (console.js `time`). */
@@ -54,34 +52,19 @@ const napper = flow("orders.nap", {
 describe("the Console page: ids, emitters and times", () => {
   let app: App;
   let url: string;
-  let browser: Browser;
+  let cp: ConsolePage;
   let page: Page;
-  const pageErrors: string[] = [];
   let plain: Message;
   let fromRun: Message;
   let wakeAt: number;
 
-  const headers = {
-    authorization: `Bearer ${TOKEN}`,
-    "content-type": "application/json",
-    "x-oke-console": "1",
-  };
-  const apiGet = async <T>(path: string): Promise<T> => {
-    const res = await fetch(url + path, { headers });
-    expect(res.status).toBe(200);
-    return (await res.json()) as T;
-  };
+  const apiGet = <T>(path: string): Promise<T> => consoleApi(url, TOKEN).get<T>(path);
   const apiPost = async (path: string, body: unknown): Promise<unknown> => {
-    const res = await fetch(url + path, { method: "POST", headers, body: JSON.stringify(body) });
+    const res = await consoleApi(url, TOKEN).post(path, body);
     expect(res.status).toBe(200);
     return res.json();
   };
-  const open = async (hash: string, heading: string | RegExp) => {
-    await page.goto(`${url}/${hash}`);
-    await page.locator("main h1", { hasText: heading }).waitFor(LONG);
-    // This address's view, not the previous one with the same heading (a signal's other tab).
-    await page.locator(`main > [data-key="view ${hash}"]`).waitFor(LONG);
-  };
+  const open = (hash: string, heading: string | RegExp) => cp.open(hash, heading);
   const mainText = async () => (await page.locator("main").textContent())!.replace(/\s+/g, " ");
 
   const store = createMemoryStore();
@@ -119,16 +102,11 @@ describe("the Console page: ids, emitters and times", () => {
     expect(wakeAt).toEqual(expect.any(Number));
     expect(audit.find((a) => a.action === "replay")!.detail.ids).toEqual([]);
 
-    browser = await launchChromium();
-    page = await (await browser.newContext({ viewport: { width: 1200, height: 800 } })).newPage();
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    await page.goto(url + "/");
-    await page.getByLabel("Operator token").fill(TOKEN);
-    await page.keyboard.press("Enter");
-    await page.getByRole("heading", { name: "Overview" }).waitFor(LONG);
+    cp = await openConsolePage(url, TOKEN);
+    page = cp.page;
   });
   afterAll(async () => {
-    await browser?.close();
+    await cp?.close();
     await app?.stop({ timeoutMs: 2_000 });
   });
 
@@ -186,7 +164,7 @@ describe("the Console page: ids, emitters and times", () => {
       "~broadcast:news.sent:news.reader (a broadcast copy queue)",
     );
     expect(await page.locator('main a[href^="#/signal/"]').count()).toBe(0);
-    expect(pageErrors).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 
   it("says which id an address lacks (#/run/, #/message/, #/signal/), never undefined", async () => {
@@ -231,6 +209,6 @@ describe("the Console page: ids, emitters and times", () => {
       expect(text, hash).not.toContain("undefined");
       expect(text, hash).not.toMatch(RAW_EPOCH);
     }
-    expect(pageErrors).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 });

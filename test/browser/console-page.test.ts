@@ -1,8 +1,8 @@
 // The Console page in headless Chromium: refreshes keep focus and clicks, actions report and refresh, no CSP violations, 390 px.
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium.ts";
+import type { Page } from "playwright-core";
+import { consoleApi, LONG, openConsolePage, type ConsolePage } from "../support/console-browser.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { flow, on, signal } from "../../src/index.ts";
@@ -10,8 +10,6 @@ import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
 
 const TOKEN = "browser-page-token-0123456789";
 const SHOTS = process.env.OKE_CONSOLE_SCREENSHOTS; // a directory: write screenshots of the views there
-// Conditions, never sleeps: every wait below ends as soon as what it waits for is on screen.
-const LONG = { timeout: 15_000 };
 
 // Browser globals in page.evaluate callbacks, typed just enough: the project compiles without the DOM lib.
 interface DomElement {
@@ -24,12 +22,7 @@ declare const document: {
   documentElement: { scrollWidth: number };
   querySelector(selector: string): DomElement | null;
   querySelectorAll(selector: string): ArrayLike<DomElement> & Iterable<DomElement>;
-  addEventListener(
-    type: "securitypolicyviolation",
-    listener: (e: { violatedDirective: string; sourceFile: string; lineNumber: number }) => void,
-  ): void;
 };
-declare const window: { __cspViolation(text: string): void };
 
 // The few fields of the API's answers these tests read.
 type Runs = { items: Array<{ id: string }> };
@@ -83,32 +76,12 @@ const waiting = flow("trial.wait", {
 describe("the Console page in headless Chromium", () => {
   let app: App;
   let url: string;
-  let browser: Browser;
+  let cp: ConsolePage;
   let page: Page;
-  const cspViolations: string[] = [];
-  const pageErrors: string[] = [];
-  const dialogs: string[] = [];
-  let answer = true; // what the next confirm() gets
 
-  const apiGet = async <T>(path: string): Promise<T> => {
-    const res = await fetch(url + path, { headers: { authorization: `Bearer ${TOKEN}` } });
-    expect(res.status).toBe(200);
-    return (await res.json()) as T;
-  };
-  const apiPost = async (path: string, body: unknown): Promise<Response> =>
-    fetch(url + path, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${TOKEN}`,
-        "content-type": "application/json",
-        "x-oke-console": "1",
-      },
-      body: JSON.stringify(body),
-    });
-  const open = async (hash: string, heading: string | RegExp) => {
-    await page.goto(`${url}/${hash}`);
-    await page.locator("main h1", { hasText: heading }).waitFor(LONG);
-  };
+  const apiGet = <T>(path: string): Promise<T> => consoleApi(url, TOKEN).get<T>(path);
+  const apiPost = (path: string, body: unknown): Promise<Response> => consoleApi(url, TOKEN).post(path, body);
+  const open = (hash: string, heading: string | RegExp) => cp.open(hash, heading);
   const shot = async (name: string) => {
     if (SHOTS) await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
   };
@@ -134,30 +107,11 @@ describe("the Console page in headless Chromium", () => {
     await app.invoke(waiting, { user: "bob" });
     await app.idle();
 
-    browser = await launchChromium();
-    const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
-    await context.exposeBinding("__cspViolation", (_source, text: string) => void cspViolations.push(text));
-    await context.addInitScript(() => {
-      document.addEventListener("securitypolicyviolation", (e) => {
-        window.__cspViolation(`${e.violatedDirective} ${e.sourceFile}:${e.lineNumber}`);
-      });
-    });
-    page = await context.newPage();
-    page.on("console", (m) => {
-      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
-    });
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    page.on("dialog", (d) => {
-      dialogs.push(d.message());
-      void (answer ? d.accept() : d.dismiss());
-    });
-    await page.goto(url + "/");
-    await page.getByLabel("Operator token").fill(TOKEN);
-    await page.keyboard.press("Enter");
-    await page.getByRole("heading", { name: "Overview" }).waitFor(LONG);
+    cp = await openConsolePage(url, TOKEN);
+    page = cp.page;
   });
   afterAll(async () => {
-    await browser?.close();
+    await cp?.close();
     await app?.stop({ timeoutMs: 2_000 });
   });
 
@@ -239,10 +193,10 @@ describe("the Console page in headless Chromium", () => {
     const boxes = page.locator("input[name=pick]");
     await boxes.nth(0).check();
     await boxes.nth(1).check();
-    answer = true;
+    cp.answer = true;
     await page.getByRole("button", { name: "Replay selected" }).click();
     await statusLine().filter({ hasText: "Replayed 2 message(s)" }).waitFor(LONG);
-    expect(dialogs.at(-1)).toBe("Replay 2 dead letter(s) of jobs.run?");
+    expect(cp.dialogs.at(-1)).toBe("Replay 2 dead letter(s) of jobs.run?");
     await counts()
       .filter({ hasText: `dead ${before - 2} ` })
       .waitFor(LONG);
@@ -253,13 +207,13 @@ describe("the Console page in headless Chromium", () => {
   it("discards all dead letters after confirming with the dry-run count; cancelling discards nothing", async () => {
     await open("#/signal/bulk.clean", "Signal bulk.clean");
     expect(await deadCount()).toBe(4);
-    answer = false;
-    const asked = dialogs.length;
+    cp.answer = false;
+    const asked = cp.dialogs.length;
     await page.getByRole("button", { name: "Discard all" }).click(LONG);
-    await expect.poll(() => dialogs.length, LONG).toBe(asked + 1);
-    expect(dialogs.at(-1)).toMatch(/^Discard all 4 dead letter\(s\) of bulk\.clean\?/);
+    await expect.poll(() => cp.dialogs.length, LONG).toBe(asked + 1);
+    expect(cp.dialogs.at(-1)).toMatch(/^Discard all 4 dead letter\(s\) of bulk\.clean\?/);
     expect((await apiGet<{ dead: number }>("/api/signals/bulk.clean")).dead).toBe(4);
-    answer = true;
+    cp.answer = true;
     await page.getByRole("button", { name: "Discard all" }).click();
     await statusLine().filter({ hasText: "Discarded 4 message(s) of bulk.clean." }).waitFor(LONG);
     await counts().filter({ hasText: "dead 0 " }).waitFor(LONG);
@@ -285,7 +239,7 @@ describe("the Console page in headless Chromium", () => {
       expect(tabs[i]!.left - tabs[i - 1]!.right).toBeGreaterThanOrEqual(8);
     await open("#/", "Overview");
     await page.locator(".bar span.b8").first().waitFor(LONG);
-    expect(cspViolations).toEqual([]);
+    expect(cp.cspViolations).toEqual([]);
   });
 
   it("reports a failed action with the API's code and message, shows a failed view as an error, and clears both on success", async () => {
@@ -297,13 +251,13 @@ describe("the Console page in headless Chromium", () => {
       expect((await apiPost(`/api/runs/${run.id}/wake`, {})).status).toBe(200);
       await route.continue();
     });
-    answer = true;
+    cp.answer = true;
     await page.getByRole("button", { name: "Wake now" }).click();
     const failed = statusLine().filter({ hasText: "Wake failed" });
     await failed.waitFor(LONG);
     // The spec's message, then the fix saying the run is there but no longer asleep.
     expect(await failed.textContent()).toBe(
-      `Wake failed: ClockResourceNotFoundError: run "${run.id}" not found (The run exists but is completed: only a sleeping run can be woken (oke run ${run.id} shows where it is).)`,
+      `Wake failed: ClockResourceNotFoundError: run "${run.id}" not found ("Not found" means no sleeping run "${run.id}": it exists but is completed, and only a sleeping run can be woken (oke run ${run.id} shows where it is).)`,
     );
     expect(await failed.getAttribute("class")).toBe("bad");
     await page.unroute("**/api/runs/*/wake");
@@ -336,7 +290,7 @@ describe("the Console page in headless Chromium", () => {
     await page.getByRole("link", { name: "back to the overview" }).click();
     await page.locator("main h1", { hasText: "Overview" }).waitFor(LONG);
     expect(await page.locator("#view-error").count()).toBe(0);
-    expect(pageErrors).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 
   it("shows the audit log on the overview, pages the audit view, and instances with host and pid", async () => {
@@ -397,7 +351,7 @@ describe("the Console page in headless Chromium", () => {
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Overview" }).waitFor(LONG);
     await page.locator("#who", { hasText: "alice · test" }).waitFor(LONG);
-    expect(cspViolations).toEqual([]);
-    expect(pageErrors).toEqual([]);
+    expect(cp.cspViolations).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 });

@@ -1,17 +1,15 @@
 // The Console page in headless Chromium warns on the overview about work no live instance serves: names and counts, escaped, gone once served again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium.ts";
+import type { Page } from "playwright-core";
+import { LONG, openConsolePage, type ConsolePage } from "../support/console-browser.ts";
 import { until } from "../conformance/app-fixture.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
-import { flow, on, signal } from "../../src/index.ts";
+import { clock, flow, on, signal } from "../../src/index.ts";
 import { createMemoryStore } from "../../src/store/memory/memory-store.ts";
 import type { Store } from "../../src/store/types.ts";
 
 const TOKEN = "browser-stranded-token-0123456789";
-// Conditions, never sleeps: every wait below ends as soon as what it waits for is on screen.
-const LONG = { timeout: 15_000 };
 
 // Names are any non-empty string: these would be markup if the page ever wrote them as HTML.
 const FLOW = "legacy.<b>wait</b>";
@@ -35,6 +33,8 @@ const legacyWait = flow(FLOW, {
     await fx.clock.sleep("trial-end", "1h");
   },
 });
+// A clock only the legacy app declares: once it is gone, nothing fires it.
+const legacyTick = on(clock("legacy.tick", { every: "1s" }), flow("legacy.tick", { do: () => undefined }));
 // The Console's app declares the signal to emit it (a web app: no worker bound here).
 const jobsToEmit = signal.once<{ n: number }>(SIGNAL, { retries: 0, optional: true });
 const current = flow("current.flow", { durable: true, do: async (_: unknown, fx) => fx.step("s", () => 1) });
@@ -44,13 +44,11 @@ describe("stranded work on the Console page", () => {
   let consoleApp: App;
   let legacy: App | undefined;
   let url: string;
-  let browser: Browser;
+  let cp: ConsolePage;
   let page: Page;
-  const pageErrors: string[] = [];
-  const dialogs: string[] = [];
   const startLegacy = async (): Promise<App> => {
     const app = createApp({
-      modules: [{ legacyJobs, legacyWorker, legacyWait, goneJobs, goneWorker }],
+      modules: [{ legacyJobs, legacyWorker, legacyWait, goneJobs, goneWorker, legacyTick }],
       env: "test",
       store,
     });
@@ -74,20 +72,11 @@ describe("stranded work on the Console page", () => {
       async () => (await store.stats("gone.jobs", Date.now())).dead === 1,
       "gone.jobs' dead letter",
     );
-    browser = await launchChromium();
-    page = await (await browser.newContext({ viewport: { width: 1200, height: 800 } })).newPage();
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    page.on("dialog", (d) => {
-      dialogs.push(d.message());
-      void d.accept();
-    });
-    await page.goto(url + "/");
-    await page.getByLabel("Operator token").fill(TOKEN);
-    await page.keyboard.press("Enter");
-    await page.getByRole("heading", { name: "Overview" }).waitFor(LONG);
+    cp = await openConsolePage(url, TOKEN);
+    page = cp.page;
   });
   afterAll(async () => {
-    await browser?.close();
+    await cp?.close();
     await legacy?.stop({ timeoutMs: 2_000 });
     await consoleApp?.stop({ timeoutMs: 2_000 });
     await store?.close();
@@ -131,10 +120,17 @@ describe("stranded work on the Console page", () => {
       /^gone\.jobs: 1 pending, oldest .+ — no live instance consumes this signal, and this app does not declare it\. See them$/,
     );
     expect(await goneItem.getByRole("link").getAttribute("href")).toBe("#/signal/gone.jobs");
+    // A clock whose every declarer is gone: still active, its slot passed, nothing fires it.
+    const clockItem = banner.locator("li", { hasText: "legacy.tick" });
+    await clockItem.waitFor(LONG);
+    expect(await clockItem.textContent()).toMatch(
+      /^legacy\.tick: clock every 1s, due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, (never fired|last fired \d{4}-.+) — active, but no live instance declares it, so nothing fires it\. Deploy an instance whose code declares this clock: .+ pause it: the next boot of the app marks it orphaned\. See schedules$/,
+    );
+    expect(await clockItem.getByRole("link").getAttribute("href")).toBe("#/schedules");
 
     legacy = await startLegacy();
     await until(async () => (await page.locator("#stranded").count()) === 0, "the warning gone");
-    expect(pageErrors).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 
   it("a signal this app does not declare has a page: its messages and dead letters, discard but no replay", async () => {
@@ -159,9 +155,9 @@ describe("stranded work on the Console page", () => {
     await page.locator("input[name=pick]").first().check(LONG);
     await page.getByRole("button", { name: "Discard selected" }).click();
     await page.locator("#status", { hasText: "Discarded 1 message(s) of gone.jobs." }).waitFor(LONG);
-    expect(dialogs.at(-1)).toMatch(/^Discard 1 dead letter\(s\) of gone\.jobs\?/);
+    expect(cp.dialogs.at(-1)).toMatch(/^Discard 1 dead letter\(s\) of gone\.jobs\?/);
     await page.locator("#signal-counts", { hasText: "dead 0 " }).waitFor(LONG);
     expect((await store.stats("gone.jobs", Date.now())).dead).toBe(0);
-    expect(pageErrors).toEqual([]);
+    expect(cp.pageErrors).toEqual([]);
   });
 });

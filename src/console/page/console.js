@@ -1,5 +1,5 @@
 /* The okengine Console page: plain ES module, no build step, nothing fetched from elsewhere. */
-/* global document, window, fetch, location, setTimeout, clearTimeout, URLSearchParams, Node */
+/* global document, window, fetch, location, setTimeout, clearTimeout, URLSearchParams, FormData, Node */
 
 const main = document.getElementById("main");
 const statusLine = document.getElementById("status");
@@ -53,6 +53,14 @@ const post = (path, body) => api(path, { method: "POST", body: JSON.stringify(bo
 const describe = (e) => (e.fix ? `${e.message} (${e.fix})` : e.message);
 
 const time = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "—");
+/** A schedule's slot or fire: to the millisecond when it has one (an `every("750ms")` slot), else like `time`. */
+const fireTime = (ms) =>
+  ms === null || ms === undefined
+    ? "—"
+    : new Date(ms)
+        .toISOString()
+        .replace("T", " ")
+        .slice(0, ms % 1000 === 0 ? 19 : 23);
 const age = (ms) =>
   ms === null || ms === undefined
     ? "—"
@@ -196,7 +204,8 @@ function strandedBanner(st, now) {
       { id: "stranded", class: "muted" },
       "No live instance heartbeats to this store: which runs and messages are stranded cannot be told.",
     );
-  if (st.flows.length === 0 && st.signals.length === 0) return null;
+  const clocks = st.clocks ?? []; // absent from an older app
+  if (st.flows.length === 0 && st.signals.length === 0 && clocks.length === 0) return null;
   const flowItem = (f) => {
     const n = Object.values(f.runs).reduce((a, b) => a + b, 0);
     const by = Object.entries(f.runs)
@@ -224,16 +233,29 @@ function strandedBanner(st, now) {
       link(`#/signal/${enc(s.name)}`, "See them", `stranded messages of ${s.name}`),
     );
   };
+  // A clock nothing fires: active, a slot due, and no live instance declares it (its fix comes from the API).
+  const clockItem = (c) =>
+    h(
+      "li",
+      { "data-key": `stranded clock ${c.name}` },
+      h("strong", {}, c.name),
+      `: clock ${specText(c)}, due since ${fireTime(c.dueAt)}`,
+      c.lastFiredAt === null ? ", never fired" : `, last fired ${fireTime(c.lastFiredAt)}`,
+      ` — active, but no live instance declares it, so nothing fires it. ${c.fix} `,
+      link("#/schedules", "See schedules", `schedule ${c.name} on the Schedules view`),
+    );
   return h(
     "section",
     { id: "stranded", class: "warn", "aria-labelledby": "stranded-title" },
     h("h2", { id: "stranded-title" }, "Stranded work: no live instance serves it"),
-    h("ul", {}, st.flows.map(flowItem), st.signals.map(signalItem)),
-    h(
-      "p",
-      {},
-      "It waits in the store and nothing is lost: deploy an instance with the flow or the signal's worker again, and it carries on.",
-    ),
+    h("ul", {}, st.flows.map(flowItem), st.signals.map(signalItem), clocks.map(clockItem)),
+    st.flows.length + st.signals.length > 0
+      ? h(
+          "p",
+          {},
+          "It waits in the store and nothing is lost: deploy an instance with the flow or the signal's worker again, and it carries on.",
+        )
+      : null,
   );
 }
 
@@ -671,49 +693,183 @@ async function runView(id) {
   );
 }
 
+/** A schedule's spec as `oke schedules` prints it: "cron 0 3 * * * Europe/Paris" or "every 1h". */
+const specText = (s) =>
+  s.cron !== null && s.cron !== undefined ? `cron ${s.cron} ${s.timezone}` : `every ${s.every ?? "?"}`;
+const scheduleState = (s) => (s.orphaned ? "orphaned" : s.paused ? "paused" : "active");
+/** What an action left, as `oke schedules pause|resume|reset|edit` says it. */
+const scheduleOutcome = (s) => `${scheduleState(s)}, next fire ${fireTime(s.nextFireAt)}`;
+
 async function schedulesView() {
   const { schedules } = await api("/api/schedules");
-  const act = (name, verb) =>
-    action(`${verb[0].toUpperCase()}${verb.slice(1)} ${name}`, async () => {
-      if (!window.confirm(`${verb} schedule ${name}?`)) return null;
-      await post(`/api/schedules/${enc(name)}/${verb}`);
-      return `${verb}: ${name}`;
+  /** pause, resume and reset: confirmed, then what the schedule is now. */
+  const act = (s, verb, question, past) =>
+    action(`${verb[0].toUpperCase()}${verb.slice(1)} ${s.name}`, async () => {
+      if (!window.confirm(question)) return null;
+      const now = await post(`/api/schedules/${enc(s.name)}/${verb}`);
+      return `${past} ${s.name}: ${scheduleOutcome(now)}.`;
     });
+  const trigger = (s) =>
+    action(`Trigger ${s.name}`, async () => {
+      if (
+        !window.confirm(`Fire schedule ${s.name} now, outside its schedule? Its next slot stays where it is.`)
+      )
+        return null;
+      const fired = await post(`/api/schedules/${enc(s.name)}/trigger`);
+      return `Triggered ${s.name}: message ${fired.messageId}.`;
+    });
+  const buttons = (s) => [
+    s.paused
+      ? h(
+          "button",
+          {
+            type: "button",
+            onclick: act(
+              s,
+              "resume",
+              `Resume schedule ${s.name}? It fires from its next slot on; slots passed while paused are skipped.`,
+              "Resumed",
+            ),
+          },
+          `Resume ${s.name}`,
+        )
+      : h(
+          "button",
+          {
+            type: "button",
+            onclick: act(s, "pause", `Pause schedule ${s.name}? It stops firing until resumed.`, "Paused"),
+          },
+          `Pause ${s.name}`,
+        ),
+    // An orphaned clock is bound to no flow here: the API refuses to fire it (OKE1702).
+    s.orphaned ? null : h("button", { type: "button", onclick: trigger(s) }, `Trigger ${s.name} now`),
+    s.overridden
+      ? h(
+          "button",
+          {
+            type: "button",
+            onclick: act(
+              s,
+              "reset",
+              `Reset schedule ${s.name}? The operator's edit is dropped: the code's ${specText(s.declared)} fires again.`,
+              "Reset",
+            ),
+          },
+          `Reset ${s.name}`,
+        )
+      : null,
+  ];
+  const editable = schedules.filter((s) => s.overridable && !s.orphaned);
   return h(
     "div",
     {},
     h("h1", {}, "Schedules"),
     table(
-      ["Schedule", "Flow", "Spec", "Paused", "Actions"],
+      [
+        "Schedule",
+        "Flow",
+        "Spec",
+        "State",
+        "Next fire",
+        "Last slot",
+        "Last fired",
+        "Lag",
+        "Missed",
+        "Last error",
+        "Actions",
+      ],
       schedules.map((s) =>
         row(
-          s.name,
+          `schedule ${s.name}`,
           h("td", {}, s.name),
           h("td", {}, s.flow),
           h(
             "td",
-            {},
-            h("code", {}, s.cron ?? `every ${s.every}`),
-            ` ${s.timezone}`,
-            s.overridden ? " (edited)" : "",
+            { class: "spec" },
+            h("code", {}, specText(s)),
+            s.overridden ? [" (edited; the code says ", h("code", {}, specText(s.declared)), ")"] : null,
+            s.dstNotes.map((n) => h("div", { class: "muted" }, n)),
           ),
-          h("td", {}, s.paused ? "paused" : "no"),
           h(
             "td",
-            {},
-            h(
-              "div",
-              { class: "actions" },
-              h(
-                "button",
-                { type: "button", onclick: act(s.name, s.paused ? "resume" : "pause") },
-                s.paused ? `Resume ${s.name}` : `Pause ${s.name}`,
-              ),
-              h("button", { type: "button", onclick: act(s.name, "trigger") }, `Trigger ${s.name} now`),
-            ),
+            { class: s.orphaned ? "state bad" : "state" },
+            scheduleState(s),
+            s.orphaned ? h("div", { class: "muted" }, "no longer declared; never fires") : null,
           ),
+          h("td", { class: "time next-fire" }, fireTime(s.nextFireAt)),
+          h("td", { class: "time last-slot" }, fireTime(s.lastScheduledAt)),
+          h("td", { class: "time last-fired" }, fireTime(s.lastFiredAt)),
+          h("td", { class: "num lag" }, age(s.lagMs)),
+          h("td", { class: `num missed${s.missedRuns > 0 ? " bad" : ""}` }, s.missedRuns),
+          h(
+            "td",
+            { class: "bad last-error" },
+            s.lastError
+              ? [`${s.lastError.code}: ${s.lastError.message}`, ` (slot ${fireTime(s.lastError.slot)})`]
+              : "—",
+          ),
+          h("td", {}, h("div", { class: "actions" }, buttons(s))),
         ),
       ),
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      "Times are UTC. Lag: how far the last fire was recorded behind its slot. Missed: slots the last fire stood for after downtime (it ran once). ",
+      "An orphaned schedule is no longer declared by the app that last booted: it is kept with its history and never fires until declared again.",
+    ),
+    editable.length > 0 ? editForm(editable) : null,
+  );
+}
+
+/** Edits an overridable schedule: a new cron or interval and/or zone; it wins over the code until reset. */
+function editForm(editable) {
+  const field = (label, input) => h("label", {}, label, input);
+  return h(
+    "section",
+    {},
+    h("h2", { id: "edit-title" }, "Edit a schedule"),
+    h(
+      "form",
+      {
+        class: "filters edit",
+        "aria-labelledby": "edit-title",
+        onsubmit: (e) => {
+          e.preventDefault();
+          // The form on screen: a refresh hands this handler to the node it kept, never the one built here.
+          const form = e.currentTarget;
+          const data = new FormData(form);
+          const name = data.get("schedule");
+          const edit = {};
+          for (const k of ["cron", "every", "timezone"]) {
+            const v = String(data.get(k) ?? "").trim();
+            if (v !== "") edit[k] = v;
+          }
+          void action(`Edit ${name}`, async () => {
+            if (Object.keys(edit).length === 0) return "Give a cron, an interval or a time zone to edit.";
+            const what = Object.entries(edit)
+              .map(([k, v]) => `${k} "${v}"`)
+              .join(", ");
+            if (!window.confirm(`Edit schedule ${name}: ${what}? It wins over the code until reset.`))
+              return null;
+            const now = await post(`/api/schedules/${enc(name)}/edit`, edit);
+            for (const k of ["cron", "every", "timezone"]) form.elements[k].value = "";
+            return `Edited ${name}: ${specText(now)}, ${scheduleOutcome(now)}.`;
+          })({ currentTarget: form.querySelector("button") });
+        },
+      },
+      field(
+        "Schedule",
+        h(
+          "select",
+          { name: "schedule" },
+          editable.map((s) => h("option", { value: s.name }, s.name)),
+        ),
+      ),
+      field("Cron", h("input", { name: "cron", placeholder: "30 6 * * *" })),
+      field("Every", h("input", { name: "every", placeholder: "1h" })),
+      field("Time zone", h("input", { name: "timezone", placeholder: "Europe/Paris" })),
+      h("button", { type: "submit" }, "Save edit"),
     ),
   );
 }
