@@ -18,12 +18,14 @@ export const postgresStoreErrors = {
       fix: "Do not use a store after close(); create a new one.",
       details: { schema },
     }),
-  newerSchema: (schema: string, dbVersion: number, codeVersion: number) =>
+  newerSchema: (schema: string, dbVersion: number, codeVersion: number, needs: number) =>
     new OkeError({
       code: "OKE1332",
       message: `Postgres schema ${schema} is at migration ${dbVersion} but this okengine knows only ${codeVersion}.`,
-      fix: "Upgrade okengine on this process, or point it at another schema.",
-      details: { schema, dbVersion, codeVersion },
+      fix:
+        `Run an okengine that knows migration ${needs} or later on this process (the schema's migrations ` +
+        `after ${codeVersion} need it: they do not leave older code working), or point it at another schema.`,
+      details: { schema, dbVersion, codeVersion, needs },
     }),
   badSchemaName: (schema: string) =>
     new OkeError({

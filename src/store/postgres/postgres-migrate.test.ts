@@ -62,7 +62,50 @@ describe("postgres migrations", () => {
     expect(await migrate(pool(), schema, s, [...migrations, next])).toEqual([next.id]);
     expect(await migrate(pool(), schema, s, [...migrations, next])).toEqual([]);
     // Code that knows fewer migrations than the database refuses to run against it.
-    await expect(migrate(pool(), schema, s)).rejects.toMatchObject({ code: "OKE1332" });
+    await expect(migrate(pool(), schema, s)).rejects.toMatchObject({
+      code: "OKE1332",
+      details: { dbVersion: next.id, codeVersion: migrations.at(-1)!.id, needs: next.id },
+    });
+  });
+
+  it("older code boots on a newer schema when every migration it lacks says it runs with it (runsWith), and refuses past one that does not", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const last = migrations.at(-1)!.id;
+    await migrate(pool(), schema, s);
+    // A rollback to the code before the last migration (0029 replaces a function body code at 28 calls as before).
+    const older = migrations.filter((m) => m.id <= migrations.at(-1)!.runsWith!);
+    expect(older.at(-1)!.id).toBeLessThan(last);
+    expect(await migrate(pool(), schema, s, older)).toEqual([]);
+    // One migration more that leaves the current code working, one that does not.
+    const kind = { id: last + 1, name: "kind", sql: () => "SELECT 1", runsWith: last };
+    const breaking = { id: last + 2, name: "breaking", sql: () => "SELECT 1" };
+    await migrate(pool(), schema, s, [...migrations, kind]);
+    expect(await migrate(pool(), schema, s)).toEqual([]);
+    await migrate(pool(), schema, s, [...migrations, kind, breaking]);
+    await expect(migrate(pool(), schema, s)).rejects.toMatchObject({
+      code: "OKE1332",
+      details: { dbVersion: last + 2, codeVersion: last, needs: last + 2 },
+    });
+  });
+
+  it("a migrations table made before runs_with gets the column on the next migrate; its rows read as needing their own id", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const before = migrations.slice(0, -1);
+    await migrate(pool(), schema, s, before);
+    await pool().query(`ALTER TABLE ${s}.migrations DROP COLUMN runs_with`);
+    expect(await migrate(pool(), schema, s)).toEqual([migrations.at(-1)!.id]);
+    const { rows } = await pool().query<{ id: number; runs_with: number | null }>(
+      `SELECT id, runs_with FROM ${s}.migrations WHERE id >= $1 ORDER BY id`,
+      [before.at(-1)!.id],
+    );
+    expect(rows).toEqual([
+      { id: before.at(-1)!.id, runs_with: null },
+      { id: migrations.at(-1)!.id, runs_with: migrations.at(-1)!.runsWith ?? migrations.at(-1)!.id },
+    ]);
   });
 
   it("a failing migration rolls back whole: nothing recorded, nothing created", async () => {

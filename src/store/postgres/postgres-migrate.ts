@@ -75,11 +75,15 @@ export async function migrate(
       `okengine:migrate:${schemaName}`,
     ]);
     // Catalog reads need no privilege (to_regclass would need USAGE on the schema).
-    const found = await client.query<{ role: string; schema: boolean; table: boolean }>(
+    const found = await client.query<{ role: string; schema: boolean; table: boolean; runsWith: boolean }>(
       `SELECT current_user AS role,
               EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema,
               EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                       WHERE n.nspname = $1 AND c.relname = 'migrations') AS table`,
+                       WHERE n.nspname = $1 AND c.relname = 'migrations') AS table,
+              EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                       JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'runs_with'
+                         AND NOT a.attisdropped) AS "runsWith"`,
       [schemaName],
     );
     const state = found.rows[0]!;
@@ -91,18 +95,36 @@ export async function migrate(
     if (!state.table)
       await step(`create table ${schemaName}.migrations`, `CREATE on schema ${schemaName}`, () =>
         client.query(
-          `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
+          `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL, runs_with integer)`,
         ),
+      );
+    // A table made before runs_with existed (bookkeeping, not a numbered migration: it must be there
+    // before any migration is recorded, and older code never reads it). Added once, with the first
+    // migration this code applies, which needs the same right.
+    else if (!state.runsWith)
+      await step(`add runs_with to ${schemaName}.migrations`, `owner of ${schemaName}.migrations`, () =>
+        client.query(`ALTER TABLE ${s}.migrations ADD COLUMN IF NOT EXISTS runs_with integer`),
       );
     const { rows } = await step(
       `read ${schemaName}.migrations`,
       `USAGE on schema ${schemaName} and SELECT on ${schemaName}.migrations`,
-      () => client.query<{ id: number }>(`SELECT id FROM ${s}.migrations ORDER BY id`),
+      () =>
+        client.query<{ id: number; runs_with: number | null }>(
+          `SELECT id, runs_with FROM ${s}.migrations ORDER BY id`,
+        ),
     );
     const done = new Set(rows.map((r) => r.id));
     const latestKnown = migrations.at(-1)?.id ?? 0;
     const latestDb = rows.at(-1)?.id ?? 0;
-    if (latestDb > latestKnown) throw postgresStoreErrors.newerSchema(schemaName, latestDb, latestKnown);
+    if (latestDb > latestKnown) {
+      // Newer than this code: it may run only if every migration it does not know says code this old
+      // still works (Migration.runsWith); nothing is applied then (there is nothing it knows to add).
+      const needs = Math.max(...rows.filter((r) => r.id > latestKnown).map((r) => r.runs_with ?? r.id));
+      if (needs > latestKnown)
+        throw postgresStoreErrors.newerSchema(schemaName, latestDb, latestKnown, needs);
+      await client.query("COMMIT");
+      return [];
+    }
     const applied: number[] = [];
     for (const m of migrations) {
       if (done.has(m.id)) continue;
@@ -112,11 +134,10 @@ export async function migrate(
         async () => {
           await client.query(m.sql(s));
           // applied_at is bookkeeping for operators, not semantics: the wall clock is fine here.
-          await client.query(`INSERT INTO ${s}.migrations (id, name, applied_at) VALUES ($1, $2, $3)`, [
-            m.id,
-            m.name,
-            Date.now(),
-          ]);
+          await client.query(
+            `INSERT INTO ${s}.migrations (id, name, applied_at, runs_with) VALUES ($1, $2, $3, $4)`,
+            [m.id, m.name, Date.now(), m.runsWith ?? m.id],
+          );
         },
       );
       applied.push(m.id);

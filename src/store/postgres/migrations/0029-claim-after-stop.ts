@@ -13,6 +13,8 @@ import type { Migration } from "./migration.ts";
 export const m0029: Migration = {
   id: 29,
   name: "claim-after-stop",
+  // Code at 28 calls claim_messages the same way and never marks '#stopped' holders: it runs as before.
+  runsWith: 28,
   sql: (s) => `
 CREATE OR REPLACE FUNCTION ${s}.claim_messages(p_signal text, p_now bigint, p_max integer, p_worker text, p_lease bigint)
 RETURNS TABLE (id text, signal text, key text, payload json, parent_run_id text, attempts integer,

@@ -6,4 +6,12 @@ export interface Migration {
   id: number;
   name: string;
   sql: (schema: string) => string;
+  /**
+   * The oldest okengine this migration leaves working, as the id of the last migration that code
+   * knows: such code still boots on a schema where this one is applied (a rollback, or an instance
+   * of the previous version restarting mid-deploy). Recorded with the migration, since older code
+   * cannot know it. Default: this migration's own id — older code refuses to boot (OKE1332). Set it
+   * only for a change older code provably runs with (e.g. a function body it calls the same way).
+   */
+  runsWith?: number;
 }
