@@ -47,6 +47,7 @@ describe("WorkerPool.stop", () => {
   async function setup(o: {
     method?: keyof Store;
     retries?: number;
+    concurrency?: number;
     handoff?: boolean;
     handle: (m: ClaimedMessage) => Promise<HandlerOutcome>;
   }) {
@@ -68,7 +69,7 @@ describe("WorkerPool.stop", () => {
         logger,
         signal: once,
         worker,
-        concurrency: 1,
+        concurrency: o.concurrency ?? 1,
         prefetch: 1,
         leaseMs: 30_000,
         ...(o.handoff === undefined ? {} : { handoff: o.handoff }),
@@ -298,6 +299,38 @@ describe("WorkerPool.stop", () => {
     await stopping;
     await until(async () => (await t.raw.getMessage("m1"))?.status === "delivered", "m1's settle");
     expect(await t.raw.getMessage("m1")).toMatchObject({ attempts: 1, lockedBy: null, failures: [] });
+  });
+
+  it("the stop's line counts as marked only the messages still left: one that ended while the mark was answered is not", async () => {
+    const m1 = gate<HandlerOutcome>();
+    const m2 = gate<HandlerOutcome>();
+    const answer = gate();
+    const t = await setup({ concurrency: 2, handle: (m) => (m.id === "m1" ? m1.promise : m2.promise) });
+    const leave = t.raw.leaveClaimsToLease!.bind(t.raw);
+    let marked = false;
+    t.raw.leaveClaimsToLease = async (claims, now) => {
+      const ids = await leave(claims, now);
+      marked = true;
+      await answer.promise;
+      return ids;
+    };
+    await t.emit("m1");
+    await t.emit("m2");
+    t.pool.start();
+    await until(() => t.pool.active === 2, "m1 and m2 running");
+    const stopping = t.pool.stop(0);
+    await until(() => marked, "both marked");
+    m1.open({ kind: "ok" });
+    await turn();
+    answer.open();
+    await stopping;
+    expect(t.records).toContainEqual(
+      expect.objectContaining({
+        messageIds: ["m2"],
+        msg: "shutdown deadline: leaving 1 message(s) still running (or waiting for their run) to lazy reclaim after their lease (30 s); their attempt not counted (a graceful stop is not a crash)",
+      }),
+    );
+    m2.open({ kind: "ok" });
   });
 
   it("a mark the store refuses leaves the claim as it was (its next claim counts an attempt), logged with the ids", async () => {

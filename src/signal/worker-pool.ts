@@ -885,13 +885,16 @@ export class WorkerPool {
     while (this.givingBack.size > 0) await Promise.all([...this.givingBack]);
     const marked = await leaving;
     const left = this.inflight + this.buffer.length + this.parked.size;
+    // Of those left, the ones the mark covers: a marked handler that ended meanwhile is not left.
+    const leftIds = this.leftIds();
+    const counted = marked.size === 0 ? 0 : leftIds.filter((id) => marked.has(id)).length;
     if (left > 0)
       this.o.logger.warn(
-        { signal: this.o.signal.name, left, messageIds: this.leftIds() },
+        { signal: this.o.signal.name, left, messageIds: leftIds },
         `shutdown deadline: leaving ${left} message(s) still running (or waiting for their run) to lazy reclaim after their lease (${leaseSeconds(this.o.leaseMs)})` +
-          (marked.size === 0
+          (counted === 0
             ? ""
-            : `; ${marked.size === left ? "their" : `${marked.size} of them have their`} attempt not counted (a graceful stop is not a crash)`),
+            : `; ${counted === left ? "their" : `${counted} of them have their`} attempt not counted (a graceful stop is not a crash)`),
       );
     // Not waited for: released when their lease ran out, each logged then.
     if (this.pastLease.size > 0)
