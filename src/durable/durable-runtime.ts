@@ -3,13 +3,13 @@ import type { Clock } from "../clock/clock.ts";
 import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
-import type { AcquiredRun, ClaimedMessage, RunRecord, Store } from "../store/types.ts";
+import type { AcquiredRun, ClaimedMessage, RunRecord, Store, StoredMessage } from "../store/types.ts";
 import { unlimitedAbort } from "../store/commit-retry.ts";
 import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
-import { stoppedOwner } from "../store/wake-rules.ts";
+import { isStoppedOwner, stoppedOwner } from "../store/wake-rules.ts";
 import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
 import { MismatchLog } from "./mismatch-log.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
@@ -71,22 +71,34 @@ export interface DurableRuntimeOptions {
   execute(flow: AnyFlow, input: unknown, frame: DurableFrame): Promise<unknown>;
   /**
    * The once signal each durable consumer flow takes its messages from, by flow name (its runs' ids
-   * are message ids): a run whose message spent its attempts is ended, not resumed (see `spentEnd`).
+   * are message ids): a run whose message spent its attempts is ended, not resumed (see `consumerLook`).
    */
-  consumers?: ReadonlyMap<string, Pick<OnceSignal, "name" | "retries">>;
+  consumers?: ReadonlyMap<string, Consumer>;
+}
+
+/** What the runtime knows of a durable consumer's signal (DurableRuntimeOptions.consumers). */
+export type Consumer = Pick<OnceSignal, "name" | "retries"> & { deadLetter?: boolean };
+
+/**
+ * A durable consumer's run resumed after the park that settled its message `delivered` (its message
+ * still so): a failure from here on settles the message again (resettleDelivered), see `resume`.
+ */
+interface ParkedDelivery {
+  consumer: Consumer;
+  message: StoredMessage;
 }
 
 /** DurableRuntimeOptions.consumers from an app's signals and their subscribers: durable flows bound to once signals. */
 export function durableConsumers(
   signals: ReadonlyMap<string, { readonly delivery: string }>,
   subscribers: ReadonlyMap<string, readonly AnyFlow[]>,
-): Map<string, Pick<OnceSignal, "name" | "retries">> {
-  const out = new Map<string, Pick<OnceSignal, "name" | "retries">>();
+): Map<string, Consumer> {
+  const out = new Map<string, Consumer>();
   for (const [name, flows] of subscribers) {
     const s = signals.get(name);
     if (s?.delivery !== "once") continue;
-    for (const f of flows)
-      if (f.durable && f.name) out.set(f.name, { name, retries: (s as OnceSignal).retries });
+    const { retries, deadLetter } = s as OnceSignal;
+    for (const f of flows) if (f.durable && f.name) out.set(f.name, { name, retries, deadLetter });
   }
   return out;
 }
@@ -123,6 +135,8 @@ export class DurableRuntime {
   private readonly sessions = new Map<string, JournalSession>();
   /** Calls waiting for a child run another holder has, by the child's id: woken when an attempt of it ends here. */
   private readonly attemptEnds = new Map<string, Set<() => void>>();
+  /** Deliveries of a consumer's message in progress here, by run id (see `attemptHereEnds`). */
+  private readonly delivering = new Map<string, number>();
   /** Aborted at the stop deadline: journal writes still retrying through an outage give up. */
   private readonly stopping = unlimitedAbort();
   /**
@@ -391,6 +405,16 @@ export class DurableRuntime {
    * failing step is not journaled.
    */
   async deliver(flow: AnyFlow, m: ClaimedMessage, retryable: boolean): Promise<DurableDelivery> {
+    return this.deliverTo(flow, m, retryable, false);
+  }
+
+  /** `deliver`; `waited`: this delivery already waited once for an attempt of the run driven here. */
+  private async deliverTo(
+    flow: AnyFlow,
+    m: ClaimedMessage,
+    retryable: boolean,
+    waited: boolean,
+  ): Promise<DurableDelivery> {
     const { clock } = this.o;
     try {
       const { runId, run: existing } = await this.currentRun(m.id);
@@ -409,8 +433,16 @@ export class DurableRuntime {
         this.permits.release();
       }
     } catch (e) {
-      // Another instance holds the run: leave the message to its lease.
-      if (e instanceof JournalLeaseBusy) return { kind: "abandon", runId: e.runId };
+      if (e instanceof JournalLeaseBusy) {
+        // Held by an attempt this instance drives (its orphan scan or wake scheduler took the run
+        // over after a crash, or an earlier delivery outlived the message's lease): the message
+        // settles with that attempt's outcome instead of being left to its lease, which spent one
+        // more attempt per crash (the next claim, a lease later, was the one that settled it).
+        if (!waited && (await this.attemptHereEnds(e.runId, m)))
+          return this.deliverTo(flow, m, retryable, true);
+        // Another instance holds the run: leave the message to its lease.
+        return { kind: "abandon", runId: e.runId };
+      }
       // Ended meanwhile by another holder (a resume elsewhere completed or failed it between the read
       // above and this attempt's take): the message settles with what the run ended as — not with the
       // race's OKE1310, which on the last attempt dead-lettered the message of a completed run.
@@ -420,6 +452,39 @@ export class DurableRuntime {
         if (run?.status === "failed") return failedDelivery(run);
       }
       return { kind: "error", failure: errorRecord(e) };
+    }
+  }
+
+  /**
+   * True once an attempt of run `runId` this instance holds has ended, when that attempt is not a
+   * delivery (the orphan scan, the wake scheduler, a wake early): one it drives, or one whose take
+   * has not reached its body yet (the lease is under this instance's id: the orphan scan reads the
+   * message before it drives the run); true at once when nobody holds the run any more (that attempt
+   * ended before this looked). False at once when another instance holds the run or a delivery here
+   * does, and when the attempt still runs as the message's lease lapses (or the app stops): then the
+   * message is left to its lease, as for a run held elsewhere.
+   */
+  private async attemptHereEnds(runId: string, m: ClaimedMessage): Promise<boolean> {
+    const ended = this.attemptEnd(runId);
+    try {
+      // An earlier delivery of this message, here, outlived the message's lease: left to its lease
+      // as ever (each such claim is an attempt the slow run uses up; see signals.md).
+      if (this.delivering.has(runId)) return false;
+      const driving = (): boolean => [...this.driving.values()].some((d) => d.runId === runId);
+      if (!driving()) {
+        const owner = (await this.o.store.getRun(runId))?.leaseOwner ?? null;
+        // Let go since the take was refused (that attempt ended): look again now.
+        if (owner === null) return !this.stopping.signal.aborted;
+        if (!owner.startsWith(`${this.o.instanceId}/`) || isStoppedOwner(owner)) return false;
+      }
+      this.o.logger.debug(
+        { signal: m.signal, messageId: m.id, attempt: m.attempts, runId },
+        "durable delivery: its run is held by another attempt in this instance; waiting for it to end",
+      );
+      await this.waitForChild(ended.promise, m.leaseExpiresAt);
+      return !driving() && !this.stopping.signal.aborted;
+    } finally {
+      ended.cancel();
     }
   }
 
@@ -539,36 +604,104 @@ export class DurableRuntime {
   }
 
   /**
-   * For a resume (wake scheduler, orphan scan) of a durable consumer's run: the failure to end it
-   * with when its message spent its budget — LEASE_EXPIRED when the message was claimed past the
-   * budget, or is on its last attempt with that attempt's lease lapsed (its holder died; this run's
-   * lease lapsed too, or we would not hold it); the message's own failure when it is dead already.
-   * `undefined` resumes as usual. A run that parked is skipped without a look: its message was
-   * delivered when it parked.
+   * For a resume (wake scheduler, orphan scan) of a durable consumer's run, what its message says.
+   * `ending`: the failure to end it with when its message spent its budget — LEASE_EXPIRED when the
+   * message was claimed past the budget, or is on its last attempt with that attempt's lease lapsed
+   * (its holder died; this run's lease lapsed too, or we would not hold it); the message's own
+   * failure when it is dead already. `parked`: the message is `delivered` — the run parked (this is
+   * its wake, or a recovery after it) — so a failure settles it again. Neither: resumed as usual.
    */
-  private async spentEnd(acquired: AcquiredRun): Promise<{ code: string; message: string } | undefined> {
+  private async consumerLook(
+    acquired: AcquiredRun,
+  ): Promise<{ ending?: { code: string; message: string }; parked?: ParkedDelivery }> {
     const consumer = this.o.consumers?.get(acquired.run.flow);
-    if (consumer === undefined || acquired.entries.at(-1)?.kind === "sleep") return undefined;
+    if (consumer === undefined) return {};
     const { messageId, replays } = replayOf(acquired.run.id);
     const m = await this.o.store.getMessage(messageId);
-    if (m === undefined || m.signal !== consumer.name) return undefined;
+    // No such message (a run of this flow started by a call or an invoke; or one retention pruned,
+    // which it does not while the run is unfinished): nothing to settle.
+    if (m === undefined || m.signal !== consumer.name) return {};
     // The run of an earlier replay, never ended, that a later replay superseded (its message runs
     // as a newer `.r<n>` now): ended, not resumed beside it, with the message's last failure.
     if (replays > 0 && replays !== (m.replays ?? 0)) {
       const last = m.failures.at(-1);
-      return last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts);
+      return {
+        ending: last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts),
+      };
     }
+    if (m.status === "delivered") return { parked: { consumer, message: m } };
+    // A run that parked is not ended for its message's state: that was settled when it parked.
+    if (acquired.entries.at(-1)?.kind === "sleep") return {};
     // Dead already (the spent claim's lookup failed in an outage, or an older version): the run
     // ends with the message's own last failure, so the two say the same.
     if (m.status === "dead") {
       const last = m.failures.at(-1);
-      return last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts);
+      return {
+        ending: last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts),
+      };
     }
     const budget = consumer.retries + 1;
     const spent =
       m.status === "inflight" &&
       (m.attempts > budget || (m.attempts === budget && (m.leaseExpiresAt ?? 0) <= this.o.clock.now()));
-    return spent ? leaseExpiredFailure(consumer, Math.min(m.attempts, budget)) : undefined;
+    return spent ? { ending: leaseExpiredFailure(consumer, Math.min(m.attempts, budget)) } : {};
+  }
+
+  /**
+   * A durable consumer's run failed after the park that delivered its message. With attempts left
+   * (`retry`: the run was released, the failure not journaled) the message goes back to `pending`
+   * with the failure, and its next claim resumes the run from its journal — the failed step runs
+   * again; on the last attempt (the run failed, its undos ran) it ends `dead` (or `delivered` with
+   * the failure, for `deadLetter: false`), a dead letter like any: listed, replayable. Fenced: a
+   * message claimed or settled otherwise since is left as it is. Retried through a store outage.
+   */
+  private async resettleParked(
+    parked: ParkedDelivery,
+    run: RunRecord,
+    error: unknown,
+    retry: boolean,
+  ): Promise<void> {
+    const { store, clock, logger } = this.o;
+    if (store.resettleDelivered === undefined) return;
+    const { consumer, message: m } = parked;
+    const status = retry ? "pending" : consumer.deadLetter === false ? "delivered" : "dead";
+    const failure = { ...errorRecord(error), at: clock.now(), attempt: m.attempts };
+    const at = { signal: m.signal, messageId: m.id, runId: run.id, attempt: m.attempts, code: failure.code };
+    try {
+      const done = await retryJournalWrite(this.deps, "settling its message again", run.id, () =>
+        store.resettleDelivered!(
+          {
+            message: {
+              id: m.id,
+              signal: m.signal,
+              key: m.key,
+              payload: m.payload,
+              parentRunId: m.parentRunId,
+            },
+            ...(m.replays === undefined ? {} : { replays: m.replays }),
+            attempts: m.attempts,
+            status,
+            failure,
+          },
+          failure.at,
+        ),
+      );
+      if (!done)
+        logger.warn(
+          at,
+          "durable run: failed after its park, but its message was claimed or settled since; left as it is",
+        );
+      else if (retry)
+        logger.warn(
+          at,
+          `durable run: failed after its park on attempt ${m.attempts} of ${consumer.retries + 1}; its message is pending again and the retry resumes the run`,
+        );
+    } catch (err) {
+      logger.error(
+        { ...at, err },
+        `durable run: failed after its park; settling its message ${status} failed, so it stays delivered`,
+      );
+    }
   }
 
   private async deliverOnce(
@@ -578,7 +711,8 @@ export class DurableRuntime {
     runId: string,
   ): Promise<DurableDelivery> {
     const { store, clock } = this.o;
-    {
+    this.delivering.set(runId, (this.delivering.get(runId) ?? 0) + 1);
+    try {
       const acquired = await store.startRun({
         id: runId,
         flow: flow.name!,
@@ -606,6 +740,10 @@ export class DurableRuntime {
         return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
       }
       return { kind: "ok" };
+    } finally {
+      const n = this.delivering.get(runId)! - 1;
+      if (n === 0) this.delivering.delete(runId);
+      else this.delivering.set(runId, n);
     }
   }
 
@@ -835,20 +973,37 @@ export class DurableRuntime {
       return undefined;
     }
     const run = acquired.run;
-    const ending = await this.spentEnd(acquired);
+    const { ending, parked } = await this.consumerLook(acquired);
+    // After the park that delivered its message, a consumer's failing step is retried as before it:
+    // not journaled while the message has attempts left (the attempt that parked goes on here).
+    const retryable =
+      parked !== undefined &&
+      parked.message.attempts <= parked.consumer.retries &&
+      store.resettleDelivered !== undefined;
     const outcome = ending
       ? await this.driveEnded(flow, acquired, ending, "resume")
-      : await this.drive(deps, acquired, (session, undos) =>
-          this.o.execute(flow, run.input, {
-            runId: run.id,
-            attempt: 1,
-            parentRunId: run.parentRunId,
-            session,
-            undos,
-          }),
+      : await this.drive(
+          deps,
+          acquired,
+          (session, undos) =>
+            this.o.execute(flow, run.input, {
+              runId: run.id,
+              attempt: parked?.message.attempts ?? 1,
+              parentRunId: run.parentRunId,
+              session,
+              undos,
+            }),
+          { retryable },
         );
-    // A run ended past durable.maxRecoveries was logged at error level as it began ending.
-    if (outcome.kind === "failed" && errorRecord(outcome.error).code !== RECOVERIES_EXCEEDED)
+    if (parked !== undefined && outcome.kind === "failed")
+      await this.resettleParked(parked, run, outcome.error, outcome.retry);
+    // A run ended past durable.maxRecoveries was logged at error level as it began ending; one
+    // released for its message's retry is a warning (resettleParked), not a failed run.
+    if (
+      outcome.kind === "failed" &&
+      !outcome.retry &&
+      errorRecord(outcome.error).code !== RECOVERIES_EXCEEDED
+    )
       logger.error({ runId: run.id, flow: flow.name, err: outcome.error }, "durable run failed");
     return outcome.kind === "completed"
       ? { kind: "returned", value: outcome.value }

@@ -106,6 +106,24 @@ export interface ClaimRelease {
   attempt: number;
 }
 
+/**
+ * A delivered message settled again (QueueStore.resettleDelivered): a durable consumer's message
+ * is settled `delivered` when its run parks, and a step failing after the wake means the work was
+ * not done after all.
+ */
+export interface ResettleDelivered {
+  /** The message as emitted: what a message retention pruned meanwhile is recreated from. */
+  message: NewMessage;
+  /** Its operator replays (StoredMessage.replays), kept on a recreated message; default 0. */
+  replays?: number;
+  /** The attempts it had when it settled `delivered`: the fence (another claim since changes them). */
+  attempts: number;
+  /** `pending` = retry (claimable again), `dead`, or `delivered` with the failure (deadLetter: false). */
+  status: "pending" | "delivered" | "dead";
+  /** Appended to its failures; `failure.attempt` is normally `attempts`. */
+  failure: FailureReason;
+}
+
 export interface SignalStats {
   signal: string;
   pending: number;
@@ -339,6 +357,20 @@ export interface QueueStore {
    * lapse counts an attempt.
    */
   leaveClaimsToLease?(claims: ClaimRelease[], now: number): Promise<string[]>;
+  /**
+   * Settles a `delivered` message again, as `status` with `failure` appended — for a durable
+   * consumer whose run failed after the park that delivered its message. Applies only while the
+   * message is `delivered` with `attempts` (fenced: a message claimed, replayed or settled since is
+   * left alone) and `failure` is not already its last (idempotent: a retry after a lost reply
+   * writes nothing more). Attempts, `seq` and `createdAt` are kept, so a `pending` message rejoins
+   * its key's order where it was emitted: it is claimed before the key's later pending messages,
+   * and not beside one of its key still inflight. A message that is gone (retention pruned it) is
+   * recreated from `message` with `attempts`, `replays` and the failure, as the newest of its key.
+   * A `pending` result is announced like a settle that made work claimable. Resolves true when the
+   * message now stands as asked (by this call or an earlier try of it), false when left alone.
+   * Absent (a third-party driver): such a run fails and its message stays `delivered`.
+   */
+  resettleDelivered?(req: ResettleDelivered, now: number): Promise<boolean>;
   /** Dead messages of one signal, oldest first. */
   deadLetters(signal: string, limit?: number): Promise<StoredMessage[]>;
   getMessage(id: string): Promise<StoredMessage | undefined>;

@@ -44,6 +44,12 @@ export interface ConformanceOptions {
    * (default) the suite checks it is absent.
    */
   leaveClaimsToLease?: boolean;
+  /**
+   * The driver implements the optional `resettleDelivered` (a durable consumer's run that fails after
+   * its park settles its delivered message again: retried, or dead): the suite checks it. When false
+   * (default) the suite checks it is absent.
+   */
+  resettleDelivered?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

@@ -18,6 +18,7 @@ import { journalParkCases } from "./journal-park-cases.ts";
 import { recoveryCases } from "./recovery-cases.ts";
 import { releaseCases } from "./release-cases.ts";
 import { leaveClaimsCases } from "./leave-claims-cases.ts";
+import { resettleCases } from "./resettle-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
@@ -45,6 +46,7 @@ export function describeStoreConformance(
     settleCases(factory);
     releaseCases(factory);
     leaveClaimsCases(factory, options);
+    resettleCases(factory, options);
     deadLetterCases(factory);
     attemptBudgetCases(factory);
     journalLeaseCases(factory);

@@ -19,5 +19,5 @@ describeStoreConformance(
       },
     };
   },
-  { leaveToLease: true, leaveClaimsToLease: true },
+  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true },
 );

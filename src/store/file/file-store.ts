@@ -266,6 +266,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     deadLetters: guarded("deadLetters"),
     getMessage: guarded("getMessage"),
     replay: guarded("replay"),
+    resettleDelivered: guarded("resettleDelivered"),
     discard: guarded("discard"),
     stats: guarded("stats"),
     nextLeaseExpiry: guarded("nextLeaseExpiry"),

@@ -7,6 +7,7 @@ import type {
   AppendRequest,
   ClaimedMessage,
   ClaimRelease,
+  ResettleDelivered,
   ClaimRequest,
   ClaimDueRunsRequest,
   FinishRequest,
@@ -37,6 +38,7 @@ import * as consoleViews from "./memory-console.ts";
 import { MemoryConsole, type ConsoleSnapshot } from "./memory-console.ts";
 import { MemoryJournal, type LeaseRequest, type RunSnapshot } from "./memory-journal.ts";
 import { MemoryQueue, type EngineSettleResult } from "./memory-queue.ts";
+import { consumerRunId } from "../resettle-rules.ts";
 import { MemorySchedules, type SchedulesSnapshot } from "./memory-schedules.ts";
 import { MemoryIdempotency } from "./memory-idempotency.ts";
 import { MemoryTapes, type TapeCut, type TapesSnapshot } from "./memory-tapes.ts";
@@ -89,6 +91,7 @@ export type EngineOp =
   | { op: "releaseClaimed"; claims: ClaimRelease[]; now: number }
   | { op: "leaveClaimsToLease"; claims: ClaimRelease[]; now: number }
   | { op: "replay"; signal: string; ids: readonly string[] | "all"; now: number }
+  | { op: "resettleDelivered"; req: ResettleDelivered; now: number }
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
   | { op: "pruneDelivered"; before: number }
   | { op: "startRun"; req: StartRun }
@@ -188,6 +191,9 @@ export class MemoryEngine {
   replay(signal: string, ids: readonly string[] | "all", now: number): string[] {
     return this.queue.replay(signal, ids, now);
   }
+  resettleDelivered(req: ResettleDelivered, now: number): { applied: boolean; signals: string[] } {
+    return this.queue.resettleDelivered(req, now);
+  }
   discard(signal: string, ids: readonly string[] | "all"): string[] {
     return this.queue.discard(signal, ids);
   }
@@ -198,7 +204,12 @@ export class MemoryEngine {
     return this.queue.nextLeaseExpiry(signal);
   }
   pruneDelivered(before: number): number {
-    return this.queue.pruneDelivered(before);
+    // A durable consumer's message delivered at its run's park stays while the run is unfinished:
+    // a failure after the wake settles it again (resettleDelivered).
+    return this.queue.pruneDelivered(
+      before,
+      (m) => this.journal.isUnfinished(m.id) || this.journal.isUnfinished(consumerRunId(m)),
+    );
   }
 
   // Journal
@@ -396,6 +407,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.leaveClaimsToLease(op.claims, op.now);
     case "replay":
       return engine.replay(op.signal, op.ids, op.now);
+    case "resettleDelivered":
+      return engine.resettleDelivered(op.req, op.now);
     case "discard":
       return engine.discard(op.signal, op.ids);
     case "pruneDelivered":

@@ -309,6 +309,12 @@ export class MemoryJournal {
     return true;
   }
 
+  /** True when run `runId` exists and has not ended (pruneDelivered keeps its consumer's message). */
+  isUnfinished(runId: string): boolean {
+    const status = this.runs.get(runId)?.status;
+    return status !== undefined && status !== "completed" && status !== "failed";
+  }
+
   getRun(runId: string): RunRecord | undefined {
     const r = this.runs.get(runId);
     return r === undefined ? undefined : toRunRecord(r);

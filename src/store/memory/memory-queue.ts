@@ -5,6 +5,7 @@ import type {
   ClaimRelease,
   ClaimRequest,
   NewMessage,
+  ResettleDelivered,
   Settlement,
   SettleResult,
   SignalStats,
@@ -20,6 +21,7 @@ import {
   type MsgRec,
 } from "./memory-records.ts";
 import { claimCounts, leftClaim } from "../claim-rules.ts";
+import { resettleState } from "../resettle-rules.ts";
 import { stoppedOwner } from "../wake-rules.ts";
 import { IndexedMinHeap } from "./min-heap.ts";
 import { SignalQueue } from "./signal-queue.ts";
@@ -176,6 +178,43 @@ export class MemoryQueue {
     return [...new Set(left)];
   }
 
+  /**
+   * A delivered message settled again (resettle-rules): out of the delivered heap, its failure
+   * appended, then pending (back in its key's lane by its seq, like a replay), dead, or delivered
+   * again. A pruned one is recreated, with a new seq. `signals`: the signal when it became pending.
+   */
+  resettleDelivered(r: ResettleDelivered, now: number): { applied: boolean; signals: string[] } {
+    let m = this.messages.get(r.message.id);
+    if (m !== undefined) {
+      const state = resettleState(m, r);
+      if (state !== "open") return { applied: state === "already", signals: [] };
+      this.delivered.remove(m);
+      this.signals.get(m.signal)!.delivered--;
+    } else {
+      m = newMsgRec(r.message, now, this.nextSeq++);
+      m.replays = r.replays ?? 0;
+      this.messages.set(m.id, m);
+    }
+    const q = this.queue(m.signal);
+    m.attempts = r.attempts;
+    m.failures.push(cloneFailure(r.failure));
+    m.lockedBy = null;
+    m.leaseExpiresAt = null;
+    m.updatedAt = now;
+    if (r.status === "pending") {
+      this.toPending(m, now);
+      q.addPending(m, false);
+      return { applied: true, signals: [m.signal] };
+    }
+    m.status = r.status;
+    if (r.status === "dead") q.dead.set(m.id, m);
+    else {
+      q.delivered++;
+      this.delivered.push(m);
+    }
+    return { applied: true, signals: [] };
+  }
+
   deadLetters(signal: string, limit?: number): StoredMessage[] {
     const q = this.signals.get(signal);
     if (q === undefined) return [];
@@ -253,14 +292,21 @@ export class MemoryQueue {
     return out.sort((a, b) => (a.signal < b.signal ? -1 : a.signal > b.signal ? 1 : 0));
   }
 
-  pruneDelivered(before: number): number {
+  /** `keep`: a message old enough that must stay (its durable consumer's run is unfinished). */
+  pruneDelivered(before: number, keep: (m: MsgRec) => boolean = () => false): number {
     let n = 0;
+    const kept: MsgRec[] = [];
     for (let m = this.delivered.peek(); m !== undefined && m.updatedAt < before; m = this.delivered.peek()) {
       this.delivered.pop();
+      if (keep(m)) {
+        kept.push(m);
+        continue;
+      }
       this.messages.delete(m.id);
       this.signals.get(m.signal)!.delivered--;
       n++;
     }
+    for (const m of kept) this.delivered.push(m);
     return n;
   }
 

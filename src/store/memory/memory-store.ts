@@ -145,6 +145,15 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
         await commit({ op: "replay", signal, ids: out, now }, [{ kind: "enqueued", signal }]);
       return out;
     },
+    async resettleDelivered(req, now) {
+      const { applied, signals } = engine.resettleDelivered(req, now);
+      // Logged even when a retry found it done: applying it again changes nothing (resettle-rules).
+      await commit(
+        applied ? { op: "resettleDelivered", req, now } : null,
+        signals.map((signal) => ({ kind: "enqueued", signal })),
+      );
+      return applied;
+    },
     async discard(signal, ids) {
       const out = engine.discard(signal, ids);
       if (out.length > 0) await commit({ op: "discard", signal, ids: out });

@@ -1,7 +1,7 @@
 /** Operator and inspection queries of the postgres queue. */
-import type { SignalStats, StoredMessage } from "../types.ts";
+import type { ResettleDelivered, SignalStats, StoredMessage } from "../types.ts";
 import { type PgContext, q, unique, wakePayload } from "./postgres-context.ts";
-import { type MessageRow, toStoredMessage } from "./postgres-rows.ts";
+import { jsonParam, type MessageRow, toStoredMessage } from "./postgres-rows.ts";
 
 /** Operator and inspection queries of the queue: cold paths, one statement each. */
 
@@ -58,6 +58,58 @@ export async function replay(
   );
   if (rows.length > 0) ctx.emit([{ kind: "enqueued", signal }]);
   return inOrder(ids, rows);
+}
+
+/**
+ * A delivered message settled again (resettle-rules), in one statement: the upsert recreates a
+ * pruned message, and otherwise updates the row only while it is `delivered` with the attempts
+ * given and the failure is not already its last — the row lock taken by ON CONFLICT makes that the
+ * fence against a claim or a replay. The row keeps its `seq`, so a pending one rejoins its key's
+ * order where it was emitted (the claim's per-key guard, as for a replay). `already`: the row as it
+ * stood before the statement (a CTE's writes are not visible to it) was this call's result, so a
+ * retry after a lost reply reports true and writes nothing.
+ */
+export async function resettleDelivered(ctx: PgContext, r: ResettleDelivered, now: number): Promise<boolean> {
+  const { id, signal, key, payload, parentRunId } = r.message;
+  const f = r.failure;
+  const failure = JSON.stringify({ code: f.code, message: f.message, at: f.at, attempt: f.attempt });
+  const wake = r.status === "pending" ? wakePayload(ctx, { e: [signal] }) : null;
+  const { rows } = await q<{ applied: number; already: boolean | null }>(
+    ctx.pool,
+    `WITH up AS (
+       INSERT INTO ${ctx.s}.messages AS m
+         (id, signal, key, payload, parent_run_id, created_at, updated_at, status, attempts, failures, replays)
+       VALUES ($1::text, $2::text, $3::text, $4::json, $5::text, $6::bigint, $6::bigint, $7::text,
+         $8::integer, jsonb_build_array($9::jsonb), $10::integer)
+       ON CONFLICT (id) DO UPDATE
+         SET status = $7::text, failures = m.failures || jsonb_build_array($9::jsonb), locked_by = NULL,
+           lease_expires_at = NULL, updated_at = $6::bigint
+         WHERE m.status = 'delivered' AND m.attempts = $8::integer
+           AND (m.failures -> -1) IS DISTINCT FROM $9::jsonb
+       RETURNING m.id),
+     n AS (SELECT pg_notify($11, $12) FROM up WHERE $12::text IS NOT NULL)
+     SELECT (SELECT count(*) FROM up)::integer AS applied, (SELECT count(*) FROM n) AS notified,
+       (SELECT status = $7::text AND attempts = $8::integer AND failures -> -1 = $9::jsonb
+          FROM ${ctx.s}.messages WHERE id = $1::text) AS already`,
+    [
+      id,
+      signal,
+      key,
+      jsonParam(payload),
+      parentRunId,
+      now,
+      r.status,
+      r.attempts,
+      failure,
+      r.replays ?? 0,
+      ctx.channel,
+      wake,
+    ],
+  );
+  const row = rows[0];
+  if (row !== undefined && row.applied > 0 && r.status === "pending")
+    ctx.emit([{ kind: "enqueued", signal }]);
+  return row !== undefined && (row.applied > 0 || row.already === true);
 }
 
 export async function discard(
@@ -123,6 +175,9 @@ export async function nextLeaseExpiry(ctx: PgContext, signal: string): Promise<n
 }
 
 /**
+ * A durable consumer's message delivered at its run's park is kept while that run (its id, or its
+ * replay's `<id>.r<n>`: two primary-key probes per row) is unfinished: a failure after the wake
+ * settles it again (resettleDelivered).
  * Deletes in batches of PRUNE_BATCH rows, each its own short statement, so a
  * large backlog of delivered rows never holds one long transaction.
  */
@@ -134,7 +189,10 @@ export async function pruneDelivered(ctx: PgContext, before: number): Promise<nu
     const { rowCount } = await q(
       ctx.pool,
       `DELETE FROM ${ctx.s}.messages WHERE id IN (
-         SELECT id FROM ${ctx.s}.messages WHERE status = 'delivered' AND updated_at < $1 LIMIT $2)`,
+         SELECT m.id FROM ${ctx.s}.messages m WHERE m.status = 'delivered' AND m.updated_at < $1
+           AND NOT EXISTS (SELECT 1 FROM ${ctx.s}.runs r WHERE r.id IN (m.id, m.id || '.r' || m.replays)
+             AND r.status IN ('running', 'sleeping', 'compensating'))
+         LIMIT $2)`,
       [before, PRUNE_BATCH],
     );
     total += rowCount;

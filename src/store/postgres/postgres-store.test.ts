@@ -26,6 +26,7 @@ describeStoreConformance("postgres", factory("conf", {}), {
   claimAtEmit: true,
   leaveToLease: true,
   leaveClaimsToLease: true,
+  resettleDelivered: true,
 });
 
 // Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
@@ -38,5 +39,6 @@ describeStoreConformance(
     claimAtEmit: true,
     leaveToLease: true,
     leaveClaimsToLease: true,
+    resettleDelivered: true,
   },
 );

@@ -267,6 +267,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     deadLetters: (signal, limit) => admin.deadLetters(ctx, signal, limit),
     getMessage: (id) => admin.getMessage(ctx, id),
     replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),
+    resettleDelivered: (req, now) => admin.resettleDelivered(ctx, req, now),
     discard: (signal, ids) => admin.discard(ctx, signal, ids),
     stats: (signal, now) => admin.stats(ctx, signal, now),
     nextLeaseExpiry: (signal) => admin.nextLeaseExpiry(ctx, signal),

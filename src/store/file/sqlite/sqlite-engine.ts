@@ -14,6 +14,7 @@ import type {
   NewMessage,
   ParkRequest,
   ReleaseRequest,
+  ResettleDelivered,
   RunFlowFilter,
   RunRecord,
   RunStatus,
@@ -146,6 +147,10 @@ export class SqliteEngine {
 
   replay(signal: string, ids: readonly string[] | "all", now: number): string[] {
     return this.queue.replay(signal, ids, now);
+  }
+
+  resettleDelivered(req: ResettleDelivered, now: number): { applied: boolean; signals: string[] } {
+    return this.queue.resettleDelivered(req, now);
   }
 
   discard(signal: string, ids: readonly string[] | "all"): string[] {

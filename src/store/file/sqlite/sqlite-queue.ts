@@ -7,6 +7,7 @@ import type {
   FailureReason,
   MessageStatus,
   NewMessage,
+  ResettleDelivered,
   Settlement,
   SignalStats,
   StoredMessage,
@@ -15,6 +16,7 @@ import type { EngineSettleResult } from "../../memory/memory-queue.ts";
 import { enc, toStored, toClaimed, type MsgRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
 import { claimCounts, leftClaim } from "../../claim-rules.ts";
+import { resettleState } from "../../resettle-rules.ts";
 import { stoppedOwner } from "../../wake-rules.ts";
 
 export class SqliteQueue {
@@ -365,6 +367,40 @@ export class SqliteQueue {
     });
   }
 
+  /**
+   * A delivered message settled again (resettle-rules). It keeps its seq, so a pending one rejoins
+   * its key where it was emitted (refreshKey, as a replay); a pruned one is inserted anew.
+   */
+  resettleDelivered(r: ResettleDelivered, now: number): { applied: boolean; signals: string[] } {
+    this.b.check();
+    const found = this.msg(r.message.id);
+    if (found !== undefined) {
+      const state = resettleState({ ...found, failures: JSON.parse(found.failures) as FailureReason[] }, r);
+      if (state !== "open") return { applied: state === "already", signals: [] };
+    }
+    return this.b.write(() => {
+      const { id, signal, key } = r.message;
+      if (found === undefined) {
+        this.insertMessages([r.message], now);
+        this.b.run("UPDATE messages SET replays = ? WHERE id = ?", r.replays ?? 0, id);
+      }
+      const m = this.msg(id)!;
+      const failures = JSON.parse(m.failures) as FailureReason[];
+      const f = r.failure;
+      failures.push({ code: f.code, message: f.message, at: f.at, attempt: f.attempt });
+      m.failures = JSON.stringify(failures);
+      m.status = r.status;
+      m.attempts = r.attempts;
+      m.locked_by = null;
+      m.lease_expires_at = null;
+      m.updated_at = now;
+      m.ready = r.status === "pending" && key === null ? 1 : 0;
+      this.saveMsg(m);
+      if (key !== null) this.refreshKey(signal, key);
+      return { applied: true, signals: r.status === "pending" ? [signal] : [] };
+    });
+  }
+
   discard(signal: string, ids: readonly string[] | "all"): string[] {
     this.b.check();
     const targets = this.deadTargets(signal, ids);
@@ -410,15 +446,16 @@ export class SqliteQueue {
     );
   }
 
+  /**
+   * A durable consumer's message delivered at its run's park is kept while that run (its id, or its
+   * replay's `<id>.r<n>`) is unfinished: a failure after the wake settles it again (resettleDelivered).
+   */
   pruneDelivered(before: number): number {
     this.b.check();
-    if (
-      this.b.get("SELECT 1 FROM messages WHERE status = 'delivered' AND updated_at < ? LIMIT 1", before) ===
-      undefined
-    )
-      return 0;
-    return this.b.write(() =>
-      this.b.run("DELETE FROM messages WHERE status = 'delivered' AND updated_at < ?", before),
-    );
+    const prunable = `status = 'delivered' AND updated_at < ? AND NOT EXISTS (
+      SELECT 1 FROM runs r WHERE r.id IN (messages.id, messages.id || '.r' || messages.replays)
+        AND r.status IN ('running', 'sleeping', 'compensating'))`;
+    if (this.b.get(`SELECT 1 FROM messages WHERE ${prunable} LIMIT 1`, before) === undefined) return 0;
+    return this.b.write(() => this.b.run(`DELETE FROM messages WHERE ${prunable}`, before));
   }
 }
