@@ -24,6 +24,15 @@ const logOf = (child: Child): Array<{ msg: string; level: number; [k: string]: u
     .filter((l) => l.startsWith("{"))
     .map((l) => JSON.parse(l) as { msg: string; level: number });
 
+/**
+ * SIGTERM once `child` has said `ready`: its SIGTERM handler (a graceful stop) is installed after
+ * boot, and work can finish during boot; a signal before that kills it by default (exit code null).
+ */
+async function stopped(child: Child): Promise<number | null> {
+  await child.waitFor((e) => e.event === "ready", "ready");
+  return child.kill("SIGTERM");
+}
+
 /** Boots an instance with a quick step and waits until it completed run `id`; then stops it. */
 async function takeOverAndComplete(id: string): Promise<{ child: Child; step: { at: number } }> {
   const child = fleet.spawn({ OKE_STEP_MS: "0" });
@@ -31,7 +40,7 @@ async function takeOverAndComplete(id: string): Promise<{ child: Child; step: { 
   const step = await stepOf(child, id);
   // Its message settles right after the run: wait for it, so the stop leaves nothing behind.
   await waitUntil(async () => (await fleet.store.getMessage(id))?.status === "delivered", `message ${id}`);
-  expect(await child.kill("SIGTERM")).toBe(0);
+  expect(await stopped(child)).toBe(0);
   return { child, step };
 }
 
@@ -95,7 +104,7 @@ it("a once handler still running at SIGTERM's deadline: its message (retries 0) 
   const ran = await next.waitFor((e) => e.event === "handler" && e.id === id, `the handler of ${id} again`);
   expect(ran).toMatchObject({ attempt: 1 });
   expect(await fleet.store.getMessage(id)).toMatchObject({ attempts: 1, failures: [] });
-  expect(await next.kill("SIGTERM")).toBe(0);
+  expect(await stopped(next)).toBe(0);
 
   // The same cut made by a crash spends the attempt: dead, with the spent-claim text.
   const killed = `kill-plain-${Date.now()}`;
@@ -108,5 +117,5 @@ it("a once handler still running at SIGTERM's deadline: its message (retries 0) 
     `message ${killed} dead`,
   );
   expect(fourth.events.some((e) => e.event === "handler" && e.id === killed)).toBe(false);
-  expect(await fourth.kill("SIGTERM")).toBe(0);
+  expect(await stopped(fourth)).toBe(0);
 }, 60_000);
