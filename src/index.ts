@@ -21,7 +21,7 @@ export type {
 export { channel } from "./channel/channel.ts";
 export type { Channel, ChannelOptions, SendDriverName } from "./channel/channel.ts";
 export { defineConfig } from "./app/config.ts";
-export type { JournalDriverName, OkeConfig, OkeSettings } from "./app/config.ts";
+export type { InstanceRole, JournalDriverName, OkeConfig, OkeSettings } from "./app/config.ts";
 export { createApp } from "./app/app.ts";
 export type {
   App,

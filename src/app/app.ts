@@ -15,7 +15,7 @@ import { checkInput, executeFlow } from "../fx/execute.ts";
 import type { FxRuntime } from "../fx/runtime.ts";
 import type { DeadLetter, EmitArgs, EmitOptions } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
-import { createHttpHandler } from "../http/handler.ts";
+import { createHttpHandler, type HttpApp } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
 import { routeInput } from "../http/request-input.ts";
 import { startHttpServer, type HttpServer } from "../http/server.ts";
@@ -36,7 +36,14 @@ import {
 } from "../signal/signal.ts";
 import { SignalRuntime } from "../signal/signal-runtime.ts";
 import type { NewMessage, Store } from "../store/types.ts";
-import { resolveConfig, resolveEnv, type Env, type ResolvedConfig } from "./config.ts";
+import {
+  checkRole,
+  resolveConfig,
+  resolveEnv,
+  type Env,
+  type InstanceRole,
+  type ResolvedConfig,
+} from "./config.ts";
 import { namedParams } from "./file-routes.ts";
 import { buildRegistry, type Manifest, type Registry } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
@@ -57,6 +64,17 @@ const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
 const realSetImmediate = globalThis.setImmediate;
 
+/** The boot line of an instance that runs part of the app (instance.role). */
+const ROLE_LINES: Record<Exclude<InstanceRole, "all">, string> = {
+  web: "okengine role web: serves HTTP and emits; runs no workers, durable wakes, schedules or retention sweeps (worker instances do)",
+  worker:
+    "okengine role worker: runs workers, durable wakes, schedules and retention sweeps; HTTP answers only /_/health and /_/ready",
+};
+
+/** The part of the manifest an instance of `role` serves, for the boot line that lists it. */
+const servedBy = (manifest: Manifest, role: Exclude<InstanceRole, "all">): Manifest =>
+  role === "worker" ? { ...manifest, routes: [] } : { ...manifest, signals: [], clocks: [] };
+
 const STORE_UNAVAILABLE: Readiness = Object.freeze({ ready: false, reason: "store_unavailable" });
 
 /** `draining`: stop() was called; `/_/ready` answers 503 while everything else still serves (http.drainDelayMs). */
@@ -69,6 +87,8 @@ type State = "new" | "booting" | "orphan_scan" | "ready" | "draining" | "stoppin
  */
 class OkeApp implements App, FxRuntime {
   readonly env: Env;
+  /** What this instance runs (instance.role): a web one consumes nothing, a worker one serves no routes. */
+  readonly role: InstanceRole;
   readonly config: ResolvedConfig;
   readonly registry: Registry;
   readonly manifest: Manifest;
@@ -117,9 +137,14 @@ class OkeApp implements App, FxRuntime {
     checkCreateAppOptions(options);
     this.env = resolveEnv(options.env);
     this.config = resolveConfig(options.config, this.env);
+    this.role =
+      options.role === undefined ? this.config.role : checkRole("createApp({ role })", options.role);
     this.registry = buildRegistry(options.modules);
     this.manifest = this.registry.manifest;
-    this.routeIndex = new Map(this.registry.routes.map((r) => [`${r.method} ${r.path}`, r]));
+    // A worker instance serves none of the app's routes (its HTTP answers only /_/health and /_/ready).
+    this.routeIndex = new Map(
+      this.role === "worker" ? [] : this.registry.routes.map((r) => [`${r.method} ${r.path}`, r]),
+    );
     this.logger =
       options.logger ??
       createLogger({ format: this.env === "dev" ? "pretty" : this.env === "prod" ? "json" : "silent" });
@@ -161,6 +186,7 @@ class OkeApp implements App, FxRuntime {
       prefetch: this.config.prefetch,
       leaseMs: this.config.leaseMs,
       claimAtEmit: this.config.claimAtEmit,
+      consume: this.consumes,
       runner: {
         execute: (flow, input, frame) => executeFlow(this, flow, input, frame),
         deliverDurable: (flow, m, retryable) => this.durable.deliver(flow, m, retryable),
@@ -205,6 +231,26 @@ class OkeApp implements App, FxRuntime {
       },
       this.logger,
     );
+  }
+
+  /** Whether this instance runs the background work: worker pools, durable wakes, schedules, retention. */
+  private get consumes(): boolean {
+    return this.role !== "web";
+  }
+
+  /** What the HTTP layer serves: the app itself, or for a worker instance the app without its routes. */
+  private httpApp(): HttpApp {
+    if (this.role !== "worker") return this;
+    return {
+      logger: this.logger,
+      manifest: { routes: [], flows: this.manifest.flows },
+      invokeRoute: (route, request, options) => this.invokeRoute(route, request, options),
+      readiness: () => this.readiness(),
+      store: this.store,
+      clock: this.clock,
+      config: this.config,
+      sse: this.sse,
+    };
   }
 
   /** Sent messages captured by the memory send driver (tests). */
@@ -261,17 +307,23 @@ class OkeApp implements App, FxRuntime {
     this.stoppedDuringBoot("the store was opened");
     await this.fleetClock?.start();
     this.stoppedDuringBoot("the database's time was read");
-    this.logger.info({ driver: this.store.driver, env: this.env }, this.storeLine());
-    logServes(this.logger, this.manifest);
-    this.state = "orphan_scan";
-    await this.durable.orphanScan();
-    this.stoppedDuringBoot("the orphan scan");
+    this.logger.info({ driver: this.store.driver, env: this.env, role: this.role }, this.storeLine());
+    if (this.role !== "all") this.logger.info({ role: this.role }, ROLE_LINES[this.role]);
+    logServes(this.logger, this.role === "all" ? this.manifest : servedBy(this.manifest, this.role));
+    if (this.consumes) {
+      this.state = "orphan_scan";
+      await this.durable.orphanScan();
+      this.stoppedDuringBoot("the orphan scan");
+    }
+    // A web instance starts no worker pool and no broadcast consumer here, only its live readers.
     await this.signals.start();
     this.stoppedDuringBoot("workers started");
-    this.durable.startScheduler();
-    await this.schedules.start();
-    this.stoppedDuringBoot("schedules started");
-    this.schedulePrune();
+    if (this.consumes) {
+      this.durable.startScheduler();
+      await this.schedules.start();
+      this.stoppedDuringBoot("schedules started");
+      this.schedulePrune();
+    }
     this.heartbeat = startHeartbeat({
       store: this.store,
       clock: this.clock,
@@ -279,10 +331,11 @@ class OkeApp implements App, FxRuntime {
       instanceId: this.instanceId,
       env: this.env,
       root: this.root,
-      flows: [...this.registry.flows.keys()],
+      // A web instance resumes no run: listing its flows would hide runs no worker serves (oke status).
+      flows: this.consumes ? [...this.registry.flows.keys()] : [],
       signals: this.signals.onceSignals,
     });
-    this.retention.start();
+    if (this.consumes) this.retention.start();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().
     // Not in tests: the runner decides when the process ends (node:test waits for every handle, so a
     // test that failed before its app.stop() hung the whole run).
@@ -454,7 +507,7 @@ class OkeApp implements App, FxRuntime {
 
   async request(input: string | Request, init?: RequestInit): Promise<Response> {
     this.refuseStopped("app.request()");
-    this.httpHandler ??= createHttpHandler(this, {
+    this.httpHandler ??= createHttpHandler(this.httpApp(), {
       bodyLimit: this.config.bodyLimit,
       // In-process requests come from the app's own code or tests: a test's failing flow shows its
       // error and stack in the 500's details instead of a bare "Internal error". Never in prod.
@@ -475,7 +528,7 @@ class OkeApp implements App, FxRuntime {
     options: { port?: number; host?: string } = {},
   ): Promise<{ port: number; host: string; console?: { port: number; url: string } }> {
     // Listen first so /_/ready can answer 503 while the orphan scan runs.
-    this.server = await startHttpServer(this, {
+    this.server = await startHttpServer(this.httpApp(), {
       port: options.port ?? this.config.port,
       host: options.host ?? this.config.host,
       bodyLimit: this.config.bodyLimit,
@@ -527,7 +580,11 @@ class OkeApp implements App, FxRuntime {
   }
 
   wakeEarly(runId: string): Promise<WakeEarlyResult> {
-    return this.durable.wakeEarly(runId, this.state === "ready" || this.state === "draining");
+    // A web instance only moves the wake time: a worker resumes the run.
+    return this.durable.wakeEarly(
+      runId,
+      this.consumes && (this.state === "ready" || this.state === "draining"),
+    );
   }
 
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {

@@ -7,6 +7,15 @@ export type Env = "dev" | "test" | "prod";
 
 export type JournalDriverName = "memory" | "file" | "postgres";
 
+/**
+ * What one instance of the app does: `all` serves HTTP and consumes; `web` serves HTTP and emits but
+ * consumes no queue work; `worker` consumes (workers, durable wakes, schedules, retention) and serves
+ * only `/_/health` and `/_/ready`.
+ */
+export type InstanceRole = "all" | "web" | "worker";
+
+export const INSTANCE_ROLES: readonly InstanceRole[] = ["all", "web", "worker"];
+
 /** Every setting, with its default. Per-environment overrides go under `env`. */
 export interface OkeSettings {
   drivers?: {
@@ -130,6 +139,11 @@ export interface OkeSettings {
     /** Operator tokens by label (the label is who the audit log names). OKE_CONSOLE_TOKEN adds one labelled "operator". */
     tokens?: Record<string, string>;
   };
+  /** What this instance runs (docs/cli.md#web-and-worker-processes). */
+  instance?: {
+    /** `all` · `web` · `worker`. Default: OKE_ROLE, else `all`; `oke start --role` wins over both. */
+    role?: InstanceRole;
+  };
   /** Graceful shutdown deadline in ms. Default 10 000. */
   shutdownTimeoutMs?: number;
 }
@@ -173,6 +187,7 @@ export const CONFIG_SECTIONS = {
   durable: { retentionMs: true, leaseMs: true, concurrency: true, maxRecoveries: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
   console: { port: true, host: true, tokens: true },
+  instance: { role: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
 /** Top-level settings that are plain values, not sections. */
 const CONFIG_VALUES = { shutdownTimeoutMs: true } as const satisfies KeysOf<Omit<OkeSettings, Section>>;
@@ -252,6 +267,8 @@ export interface ResolvedConfig {
   liveMaxBufferBytes: number;
   liveHeartbeatMs: number;
   shutdownTimeoutMs: number;
+  /** What this instance runs: instance.role, else OKE_ROLE, else `all` (a createApp `role` wins over both). */
+  role: InstanceRole;
   /** Console settings as given (base + env override); src/console/config.ts resolves them. */
   console: NonNullable<OkeSettings["console"]>;
 }
@@ -276,7 +293,8 @@ export function resolveConfig(
   const base = config ?? {};
   const over = base.env?.[env] ?? {};
   const pick = <
-    K extends "drivers" | "database" | "file" | "http" | "signals" | "durable" | "live" | "console",
+    K extends
+      "drivers" | "database" | "file" | "http" | "signals" | "durable" | "live" | "console" | "instance",
   >(
     k: K,
   ): NonNullable<OkeSettings[K]> => ({ ...(base[k] ?? {}), ...(over[k] ?? {}) });
@@ -287,6 +305,7 @@ export function resolveConfig(
   const durable = pick("durable");
   const live = pick("live");
   const file = pick("file");
+  const instance = pick("instance");
   const databaseUrl = database.url ?? (vars.DATABASE_URL || undefined);
   const journal =
     drivers.journal ??
@@ -395,8 +414,23 @@ export function resolveConfig(
       "shutdownTimeoutMs",
       over.shutdownTimeoutMs ?? base.shutdownTimeoutMs ?? 10_000,
     ),
+    role: checkRole(
+      instance.role !== undefined ? "instance.role" : "OKE_ROLE",
+      instance.role ?? (vars.OKE_ROLE || undefined) ?? "all",
+    ),
     console: pick("console"),
   };
+}
+
+/** Refuses a role okengine does not have (OKE1094), naming where it came from. */
+export function checkRole(from: string, role: unknown): InstanceRole {
+  if (typeof role === "string" && (INSTANCE_ROLES as readonly string[]).includes(role))
+    return role as InstanceRole;
+  throw new OkeError({
+    code: "OKE1094",
+    message: `oke boot: ${from} must be all, web or worker, got ${JSON.stringify(role) ?? String(role)}`,
+    fix: "all (the default) serves HTTP and runs the background work; web serves HTTP only; worker runs the background work only.",
+  });
 }
 
 /** Loopback unless told otherwise: `HOST` counts outside dev, where a shell's stray HOST must not open the port to the network. */

@@ -9,11 +9,11 @@ import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import type { EmitInput, LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { JournalEntry, RunRecord, RunStatus, SignalStats, Store } from "../store/types.ts";
 import type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../http/types.ts";
-import type { Env, OkeConfig } from "./config.ts";
+import type { Env, InstanceRole, OkeConfig } from "./config.ts";
 import type { Manifest, ModuleInput } from "./manifest.ts";
 import { refuseUnknownKeys, type KeysOf } from "../options.ts";
 
-export type { Env } from "./config.ts";
+export type { Env, InstanceRole } from "./config.ts";
 export type { ModuleInput, SourceEffects } from "./manifest.ts";
 export type { HttpRoute, InvokeResult, Readiness, RouteRequest } from "../http/types.ts";
 export type { WakeEarlyResult } from "../durable/durable-runtime.ts";
@@ -33,6 +33,12 @@ export interface CreateAppOptions {
   logger?: Logger;
   /** Project root for the file driver's `.oke/` directory. Default: process.cwd(). */
   root?: string;
+  /**
+   * What this instance runs: `all` (HTTP and background work), `web` (HTTP and emits, no queue work)
+   * or `worker` (background work; HTTP answers only `/_/health` and `/_/ready`). Wins over
+   * `instance.role` and OKE_ROLE (`oke start --role` sets it). Default: those, else `all`.
+   */
+  role?: InstanceRole;
 }
 
 /** createApp refuses any other key by name. Add a new option here and to the interface above. */
@@ -44,6 +50,7 @@ export const CREATE_APP_KEYS = {
   store: true,
   logger: true,
   root: true,
+  role: true,
 } as const satisfies KeysOf<CreateAppOptions>;
 
 /** `createApp({ now })` and other unknown keys throw, naming the key. */
@@ -76,6 +83,8 @@ export interface OperatorApi {
 
 export interface App {
   readonly env: Env;
+  /** What this instance runs: `all`, `web` or `worker` (CreateAppOptions.role, instance.role, OKE_ROLE). */
+  readonly role: InstanceRole;
   readonly manifest: Manifest;
   readonly logger: Logger;
   readonly clock: Clock;

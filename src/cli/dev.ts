@@ -8,6 +8,8 @@ import { watchTree } from "./watch-tree.ts";
 export interface DevOptions {
   port?: number;
   host?: string;
+  /** The app's instance role (`--role`), passed on to its process. */
+  role?: "all" | "web" | "worker";
   /** Open the inspector in the app's process (`true`: Node's default, 127.0.0.1:9229; or `[host:]port`). */
   inspect?: string | true;
   /** The same, and break before the app's first line. */
@@ -67,6 +69,7 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
   ];
   if (options.port !== undefined) args.push("--port", String(options.port));
   if (options.host !== undefined) args.push("--host", options.host);
+  if (options.role !== undefined) args.push("--role", options.role);
 
   let child: ChildProcess | undefined;
   let stopping = false;

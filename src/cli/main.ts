@@ -38,9 +38,20 @@ const parseEnv = (v: string): "dev" | "test" | "prod" => {
   return v;
 };
 
+const parseRole = (v: string): "all" | "web" | "worker" => {
+  if (v !== "all" && v !== "web" && v !== "worker")
+    throw new InvalidArgumentError("expected all, web or worker");
+  return v;
+};
+
+/** `--role`: wins over instance.role and OKE_ROLE (docs/cli.md#web-and-worker-processes). */
+const ROLE_HELP =
+  "what this process runs: all (HTTP and background work), web (HTTP only) or worker (background work only); default: instance.role, OKE_ROLE, all";
+
 interface ServeFlags {
   port?: number;
   host?: string;
+  role?: "all" | "web" | "worker";
 }
 
 /** Boot errors: the message on stderr, exit code 1, no stack. */
@@ -77,6 +88,7 @@ program
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
   .option("--host <host>", "address to bind (default: config, else 127.0.0.1)")
+  .option("--role <role>", ROLE_HELP, parseRole)
   .option(
     "--inspect [address]",
     "open the debugger in the app's process ([host:]port, default 127.0.0.1:9229)",
@@ -95,6 +107,7 @@ program
   .argument("[dir]", "project directory", ".")
   .option("-p, --port <port>", "port to listen on (default: config, PORT, 6530)", parsePort)
   .option("--host <host>", "address to bind (default: config, HOST, else 127.0.0.1)")
+  .option("--role <role>", ROLE_HELP, parseRole)
   .action(
     guard((dir: string, flags: ServeFlags) =>
       runApp(dir, { ...flags, env: process.env.NODE_ENV === "test" ? "test" : "prod" }),
@@ -156,6 +169,7 @@ program
   .requiredOption("--env <env>", "dev | test | prod", parseEnv)
   .option("-p, --port <port>", "port", parsePort)
   .option("--host <host>", "host")
+  .option("--role <role>", "role", parseRole)
   .action(guard((dir: string, flags: ServeFlags & { env: "dev" | "test" | "prod" }) => runApp(dir, flags)));
 
 await program.parseAsync(process.argv);

@@ -1,6 +1,6 @@
 /** oke start: loads a project, boots its app, listens, and stops it gracefully on SIGINT/SIGTERM. */
 import { createApp } from "../app/app.ts";
-import type { App, Env } from "../app/types.ts";
+import type { App, Env, InstanceRole } from "../app/types.ts";
 import { isLoopbackAddress as isLoopback } from "../console/config.ts";
 import { isOkeError } from "../errors.ts";
 import { describeBootError } from "./boot-error.ts";
@@ -10,6 +10,8 @@ export interface RunOptions {
   env: Env;
   port?: number;
   host?: string;
+  /** `--role`: wins over instance.role and OKE_ROLE. */
+  role?: InstanceRole;
 }
 
 /** The bound address as a URL host (IPv6 in brackets). */
@@ -62,6 +64,7 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
     config: project.config,
     env: options.env,
     root: project.root,
+    ...(options.role === undefined ? {} : { role: options.role }),
   });
   exitOnSignals(app);
   if (options.env === "dev") {
@@ -75,7 +78,14 @@ export async function runApp(dir: string, options: RunOptions): Promise<void> {
   });
   if (started === undefined) return;
   const { port, host } = started;
-  console.log(`okengine listening on http://${displayHost(host)}:${port} (${options.env})`);
+  // A role other than the default says so: a worker's port answers only its probes.
+  const role =
+    app.role === "all"
+      ? ""
+      : app.role === "web"
+        ? ", role web: no background work"
+        : ", role worker: /_/health and /_/ready only";
+  console.log(`okengine listening on http://${displayHost(host)}:${port} (${options.env}${role})`);
   // A loopback-only production bind is right on a host behind a local proxy, and a surprise in a container.
   if (options.env === "prod" && isLoopback(host))
     console.log("okengine: loopback only; set HOST=0.0.0.0 to accept connections from other machines");

@@ -55,6 +55,11 @@ export interface SignalRuntimeOptions {
   leaseMs: number;
   /** Insert an unkeyed emit already claimed when a local slot is free (Store.enqueueClaimed). */
   claimAtEmit: boolean;
+  /**
+   * Run the app's consumers (default true). `false` (a web instance): no once pool, no broadcast
+   * subscription announced or consumed; emits still go out, a broadcast's to the fleet's subscribers.
+   */
+  consume?: boolean;
   runner: SignalFlowRunner;
   /** Wraps the handler of one once signal (the schedule runtime records clock fires this way). */
   wrapHandler?(
@@ -86,7 +91,8 @@ export class SignalRuntime {
       logger: o.logger,
       instanceId: o.worker,
       signals: o.signals,
-      subscribers: o.subscribers,
+      // Not consuming: no subscription of ours to announce or count, only the fleet's.
+      subscribers: o.consume === false ? new Map() : o.subscribers,
       concurrency: o.concurrency,
       leaseMs: o.leaseMs,
       handler: (queue, flow) => this.handler(queue, flow),
@@ -97,6 +103,7 @@ export class SignalRuntime {
   /** Starts one pool per once-bound flow, then the broadcast runtime. */
   async start(): Promise<void> {
     if (this.stopped) return;
+    if (this.o.consume === false) return this.lives.start();
     for (const [signalName, flows] of this.o.subscribers) {
       const s = this.o.signals.get(signalName)!;
       if (s.delivery !== "once") continue;
