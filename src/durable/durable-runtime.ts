@@ -9,6 +9,8 @@ import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
+import { consumerRunId } from "../store/resettle-rules.ts";
+import { markWithin, STOP_MARK_TIMEOUT_MS } from "../store/stop-mark.ts";
 import { isStoppedOwner, stoppedOwner } from "../store/wake-rules.ts";
 import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
 import { MismatchLog } from "./mismatch-log.ts";
@@ -21,12 +23,6 @@ const UNKNOWN_FLOW_RETRY_MS = 5_000;
 
 /** Orphan scan page size. */
 const ORPHAN_PAGE = 500;
-
-/**
- * How long a stop waits, past its deadline, for the store to mark the runs it leaves to their
- * leases (leaveToLease): one statement; a store that cannot answer by then leaves them unmarked.
- */
-const LEAVE_TIMEOUT_MS = 2_000;
 
 export interface WakeEarlyResult {
   outcome: "resumed" | "wake time only";
@@ -524,7 +520,7 @@ export class DurableRuntime {
   /**
    * The run a delivery of message `messageId` belongs to. It is the message's own id, unless that
    * run failed and an operator replayed the message since: the n-th replay runs as `<id>.r<n>`
-   * (`replayRunId`), a fresh journal, while the failed run stays for inspection. Deterministic, so
+   * (`consumerRunId`), a fresh journal, while the failed run stays for inspection. Deterministic, so
    * every redelivery of that replay resumes the same run. Costs a message read only when the
    * message's own run failed.
    */
@@ -533,7 +529,7 @@ export class DurableRuntime {
     if (base?.status !== "failed") return { runId: messageId, run: base };
     const replays = (await this.o.store.getMessage(messageId))?.replays ?? 0;
     if (replays === 0) return { runId: messageId, run: base };
-    const runId = replayRunId(messageId, replays);
+    const runId = consumerRunId({ id: messageId, replays });
     return { runId, run: await this.o.store.getRun(runId) };
   }
 
@@ -621,25 +617,20 @@ export class DurableRuntime {
     // No such message (a run of this flow started by a call or an invoke; or one retention pruned,
     // which it does not while the run is unfinished): nothing to settle.
     if (m === undefined || m.signal !== consumer.name) return {};
+    // Its message's own last failure (LEASE_EXPIRED when it has none), so the run and it say the same.
+    const lastFailure = (): { code: string; message: string } => {
+      const last = m.failures.at(-1);
+      return last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts);
+    };
     // The run of an earlier replay, never ended, that a later replay superseded (its message runs
     // as a newer `.r<n>` now): ended, not resumed beside it, with the message's last failure.
-    if (replays > 0 && replays !== (m.replays ?? 0)) {
-      const last = m.failures.at(-1);
-      return {
-        ending: last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts),
-      };
-    }
+    if (replays > 0 && replays !== (m.replays ?? 0)) return { ending: lastFailure() };
     if (m.status === "delivered") return { parked: { consumer, message: m } };
     // A run that parked is not ended for its message's state: that was settled when it parked.
     if (acquired.entries.at(-1)?.kind === "sleep") return {};
     // Dead already (the spent claim's lookup failed in an outage, or an older version): the run
-    // ends with the message's own last failure, so the two say the same.
-    if (m.status === "dead") {
-      const last = m.failures.at(-1);
-      return {
-        ending: last ? { code: last.code, message: last.message } : leaseExpiredFailure(consumer, m.attempts),
-      };
-    }
+    // ends with the message's own last failure.
+    if (m.status === "dead") return { ending: lastFailure() };
     const budget = consumer.retries + 1;
     const spent =
       m.status === "inflight" &&
@@ -1079,22 +1070,17 @@ export class DurableRuntime {
       if (owner !== null) left.set(d.runId, { owner, ...(d.session ? { session: d.session } : {}) });
     }
     if (left.size === 0) return;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const marked = store.leaveToLease({
-        runs: [...left].map(([runId, { owner }]) => ({ runId, owner })),
-        now: clock.now(),
-      });
-      const late = new Promise<"late">((r) => {
-        timer = setTimeout(() => r("late"), LEAVE_TIMEOUT_MS);
-        timer.unref();
-      });
-      const ids = await Promise.race([marked, late]);
+      const ids = await markWithin(
+        store.leaveToLease({
+          runs: [...left].map(([runId, { owner }]) => ({ runId, owner })),
+          now: clock.now(),
+        }),
+      );
       if (ids === "late") {
-        marked.catch(() => undefined);
         logger.warn(
           { runIds: [...left.keys()] },
-          `durable: the store did not mark the runs left at the stop deadline within ${LEAVE_TIMEOUT_MS} ms; each one's takeover may count a recovery`,
+          `durable: the store did not mark the runs left at the stop deadline within ${STOP_MARK_TIMEOUT_MS} ms; each one's takeover may count a recovery`,
         );
         return;
       }
@@ -1107,8 +1093,6 @@ export class DurableRuntime {
         { err, runIds: [...left.keys()] },
         "durable: marking the runs left at the stop deadline failed; each one's takeover counts a recovery",
       );
-    } finally {
-      clearTimeout(timer);
     }
   }
 }
@@ -1150,14 +1134,6 @@ function outcomeOf(runId: string, flow: AnyFlow, run: RunRecord): InvokeResult |
 function failedDelivery(run: RunRecord): DurableDelivery {
   const failure = run.error ?? { code: "Error", message: "run failed" };
   return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
-}
-
-/**
- * The run id of a durable consumer's delivery after its message's `replays`-th operator replay,
- * when the message's own run (id = message id) had failed: a new run, derived from both.
- */
-export function replayRunId(messageId: string, replays: number): string {
-  return `${messageId}.r${replays}`;
 }
 
 /** A consumer run id's message id and replay number (0: the message's own run). Ids are [0-9a-z]. */

@@ -35,6 +35,22 @@ function withHandoff(store: Store): Store {
   });
 }
 
+/**
+ * Makes `store.leaveClaimsToLease` commit at once but answer only when the test opens `answer`:
+ * a handler can then end between the mark and the pool hearing of it.
+ */
+function answeredLate(store: Store): { readonly committed: boolean; answer: ReturnType<typeof gate<void>> } {
+  const leave = store.leaveClaimsToLease!.bind(store);
+  const state = { committed: false, answer: gate<void>() };
+  store.leaveClaimsToLease = async (claims, now) => {
+    const ids = await leave(claims, now);
+    state.committed = true;
+    await state.answer.promise;
+    return ids;
+  };
+  return state;
+}
+
 /** Lets every promise callback queued so far run (one macrotask), no wall-clock wait. */
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -276,26 +292,17 @@ describe("WorkerPool.stop", () => {
 
   it("a handler that ends while the mark's answer is on its way settles under the fence the mark made: delivered, not run again", async () => {
     const hung = gate<HandlerOutcome>();
-    const answer = gate();
     const t = await setup({ handle: () => hung.promise });
-    // The mark commits at once; its answer reaches the pool only when the test opens `answer`.
-    const leave = t.raw.leaveClaimsToLease!.bind(t.raw);
-    let marked = false;
-    t.raw.leaveClaimsToLease = async (claims, now) => {
-      const ids = await leave(claims, now);
-      marked = true;
-      await answer.promise;
-      return ids;
-    };
+    const mark = answeredLate(t.raw);
     await t.emit("m1");
     t.pool.start();
     await until(() => t.pool.active === 1, "m1 running");
     const stopping = t.pool.stop(0);
-    await until(() => marked, "the mark committed");
+    await until(() => mark.committed, "the mark committed");
     // Ends now: settled under its claim's fence (w1, 1), the settle would be fenced off by the mark.
     hung.open({ kind: "ok" });
     await turn();
-    answer.open();
+    mark.answer.open();
     await stopping;
     await until(async () => (await t.raw.getMessage("m1"))?.status === "delivered", "m1's settle");
     expect(await t.raw.getMessage("m1")).toMatchObject({ attempts: 1, lockedBy: null, failures: [] });
@@ -304,25 +311,17 @@ describe("WorkerPool.stop", () => {
   it("the stop's line counts as marked only the messages still left: one that ended while the mark was answered is not", async () => {
     const m1 = gate<HandlerOutcome>();
     const m2 = gate<HandlerOutcome>();
-    const answer = gate();
     const t = await setup({ concurrency: 2, handle: (m) => (m.id === "m1" ? m1.promise : m2.promise) });
-    const leave = t.raw.leaveClaimsToLease!.bind(t.raw);
-    let marked = false;
-    t.raw.leaveClaimsToLease = async (claims, now) => {
-      const ids = await leave(claims, now);
-      marked = true;
-      await answer.promise;
-      return ids;
-    };
+    const mark = answeredLate(t.raw);
     await t.emit("m1");
     await t.emit("m2");
     t.pool.start();
     await until(() => t.pool.active === 2, "m1 and m2 running");
     const stopping = t.pool.stop(0);
-    await until(() => marked, "both marked");
+    await until(() => mark.committed, "both marked");
     m1.open({ kind: "ok" });
     await turn();
-    answer.open();
+    mark.answer.open();
     await stopping;
     expect(t.records).toContainEqual(
       expect.objectContaining({

@@ -1,4 +1,5 @@
 /** WorkerPool: the claim → run → settle loop of one once-bound flow, with prefetch and batched settles. */
+import { markWithin, STOP_MARK_TIMEOUT_MS } from "../store/stop-mark.ts";
 import { loopFailureLog } from "../store/store-health.ts";
 import type { ClaimedMessage } from "../store/types.ts";
 import { budgetSpent, LEASE_EXPIRED, leaseSeconds, unstartedFailure } from "./attempt-budget.ts";
@@ -6,9 +7,6 @@ import { SettleQueue, type SettledBatch } from "./settle-queue.ts";
 import type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
 
 export type { HandlerOutcome, SlotReservation, WorkerPoolOptions } from "./worker-pool-types.ts";
-
-/** How long a stop waits for the store to mark the claims it leaves running (leaveRunning). */
-const LEAVE_TIMEOUT_MS = 2_000;
 
 /** The outcome of a handler that threw or rejected without an outcome of its own. */
 const thrown = (e: unknown): HandlerOutcome => ({
@@ -665,7 +663,7 @@ export class WorkerPool {
    * after the lapse is the same attempt, not the next. Without this a handler longer than
    * shutdownTimeoutMs spent one attempt per deploy and, a few deploys on, ended dead as "crashed".
    * A late outcome settles under the mark's fence (SettleQueue.leave). Best effort and bounded:
-   * unmarked (no such store call, an outage, no answer in LEAVE_TIMEOUT_MS), each claim after the
+   * unmarked (no such store call, an outage, no answer in STOP_MARK_TIMEOUT_MS), each claim after the
    * lapse counts an attempt, as a crash's does. Resolves with the ids marked.
    */
   private async leaveRunning(): Promise<ReadonlySet<string>> {
@@ -675,35 +673,28 @@ export class WorkerPool {
     if (store.leaveClaimsToLease === undefined || ms.length === 0 || this.o.cutAtStop === "spent")
       return new Set();
     const messageIds = ms.map((m) => m.id);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<"late">((r) => {
-      timer = setTimeout(() => r("late"), LEAVE_TIMEOUT_MS);
-      timer.unref();
-    });
-    const sent = store.leaveClaimsToLease(
-      ms.map((m) => ({ id: m.id, worker: m.lockedBy, attempt: m.attempts })),
-      now,
+    const marked = markWithin(
+      store.leaveClaimsToLease(
+        ms.map((m) => ({ id: m.id, worker: m.lockedBy, attempt: m.attempts })),
+        now,
+      ),
+    ).then(
+      (ids): ReadonlySet<string> => {
+        if (ids !== "late") return new Set(ids);
+        logger.warn(
+          { signal: this.o.signal.name, messageIds },
+          `shutdown deadline: the store did not mark the messages still running within ${STOP_MARK_TIMEOUT_MS} ms; each one's next claim counts an attempt`,
+        );
+        return new Set();
+      },
+      (err: unknown): ReadonlySet<string> => {
+        logger.warn(
+          { signal: this.o.signal.name, messageIds, err },
+          "shutdown deadline: marking the messages still running failed; each one's next claim counts an attempt",
+        );
+        return new Set();
+      },
     );
-    const marked = Promise.race([sent, late])
-      .then(
-        (ids): ReadonlySet<string> => {
-          if (ids !== "late") return new Set(ids);
-          sent.catch(() => undefined);
-          logger.warn(
-            { signal: this.o.signal.name, messageIds },
-            `shutdown deadline: the store did not mark the messages still running within ${LEAVE_TIMEOUT_MS} ms; each one's next claim counts an attempt`,
-          );
-          return new Set();
-        },
-        (err: unknown): ReadonlySet<string> => {
-          logger.warn(
-            { signal: this.o.signal.name, messageIds, err },
-            "shutdown deadline: marking the messages still running failed; each one's next claim counts an attempt",
-          );
-          return new Set();
-        },
-      )
-      .finally(() => clearTimeout(timer));
     this.settles.leave(ms, marked);
     return marked;
   }
