@@ -10,6 +10,7 @@ import type { App, CreateAppOptions } from "./app/types.ts";
 import type { Channel } from "./channel/channel.ts";
 import type { Duration } from "./clock/duration.ts";
 import { advanceMs, createTimeTravel, type TimeTravel } from "./clock/time-travel.ts";
+import { nextFireAt } from "./clock/schedule-runtime.ts";
 import { OkeError } from "./errors.ts";
 import type { SentMessage } from "./fx/send.ts";
 import { errSerializer, PRETTY_OPTIONS, type Logger } from "./log/logger.ts";
@@ -192,7 +193,8 @@ function advanceAsyncOf(
       else passed = true;
     };
     add(durableFlows.length === 0 ? null : await app.store.nextWakeAt({ flows: durableFlows }), "wake");
-    for (const s of await app.operator.schedules.list()) add(s.nextFireAt, "schedule");
+    // The store's records, not operator.schedules.list(): that view works out DST notes per clock.
+    for (const r of await app.store.listSchedules()) add(nextFireAt(r, now), "schedule");
     // A deadline already passed that the app has not acted on hides the ones behind it: step to
     // the clock's next timer then (the app's own, armed on it) so time still moves in order.
     const timer = passed ? time.nextTimer() : undefined;

@@ -6,7 +6,7 @@ import { effectiveSpec } from "../store/schedule-types.ts";
 import type { Store } from "../store/types.ts";
 import { dstNotes } from "./dst.ts";
 import type { ScheduleEdit, ScheduleOperatorApi, ScheduleView } from "./operator-types.ts";
-import { baseOf, clockMessage, type ScheduleRuntime } from "./schedule-runtime.ts";
+import { clockMessage, nextFireAt, type ScheduleRuntime } from "./schedule-runtime.ts";
 import { clockSignalName } from "./schedule.ts";
 import { specProblem } from "./schedule-spec.ts";
 
@@ -22,11 +22,6 @@ export function createScheduleOperator(store: Store, runtime: ScheduleRuntime): 
   const view = (r: ScheduleRecord): ScheduleView => {
     const spec = effectiveSpec(r);
     const now = runtime.now();
-    let nextFireAt: number | null = null;
-    if (!r.paused && !r.orphaned) {
-      const c = runtime.compile(r);
-      nextFireAt = c.latestDue(baseOf(r), now)?.slot ?? c.next(Math.max(baseOf(r), now));
-    }
     return {
       name: r.name,
       flow: r.flow,
@@ -39,7 +34,7 @@ export function createScheduleOperator(store: Store, runtime: ScheduleRuntime): 
       overridable: r.overridable,
       paused: r.paused,
       orphaned: r.orphaned,
-      nextFireAt,
+      nextFireAt: nextFireAt(r, now),
       lastScheduledAt: r.lastSlot,
       lastFiredAt: r.lastFiredAt,
       lagMs: r.lastSlot === null || r.lastFiredAt === null ? null : r.lastFiredAt - r.lastSlot,

@@ -13,7 +13,7 @@ import type { Clock } from "./clock.ts";
 import { dstNotes } from "./dst.ts";
 import { FleetTime } from "./fleet-time.ts";
 import { clockSignalName, type ClockInput, type ClockSchedule } from "./schedule.ts";
-import { compileSpec, type CompiledSpec } from "./schedule-spec.ts";
+import { compiledSpec, type CompiledSpec } from "./schedule-spec.ts";
 
 /** A clock bound to a flow in this app. */
 export interface BoundClock {
@@ -68,6 +68,13 @@ interface Live {
 /** Slots at or before this instant are not due for the record: its last fire or its anchor. */
 export const baseOf = (r: ScheduleRecord): number => Math.max(r.anchorAt, r.lastSlot ?? -Infinity);
 
+/** When clock `r` fires next as of `now`: its latest slot already due, else its next one; null while paused or orphaned. */
+export function nextFireAt(r: ScheduleRecord, now: number): number | null {
+  if (r.paused || r.orphaned) return null;
+  const c = compiledSpec(effectiveSpec(r));
+  return c.latestDue(baseOf(r), now)?.slot ?? c.next(Math.max(baseOf(r), now));
+}
+
 /** The id of a slot's message: also the run id of a durable clock flow. */
 export const slotMessageId = (name: string, slot: number): string => `${clockSignalName(name)}:${slot}`;
 
@@ -84,7 +91,6 @@ export function clockMessage(bound: BoundClock, id: string, input: ClockInput): 
 export class ScheduleRuntime {
   private readonly bound: Map<string, BoundClock>;
   private readonly live = new Map<string, Live>();
-  private readonly compiled = new Map<string, CompiledSpec>();
   private running = false;
   /** stop() was called: a start() still awaiting the store (or called later, a boot racing the stop) arms nothing. */
   private stopped = false;
@@ -130,11 +136,7 @@ export class ScheduleRuntime {
   }
 
   compile(record: ScheduleRecord): CompiledSpec {
-    const spec = effectiveSpec(record);
-    const key = JSON.stringify(spec);
-    let c = this.compiled.get(key);
-    if (c === undefined) this.compiled.set(key, (c = compileSpec(spec)));
-    return c;
+    return compiledSpec(effectiveSpec(record));
   }
 
   /** Reconciles the declared clocks with the store, warns about DST-sensitive ones, arms the timer. */

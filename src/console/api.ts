@@ -3,7 +3,7 @@ import { ClockResourceNotFoundError, OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
-import { compileSpec, type CompiledSpec } from "../clock/schedule-spec.ts";
+import { compiledSpec } from "../clock/schedule-spec.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 import {
@@ -392,22 +392,6 @@ async function strandedView(
   return { checked: true, flows, signals: stranded, clocks: strandedClocks(schedules, liveSignals, now) };
 }
 
-/**
- * Specs compiled for the stranded-clock check, by spec: compiling a cron takes ~1.5 ms (measured, 100
- * zoned crons), and the same stranded clocks are checked again at every overview poll. Cleared when
- * it grows past a bound, since edits make new specs.
- */
-const compiledSpecs = new Map<string, CompiledSpec>();
-function compiled(spec: ReturnType<typeof effectiveSpec>): CompiledSpec {
-  const key = `${spec.cron ?? ""}\u0000${spec.every ?? ""}\u0000${spec.timezone}`;
-  let c = compiledSpecs.get(key);
-  if (c === undefined) {
-    if (compiledSpecs.size >= 1_000) compiledSpecs.clear();
-    compiledSpecs.set(key, (c = compileSpec(spec)));
-  }
-  return c;
-}
-
 /** What to do about a clock nothing fires: the same words on the page, in the API and in `oke status`. */
 const STRANDED_CLOCK_FIX =
   "Deploy an instance whose code declares this clock: it fires the latest missed slot once at boot (missedRuns counts the others). " +
@@ -428,7 +412,7 @@ function strandedClocks(schedules: readonly ScheduleRecord[], liveSignals: Reado
     if (r.paused || r.orphaned || liveSignals.has(clockSignalName(r.name))) continue;
     const spec = effectiveSpec(r);
     // The first slot after the last fire (or the anchor): nothing has fired it when it is past.
-    const dueAt = compiled(spec).next(baseOf(r));
+    const dueAt = compiledSpec(spec).next(baseOf(r));
     if (dueAt === null || dueAt > now) continue;
     out.push({
       name: r.name,
