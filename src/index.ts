@@ -65,6 +65,7 @@ export type {
   FailureReason,
   SignalFailureReason,
   JournalEntry,
+  RunHold,
   RunRecord,
   RunStatus,
   SignalStats,

@@ -163,7 +163,12 @@ export function releaseRetried(
   deps: JournalRetryDeps & { store: Store },
   runId: string,
   owner: string,
-  options: { retryAt?: number; lost?: () => JournalLeaseBusy | undefined } = {},
+  options: {
+    retryAt?: number;
+    lost?: () => JournalLeaseBusy | undefined;
+    /** Why, for operators (ReleaseRequest.hold): shown with the run while it waits. */
+    hold?: { code: string; message: string };
+  } = {},
 ): Promise<void> {
   return retryJournalWrite(
     deps,
@@ -175,6 +180,7 @@ export function releaseRetried(
         owner,
         now: deps.clock.now(),
         ...(options.retryAt === undefined ? {} : { retryAt: options.retryAt }),
+        ...(options.hold === undefined ? {} : { hold: options.hold }),
       }),
     options.lost,
   );

@@ -127,7 +127,11 @@ async function blocked(
 ): Promise<DurableOutcome> {
   const runId = acquired.run.id;
   const retryAt = deps.clock.now() + MISMATCH_RETRY_MS;
-  await releaseRetried(deps, runId, owner, { retryAt, lost: () => session.lostLease });
+  await releaseRetried(deps, runId, owner, {
+    retryAt,
+    lost: () => session.lostLease,
+    hold: { code: error.code, message: error.message },
+  });
   deps.mismatches.report(acquired.run, error, retryAt);
   return { kind: "parked", runId, wakeAt: retryAt, blocked: error };
 }

@@ -1,6 +1,6 @@
 /** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish, release, renew, compensation and an early wake write. */
 import { JournalLeaseBusy } from "../errors.ts";
-import type { FinishRequest, ParkRequest, ReleaseRequest } from "./types.ts";
+import type { FinishRequest, ParkRequest, ReleaseRequest, RunHold, RunStatus } from "./types.ts";
 import type { BeginCompensationRequest } from "./compensation-types.ts";
 import { leased, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
 
@@ -53,6 +53,24 @@ export const releaseState = (r: RunState, req: ReleaseRequest): RunState => ({
   leaseExpiresAt: leased(r.status) ? (req.retryAt ?? null) : null,
   updatedAt: req.now,
 });
+
+/** The note a release keeps with the run (ReleaseRequest.hold); null clears the last one. */
+export const holdOf = (req: ReleaseRequest): RunHold | null =>
+  req.hold === undefined ? null : { code: req.hold.code, message: req.hold.message, since: req.now };
+
+/**
+ * RunRecord.held: the kept note counts only while the release it came with still stands — leased
+ * status, no holder. Nothing clears it on a take, a park or a finish (no write on those paths grows
+ * for it); it simply stops being shown, and the next release writes its own (or none).
+ */
+export const shownHold = (
+  status: RunStatus,
+  leaseOwner: string | null,
+  hold: RunHold | null | undefined,
+): RunHold | undefined =>
+  hold == null || leaseOwner !== null || !leased(status)
+    ? undefined
+    : { code: hold.code, message: hold.message, since: hold.since };
 
 /** What renewing the holder's lease writes (the caller checked it holds it). */
 export const renewState = (r: RunState, req: { now: number; leaseMs: number }): RunState => ({

@@ -70,6 +70,21 @@ export interface RunRecord {
   recoveries: number;
   createdAt: number;
   updatedAt: number;
+  /**
+   * Why the run waits with no holder: its last holder gave it back with a reason
+   * (`ReleaseRequest.hold`), e.g. OKE1301 when its journal does not match the code the deploy runs.
+   * Present only while that is so — running or compensating, no holder — and absent once anyone
+   * holds it again or it parks or ends. Operators see it (Console, `oke run`, `oke status`).
+   */
+  held?: RunHold;
+}
+
+/** A reason a run was given back, kept with it until someone holds it again (RunRecord.held). */
+export interface RunHold {
+  code: string;
+  message: string;
+  /** When it was given back with this reason (the release's `now`). */
+  since: number;
 }
 
 export interface Unsubscribe {

@@ -35,6 +35,7 @@ export type {
   StoredMessage,
   RunStatus,
   RunRecord,
+  RunHold,
   Unsubscribe,
 } from "./record-types.ts";
 
@@ -221,6 +222,12 @@ export interface ReleaseRequest {
   owner: string;
   now: number;
   retryAt?: number;
+  /**
+   * Why the run is given back, for operators: kept with it (as `RunRecord.held`, with `since: now`)
+   * while it waits with no holder. A release without one clears the last. Optional in the contract
+   * (ConformanceOptions.releaseHold): a driver that drops it shows such a run as running, no holder.
+   */
+  hold?: { code: string; message: string };
 }
 
 export interface FinishRequest {

@@ -182,7 +182,16 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
         "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
     );
     const held = await store.getRun(parked!.id);
-    expect(held).toMatchObject({ status: "running", leaseOwner: null });
+    // Operators see why it waits (Console, oke run, oke status): the mismatch, since the release.
+    expect(held).toMatchObject({
+      status: "running",
+      leaseOwner: null,
+      held: {
+        code: "OKE1301",
+        message: `journal: run "${parked!.id}" recorded step "a" at position 0, but the code now asks for step "b"`,
+        since: app2.time.now(),
+      },
+    });
     expect(held!.error ?? null).toBeNull();
     expect(undone).toEqual([]);
     // Tried again 30 s later by the same code: still held back, reported at debug level only.
@@ -202,7 +211,9 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     // Its boot's orphan scan takes it (released: no lease), with no time moved — moving it while that
     // attempt runs would pass its lease and count a recovery.
     await until(async () => (await store.getRun(parked!.id))?.status === "completed", "completed");
-    expect(await store.getRun(parked!.id)).toMatchObject({ output: "done", recoveries: 0 });
+    const done = await store.getRun(parked!.id);
+    expect(done).toMatchObject({ output: "done", recoveries: 0 });
+    expect(done!.held).toBeUndefined();
     expect((await app3.operator.run(parked!.id))!.journal.map((e) => `${e.kind}:${entryName(e)}`)).toEqual([
       "step:a",
       "sleep:w",

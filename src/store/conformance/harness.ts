@@ -50,6 +50,12 @@ export interface ConformanceOptions {
    * (default) the suite checks it is absent.
    */
   resettleDelivered?: boolean;
+  /**
+   * The driver keeps releaseRun's optional `hold` and shows it as `RunRecord.held` while the run has
+   * no holder: the suite checks it. When false (default) it checks nothing of it — a driver may drop
+   * the note, and operators then see such a run as running with no holder.
+   */
+  releaseHold?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

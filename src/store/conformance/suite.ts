@@ -17,6 +17,7 @@ import { journalLeaseCases } from "./journal-lease-cases.ts";
 import { journalParkCases } from "./journal-park-cases.ts";
 import { recoveryCases } from "./recovery-cases.ts";
 import { releaseCases } from "./release-cases.ts";
+import { holdCases } from "./hold-cases.ts";
 import { leaveClaimsCases } from "./leave-claims-cases.ts";
 import { resettleCases } from "./resettle-cases.ts";
 import { retentionCases } from "./retention-cases.ts";
@@ -54,6 +55,7 @@ export function describeStoreConformance(
     journalParkCases(factory);
     recoveryCases(factory);
     stopLeaseCases(factory, options);
+    holdCases(factory, options);
     flowFilterCases(factory);
     compensationCases(factory);
     eventCases(factory);

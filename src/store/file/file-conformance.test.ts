@@ -19,5 +19,5 @@ describeStoreConformance(
       },
     };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true },
+  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
 );

@@ -28,6 +28,7 @@ import {
   finishState,
   parkState,
   releaseState,
+  holdOf,
   renewState,
   wakeEarlyState,
 } from "../journal-rules.ts";
@@ -221,6 +222,7 @@ export class MemoryJournal {
     const r = this.runs.get(req.runId);
     if (r === undefined || r.leaseOwner !== req.owner) return false;
     this.apply(r, releaseState(r, req));
+    r.hold = holdOf(req);
     return true;
   }
 
@@ -412,6 +414,7 @@ export class MemoryJournal {
         recoveries: s.recoveries ?? 0,
         createdAt: s.createdAt,
         updatedAt: s.updatedAt,
+        hold: s.held ?? null,
         entries: s.entries.map((e) => cloneEntry(e, s.id)).sort((a, b) => a.seq - b.seq),
       };
       this.index(r);

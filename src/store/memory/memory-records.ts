@@ -1,6 +1,7 @@
 /** The records the memory engine keeps for messages and runs. */
 import { cloneJson } from "./clone-json.ts";
 import { storedError } from "../journal-same.ts";
+import { shownHold } from "../journal-rules.ts";
 import type { HeapSlot } from "./min-heap.ts";
 import type {
   ClaimedMessage,
@@ -8,6 +9,7 @@ import type {
   JournalEntry,
   MessageStatus,
   NewMessage,
+  RunHold,
   RunRecord,
   RunStatus,
   StoredMessage,
@@ -52,6 +54,8 @@ export interface RunRec extends HeapSlot {
   createdAt: number;
   updatedAt: number;
   entries: JournalEntry[];
+  /** The last release's note (journal-rules holdOf), shown as RunRecord.held while it stands. */
+  hold?: RunHold | null;
 }
 
 export const cloneFailure = (f: FailureReason): FailureReason => ({
@@ -173,5 +177,7 @@ export function toRunRecord(r: RunRec): RunRecord {
   };
   if (r.output !== undefined) out.output = cloneJson(r.output);
   if (r.error !== undefined) out.error = { code: r.error.code, message: r.error.message };
+  const held = shownHold(r.status, r.leaseOwner, r.hold);
+  if (held !== undefined) out.held = held;
   return out;
 }

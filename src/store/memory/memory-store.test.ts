@@ -11,7 +11,7 @@ describeStoreConformance(
     await store.open();
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true },
+  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
 );
 
 // The file driver rebuilds the engine from snapshots: run the whole contract
@@ -35,7 +35,7 @@ describeStoreConformance(
     });
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true },
+  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
 );
 
 describe("memory store", () => {

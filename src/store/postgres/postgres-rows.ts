@@ -7,10 +7,12 @@ import {
   type JournalEntry,
   type MessageStatus,
   type NamedEntry,
+  type RunHold,
   type RunRecord,
   type RunStatus,
   type StoredMessage,
 } from "../types.ts";
+import { shownHold } from "../journal-rules.ts";
 
 /**
  * Row shapes as our queries return them and their mapping to contract types.
@@ -65,6 +67,8 @@ export interface RunRow {
   updated_at: number;
   /** Migration 0021: the last append or lease renewal (updated_at: the last status or holder change). */
   stepped_at: number | null;
+  /** Migration 0030: the last release's note (journal-rules holdOf); only `SELECT *` reads it. */
+  held?: unknown;
 }
 
 export interface EntryRow {
@@ -147,6 +151,8 @@ export function toRunRecord(r: RunRow): RunRecord {
   const output = fromJson(r.output);
   if (output !== undefined) run.output = output;
   if (r.error !== null) run.error = r.error as { code: string; message: string };
+  const held = shownHold(run.status, r.lease_owner, (r.held ?? null) as RunHold | null);
+  if (held !== undefined) run.held = held;
   return run;
 }
 

@@ -13,6 +13,7 @@ import type {
   RunStatus,
   StartRun,
 } from "../types.ts";
+import { holdOf } from "../journal-rules.ts";
 import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
@@ -152,6 +153,12 @@ export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
   if (rowCount === 0) throw await refusal(ctx, req.runId, true);
 }
 
+/** The release's note as a jsonb parameter: SQL NULL (not JSON null) when it has none. */
+const heldParam = (req: ReleaseRequest): string | null => {
+  const hold = holdOf(req);
+  return hold === null ? null : JSON.stringify(hold);
+};
+
 /** Releases the lease if `owner` holds it; a non-holder changes nothing. */
 export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<void> {
   // With retryAt: due then, like an expired lease (claimDueRuns, nextWakeAt); other instances are told.
@@ -159,13 +166,21 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
     ctx.pool,
     `WITH r AS (
        UPDATE ${ctx.s}.runs
-       SET lease_owner = NULL, updated_at = $3,
+       SET lease_owner = NULL, updated_at = $3, held = $7::jsonb,
            lease_expires_at = CASE WHEN status IN ('running', 'compensating') THEN $4::bigint ELSE NULL END
        WHERE id = $1 AND lease_owner = $2
        RETURNING id)
      SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($5, $6) WHERE $6::text IS NOT NULL) n) AS notified
      FROM r WHERE $4::bigint IS NOT NULL`,
-    [req.runId, req.owner, req.now, req.retryAt ?? null, ctx.channel, wakePayload(ctx, { w: 1 })],
+    [
+      req.runId,
+      req.owner,
+      req.now,
+      req.retryAt ?? null,
+      ctx.channel,
+      wakePayload(ctx, { w: 1 }),
+      heldParam(req),
+    ],
   );
   if (rowCount > 0) ctx.emit([{ kind: "wake" }]);
 }

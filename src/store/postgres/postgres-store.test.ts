@@ -27,6 +27,7 @@ describeStoreConformance("postgres", factory("conf", {}), {
   leaveToLease: true,
   leaveClaimsToLease: true,
   resettleDelivered: true,
+  releaseHold: true,
 });
 
 // Poll-only mode (PgBouncer): no NOTIFY, no LISTEN connection. The
@@ -40,5 +41,6 @@ describeStoreConformance(
     leaveToLease: true,
     leaveClaimsToLease: true,
     resettleDelivered: true,
+    releaseHold: true,
   },
 );

@@ -23,6 +23,7 @@ import {
   finishState,
   parkState,
   releaseState,
+  holdOf,
   renewState,
   wakeEarlyState,
 } from "../../journal-rules.ts";
@@ -294,7 +295,11 @@ export class SqliteJournal {
     const r = this.runRow(req.runId);
     if (r === undefined || r.lease_owner !== req.owner) return false;
     const state = releaseState(stateOfRow(r), req);
-    this.b.write(() => this.apply(r, state));
+    const hold = holdOf(req);
+    this.b.write(() => {
+      this.apply(r, state);
+      this.b.run("UPDATE runs SET held = ? WHERE id = ?", hold === null ? null : JSON.stringify(hold), r.id);
+    });
     return true;
   }
 

@@ -5,10 +5,12 @@ import type {
   FailureReason,
   JournalEntry,
   MessageStatus,
+  RunHold,
   RunRecord,
   RunStatus,
   StoredMessage,
 } from "../../types.ts";
+import { shownHold } from "../../journal-rules.ts";
 import type { TapeEntry } from "../../fanout-types.ts";
 import type { IdempotencyRecord, StoredResponse } from "../../idempotency-types.ts";
 import type { RunStateOf } from "../../wake-rules.ts";
@@ -55,6 +57,8 @@ export interface RunRow {
   recoveries: number;
   created_at: number;
   updated_at: number;
+  /** Migration 0004: the last release's note as JSON (journal-rules holdOf); absent on rows built in code. */
+  held?: string | null;
 }
 
 export interface EntryRow {
@@ -134,6 +138,8 @@ export function toRun(r: RunRow): RunRecord {
   const output = dec(r.output);
   if (output !== undefined) out.output = output;
   if (r.error !== null) out.error = JSON.parse(r.error) as { code: string; message: string };
+  const held = shownHold(r.status, r.lease_owner, r.held ? (JSON.parse(r.held) as RunHold) : null);
+  if (held !== undefined) out.held = held;
   return out;
 }
 

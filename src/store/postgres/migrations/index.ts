@@ -23,6 +23,7 @@ import { m0026 } from "./0026-claim-held-walk.ts";
 import { m0027 } from "./0027-due-sleepers-in-order.ts";
 import { m0028 } from "./0028-json-keeps-key-order.ts";
 import { m0029 } from "./0029-claim-after-stop.ts";
+import { m0030 } from "./0030-run-hold.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -54,4 +55,5 @@ export const migrations: readonly Migration[] = [
   m0027,
   m0028,
   m0029,
+  m0030,
 ];

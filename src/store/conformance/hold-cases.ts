@@ -1,0 +1,75 @@
+// Conformance cases of ReleaseRequest.hold: the reason a run was given back, shown as RunRecord.held while no one holds it.
+import { describe, expect, it } from "vitest";
+import type { ConformanceOptions, StoreFactory } from "./harness.ts";
+import { freshStore, LEASE, startRun, step, T0 } from "./harness.ts";
+
+const MISMATCH = { code: "OKE1301", message: 'journal: run "r1" recorded step "a" at position 0' };
+
+/** releaseRun's `hold`: kept with the run, shown while it waits with no holder, gone once anyone holds it. */
+export function holdCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
+  // Optional: a driver that drops the note shows such a run as running with no holder.
+  if (options.releaseHold !== true) return;
+  describe("journal: releaseRun's hold (why a run waits)", () => {
+    const store = freshStore(factory);
+
+    it("is shown as held, with the release time, by getRun, listRuns and pageRuns while the run has no holder", async () => {
+      await startRun(store(), "r1", { owner: "a" });
+      await store().releaseRun({
+        runId: "r1",
+        owner: "a",
+        now: T0 + 5,
+        retryAt: T0 + 30_005,
+        hold: MISMATCH,
+      });
+      const held = { ...MISMATCH, since: T0 + 5 };
+      expect(await store().getRun("r1")).toMatchObject({
+        status: "running",
+        leaseOwner: null,
+        leaseExpiresAt: T0 + 30_005,
+        held,
+      });
+      expect((await store().listRuns({ status: "running" }))[0]).toMatchObject({ id: "r1", held });
+      expect((await store().pageRuns({ limit: 10 })).items[0]).toMatchObject({ id: "r1", held });
+    });
+
+    it("is not shown once the run is held again, by a take or a claim, and a later release without one clears it", async () => {
+      await startRun(store(), "r1", { owner: "a" });
+      await store().releaseRun({ runId: "r1", owner: "a", now: T0 + 5, retryAt: T0 + 10, hold: MISMATCH });
+      const [taken] = await store().claimDueRuns({ owner: "b", now: T0 + 10, max: 1, leaseMs: LEASE });
+      expect(taken?.run).toMatchObject({ id: "r1", leaseOwner: "b" });
+      expect(taken?.run.held).toBeUndefined();
+      expect((await store().getRun("r1"))?.held).toBeUndefined();
+      await store().releaseRun({ runId: "r1", owner: "b", now: T0 + 11, retryAt: T0 + 12 });
+      expect(await store().getRun("r1")).toMatchObject({ leaseOwner: null, leaseExpiresAt: T0 + 12 });
+      expect((await store().getRun("r1"))?.held).toBeUndefined();
+    });
+
+    it("a new release's reason replaces the last; a run that goes on and ends shows none", async () => {
+      await startRun(store(), "r1", { owner: "a" });
+      await store().releaseRun({ runId: "r1", owner: "a", now: T0 + 1, retryAt: T0 + 2, hold: MISMATCH });
+      await store().acquireRun({ runId: "r1", owner: "b", now: T0 + 2, leaseMs: LEASE });
+      const later = { code: "OKE1301", message: "another mismatch" };
+      await store().releaseRun({ runId: "r1", owner: "b", now: T0 + 3, retryAt: T0 + 4, hold: later });
+      expect((await store().getRun("r1"))?.held).toEqual({ ...later, since: T0 + 3 });
+      await store().acquireRun({ runId: "r1", owner: "c", now: T0 + 4, leaseMs: LEASE });
+      await store().append({
+        runId: "r1",
+        owner: "c",
+        now: T0 + 5,
+        leaseMs: LEASE,
+        entries: [step("r1", 0)],
+      });
+      await store().finish({ runId: "r1", owner: "c", now: T0 + 6, status: "completed", output: 1 });
+      const done = await store().getRun("r1");
+      expect(done).toMatchObject({ status: "completed", leaseOwner: null });
+      expect(done?.held).toBeUndefined();
+    });
+
+    it("a release by someone who does not hold the run keeps no reason", async () => {
+      await startRun(store(), "r1", { owner: "a" });
+      await store().releaseRun({ runId: "r1", owner: "x", now: T0 + 1, retryAt: T0 + 2, hold: MISMATCH });
+      expect(await store().getRun("r1")).toMatchObject({ leaseOwner: "a" });
+      expect((await store().getRun("r1"))?.held).toBeUndefined();
+    });
+  });
+}
