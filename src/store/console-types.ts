@@ -28,6 +28,11 @@ export interface RunPageRequest {
   until?: number;
   /** Sleeping runs whose current sleep (the last sleep entry of the journal) has this label. */
   sleepLabel?: string;
+  /**
+   * Only runs held back: running or compensating, no holder, given back with a reason
+   * (RunRecord.held present). Drivers without releaseHold find none.
+   */
+  held?: boolean;
   cursor?: string | null;
   limit: number;
 }

@@ -1,7 +1,8 @@
 // Conformance cases of ReleaseRequest.hold: the reason a run was given back, shown as RunRecord.held while no one holds it.
 import { describe, expect, it } from "vitest";
 import type { ConformanceOptions, StoreFactory } from "./harness.ts";
-import { freshStore, LEASE, startRun, step, T0 } from "./harness.ts";
+import { freshStore, LEASE, sleepEntry, startRun, step, T0 } from "./harness.ts";
+import type { RunPageRequest } from "../console-types.ts";
 
 const MISMATCH = { code: "OKE1301", message: 'journal: run "r1" recorded step "a" at position 0' };
 
@@ -30,6 +31,52 @@ export function holdCases(factory: StoreFactory, options: ConformanceOptions = {
       });
       expect((await store().listRuns({ status: "running" }))[0]).toMatchObject({ id: "r1", held });
       expect((await store().pageRuns({ limit: 10 })).items[0]).toMatchObject({ id: "r1", held });
+    });
+
+    it("pageRuns({ held: true }) lists only held runs, with the other filters and the cursor", async () => {
+      for (const [i, id] of ["h1", "h2", "h3"].entries()) {
+        await startRun(store(), id, { owner: "a", now: T0 + i, flow: id === "h3" ? "flow.b" : "flow.a" });
+        await store().releaseRun({ runId: id, owner: "a", now: T0 + 10, retryAt: T0 + 40, hold: MISMATCH });
+      }
+      // Not held: one running under a holder, one released without a reason, one held then taken,
+      // and one held then parked (the note stays in the row, not shown).
+      await startRun(store(), "busy", { owner: "a", now: T0 + 3 });
+      await startRun(store(), "plain", { owner: "a", now: T0 + 4 });
+      await store().releaseRun({ runId: "plain", owner: "a", now: T0 + 10, retryAt: T0 + 40 });
+      await startRun(store(), "taken", { owner: "a", now: T0 + 5 });
+      await store().releaseRun({
+        runId: "taken",
+        owner: "a",
+        now: T0 + 10,
+        retryAt: T0 + 11,
+        hold: MISMATCH,
+      });
+      await store().acquireRun({ runId: "taken", owner: "b", now: T0 + 11, leaseMs: LEASE });
+      await startRun(store(), "parked", { owner: "a", now: T0 + 6 });
+      await store().releaseRun({
+        runId: "parked",
+        owner: "a",
+        now: T0 + 10,
+        retryAt: T0 + 11,
+        hold: MISMATCH,
+      });
+      await store().acquireRun({ runId: "parked", owner: "b", now: T0 + 11, leaseMs: LEASE });
+      await store().park({
+        runId: "parked",
+        owner: "b",
+        now: T0 + 12,
+        entry: sleepEntry("parked", 0, T0 + 99_999, T0 + 12),
+      });
+
+      const ids = async (req: Omit<RunPageRequest, "limit">, limit = 10) =>
+        (await store().pageRuns({ ...req, limit, held: true })).items.map((r) => r.id);
+      expect(await ids({})).toEqual(["h3", "h2", "h1"]);
+      expect(await ids({ status: "running" })).toEqual(["h3", "h2", "h1"]);
+      expect(await ids({ status: "sleeping" })).toEqual([]);
+      expect(await ids({ flow: "flow.a" })).toEqual(["h2", "h1"]);
+      const first = await store().pageRuns({ held: true, limit: 2 });
+      expect(first.items.map((r) => r.id)).toEqual(["h3", "h2"]);
+      expect(await ids({ cursor: first.next }, 2)).toEqual(["h1"]);
     });
 
     it("is not shown once the run is held again, by a take or a claim, and a later release without one clears it", async () => {

@@ -12,6 +12,7 @@ import type {
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
 import { decodeCursor, encodeCursor } from "../console-cursor.ts";
 import { cloneJson } from "./clone-json.ts";
+import { shownHold } from "../journal-rules.ts";
 import { toRunRecord, toStoredMessage, type MsgRec, type RunRec } from "./memory-records.ts";
 
 /** Plain-data state of this half, kept in the engine snapshot. */
@@ -77,6 +78,7 @@ export function pageRuns(records: Iterable<RunRec>, req: RunPageRequest): Page<R
     if (req.until !== undefined && r.createdAt >= req.until) continue;
     if (req.sleepLabel !== undefined && (r.status !== "sleeping" || currentSleep(r) !== req.sleepLabel))
       continue;
+    if (req.held === true && shownHold(r.status, r.leaseOwner, r.hold) === undefined) continue;
     if (c && !runBefore(r, c[0], c[1])) continue;
     hits.push(r);
   }

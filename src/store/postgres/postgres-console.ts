@@ -105,6 +105,11 @@ export async function pageRuns(ctx: PgContext, req: RunPageRequest): Promise<Pag
         ORDER BY j.seq DESC LIMIT 1) = ${p(req.sleepLabel)}`,
     );
   }
+  // RunRecord.held's rule (journal-rules shownHold): the leased statuses' seeks only, filtered.
+  const leasedOnly = req.held === true;
+  if (leasedOnly) {
+    where.push("status IN ('running', 'compensating') AND lease_owner IS NULL AND held IS NOT NULL");
+  }
   if (c) where.push(`(created_at, id COLLATE "C") < (${p(c[0])}, ${p(c[1])})`);
   const order = `ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT $1`;
   const branch = (status: string | undefined): string =>
@@ -114,6 +119,7 @@ export async function pageRuns(ctx: PgContext, req: RunPageRequest): Promise<Pag
     status !== undefined || req.parentRunId !== undefined
       ? branch(status)
       : `SELECT * FROM (${Object.keys(STATUSES)
+          .filter((s) => !leasedOnly || s === "running" || s === "compensating")
           .map((s) => branch(s))
           .join(" UNION ALL ")}) u ${order}`;
   const { rows } = await q<RunRow>(ctx.pool, sql, params);

@@ -81,6 +81,9 @@ export class SqliteConsole {
            ORDER BY j.seq DESC LIMIT 1) = ?`,
         req.sleepLabel,
       );
+    // RunRecord.held's rule (journal-rules shownHold) in SQL.
+    if (req.held === true)
+      add("status IN ('running', 'compensating') AND lease_owner IS NULL AND held IS NOT NULL");
     const c = req.cursor ? decodeCursor(req.cursor) : undefined;
     if (c) add("(created_at < ? OR (created_at = ? AND id < ?))", c[0], c[0], c[1]);
     const rows = this.b.all<RunRow>(
