@@ -43,24 +43,11 @@ export function holdCases(factory: StoreFactory, options: ConformanceOptions = {
       await startRun(store(), "busy", { owner: "a", now: T0 + 3 });
       await startRun(store(), "plain", { owner: "a", now: T0 + 4 });
       await store().releaseRun({ runId: "plain", owner: "a", now: T0 + 10, retryAt: T0 + 40 });
-      await startRun(store(), "taken", { owner: "a", now: T0 + 5 });
-      await store().releaseRun({
-        runId: "taken",
-        owner: "a",
-        now: T0 + 10,
-        retryAt: T0 + 11,
-        hold: MISMATCH,
-      });
-      await store().acquireRun({ runId: "taken", owner: "b", now: T0 + 11, leaseMs: LEASE });
-      await startRun(store(), "parked", { owner: "a", now: T0 + 6 });
-      await store().releaseRun({
-        runId: "parked",
-        owner: "a",
-        now: T0 + 10,
-        retryAt: T0 + 11,
-        hold: MISMATCH,
-      });
-      await store().acquireRun({ runId: "parked", owner: "b", now: T0 + 11, leaseMs: LEASE });
+      for (const [i, id] of ["taken", "parked"].entries()) {
+        await startRun(store(), id, { owner: "a", now: T0 + 5 + i });
+        await store().releaseRun({ runId: id, owner: "a", now: T0 + 10, retryAt: T0 + 11, hold: MISMATCH });
+        await store().acquireRun({ runId: id, owner: "b", now: T0 + 11, leaseMs: LEASE });
+      }
       await store().park({
         runId: "parked",
         owner: "b",

@@ -214,3 +214,13 @@ export const conformanceFactory = (tag: string, options: Partial<PostgresStoreOp
     return { store, cleanup: () => store.close() };
   };
 };
+
+/** What the PostgreSQL driver claims of the conformance suite's optional parts, in both its modes. */
+export const PG_CONFORMANCE_OPTIONS = {
+  supportsTx: true,
+  claimAtEmit: true,
+  leaveToLease: true,
+  leaveClaimsToLease: true,
+  resettleDelivered: true,
+  releaseHold: true,
+} as const;
