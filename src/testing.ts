@@ -138,19 +138,6 @@ function projectDir(project: string): string {
   return root === undefined || root === "" || isAbsolute(project) ? project : resolve(root, project);
 }
 
-/**
- * The Request a real client sends for this call: a bare path gets a local origin, and the body
- * its own content type as fetch gives it (a string is text/plain, which the app answers with 415,
- * as it would over HTTP; JSON needs `content-type: application/json`, as in a browser).
- */
-function asFetchSends(input: string | Request, init?: RequestInit): Request {
-  if (typeof input !== "string") return init === undefined ? input : new Request(input, init);
-  const url = /^https?:\/\//i.test(input)
-    ? input
-    : `http://localhost${input.startsWith("/") ? "" : "/"}${input}`;
-  return new Request(url, init);
-}
-
 /** Pauses the schedules a test leaves out; a name that is no schedule of the app throws, listing them. */
 async function pauseLeftOut(app: App, schedules: boolean | readonly string[]): Promise<void> {
   const names = app.manifest.clocks.map((c) => c.name);
@@ -295,15 +282,12 @@ export async function createTestApp(options: TestAppOptions): Promise<TestApp> {
   const stopMs = config.env?.test?.shutdownTimeoutMs ?? TEST_STOP_TIMEOUT_MS;
   const stop = app.stop.bind(app);
   let stopped = false;
-  const request = app.request.bind(app);
   Object.assign(app, {
     stop: async (o: { timeoutMs?: number; drainMs?: number } = {}): Promise<void> => {
       stopped = true;
       await stop({ ...o, timeoutMs: o.timeoutMs ?? stopMs });
       if (tempRoot !== undefined) rmSync(tempRoot, { recursive: true, force: true });
     },
-    request: async (input: string | Request, init?: RequestInit): Promise<Response> =>
-      request(asFetchSends(input, init)),
   });
   try {
     await app.boot();

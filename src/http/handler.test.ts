@@ -279,10 +279,22 @@ describe("health and readiness", () => {
 });
 
 describe("toRequest (app.request helper)", () => {
-  it("adds an origin and labels a string body as JSON", async () => {
+  it("adds an origin; a JSON body says so, as from a real client", async () => {
+    const { handler } = setup();
+    const res = await handler.fetch(
+      toRequest("/echo", {
+        method: "POST",
+        body: '{"name":"bo"}',
+        headers: { "content-type": "application/json" },
+      }),
+    );
+    expect(await read(res)).toEqual({ ok: true, data: { hello: "bo" } });
+  });
+
+  it("sends a string body without a content type as fetch does (text/plain): 415, as over HTTP", async () => {
     const { handler } = setup();
     const res = await handler.fetch(toRequest("/echo", { method: "POST", body: '{"name":"bo"}' }));
-    expect(await read(res)).toEqual({ ok: true, data: { hello: "bo" } });
+    expect(res.status).toBe(415);
   });
 
   it("keeps an explicit content-type", async () => {

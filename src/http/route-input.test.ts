@@ -32,8 +32,12 @@ const make = (): App => {
   });
   return app;
 };
+const JSON_TYPE = { "content-type": "application/json" };
 const send = (a: App, method: string, path: string, body?: unknown) =>
-  a.request(path, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  a.request(path, {
+    method,
+    ...(body === undefined ? {} : { body: JSON.stringify(body), headers: JSON_TYPE }),
+  });
 const errorOf = async (res: Response) =>
   ((await res.json()) as { error: { code: string; message: string; details?: unknown } }).error;
 
@@ -94,7 +98,11 @@ describe("path parameters, body and query", () => {
 
   it("treats a __proto__ field as data, never as the input's prototype", async () => {
     const a = make();
-    await a.request("/users/42", { method: "PUT", body: '{"__proto__":{"admin":true},"name":"x"}' });
+    await a.request("/users/42", {
+      method: "PUT",
+      headers: JSON_TYPE,
+      body: '{"__proto__":{"admin":true},"name":"x"}',
+    });
     const input = seen[0] as Record<string, unknown>;
     expect(Object.getPrototypeOf(input)).toBe(Object.prototype);
     expect((input as { admin?: unknown }).admin).toBeUndefined();

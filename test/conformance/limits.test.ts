@@ -9,6 +9,9 @@ import { drivers } from "./drivers.ts";
 // The storable limits are one rule for every driver: what one driver refuses, all refuse (with the same
 // code, before anything is written), and what passes is stored and delivered intact by all of them.
 
+/** Request bodies are JSON: they say so, as a real client would. */
+const JSON_TYPE = { "content-type": "application/json" };
+
 const nested = (levels: number): unknown => {
   let v: unknown = "leaf";
   for (let i = 0; i < levels; i++) v = i % 2 === 0 ? { a: v } : [v];
@@ -90,7 +93,11 @@ describe.each(drivers)("store limits on the $name driver", (driver) => {
       }),
     );
     const app = await apps.make([{ task, w, producer }]);
-    const res = await app.request("/notes", { method: "POST", body: JSON.stringify({ note: "hi" }) });
+    const res = await app.request("/notes", {
+      method: "POST",
+      headers: JSON_TYPE,
+      body: JSON.stringify({ note: "hi" }),
+    });
     expect(res.status).toBe(422);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("OKE1255");
     expect((await app.operator.stats("limits.fromFlow")).pending).toBe(0);
@@ -102,13 +109,21 @@ describe.each(drivers)("store limits on the $name driver", (driver) => {
       flow("runs.start", { durable: true, do: (input: unknown) => ({ got: input }) }),
     );
     const app = await apps.make([{ start }]);
-    const nul = await app.request("/runs/start", { method: "POST", body: '{"name":"a\\u0000b"}' });
+    const nul = await app.request("/runs/start", {
+      method: "POST",
+      headers: JSON_TYPE,
+      body: '{"name":"a\\u0000b"}',
+    });
     expect(nul.status).toBe(422);
     expect(((await nul.json()) as { error: { code: string } }).error.code).toBe("OKE1255");
-    const lone = await app.request("/runs/start", { method: "POST", body: '{"name":"\\ud800"}' });
+    const lone = await app.request("/runs/start", {
+      method: "POST",
+      headers: JSON_TYPE,
+      body: '{"name":"\\ud800"}',
+    });
     expect(((await lone.json()) as { error: { code: string } }).error.code).toBe("OKE1256");
     const deep = "[".repeat(5_000) + "]".repeat(5_000);
-    const tooDeep = await app.request("/runs/start", { method: "POST", body: deep });
+    const tooDeep = await app.request("/runs/start", { method: "POST", headers: JSON_TYPE, body: deep });
     expect(tooDeep.status).toBe(422);
     expect(((await tooDeep.json()) as { error: { code: string } }).error.code).toBe("OKE1252");
     const query = await app.request("/runs/start?x=%00", { method: "POST" });
@@ -117,6 +132,7 @@ describe.each(drivers)("store limits on the $name driver", (driver) => {
     // A body right at the depth limit is a run like any other.
     const ok = await app.request("/runs/start", {
       method: "POST",
+      headers: JSON_TYPE,
       body: JSON.stringify(nested(MAX_DEPTH - 1)),
     });
     expect(ok.status).toBe(200);
