@@ -334,6 +334,7 @@ class OkeApp implements App, FxRuntime {
       // A web instance resumes no run: listing its flows would hide runs no worker serves (oke status).
       flows: this.consumes ? [...this.registry.flows.keys()] : [],
       signals: this.signals.onceSignals,
+      role: this.role,
     });
     if (this.consumes) this.retention.start();
     // Every okengine timer is unref'd; this one handle keeps a worker-only process alive until stop().

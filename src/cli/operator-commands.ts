@@ -9,7 +9,7 @@ import {
   type ConsoleClient,
   type Shape,
 } from "./console-client.ts";
-import type { TimelineItem } from "../console/timeline.ts";
+import { holdFix, type TimelineItem } from "../console/timeline.ts";
 import { age, short, table, when } from "./table.ts";
 
 interface ConnFlags {
@@ -63,6 +63,8 @@ interface RunRow {
   parentRunId?: string | null;
   sleepingOn?: string | null;
   error?: { code?: string; message?: string } | null;
+  /** Why it waits with no holder, while it is held back (absent otherwise, and from an older app). */
+  held?: { code: string; message: string; since: number };
 }
 /** Work no live instance serves (absent from an older app). */
 interface Stranded {
@@ -96,7 +98,11 @@ interface Overview {
   flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
   recentFailures: { deadLetters: Message[]; runs: RunRow[] };
   instances: number;
+  /** How many live instances run each role (absent from an older app). */
+  instanceRoles?: Partial<Record<"all" | "web" | "worker", number>>;
   stranded?: Stranded;
+  /** The newest held-back runs, and what to do (absent from an older app). */
+  heldBack?: { runs: RunRow[]; more: boolean; fix: string };
 }
 interface RunDetail {
   run: RunRow & { input?: unknown; output?: unknown };
@@ -104,6 +110,8 @@ interface RunDetail {
   sleepingOn: string | null;
   ancestors: RunRow[];
   children: RunRow[];
+  /** What to do about `run.held` (absent from an older app). */
+  heldFix?: string | null;
 }
 interface Schedule {
   name: string;
@@ -144,6 +152,8 @@ const shapes = {
     listOf(v.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
     isObj(v.recentFailures) &&
     Array.isArray(v.recentFailures.runs) &&
+    (v.heldBack === undefined ||
+      (isObj(v.heldBack) && listOf(v.heldBack.runs, isRun) && isStr(v.heldBack.fix))) &&
     (v.stranded === undefined ||
       (isObj(v.stranded) &&
         listOf(v.stranded.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
@@ -264,7 +274,7 @@ function countsCells(c: Counts): Array<number | undefined> {
 
 function formatStatus(url: string, o: Overview): string {
   const out: string[] = [
-    `okengine at ${url} · env ${o.env} · ${o.instances} instance${o.instances === 1 ? "" : "s"} alive · ${when(o.now)}`,
+    `okengine at ${url} · env ${o.env} · ${o.instances} instance${o.instances === 1 ? "" : "s"} alive${rolesText(o)} · ${when(o.now)}`,
     "",
   ];
   const rows: Array<Array<string | number | undefined>> = [];
@@ -327,20 +337,50 @@ function formatStatus(url: string, o: Overview): string {
     o.recentFailures.runs.length,
   );
   const stranded = strandedLines(o);
-  if (dead.length > 0 || failed > 0 || stranded.length > 0) {
+  const held = heldLine(o);
+  if (dead.length > 0 || failed > 0 || held !== undefined || stranded.length > 0) {
     out.push("");
     for (const s of dead)
       out.push(`${s.dead} dead letter${s.dead === 1 ? "" : "s"} on ${s.name}: oke dead ${s.name}`);
     if (failed > 0) out.push(`${failed} failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
+    if (held !== undefined) out.push(held);
     out.push(...stranded);
   }
   return out.join("\n");
+}
+
+/**
+ * The live instances' roles, " (1 web, 2 worker)", when any runs part of the app; nothing when every
+ * one runs all of it (the default), or the app is older than roles.
+ */
+function rolesText(o: Overview): string {
+  const r = o.instanceRoles;
+  if (r === undefined || ((r.web ?? 0) === 0 && (r.worker ?? 0) === 0)) return "";
+  const parts = (["web", "worker", "all"] as const).filter((k) => (r[k] ?? 0) > 0).map((k) => `${r[k]} ${k}`);
+  return ` (${parts.join(", ")})`;
 }
 
 /** A name from the store on one terminal line: no control characters. */
 const oneLine = (name: string): string =>
   [...name].map((c) => (c < " " || c === "\u007f" ? " " : c)).join("");
 const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * How many runs are held back (the overview lists the newest 20, and says when there are more), why
+ * and where to see them; undefined when none is.
+ */
+function heldLine(o: Overview): string | undefined {
+  const hb = o.heldBack;
+  if (hb === undefined || hb.runs.length === 0) return undefined;
+  const n = hb.more ? `${hb.runs.length}+ runs` : plural(hb.runs.length, "run");
+  const why = hb.runs.every((r) => r.held?.code === "OKE1301")
+    ? "journal does not match the code"
+    : "given back with a reason";
+  return `${n} held back (${why}): oke runs --held`;
+}
+
+/** A run's status as the lists show it: a held-back run is running (or compensating) and waits. */
+const runStatus = (r: RunRow): string => (r.held ? `${r.status} · held back` : r.status);
 
 /** One line per flow and signal no live instance serves: what waits, since when, what to do. */
 function strandedLines(o: Overview): string[] {
@@ -410,16 +450,26 @@ function formatRuns(page: { items: RunRow[]; next: string | null }, more: string
     page.items.map((r) => [
       r.id,
       r.flow,
-      r.status,
+      runStatus(r),
       r.sleepingOn,
       when(r.wakeAt),
       r.recoveries,
       when(r.createdAt),
       r.parentRunId,
-      r.error ? short(`${r.error.code ?? ""} ${r.error.message ?? ""}`.trim(), 50) : undefined,
+      r.error
+        ? short(`${r.error.code ?? ""} ${r.error.message ?? ""}`.trim(), 50)
+        : r.held
+          ? short(`${r.held.code} ${r.held.message}`, 50)
+          : undefined,
     ]),
   );
-  return page.next === null ? out : `${out}\n\n${more}`;
+  // What to do about the held-back runs listed, once per reason that has advice.
+  const fixes = [...new Set(page.items.flatMap((r) => (r.held ? [r.held.code] : [])))].flatMap((code) => {
+    const fix = holdFix(code);
+    return fix === null ? [] : [`held back (${code}): ${fix}`];
+  });
+  const tail = [...fixes, ...(page.next === null ? [] : [more])];
+  return tail.length === 0 ? out : `${out}\n\n${tail.join("\n")}`;
 }
 
 function detailOf(t: TimelineItem): string | undefined {
@@ -440,17 +490,22 @@ function detailOf(t: TimelineItem): string | undefined {
 
 function formatRun(d: RunDetail): string {
   const r = d.run;
-  const out: string[] = [`run ${r.id}  flow ${r.flow}  ${r.status}`];
+  const out: string[] = [`run ${r.id}  flow ${r.flow}  ${runStatus(r)}`];
   out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}  recoveries ${r.recoveries ?? 0}`);
+  if (r.held) {
+    out.push(`held back since ${when(r.held.since) ?? "-"}: ${r.held.code} ${oneLine(r.held.message)}`);
+    const fix = d.heldFix === undefined ? holdFix(r.held.code) : d.heldFix;
+    if (fix !== null) out.push(`  ${fix}`);
+  }
   if (r.status === "sleeping")
     out.push(
       `sleeping on ${d.sleepingOn ?? "-"} until ${when(r.wakeAt) ?? "-"}  (oke wake ${r.id} to wake it now)`,
     );
   if (r.error) out.push(`error ${r.error.code ?? ""} ${r.error.message ?? ""}`.trimEnd());
   if (d.ancestors.length > 0)
-    out.push(`parent chain: ${d.ancestors.map((a) => `${a.id} (${a.flow}, ${a.status})`).join(" ← ")}`);
+    out.push(`parent chain: ${d.ancestors.map((a) => `${a.id} (${a.flow}, ${runStatus(a)})`).join(" ← ")}`);
   if (d.children.length > 0)
-    out.push(`children: ${d.children.map((c) => `${c.id} (${c.flow}, ${c.status})`).join(", ")}`);
+    out.push(`children: ${d.children.map((c) => `${c.id} (${c.flow}, ${runStatus(c)})`).join(", ")}`);
   out.push("");
   if (d.timeline.length === 0) out.push("no journal entries yet");
   else
@@ -686,6 +741,7 @@ export function addOperatorCommands(program: Command): void {
       .option("--flow <flow>", "only runs of this flow")
       .option("--label <label>", "only sleeping runs whose current sleep has this label")
       .option("--parent <runId>", "only children of this run")
+      .option("--held", "only runs held back (their journal does not match the code; oke run <id> says why)")
       .option("--since <time>", "created at or after (ISO date or epoch ms)")
       .option("--limit <n>", "at most this many (1-500, default 50)", parseLimit)
       .option("--cursor <cursor>", "the next page (printed under a full page)"),
@@ -699,6 +755,7 @@ export function addOperatorCommands(program: Command): void {
           label?: string;
           parent?: string;
           since?: string;
+          held?: boolean;
           limit?: number;
           cursor?: string;
         },
@@ -713,10 +770,20 @@ export function addOperatorCommands(program: Command): void {
             words.push(...opt(k, v));
           }
         }
+        if (flags.held) {
+          q.set("held", "true");
+          words.push("--held");
+        }
         words.push(...opt("limit", flags.limit));
         q.set("limit", String(flags.limit ?? 50));
         if (flags.cursor) q.set("cursor", flags.cursor);
         const page = await c.get(`/api/runs?${q.toString()}`, shapes.runs);
+        // An app older than held-back runs ignores the filter and lists runs of every kind.
+        if (flags.held && page.items.some((r) => r.held === undefined))
+          throw new CommandError(
+            `oke: the Console at ${c.url} does not filter held-back runs (an older okengine): it listed others too`,
+            EXIT_REFUSED,
+          );
         if (flags.json) printJson(page);
         else print(formatRuns(page, nextPage(cmd, words, page.next ?? "")));
       },

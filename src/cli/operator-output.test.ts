@@ -14,6 +14,8 @@ import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import { withoutVitestEnv } from "../../test/support/built-oke.ts";
+import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { until } from "../../test/conformance/app-fixture.ts";
 import { CommandError, createConsoleClient } from "./console-client.ts";
 import { addOperatorCommands } from "./operator-commands.ts";
 
@@ -172,6 +174,70 @@ describe("answers that are not a Console's, or not whole", () => {
     const old = await oke("status", "--url", url, "--token", TOKEN);
     expect(old.code).toBe(0);
     expect(old.stdout).not.toContain("stranded");
+  });
+
+  it("status says 20+ when more runs are held back than the overview lists, and names no reason it does not know; runs --held refuses an older app's unfiltered list", async () => {
+    const heldRun = (i: number, code: string) => ({
+      id: `r_${i}`,
+      flow: "trips.x",
+      status: "running",
+      createdAt: 0,
+      updatedAt: 0,
+      wakeAt: null,
+      recoveries: 0,
+      held: { code, message: "waiting for a reason", since: 0 },
+    });
+    const overview = {
+      env: "prod",
+      now: Date.UTC(2026, 11, 1, 12),
+      signals: [],
+      flows: [],
+      recentFailures: { deadLetters: [], runs: [] },
+      instances: 1,
+      audit: [],
+      heldBack: {
+        runs: Array.from({ length: 20 }, (_, i) => heldRun(i, "OKE1301")),
+        more: true,
+        fix: MISMATCH_FIX,
+      },
+    };
+    let body: unknown = overview;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    const many = await oke("status", "--url", url, "--token", TOKEN);
+    expect([many.code, many.stdout.split("\n").at(-1)]).toEqual([
+      0,
+      "20+ runs held back (journal does not match the code): oke runs --held",
+    ]);
+    body = { ...overview, heldBack: { runs: [heldRun(1, "E_OTHER")], more: false, fix: MISMATCH_FIX } };
+    expect((await oke("status", "--url", url, "--token", TOKEN)).stdout.split("\n").at(-1)).toBe(
+      "1 run held back (given back with a reason): oke runs --held",
+    );
+    // A reason with no advice: the run's line says what the store says, and nothing more.
+    body = {
+      run: heldRun(1, "E_OTHER"),
+      timeline: [],
+      sleepingOn: null,
+      ancestors: [],
+      children: [],
+      heldFix: null,
+    };
+    const run = await oke("run", "r_1", "--url", url, "--token", TOKEN);
+    expect(run.stdout.split("\n").slice(0, 4)).toEqual([
+      "run r_1  flow trips.x  running · held back",
+      "created 1970-01-01 00:00:00Z  updated 1970-01-01 00:00:00Z  recoveries 0",
+      "held back since 1970-01-01 00:00:00Z: E_OTHER waiting for a reason",
+      "",
+    ]);
+    const { held: _held, ...plain } = heldRun(2, "OKE1301");
+    body = { items: [heldRun(1, "OKE1301"), plain], next: null };
+    const old = await oke("runs", "--held", "--url", url, "--token", TOKEN);
+    expect([old.code, old.stdout]).toEqual([1, ""]);
+    expect(old.stderr).toBe(
+      `oke: the Console at ${url} does not filter held-back runs (an older okengine): it listed others too`,
+    );
   });
 
   it("exits quietly when its reader goes away (oke dead … | head)", async () => {
@@ -461,6 +527,122 @@ describe("stranded work in oke status", () => {
     ]);
     // The tables keep their format: the legacy flow, gone from the Console's app, has no row there.
     expect(r.stdout).not.toMatch(/^legacy\.wait /m);
+  });
+});
+
+// A deploy changes this flow under its sleeping runs: the first version journals step "a" where the
+// second asks for "b", so the second holds the run back when it wakes (OKE1301).
+const trial = (first: string) =>
+  flow("trials.held", {
+    durable: true,
+    do: async (_: { n: number }, fx) => {
+      await fx.step(first, () => 1);
+      await fx.clock.sleep("trial-end", "1m");
+    },
+  });
+
+describe("held-back runs in oke run, oke runs and oke status", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("oke run says since when, why and what to do; oke runs marks them and --held lists only them; oke status counts them", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const now = trial("b");
+    const consoleApp = createApp({
+      modules: [{ now, fine }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const then = trial("a");
+    const previous = createApp({ modules: [{ then }], env: "test", clock: time, store });
+    await previous.start({ port: 0, host: "127.0.0.1" });
+    await previous.invoke(then, { n: 1 });
+    await previous.stop();
+    await consoleApp.invoke(fine, { n: 2 });
+    const [run] = await store.listRuns({ status: "sleeping" });
+    expect((await cli("status")).stdout).not.toContain("held back");
+
+    time.advance(60_000);
+    await until(async () => (await store.getRun(run!.id))?.held !== undefined, "the run held back");
+    await consoleApp.idle();
+
+    const one = await cli("run", run!.id);
+    expect(one.code).toBe(0);
+    expect(one.stdout.split("\n").slice(0, 4)).toEqual([
+      `run ${run!.id}  flow trials.held  running · held back`,
+      `created 2026-12-01 12:00:00Z  updated 2026-12-01 12:01:00Z  recoveries 0`,
+      `held back since 2026-12-01 12:01:00Z: OKE1301 journal: run "${run!.id}" recorded step "a" at position 0, but the code now asks for step "b"`,
+      `  ${MISMATCH_FIX}`,
+    ]);
+
+    const all = await cli("runs");
+    expect(all.code).toBe(0);
+    const rowOf = (out: string, id: string) => out.split("\n").find((l) => l.startsWith(id));
+    expect(rowOf(all.stdout, run!.id)).toMatch(/ running · held back .* OKE1301 journal: run /);
+    expect(rowOf(all.stdout, run!.id)).not.toMatch(/held back.*held back/);
+    expect(all.stdout.split("\n").at(-1)).toBe(`held back (OKE1301): ${MISMATCH_FIX}`);
+
+    const held = await cli("runs", "--held");
+    expect(held.code).toBe(0);
+    const lines = held.stdout.split("\n");
+    expect(lines).toHaveLength(4); // the header, the run, a blank line, what to do
+    expect(lines[1]!.startsWith(`${run!.id}  trials.held  running · held back`)).toBe(true);
+    expect(lines[3]).toBe(`held back (OKE1301): ${MISMATCH_FIX}`);
+
+    const status = await cli("status");
+    expect(status.code).toBe(0);
+    expect(status.stdout.split("\n").at(-1)).toBe(
+      "1 run held back (journal does not match the code): oke runs --held",
+    );
+  });
+});
+
+describe("instance roles in oke status", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("the instance count says how many run each role when any runs part of the app; an older instance's heartbeat counts as all", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const web = createApp({
+      modules: [{ fine }],
+      env: "test",
+      clock: time,
+      store,
+      role: "web",
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => web.stop({ timeoutMs: 2_000 }));
+    const url = (await web.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const headOf = async (): Promise<string> => (await cli("status")).stdout.split("\n")[0]!;
+    expect(await headOf()).toBe(
+      `okengine at ${url} · env test · 1 instance alive (1 web) · 2026-12-01 12:00:00Z`,
+    );
+    for (let i = 0; i < 2; i++) {
+      const worker = createApp({ modules: [{ fine }], env: "test", clock: time, store, role: "worker" });
+      stops.push(() => worker.stop({ timeoutMs: 2_000 }));
+      await worker.start({ port: 0, host: "127.0.0.1" });
+    }
+    expect(await headOf()).toBe(
+      `okengine at ${url} · env test · 3 instances alive (1 web, 2 worker) · 2026-12-01 12:00:00Z`,
+    );
+    // An instance of an okengine before roles: no role in its heartbeat, so it runs everything.
+    const { role: _role, ...old } = (await store.listInstances(0))[0]!;
+    await store.heartbeat({ ...old, id: "old-1" }, time.now());
+    expect(await headOf()).toBe(
+      `okengine at ${url} · env test · 4 instances alive (1 web, 2 worker, 1 all) · 2026-12-01 12:00:00Z`,
+    );
   });
 });
 

@@ -4,6 +4,7 @@ import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
 import { compiledSpec } from "../clock/schedule-spec.ts";
+import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 import {
@@ -13,7 +14,7 @@ import {
   type SignalStats,
   type StoredMessage,
 } from "../store/types.ts";
-import { ALIVE_MS } from "./heartbeat.ts";
+import { ALIVE_MS, roleOf } from "./heartbeat.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
 import { sharedRead } from "./shared-read.ts";
@@ -53,6 +54,8 @@ export const replayLimits = { all: 100_000 };
 const THROUGHPUT_MINUTES = 10;
 /** Dead letters, and failed runs, the overview shows. */
 const RECENT_FAILURES = 10;
+/** Held-back runs the overview lists (newest first); it reads one more to tell whether there are others. */
+const HELD_SHOWN = 20;
 /** Clocks fire on once signals named `clock:<name>`. */
 const CLOCK_PREFIX = clockSignalName("");
 
@@ -430,10 +433,11 @@ function strandedClocks(schedules: readonly ScheduleRecord[], liveSignals: Reado
 
 export const handlers: Record<string, ApiHandler> = {
   "GET /api/overview": async ({ host }) => {
-    const [signals, counts, failedRuns, instances, audit, schedules] = await Promise.all([
+    const [signals, counts, failedRuns, heldRuns, instances, audit, schedules] = await Promise.all([
       signalsView(host),
       runCounts(host),
       host.store.pageRuns({ status: "failed", limit: RECENT_FAILURES }),
+      host.store.pageRuns({ held: true, limit: HELD_SHOWN + 1 }),
       host.store.listInstances(host.clock.now() - ALIVE_MS),
       host.store.pageAudit({ limit: 10 }),
       host.store.listSchedules(),
@@ -471,7 +475,19 @@ export const handlers: Record<string, ApiHandler> = {
           runs: failedRuns.items.map((r) => ({ ...summary(r), error: r.error })),
         },
         instances: instances.length,
+        // How many of them run each role (instance.role): a web instance does no background work.
+        instanceRoles: {
+          all: instances.filter((i) => roleOf(i) === "all").length,
+          web: instances.filter((i) => roleOf(i) === "web").length,
+          worker: instances.filter((i) => roleOf(i) === "worker").length,
+        },
         stranded,
+        // Runs given back with a reason (RunRecord.held): running in the counts, but waiting for a deploy.
+        heldBack: {
+          runs: heldRuns.items.slice(0, HELD_SHOWN).map(summary),
+          more: heldRuns.items.length > HELD_SHOWN,
+          fix: MISMATCH_FIX,
+        },
         audit: audit.items,
       },
     };
@@ -627,6 +643,9 @@ export const handlers: Record<string, ApiHandler> = {
     const status = query.get("status") || undefined;
     if (status !== undefined && !(status in RUN_STATUSES))
       throw badRequest(`status must be one of ${Object.keys(RUN_STATUSES).join(", ")}, got "${status}"`);
+    const held = query.get("held") || undefined;
+    if (held !== undefined && held !== "true")
+      throw badRequest(`held must be true (only runs held back) or left out, got "${held}"`);
     const label = query.get("label") || undefined;
     // The store filters by label, so every page holds matches and `next` continues among them.
     const page = await host.store.pageRuns({
@@ -636,6 +655,7 @@ export const handlers: Record<string, ApiHandler> = {
       since: timeOf(query, "since"),
       until: timeOf(query, "until"),
       sleepLabel: label,
+      held: held === "true" ? true : undefined,
       cursor: query.get("cursor"),
       limit: limitOf(query),
     });
@@ -684,7 +704,11 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/instances": async ({ host }) => {
     const now = host.clock.now();
     return {
-      body: { now, instances: await host.store.listInstances(now - ALIVE_MS), self: host.instanceId },
+      body: {
+        now,
+        instances: (await host.store.listInstances(now - ALIVE_MS)).map((i) => ({ ...i, role: roleOf(i) })),
+        self: host.instanceId,
+      },
     };
   },
 

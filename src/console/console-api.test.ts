@@ -8,6 +8,7 @@ import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
+import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
 import { replayLimits } from "./api.ts";
 
 const TOKEN = "alice-secret-0123456789";
@@ -91,6 +92,26 @@ const nightly = on(
 );
 const fixed = on(clock("reports.fixed", { every: "1d" }), flow("reports.fixed", { do: () => undefined }));
 
+// A deploy changes this child under its sleeping runs: the first version journals step "a" where the
+// second asks for "b", so the second holds the run back when it wakes (OKE1301).
+const heldChild = (first: string) =>
+  flow("held.child", {
+    durable: true,
+    do: async (_: { x: number }, fx) => {
+      await fx.step(first, () => 1);
+      await fx.clock.sleep("w", "1m");
+      return "done";
+    },
+  });
+const heldParent = (child: ReturnType<typeof heldChild>) =>
+  flow("held.parent", {
+    durable: true,
+    do: async (_: { x: number }, fx) => {
+      await fx.call(child, { x: 1 });
+      return "called";
+    },
+  });
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Body = any;
 
@@ -111,7 +132,12 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
   });
 
   async function start(
-    opts: { tokens?: Record<string, string> | null; store?: (s: Store) => Store } = {},
+    opts: {
+      tokens?: Record<string, string> | null;
+      store?: (s: Store) => Store;
+      /** More modules beside the usual ones. */
+      modules?: Record<string, unknown>;
+    } = {},
   ): Promise<Started> {
     const made = await driver.make();
     cleanups.push(made.cleanup);
@@ -132,6 +158,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
           plainEmitter,
           durableEmitter,
         },
+        ...(opts.modules ? [opts.modules] : []),
       ],
       env: "test",
       clock: time,
@@ -639,6 +666,109 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     });
   });
 
+  it("a run held back (its journal no longer matches the code) carries held in every run summary; ?held=true lists only such runs; the overview's heldBack says what to do", async () => {
+    const childNow = heldChild("b");
+    let store!: Store;
+    const { api, app, time } = await start({
+      store: (s) => (store = s),
+      modules: { heldParentNow: heldParent(childNow), childNow },
+    });
+    // Nothing held back: the overview's section is empty, the filter finds nothing.
+    expect((await api("/api/overview")).body.heldBack).toEqual({
+      runs: [],
+      more: false,
+      fix: MISMATCH_FIX,
+    });
+
+    // The previous version started the run and parked its child, then was replaced.
+    const childThen = heldChild("a");
+    const previous = createApp({
+      modules: [{ parentThen: heldParent(childThen), childThen }],
+      env: "test",
+      clock: time,
+      store,
+    });
+    await previous.start({ port: 0, host: "127.0.0.1" });
+    await previous.invoke(heldParent(childThen), { x: 1 });
+    await previous.stop({ timeoutMs: 2_000 });
+    const [parentRun] = (await api("/api/runs?flow=held.parent")).body.items;
+    expect(parentRun).toMatchObject({ status: "completed" });
+    expect(parentRun).not.toHaveProperty("held");
+    const childId = `${parentRun.id}.0`;
+    expect((await store.getRun(childId))?.status).toBe("sleeping");
+
+    time.advance(60_000);
+    await until(async () => (await store.getRun(childId))?.held !== undefined, "the child held back");
+    await app.idle();
+    const message = `journal: run "${childId}" recorded step "a" at position 0, but the code now asks for step "b"`;
+    const held = { code: "OKE1301", message, since: time.now() };
+
+    const only = await api("/api/runs?held=true");
+    expect(only.status).toBe(200);
+    expect(only.body.items).toEqual([
+      expect.objectContaining({ id: childId, flow: "held.child", status: "running", held }),
+    ]);
+    // Every list's summary carries it: all runs, a parent's children, a child's detail.
+    const all = (await api("/api/runs")).body.items as Body[];
+    expect(all.find((r) => r.id === childId)).toMatchObject({ held });
+    expect(all.filter((r) => r.held !== undefined).map((r) => r.id)).toEqual([childId]);
+    expect((await api("/api/runs?held=")).body.items.length).toBe(all.length);
+    const parentDetail = (await api(`/api/runs/${parentRun.id}`)).body;
+    expect(parentDetail.children).toEqual([expect.objectContaining({ id: childId, held })]);
+    expect(parentDetail.heldFix).toBeNull();
+    const childDetail = (await api(`/api/runs/${childId}`)).body;
+    expect(childDetail.run).toMatchObject({ status: "running", leaseOwner: null, held });
+    expect(childDetail.heldFix).toBe(MISMATCH_FIX);
+    expect(childDetail.ancestors).toEqual([expect.objectContaining({ id: parentRun.id })]);
+    expect(childDetail.ancestors[0]).not.toHaveProperty("held");
+
+    const overview = (await api("/api/overview")).body;
+    expect(overview.heldBack).toEqual({
+      runs: [expect.objectContaining({ id: childId, flow: "held.child", held })],
+      more: false,
+      fix: MISMATCH_FIX,
+    });
+    // The words of the log line: what happens to the run, and what to do.
+    expect(MISMATCH_FIX).toBe(
+      "It is tried again every 30 s and goes on once an instance runs the code that wrote its journal: " +
+        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
+    );
+
+    for (const bad of ["yes", "false", "1"]) {
+      const r = await api(`/api/runs?held=${bad}`);
+      expect([r.status, r.body.error?.code]).toEqual([400, "OKE1605"]);
+      expect(r.body.error.message).toBe(
+        `console: held must be true (only runs held back) or left out, got "${bad}"`,
+      );
+    }
+  });
+
+  it("the overview lists the newest 20 held-back runs and says when there are more", async () => {
+    let store!: Store;
+    const { api, time } = await start({ store: (s) => (store = s) });
+    // Held back as the runtime leaves such a run: started, then released with the reason.
+    const hold = { code: "OKE1301", message: "journal: the code changed" };
+    for (let i = 0; i < 21; i++) {
+      const id = `held-${String(i).padStart(2, "0")}`;
+      time.advance(1_000);
+      await store.startRun({
+        id,
+        flow: "held.gone",
+        input: {},
+        parentRunId: null,
+        owner: "old/1",
+        leaseMs: 30_000,
+        now: time.now(),
+      });
+      await store.releaseRun({ runId: id, owner: "old/1", now: time.now(), hold });
+    }
+    const overview = (await api("/api/overview")).body;
+    expect(overview.heldBack.more).toBe(true);
+    expect(overview.heldBack.runs.map((r: { id: string }) => r.id)).toEqual(
+      Array.from({ length: 20 }, (_, i) => `held-${String(20 - i).padStart(2, "0")}`),
+    );
+  });
+
   it("lists this instance as alive with its version and what it runs; overview sums it up", async () => {
     const { api, app } = await start();
     // The first heartbeat is written as the app boots; wait for it to commit.
@@ -651,9 +781,14 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       version: expect.any(String),
       host: hostname(),
       pid: process.pid,
+      role: "all",
     });
     const ov = await api("/api/overview");
-    expect(ov.body).toMatchObject({ env: "test", instances: 1 });
+    expect(ov.body).toMatchObject({
+      env: "test",
+      instances: 1,
+      instanceRoles: { all: 1, web: 0, worker: 0 },
+    });
     // The overview carries the newest audit entries; the audit log pages with a cursor like every list.
     for (let i = 0; i < 5; i++)
       await api("/api/signals/jobs.run/discard", {
@@ -678,6 +813,43 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     );
     await app.stop();
     cleanups.pop(); // stopped already
+  });
+
+  it("says each instance's role: a worker beside this one is a worker, an older instance's heartbeat without a role reads as all", async () => {
+    let store!: Store;
+    const { api, time } = await start({ store: (s) => (store = s) });
+    const workerApp = createApp({ modules: [{ worker }], env: "test", clock: time, store, role: "worker" });
+    cleanups.push(() => workerApp.stop({ timeoutMs: 2_000 }));
+    await workerApp.start({ port: 0, host: "127.0.0.1" });
+    // What an instance of an okengine before roles writes: no role field at all.
+    await store.heartbeat(
+      {
+        id: "old-1",
+        version: "1.0.0",
+        okengineVersion: "0.9.0",
+        host: "old-host",
+        pid: 1,
+        env: "test",
+        startedAt: time.now(),
+        flows: ["jobs.work"],
+        signals: ["jobs.run"],
+        console: null,
+      },
+      time.now(),
+    );
+    await until(async () => (await api("/api/instances")).body.instances.length === 3, "three heartbeats");
+    const { instances, self } = (await api("/api/instances")).body;
+    const roles = Object.fromEntries(
+      instances.map((i: { id: string; role: string }) => [
+        i.id === self ? "this" : i.id === "old-1" ? "old" : "worker",
+        i.role,
+      ]),
+    );
+    expect(roles).toEqual({ this: "all", worker: "worker", old: "all" });
+    expect((await api("/api/overview")).body).toMatchObject({
+      instances: 3,
+      instanceRoles: { all: 2, web: 0, worker: 1 },
+    });
   });
 
   it("lists schedules; pauses, resumes, edits, resets and triggers one, each audited; refuses bad edits and unknown names", async () => {

@@ -1,4 +1,4 @@
-// Heartbeat.stop: a beat out at stop lands before the instance leaves the list, and none goes out after.
+// Heartbeat: it says the instance's role; on stop, a beat out lands before the instance leaves the list, and none goes out after.
 import { describe, expect, it } from "vitest";
 import { gate, recordingLogger, until } from "../../test/conformance/app-fixture.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
@@ -36,9 +36,12 @@ describe("Heartbeat.stop", () => {
       root: "/nonexistent",
       flows: [],
       signals: [],
+      role: "worker",
     });
     await until(() => calls.length === 1, "the first beat");
     await new Promise((r) => setImmediate(r));
+    // The fleet can tell a worker from a web instance.
+    expect((await raw.listInstances(0)).map((i) => i.role)).toEqual(["worker"]);
     s.gated = true;
     time.advance(HEARTBEAT_MS);
     await until(() => s.waiting, "the second beat");

@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import type { InstanceRole } from "../app/config.ts";
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import type { InstanceInfo } from "../store/console-types.ts";
@@ -40,7 +41,12 @@ export interface HeartbeatDeps {
   root: string;
   flows: string[];
   signals: string[];
+  /** What this instance runs (instance.role), so the fleet can tell web instances from workers. */
+  role: InstanceRole;
 }
+
+/** An instance's role; a heartbeat from an okengine before roles were sent has none: it ran everything. */
+export const roleOf = (i: Pick<InstanceInfo, "role">): InstanceRole => i.role ?? "all";
 
 export interface Heartbeat {
   /** The Console address this instance serves, shown to the fleet. */
@@ -62,6 +68,7 @@ export function startHeartbeat(d: HeartbeatDeps): Heartbeat {
     flows: d.flows,
     signals: d.signals,
     console: null,
+    role: d.role,
   };
   let cancel: (() => void) | undefined;
   let stopped = false;

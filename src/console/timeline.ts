@@ -1,5 +1,6 @@
 /** A run's detail for operators: its journal as a timeline, emits linked to messages, calls to child runs, the trace chain. */
-import { entryName, type JournalEntry, type RunRecord } from "../store/types.ts";
+import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { entryName, type JournalEntry, type RunHold, type RunRecord } from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 
 export interface TimelineItem {
@@ -43,6 +44,8 @@ export interface RunSummary {
   wakeAt: number | null;
   /** Takeovers after a lapsed lease (RunRecord.recoveries). */
   recoveries: number;
+  /** Why it waits with no holder, while it does (RunRecord.held): absent otherwise. */
+  held?: RunHold;
 }
 
 export interface RunDetail {
@@ -56,7 +59,15 @@ export interface RunDetail {
   children: RunSummary[];
   /** There are more children than `children` holds (all: `GET /api/runs?parent=<id>`). */
   moreChildren: boolean;
+  /** What to do about `run.held` (holdFix): null when it is not held back, or its code has no advice. */
+  heldFix: string | null;
 }
+
+/**
+ * What an operator does about a run held back with `code`. Only OKE1301 (its journal does not match
+ * the code) holds runs today; another code's message is shown as it is, with no advice.
+ */
+export const holdFix = (code: string): string | null => (code === "OKE1301" ? MISMATCH_FIX : null);
 
 const PREVIEW_CHARS = 160;
 /** Children listed in a run's detail; calls past them are linked by looking their run up. */
@@ -83,6 +94,7 @@ export const summary = (r: RunRecord): RunSummary => ({
   updatedAt: r.updatedAt,
   wakeAt: r.wakeAt,
   recoveries: r.recoveries,
+  ...(r.held === undefined ? {} : { held: r.held }),
 });
 
 /** Runs `fn` on every item, at most `n` at once. */
@@ -186,5 +198,6 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     ancestors,
     children: children.map(summary),
     moreChildren,
+    heldFix: run.held === undefined ? null : holdFix(run.held.code),
   };
 }

@@ -6,6 +6,14 @@ import type { RunRecord } from "../store/types.ts";
 /** How long a run whose journal no longer matches its flow's code waits before it is tried again. */
 export const MISMATCH_RETRY_MS = 30_000;
 
+/**
+ * What happens to a held-back run and what an operator does about it: the same words in the log line,
+ * the Console (API and page) and the CLI.
+ */
+export const MISMATCH_FIX =
+  `It is tried again every ${MISMATCH_RETRY_MS / 1000} s and goes on once an instance runs the code that wrote its journal: ` +
+  "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).";
+
 /** How many blocked runs one instance remembers having reported (then it starts over). */
 const REMEMBERED = 10_000;
 
@@ -32,9 +40,7 @@ export class MismatchLog {
     this.reported.add(run.id);
     this.logger.error(
       { ...at, err: error },
-      `durable run "${run.id}" (${run.flow}) held back, not failed: ${error.message}. ` +
-        `It is tried again every ${MISMATCH_RETRY_MS / 1000} s and goes on once an instance runs the code that wrote its journal: ` +
-        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
+      `durable run "${run.id}" (${run.flow}) held back, not failed: ${error.message}. ${MISMATCH_FIX}`,
     );
   }
 }

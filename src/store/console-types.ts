@@ -61,6 +61,11 @@ export interface InstanceInfo {
   signals: string[];
   /** The Console address it serves, if any. */
   console: string | null;
+  /**
+   * What it runs (instance.role): `all`, `web` (HTTP and emits, no background work) or `worker`
+   * (background work, no routes). Absent from an instance older than the field: read it as `all`.
+   */
+  role?: "all" | "web" | "worker";
 }
 
 /**

@@ -259,6 +259,43 @@ function strandedBanner(st, now) {
   );
 }
 
+/**
+ * Runs held back (RunRecord.held): running, no holder, waiting for the code that wrote their journal.
+ * Shown on the overview only while there are any; `heldBack` is absent from an older app.
+ */
+function heldBackPanel(hb) {
+  if (!hb || hb.runs.length === 0) return null;
+  const item = (r) =>
+    h(
+      "li",
+      { "data-key": `held ${r.id}` },
+      runLink(r.id),
+      ` (${r.flow}) held back since ${time(r.held.since)}: `,
+      h("code", {}, r.held.code),
+      ` ${r.held.message}`,
+    );
+  return h(
+    "section",
+    { id: "held-back", class: "warn", "aria-labelledby": "held-back-title" },
+    h("h2", { id: "held-back-title" }, "Held back"),
+    h(
+      "p",
+      {},
+      `${hb.more ? `The newest ${hb.runs.length} of more runs` : plural(hb.runs.length, "run")} waiting with no holder, not failed: each was given back for the reason shown. `,
+      link("#/runs?status=held", "All held-back runs", "all held-back runs"),
+    ),
+    h("ul", {}, hb.runs.map(item)),
+    h("p", { class: "fix" }, hb.fix),
+  );
+}
+
+/** " (1 web, 2 worker)" when an instance runs part of the app; nothing when all run everything (the default). */
+function rolesText(roles) {
+  if (!roles || (!roles.web && !roles.worker)) return "";
+  const parts = ["web", "worker", "all"].filter((k) => roles[k] > 0).map((k) => `${roles[k]} ${k}`);
+  return ` (${parts.join(", ")})`;
+}
+
 async function overview() {
   const o = await api("/api/overview");
   const audit = Array.isArray(o.audit) ? o.audit : (await api("/api/audit?limit=10")).items;
@@ -267,6 +304,7 @@ async function overview() {
     {},
     h("h1", {}, "Overview"),
     strandedBanner(o.stranded, o.now),
+    heldBackPanel(o.heldBack),
     h("h2", {}, "Signals"),
     table(
       ["Signal", "Delivery", "Pending", "In flight", "Dead", "Delivered", "Oldest pending", "Last 10 min"],
@@ -346,7 +384,11 @@ async function overview() {
     h("h2", {}, "Audit log"),
     auditTable(audit.slice(0, 10)),
     h("p", {}, link("#/audit", "The whole audit log →", "the whole audit log")),
-    h("p", { class: "muted" }, `${o.instances} instance(s) alive · env ${o.env}`),
+    h(
+      "p",
+      { class: "muted", id: "instances-alive" },
+      `${o.instances} instance(s) alive${rolesText(o.instanceRoles)} · env ${o.env}`,
+    ),
   );
 }
 
@@ -544,8 +586,15 @@ async function messageView(id) {
   );
 }
 
+/** A run's status as the lists show it: a held-back run is running (or compensating) and waits. */
+const runStatus = (r) => (r.held ? `${r.status} · held back` : r.status);
+
 async function runsView(params) {
   const q = new URLSearchParams(params);
+  // "held back" is offered with the statuses; the API filters it apart (held=true).
+  const held = q.get("status") === "held" || q.get("held") === "true";
+  if (q.get("status") === "held") q.delete("status");
+  if (held) q.set("held", "true");
   q.set("limit", "50");
   const page = await api(`/api/runs?${q}`);
   const field = (label, el) => h("label", {}, label, el);
@@ -566,8 +615,16 @@ async function runsView(params) {
       h(
         "select",
         { name: "status" },
-        ["", "running", "sleeping", "compensating", "completed", "failed"].map((s) =>
-          h("option", { value: s, selected: params.get("status") === s }, s || "any"),
+        [
+          ["", "any"],
+          ["running", "running"],
+          ["held", "held back"],
+          ["sleeping", "sleeping"],
+          ["compensating", "compensating"],
+          ["completed", "completed"],
+          ["failed", "failed"],
+        ].map(([value, text]) =>
+          h("option", { value, selected: value === "held" ? held : params.get("status") === value }, text),
         ),
       ),
     ),
@@ -588,7 +645,14 @@ async function runsView(params) {
           r.id,
           h("td", {}, runLink(r.id)),
           h("td", {}, r.flow),
-          h("td", { class: r.status === "failed" ? "bad" : "" }, r.status),
+          h(
+            "td",
+            {
+              class: r.held ? "held" : r.status === "failed" ? "bad" : "",
+              title: r.held ? `${r.held.code}: ${r.held.message}` : null,
+            },
+            runStatus(r),
+          ),
           h("td", {}, r.sleepingOn ?? ""),
           h("td", { class: r.recoveries > 0 ? "bad" : "" }, String(r.recoveries ?? 0)),
           when(r.createdAt),
@@ -639,6 +703,7 @@ async function runView(id) {
       {},
       `flow ${r.flow} · status `,
       h("strong", { id: "run-status" }, r.status),
+      r.held ? " · held back" : "",
       d.sleepingOn ? ` on "${d.sleepingOn}" until ${time(r.wakeAt)}` : "",
       ` · created ${time(r.createdAt)}`,
       // Takeovers after its holder died or hung past its lease (durable.maxRecoveries bounds them).
@@ -663,6 +728,19 @@ async function runView(id) {
           ),
         )
       : null,
+    r.held
+      ? h(
+          "section",
+          { id: "held", class: "warn", "aria-labelledby": "held-title" },
+          h("h2", { id: "held-title" }, "Held back: not failed, waiting for matching code"),
+          h("p", {}, `Since ${time(r.held.since)}: `, h("code", {}, r.held.code), ` ${r.held.message}`),
+          h(
+            "p",
+            { class: "fix" },
+            d.heldFix ?? "It waits with no holder, untouched, until an instance takes it again.",
+          ),
+        )
+      : null,
     r.error ? h("p", { class: "bad" }, `${r.error.code}: ${r.error.message}`) : null,
     h("h2", {}, "Trace chain"),
     h(
@@ -678,7 +756,7 @@ async function runView(id) {
       d.children.length
         ? [
             "Children: ",
-            d.children.map((c, i) => [i ? ", " : "", runLink(c.id), ` (${c.flow}, ${c.status})`]),
+            d.children.map((c, i) => [i ? ", " : "", runLink(c.id), ` (${c.flow}, ${runStatus(c)})`]),
             d.moreChildren
               ? [" … ", link(`#/runs?parent=${enc(r.id)}`, "all children", `all children of run ${r.id}`)]
               : null,
@@ -881,11 +959,13 @@ async function instancesView() {
     {},
     h("h1", {}, "Instances"),
     table(
-      ["Instance", "Host", "PID", "Version", "Env", "Started", "Last heartbeat", "Runs", "Console"],
+      ["Instance", "Role", "Host", "PID", "Version", "Env", "Started", "Last heartbeat", "Runs", "Console"],
       instances.map((i) =>
         row(
           i.id,
           h("td", {}, i.id, i.id === self ? " (this one)" : ""),
+          // An older app's answer has no role: its instances ran everything.
+          h("td", { class: "role" }, i.role ?? "all"),
           h("td", { class: "host" }, i.host ?? "—"),
           h("td", { class: "num pid" }, i.pid ?? "—"),
           h("td", {}, `${i.version} (okengine ${i.okengineVersion})`),
