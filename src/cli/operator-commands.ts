@@ -561,20 +561,25 @@ const skippedLine = (signal: string, res: ActedAnswer, body: { ids: string[] } |
 };
 
 /**
- * Ids were named and none of them was (or, dry, would be) replayed: exit 1, so a script that replays
- * given messages learns it replayed nothing. `--all` with nothing dead is not a failure: nothing was
- * asked of any message in particular.
+ * Ids were named and none of them was (or, dry, would be) replayed or discarded: exit 1, so a script
+ * that acts on given messages learns nothing happened. `--all` with nothing dead is not a failure:
+ * nothing was asked of any message in particular.
  */
-function nothingReplayed(
+function nothingActed(
+  verb: "replay" | "discard",
   signal: string,
   res: ActedAnswer,
   body: { ids: string[] } | { all: true },
 ): CommandError | undefined {
   if (!("ids" in body)) return undefined;
+  const dry = verb === "replay" ? res.wouldReplay : res.wouldDiscard;
   const n =
-    res.job !== undefined ? res.job.total : (res.count ?? (res.wouldReplay ?? res.replayed ?? []).length);
+    res.job !== undefined
+      ? res.job.total
+      : (res.count ?? (dry ?? (verb === "replay" ? res.replayed : res.discarded) ?? []).length);
   if (n > 0) return undefined;
-  const head = res.wouldReplay !== undefined ? "nothing would be replayed" : "nothing replayed";
+  const done = verb === "replay" ? "replayed" : "discarded";
+  const head = dry !== undefined ? `nothing would be ${done}` : `nothing ${done}`;
   const why =
     body.ids.length === 1
       ? `${body.ids[0]} is not a dead letter of ${signal}`
@@ -706,7 +711,7 @@ export function addOperatorCommands(program: Command): void {
             `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})${res.more ? "; more past the cap: run it again once this job is done" : ""}${skippedLine(signal, res, body)}`,
           );
         else print(actedText("replay", signal, res, body));
-        const none = nothingReplayed(signal, res, body);
+        const none = nothingActed("replay", signal, res, body);
         if (none !== undefined) throw none;
       },
     ),
@@ -728,8 +733,10 @@ export function addOperatorCommands(program: Command): void {
         body,
         shapes.acted("discarded", "wouldDiscard"),
       );
-      if (flags.json) return printJson(res);
-      print(actedText("discard", signal, res, body));
+      if (flags.json) printJson(res);
+      else print(actedText("discard", signal, res, body));
+      const none = nothingActed("discard", signal, res, body);
+      if (none !== undefined) throw none;
     }),
   );
 

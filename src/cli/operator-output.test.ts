@@ -452,6 +452,34 @@ describe("against a real app's Console", () => {
     await cli("discard", "jobs.fail", "--all");
   });
 
+  it("discard of named ids exits 1 when none was (or would be) discarded, like replay; some discarded exits 0", async () => {
+    await cli("discard", "jobs.fail", "--all");
+    const none = await cli("discard", "jobs.fail", "nope1");
+    expect(none.code).toBe(1);
+    expect(none.stdout).toBe(
+      "discarded 0 dead letters of jobs.fail\nnot dead letters of jobs.fail (skipped): nope1",
+    );
+    expect(none.stderr).toBe(
+      "oke: nothing discarded: nope1 is not a dead letter of jobs.fail (oke dead jobs.fail lists them)",
+    );
+    const dry = await cli("discard", "jobs.fail", "nope1", "nope2", "--dry-run");
+    expect(dry.code).toBe(1);
+    expect(dry.stderr).toBe(
+      "oke: nothing would be discarded: none of the 2 ids given is a dead letter of jobs.fail (oke dead jobs.fail lists them)",
+    );
+    const json = await cli("discard", "jobs.fail", "nope1", "--json");
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ discarded: [] });
+    await app.emit(failing, { n: 10 });
+    await app.idle();
+    const [dead] = await deadIds();
+    const some = await cli("discard", "jobs.fail", dead!, "nope3");
+    expect(some.code).toBe(0);
+    expect(some.stdout).toBe(
+      `discarded 1 dead letter of jobs.fail\n${dead}\nnot dead letters of jobs.fail (skipped): nope3`,
+    );
+  });
+
   it("says plainly that the app's store is unavailable (exit 1: the refusal, since when, when to try again)", async () => {
     down = true;
     const r = await cli("status");
