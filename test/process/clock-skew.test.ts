@@ -1,19 +1,26 @@
 /** Real processes on PostgreSQL, one with its host clock 40 s off or stepping 40 s after boot: leases and sleeps follow the database's clock. */
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, it, type TestContext } from "vitest";
 import { createPostgresStore } from "../../src/store/postgres/postgres-store.ts";
 import { TEST_DATABASE_URL } from "../conformance/drivers.ts";
 import { Child } from "./spawn.ts";
 
 const CHILD = fileURLToPath(new URL("./skew-child.ts", import.meta.url));
 const admin = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
-const children: Child[] = [];
-const schemas: string[] = [];
+
+/**
+ * How many scenarios run at once. Each mostly waits (1 s holds, 10 s sleeps), but its two app
+ * processes hold up to 18 PostgreSQL connections (a store pool of 4 and a LISTEN each, a pool of 4
+ * for the handlers; with the default store pool of 10, all four at once took the server past its
+ * 100 connections beside the other suites: "too many clients already"). One after another the file
+ * took 50 to 53 s (4 × 12.5 s); two at a time 33 s, on a busier machine (load 6–9).
+ */
+const SCENARIOS_AT_ONCE = 2;
+let scenariosRunning = 0;
+const scenarioSlots: Array<() => void> = [];
 
 afterAll(async () => {
-  for (const c of children) if (c.proc.exitCode === null) await c.kill();
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
   await admin.end();
 });
 
@@ -32,9 +39,35 @@ const RUNS = 5;
  * `skewMs`: the skewed instance's host clock is that far off from the start (measured at boot).
  * `step`: instead, it steps by that much right after boot, between the app's measurements.
  */
-async function scenario(skewMs: number, step = false): Promise<void> {
+async function scenario(t: TestContext, skewMs: number, step = false): Promise<void> {
+  while (scenariosRunning >= SCENARIOS_AT_ONCE) await new Promise<void>((r) => scenarioSlots.push(r));
+  scenariosRunning++;
   const schema = `oke_skew_${step ? "s" : ""}${skewMs < 0 ? "m" : "p"}_${process.pid}`;
-  schemas.push(schema);
+  // This scenario's own processes, stopped before the next scenario takes its slot, and its schema.
+  const children: Child[] = [];
+  const stop = async (): Promise<void> => {
+    for (const c of children) if (c.proc.exitCode === null) await c.kill();
+  };
+  t.onTestFinished(async () => {
+    await stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  });
+  try {
+    await run(t, schema, children, skewMs, step);
+  } finally {
+    await stop();
+    scenariosRunning--;
+    scenarioSlots.shift()?.();
+  }
+}
+
+async function run(
+  { expect }: TestContext,
+  schema: string,
+  children: Child[],
+  skewMs: number,
+  step: boolean,
+): Promise<void> {
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   const store = createPostgresStore({ connectionString: TEST_DATABASE_URL, schema });
   await store.open();
@@ -110,25 +143,27 @@ async function scenario(skewMs: number, step = false): Promise<void> {
   for (const c of [skewed, healthy]) await c.kill("SIGTERM");
 }
 
-describe.sequential("clock skew between PostgreSQL instances", () => {
+// The scenarios run side by side (SCENARIOS_AT_ONCE), each on its own schema (and NOTIFY channel,
+// named after it) with its own two processes.
+describe("clock skew between PostgreSQL instances", { concurrent: true }, () => {
   it(
     "an instance 40 s fast takes over no live lease and wakes no sleep early",
-    () => scenario(40_000),
+    (t) => scenario(t, 40_000),
     180_000,
   );
   it(
     "an instance 40 s slow takes over no live lease and wakes no sleep early",
-    () => scenario(-40_000),
+    (t) => scenario(t, -40_000),
     180_000,
   );
   it(
     "an instance whose host clock steps 40 s forward after boot takes over no live lease and wakes no sleep early",
-    () => scenario(40_000, true),
+    (t) => scenario(t, 40_000, true),
     180_000,
   );
   it(
     "an instance whose host clock steps 40 s back after boot takes over no live lease and wakes no sleep early",
-    () => scenario(-40_000, true),
+    (t) => scenario(t, -40_000, true),
     180_000,
   );
 });

@@ -21,7 +21,8 @@ const say = (event: Record<string, unknown>): void => {
 const url = process.env.OKE_TEST_DB ?? "";
 const schema = process.env.OKE_SCHEMA ?? "okengine";
 const holdMs = Number(process.env.OKE_HOLD_MS ?? 1_500);
-const store = createPostgresStore({ connectionString: url, schema, pollIntervalMs: 200 });
+// A small pool (the default is 10): the test runs two scenarios of two such processes at once.
+const store = createPostgresStore({ connectionString: url, schema, pollIntervalMs: 200, poolSize: 4 });
 const db = new pg.Pool({ connectionString: url, max: 4 });
 
 const work = signal.once("skew.work", { retries: 5 });
