@@ -1,4 +1,4 @@
-// The `oke` operator commands (status, dead, replay, discard, runs, run, wake, schedules) over a running app's Console HTTP API.
+// The `oke` operator commands (status, dead, replay, discard, runs, run, wake, terminate, schedules) over a running app's Console HTTP API.
 import { Command, InvalidArgumentError, Option } from "commander";
 import {
   CommandError,
@@ -825,6 +825,34 @@ export function addOperatorCommands(program: Command): void {
       );
       if (flags.json) printJson(res);
       else print(res.outcome === "resumed" ? `woke ${runId}: resumed` : await wokeLater(c, runId));
+    }),
+  );
+
+  withConsole(
+    program
+      .command("terminate")
+      .description(
+        "end a durable run for good: failed with OKE1339, its undos not run (not while someone holds it)",
+      )
+      .argument("<runId>", "the run (sleeping, held back, or running with no live lease)")
+      .option("--reason <text>", "why, kept in the run's error and the audit log (at most 500 characters)"),
+  ).action(
+    act(async (c, runId: string, flags: ConnFlags & { reason?: string }) => {
+      const res = await c.post(
+        `/api/runs/${enc(runId)}/terminate`,
+        flags.reason === undefined ? undefined : { reason: flags.reason },
+        ((v) => isObj(v) && v.outcome === "terminated" && isObj(v.run)) as Shape<{
+          outcome: "terminated";
+          run: RunRow;
+        }>,
+      );
+      if (flags.json) printJson(res);
+      else {
+        const e = res.run.error;
+        print(
+          `terminated ${runId}: ${res.run.status}${e ? ` with ${e.code ?? ""} (${oneLine(e.message ?? "")})` : ""}; its undos did not run`,
+        );
+      }
     }),
   );
 

@@ -5,11 +5,13 @@ import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
 import { compiledSpec } from "../clock/schedule-spec.ts";
 import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { leased, leaseLive } from "../store/wake-rules.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 import {
   entryName,
   type MessageStatus,
+  type RunRecord,
   type RunStatus,
   type SignalStats,
   type StoredMessage,
@@ -63,6 +65,53 @@ export const badRequest = (message: string): OkeError =>
   new OkeError({ code: "OKE1605", message: `console: ${message}`, status: 400 });
 export const notFound = (message: string): OkeError =>
   new OkeError({ code: "OKE1606", message: `console: ${message}`, status: 404 });
+
+/** 409 OKE1611: the run cannot be terminated now (someone holds it) or at all (it has ended). */
+const runRefused = (message: string): OkeError =>
+  new OkeError({ code: "OKE1611", message: `console: ${message}`, status: 409 });
+
+/** 501 OKE1612: a store without the optional terminateRun (a third-party driver). */
+const cannotTerminate = (driver: string): OkeError =>
+  new OkeError({
+    code: "OKE1612",
+    message: `console: the app's store (driver "${driver}") cannot terminate runs: it has no terminateRun`,
+    status: 501,
+  });
+
+/** The longest reason an operator may give for a terminate. */
+const MAX_REASON = 500;
+
+/** A terminate's optional `{ reason }`: a string of at most MAX_REASON characters; none without a body. */
+function reasonOf(body: unknown): string | undefined {
+  if (body === undefined || body === null) return undefined;
+  const reason = bodyObject(body).reason;
+  if (reason === undefined) return undefined;
+  if (typeof reason !== "string" || reason.length > MAX_REASON)
+    throw badRequest(`"reason" must be a string of at most ${MAX_REASON} characters`);
+  return reason.trim() === "" ? undefined : reason;
+}
+
+/**
+ * Whether an operator's terminate would end the run now (JournalStore.terminateRun's rule): a sleeper
+ * no one reserved, or a running or compensating run with no live lease. False when the store has none.
+ */
+const terminable = (host: ConsoleHost, run: RunRecord): boolean =>
+  host.store.terminateRun !== undefined &&
+  (run.status === "sleeping" || leased(run.status)) &&
+  !leaseLive(run, host.clock.now());
+
+/** OKE1339: the error a run an operator terminated ends with. */
+export const TERMINATED = "OKE1339";
+
+/** The run's error after a terminate: who, when, and why when they said. */
+export const terminatedError = (
+  actor: string,
+  at: number,
+  reason: string | undefined,
+): { code: string; message: string } => ({
+  code: TERMINATED,
+  message: `terminated by ${actor} at ${new Date(at).toISOString()}${reason === undefined ? "" : `: ${reason}`}`,
+});
 
 function limitOf(q: URLSearchParams, dflt = 50, max = 500): number {
   const v = q.get("limit");
@@ -676,7 +725,8 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/runs/:id": async ({ host }, { params }) => {
     const detail = await runDetail(host, params.id ?? "");
     if (!detail) throw notFound(`no run "${params.id ?? ""}"`);
-    return { body: detail };
+    // Whether POST …/terminate would end it now, by the store's rule (the app's clock, not the page's).
+    return { body: { ...detail, terminable: terminable(host, detail.run) } };
   },
 
   "POST /api/runs/:id/wake": async ({ host, audit }, { params, actor }) => {
@@ -699,6 +749,29 @@ export const handlers: Record<string, ApiHandler> = {
       detail: { outcome: result.outcome, flow: run.flow, wakeAt: run.wakeAt },
     });
     return { body: result };
+  },
+
+  "POST /api/runs/:id/terminate": async ({ host, audit }, { params, body, actor }) => {
+    const runId = params.id ?? "";
+    const reason = reasonOf(body);
+    if (host.store.terminateRun === undefined) throw cannotTerminate(host.store.driver);
+    const now = host.clock.now();
+    const result = await host.store.terminateRun({ runId, now, error: terminatedError(actor, now, reason) });
+    if (result.outcome === "missing") throw notFound(`no run "${runId}"`);
+    // Audited once the store answered, refusals too: the log shows who tried to end which run.
+    await audit({
+      actor,
+      action: "terminate",
+      target: `run:${runId}`,
+      detail: { outcome: result.outcome, ...(reason === undefined ? {} : { reason }) },
+    });
+    if (result.outcome === "held")
+      throw runRefused(
+        `run "${runId}" is held by ${result.leaseOwner}, whose lease lapses at ${new Date(result.leaseExpiresAt).toISOString()}: a run someone holds is not terminated (nothing changed); try again once it sleeps, is held back, or that lease lapsed`,
+      );
+    if (result.outcome === "final")
+      throw runRefused(`run "${runId}" is already ${result.status}: there is nothing to terminate`);
+    return { body: { outcome: result.outcome, run: { ...summary(result.run), error: result.run.error } } };
   },
 
   "GET /api/instances": async ({ host }) => {

@@ -1,8 +1,8 @@
-/** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish, release, renew, compensation and an early wake write. */
+/** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish, release, renew, compensation, an early wake and an operator's terminate write. */
 import { JournalLeaseBusy } from "../errors.ts";
 import type { FinishRequest, ParkRequest, ReleaseRequest, RunHold, RunStatus } from "./types.ts";
 import type { BeginCompensationRequest } from "./compensation-types.ts";
-import { leased, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
+import { leased, leaseLive, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
 
 /**
  * Fencing: a journal write is accepted from the run's `leaseOwner` while it is
@@ -100,3 +100,31 @@ export const wakeEarlyState = (r: RunState, now: number): RunState | null =>
   r.status !== "sleeping"
     ? null
     : { ...runState(r), wakeAt: r.wakeAt === null || r.wakeAt > now ? now : r.wakeAt, updatedAt: now };
+
+/**
+ * What an operator's terminate (JournalStore.terminateRun) decides: `final` for an ended run, `held`
+ * while anyone's lease is live (a running run's, or a sleeper's reservation — the take rules'
+ * leaseLive), else the state it writes: failed, lease and wake time cleared (never due again).
+ */
+export function terminateState(
+  r: RunState,
+  now: number,
+):
+  | { kind: "final"; status: "completed" | "failed" }
+  | { kind: "held"; leaseOwner: string; leaseExpiresAt: number }
+  | { kind: "terminate"; state: RunState } {
+  if (r.status === "completed" || r.status === "failed") return { kind: "final", status: r.status };
+  if (leaseLive(r, now) && r.leaseOwner !== null && r.leaseExpiresAt !== null)
+    return { kind: "held", leaseOwner: r.leaseOwner, leaseExpiresAt: r.leaseExpiresAt };
+  return {
+    kind: "terminate",
+    state: {
+      ...runState(r),
+      status: "failed",
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      wakeAt: null,
+      updatedAt: now,
+    },
+  };
+}

@@ -206,6 +206,27 @@ export interface LeaveToLeaseRequest {
   now: number;
 }
 
+/**
+ * An operator ends a run for good (JournalStore.terminateRun): it ends `failed` with `error`, its
+ * undos not run (the code may no longer match its journal).
+ */
+export interface TerminateRequest {
+  runId: string;
+  now: number;
+  error: { code: string; message: string };
+}
+
+/**
+ * What a terminate did: `terminated` (the run as it now stands); `held` when someone holds it (a
+ * live lease, or a live reservation of a sleeper) — nothing written; `final` when it had already
+ * ended (a retry of a terminate that applied answers this); `missing` when there is no such run.
+ */
+export type TerminateOutcome =
+  | { outcome: "terminated"; run: RunRecord }
+  | { outcome: "held"; leaseOwner: string; leaseExpiresAt: number }
+  | { outcome: "final"; status: "completed" | "failed" }
+  | { outcome: "missing" };
+
 export interface AppendRequest {
   runId: string;
   owner: string;
@@ -446,6 +467,16 @@ export interface JournalStore {
    * counts a recovery.
    */
   leaveToLease?(req: LeaveToLeaseRequest): Promise<string[]>;
+  /**
+   * An operator ends the run for good: it becomes `failed` with `req.error`, lease and wake time
+   * cleared, so nothing claims it again — only while no one holds it: a sleeper (unless another's
+   * reservation of it is live), or a running or compensating run with no holder or a lapsed lease
+   * (a held-back run, a dead instance's). A live holder is refused (`held`, nothing written); its
+   * own writes after a terminate are refused with JournalLeaseBusy. No undo runs. One atomic write,
+   * fenced like a take. Absent (a third-party driver): runs cannot be terminated (the Console and
+   * `oke terminate` say so).
+   */
+  terminateRun?(req: TerminateRequest): Promise<TerminateOutcome>;
   /**
    * Acquires up to `max` runs that need an owner: sleeping runs whose
    * `wakeAt <= now` (set `running`), and running runs whose lease expired

@@ -728,6 +728,41 @@ async function runView(id) {
           ),
         )
       : null,
+    // Only when the API says a terminate would apply now (no one holds the run); absent from an older app.
+    d.terminable
+      ? h(
+          "p",
+          { id: "terminate" },
+          h("input", {
+            id: "terminate-reason",
+            name: "terminate-reason",
+            type: "text",
+            maxlength: "500",
+            placeholder: "reason (optional)",
+            "aria-label": "Reason to terminate",
+          }),
+          " ",
+          h(
+            "button",
+            {
+              class: "danger",
+              type: "button",
+              onclick: action("Terminate", async () => {
+                if (
+                  !window.confirm(
+                    `Terminate run ${r.id}? It ends failed for good (OKE1339) and its undos do not run.`,
+                  )
+                )
+                  return null;
+                const reason = main.querySelector("#terminate-reason")?.value.trim() ?? "";
+                const t = await post(`/api/runs/${enc(r.id)}/terminate`, reason ? { reason } : {});
+                return `Terminated run ${r.id}: ${t.run.status}.`;
+              }),
+            },
+            "Terminate",
+          ),
+        )
+      : null,
     r.held
       ? h(
           "section",

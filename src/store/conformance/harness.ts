@@ -56,6 +56,11 @@ export interface ConformanceOptions {
    * the note, and operators then see such a run as running with no holder.
    */
   releaseHold?: boolean;
+  /**
+   * The driver implements the optional `terminateRun` (an operator ends a run no one holds, for
+   * good): the suite checks it. When false (default) the suite checks it is absent.
+   */
+  terminateRun?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

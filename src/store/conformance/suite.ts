@@ -24,6 +24,7 @@ import { retentionCases } from "./retention-cases.ts";
 import { scheduleCases } from "./schedule-cases.ts";
 import { settleCases } from "./settle-cases.ts";
 import { stopLeaseCases } from "./stop-lease-cases.ts";
+import { terminateCases } from "./terminate-cases.ts";
 
 export type { ConformanceOptions, StoreFactory, StoreUnderTest } from "./harness.ts";
 
@@ -56,6 +57,7 @@ export function describeStoreConformance(
     recoveryCases(factory);
     stopLeaseCases(factory, options);
     holdCases(factory, options);
+    terminateCases(factory, options);
     flowFilterCases(factory);
     compensationCases(factory);
     eventCases(factory);

@@ -19,5 +19,11 @@ describeStoreConformance(
       },
     };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
+  {
+    leaveToLease: true,
+    leaveClaimsToLease: true,
+    resettleDelivered: true,
+    releaseHold: true,
+    terminateRun: true,
+  },
 );

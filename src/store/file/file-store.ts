@@ -284,6 +284,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     listOrphans: guarded("listOrphans"),
     nextWakeAt: guarded("nextWakeAt"),
     wakeEarly: guarded("wakeEarly"),
+    terminateRun: guarded("terminateRun"),
     getRun: guarded("getRun"),
     getJournal: guarded("getJournal"),
     listRuns: guarded("listRuns"),

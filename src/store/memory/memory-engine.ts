@@ -21,6 +21,8 @@ import type {
   SignalStats,
   StartRun,
   StoredMessage,
+  TerminateOutcome,
+  TerminateRequest,
 } from "../types.ts";
 import type {
   AuditEntry,
@@ -105,6 +107,7 @@ export type EngineOp =
   | { op: "leaveToLease"; req: LeaveToLeaseRequest }
   | { op: "claimDueRuns"; req: ClaimDueRunsRequest }
   | { op: "wakeEarly"; runId: string; now: number }
+  | { op: "terminateRun"; req: TerminateRequest }
   | { op: "heartbeat"; info: InstanceInfo; now: number }
   | { op: "removeInstance"; id: string }
   | { op: "audit"; entry: AuditEntry }
@@ -258,6 +261,9 @@ export class MemoryEngine {
   }
   wakeEarly(runId: string, now: number): boolean {
     return this.journal.wakeEarly(runId, now);
+  }
+  terminateRun(req: TerminateRequest): TerminateOutcome {
+    return this.journal.terminateRun(req);
   }
   getRun(runId: string): RunRecord | undefined {
     return this.journal.getRun(runId);
@@ -435,6 +441,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.claimDueRuns(op.req);
     case "wakeEarly":
       return engine.wakeEarly(op.runId, op.now);
+    case "terminateRun":
+      return engine.terminateRun(op.req);
     case "heartbeat":
       return engine.heartbeat(op.info, op.now);
     case "removeInstance":

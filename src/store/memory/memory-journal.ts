@@ -16,6 +16,8 @@ import type {
   RunRecord,
   RunStatus,
   StartRun,
+  TerminateOutcome,
+  TerminateRequest,
 } from "../types.ts";
 import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { cloneJson } from "./clone-json.ts";
@@ -30,6 +32,7 @@ import {
   releaseState,
   holdOf,
   renewState,
+  terminateState,
   wakeEarlyState,
 } from "../journal-rules.ts";
 import {
@@ -309,6 +312,19 @@ export class MemoryJournal {
     if (r === undefined || state === null) return false;
     this.apply(r, state);
     return true;
+  }
+
+  /** An operator ends the run for good unless someone holds it (journal-rules terminateState). */
+  terminateRun(req: TerminateRequest): TerminateOutcome {
+    const r = this.runs.get(req.runId);
+    if (r === undefined) return { outcome: "missing" };
+    const d = terminateState(r, req.now);
+    if (d.kind === "final") return { outcome: "final", status: d.status };
+    if (d.kind === "held")
+      return { outcome: "held", leaseOwner: d.leaseOwner, leaseExpiresAt: d.leaseExpiresAt };
+    r.error = { code: req.error.code, message: req.error.message };
+    this.apply(r, d.state);
+    return { outcome: "terminated", run: toRunRecord(r) };
   }
 
   /** True when run `runId` exists and has not ended (pruneDelivered keeps its consumer's message). */

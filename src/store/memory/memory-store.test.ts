@@ -11,7 +11,13 @@ describeStoreConformance(
     await store.open();
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
+  {
+    leaveToLease: true,
+    leaveClaimsToLease: true,
+    resettleDelivered: true,
+    releaseHold: true,
+    terminateRun: true,
+  },
 );
 
 // The file driver rebuilds the engine from snapshots: run the whole contract
@@ -35,7 +41,13 @@ describeStoreConformance(
     });
     return { store, cleanup: () => store.close() };
   },
-  { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true },
+  {
+    leaveToLease: true,
+    leaveClaimsToLease: true,
+    resettleDelivered: true,
+    releaseHold: true,
+    terminateRun: true,
+  },
 );
 
 describe("memory store", () => {

@@ -226,6 +226,12 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       if (woke) await commit({ op: "wakeEarly", runId, now }, wake);
       return woke;
     },
+    async terminateRun(req) {
+      const out = engine.terminateRun(req);
+      // Nothing is announced: a terminated run is due to no one.
+      if (out.outcome === "terminated") await commit({ op: "terminateRun", req });
+      return out;
+    },
     async getRun(runId) {
       return engine.getRun(runId);
     },

@@ -12,6 +12,8 @@ import type {
   RunRecord,
   RunStatus,
   StartRun,
+  TerminateOutcome,
+  TerminateRequest,
 } from "../types.ts";
 import { holdOf } from "../journal-rules.ts";
 import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
@@ -516,6 +518,41 @@ export async function wakeEarly(ctx: PgContext, runId: string, now: number): Pro
   if (rows.length === 0) return false;
   ctx.emit([{ kind: "wake" }]);
   return true;
+}
+
+/**
+ * An operator ends the run for good: one UPDATE fenced like a take (takeSql: no holder, or a lapsed
+ * lease — a sleeper's reservation included), so a holder racing it either wins its row lock first
+ * and the terminate finds it held, or finds the run failed and its write refused. Only when it did
+ * not apply, a read says why. A run a holder let go of between the two is tried again.
+ */
+export async function terminateRun(ctx: PgContext, req: TerminateRequest): Promise<TerminateOutcome> {
+  const error = JSON.stringify({ code: req.error.code, message: req.error.message });
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const { rows } = await q<RunRow>(
+      ctx.pool,
+      `UPDATE ${ctx.s}.runs
+       SET status = 'failed', error = $3::jsonb, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL, updated_at = $2
+       WHERE id = $1 AND status IN ('running', 'sleeping', 'compensating')
+         AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $2)
+       RETURNING *`,
+      [req.runId, req.now, error],
+    );
+    if (rows[0] !== undefined) return { outcome: "terminated", run: toRunRecord(rows[0]) };
+    const { rows: found } = await q<Pick<RunRow, "status" | "lease_owner" | "lease_expires_at">>(
+      ctx.pool,
+      `SELECT status, lease_owner, lease_expires_at FROM ${ctx.s}.runs WHERE id = $1`,
+      [req.runId],
+    );
+    const r = found[0];
+    if (r === undefined) return { outcome: "missing" };
+    if (r.status === "completed" || r.status === "failed") return { outcome: "final", status: r.status };
+    const expires = r.lease_expires_at === null ? null : Number(r.lease_expires_at);
+    if (r.lease_owner !== null && expires !== null && expires > req.now)
+      return { outcome: "held", leaseOwner: r.lease_owner, leaseExpiresAt: expires };
+  }
+  // Let go of and taken again three times over: someone is working it; the operator may ask again.
+  throw new JournalLeaseBusy(req.runId);
 }
 
 export async function getRun(ctx: PgContext, runId: string): Promise<RunRecord | undefined> {

@@ -286,6 +286,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     listOrphans: (now, limit, filter) => runs.listOrphans(ctx, now, limit, filter),
     nextWakeAt: (filter) => runs.nextWakeAt(ctx, filter),
     wakeEarly: (runId, now) => runs.wakeEarly(ctx, runId, now),
+    terminateRun: (req) => runs.terminateRun(ctx, req),
     getRun: (runId) => runs.getRun(ctx, runId),
     getJournal: (runId) => runs.getJournal(ctx, runId),
     listRuns: (filter) => runs.listRuns(ctx, filter),

@@ -223,4 +223,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   leaveClaimsToLease: true,
   resettleDelivered: true,
   releaseHold: true,
+  terminateRun: true,
 } as const;

@@ -22,6 +22,8 @@ import type {
   SignalStats,
   StartRun,
   StoredMessage,
+  TerminateOutcome,
+  TerminateRequest,
 } from "../../types.ts";
 import type {
   AuditEntry,
@@ -221,6 +223,10 @@ export class SqliteEngine {
 
   wakeEarly(runId: string, now: number): boolean {
     return this.journal.wakeEarly(runId, now);
+  }
+
+  terminateRun(req: TerminateRequest): TerminateOutcome {
+    return this.journal.terminateRun(req);
   }
 
   getRun(runId: string): RunRecord | undefined {

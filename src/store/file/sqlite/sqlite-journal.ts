@@ -14,6 +14,8 @@ import type {
   RunRecord,
   RunStatus,
   StartRun,
+  TerminateOutcome,
+  TerminateRequest,
 } from "../../types.ts";
 import type { BeginCompensationRequest } from "../../compensation-types.ts";
 import {
@@ -25,6 +27,7 @@ import {
   releaseState,
   holdOf,
   renewState,
+  terminateState,
   wakeEarlyState,
 } from "../../journal-rules.ts";
 import {
@@ -431,6 +434,20 @@ export class SqliteJournal {
     if (r === undefined || state === null) return false;
     this.b.write(() => this.apply(r, state));
     return true;
+  }
+
+  /** An operator ends the run for good unless someone holds it (journal-rules terminateState). */
+  terminateRun(req: TerminateRequest): TerminateOutcome {
+    this.b.check();
+    const r = this.runRow(req.runId);
+    if (r === undefined) return { outcome: "missing" };
+    const d = terminateState(stateOfRow(r), req.now);
+    if (d.kind === "final") return { outcome: "final", status: d.status };
+    if (d.kind === "held")
+      return { outcome: "held", leaseOwner: d.leaseOwner, leaseExpiresAt: d.leaseExpiresAt };
+    r.error = JSON.stringify({ code: req.error.code, message: req.error.message });
+    this.b.write(() => this.apply(r, d.state));
+    return { outcome: "terminated", run: toRun(r) };
   }
 
   getRun(runId: string): RunRecord | undefined {

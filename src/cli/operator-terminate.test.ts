@@ -1,0 +1,119 @@
+// `oke terminate` in-process against a real app's Console: what it prints, what --json gives, and exit 1 with the Console's reason on a refusal.
+import { Command } from "commander";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { createApp } from "../app/app.ts";
+import { flow } from "../index.ts";
+import { createTimeTravel } from "../clock/time-travel.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
+import { addOperatorCommands } from "./operator-commands.ts";
+
+const TOKEN = "alice-secret-0123456789";
+const napper = flow("cli.napper", {
+  durable: true,
+  do: async (_: { n: number }, fx) => {
+    await fx.clock.sleep("nap", "1h");
+  },
+});
+
+interface Ran {
+  code: number | string;
+  stdout: string;
+  stderr: string;
+}
+
+/** One `oke` operator command, in this process (as operator-output.test.ts runs them). */
+async function oke(...args: string[]): Promise<Ran> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const log = vi.spyOn(console, "log").mockImplementation((...a: unknown[]) => void out.push(a.join(" ")));
+  const error = vi
+    .spyOn(console, "error")
+    .mockImplementation((...a: unknown[]) => void err.push(a.join(" ")));
+  process.exitCode = undefined;
+  const program = new Command("oke").exitOverride();
+  addOperatorCommands(program);
+  let code: number | string;
+  try {
+    await program.parseAsync(args, { from: "user" });
+    code = Number(process.exitCode ?? 0);
+  } catch (e) {
+    code = "threw";
+    err.push(String(e));
+  } finally {
+    log.mockRestore();
+    error.mockRestore();
+    process.exitCode = undefined;
+  }
+  return { code, stdout: out.join("\n"), stderr: err.join("\n") };
+}
+
+describe("oke terminate", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("ends a sleeping run (failed, OKE1339 with the reason); a refusal is exit 1 with the Console's message", async () => {
+    const now = Date.UTC(2026, 11, 1, 12);
+    const time = createTimeTravel(now);
+    const store = createMemoryStore();
+    const app = createApp({
+      modules: [{ napper }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => app.stop({ timeoutMs: 2_000 }));
+    const url = (await app.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    await app.invoke(napper, { n: 1 });
+    await app.invoke(napper, { n: 2 });
+    await app.idle();
+    const [a, b] = (await store.listRuns({ status: "sleeping" })).map((r) => r.id);
+
+    const done = await cli("terminate", a!, "--reason", "flow retired");
+    expect([done.code, done.stderr]).toEqual([0, ""]);
+    expect(done.stdout).toBe(
+      `terminated ${a}: failed with OKE1339 (terminated by alice at 2026-12-01T12:00:00.000Z: flow retired); its undos did not run`,
+    );
+    expect(await store.getRun(a!)).toMatchObject({ status: "failed", error: { code: "OKE1339" } });
+
+    const json = await cli("terminate", b!, "--json");
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: "terminated",
+      run: {
+        id: b,
+        status: "failed",
+        error: { code: "OKE1339", message: "terminated by alice at 2026-12-01T12:00:00.000Z" },
+      },
+    });
+
+    const again = await cli("terminate", a!);
+    expect([again.code, again.stdout]).toEqual([1, ""]);
+    expect(again.stderr).toBe(
+      `oke: the Console refused: console: run "${a}" is already failed: there is nothing to terminate (409 OKE1611)`,
+    );
+
+    await store.startRun({
+      id: "busy",
+      flow: "cli.gone",
+      input: 1,
+      parentRunId: null,
+      owner: "i/2",
+      now,
+      leaseMs: 60_000,
+    });
+    const held = await cli("terminate", "busy");
+    expect(held.code).toBe(1);
+    expect(held.stderr).toContain(
+      `oke: the Console refused: console: run "busy" is held by i/2, whose lease lapses at 2026-12-01T12:01:00.000Z`,
+    );
+    expect(await store.getRun("busy")).toMatchObject({ status: "running", leaseOwner: "i/2" });
+
+    const missing = await cli("terminate", "nope");
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(`oke: the Console refused: console: no run "nope" (404 OKE1606)`);
+  });
+});

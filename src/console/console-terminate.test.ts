@@ -1,0 +1,177 @@
+// The Console API's terminate over HTTP: an operator ends a durable run no one holds (OKE1339), refusals, audit.
+import { afterEach, describe, expect, it } from "vitest";
+import { createApp } from "../app/app.ts";
+import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
+import { flow } from "../index.ts";
+import { drivers } from "../../test/conformance/drivers.ts";
+import type { Store } from "../store/types.ts";
+
+const TOKEN = "alice-secret-0123456789";
+const T0 = 1_700_000_000_000;
+const napper = flow("term.napper", {
+  durable: true,
+  do: async (_: { x: number }, fx) => {
+    await fx.clock.sleep("nap", "1h");
+    return "woke";
+  },
+});
+/** Runs of a flow this app does not have: nothing in it takes them, so the test sets their state. */
+const GONE = "term.gone";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+type Body = any;
+
+describe.each(drivers)("Console API terminate on the $name driver", (driver) => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()!();
+  });
+
+  async function start(wrap: (s: Store) => Store = (s) => s): Promise<{
+    store: Store;
+    time: TimeTravel;
+    invoke: () => Promise<void>;
+    api: (path: string, body?: unknown, token?: string | null) => Promise<{ status: number; body: Body }>;
+  }> {
+    const made = await driver.make();
+    cleanups.push(made.cleanup);
+    const time = createTimeTravel(T0);
+    const store = wrap(made.store);
+    const app = createApp({
+      modules: [{ napper }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
+    const { console: c } = await app.start({ port: 0, host: "127.0.0.1" });
+    const url = c!.url;
+    return {
+      store,
+      time,
+      invoke: async () => {
+        await app.invoke(napper, { x: 1 });
+        await app.idle();
+      },
+      api: async (path, body, token = TOKEN) => {
+        const headers = new Headers({ "x-oke-console": "1" });
+        if (token !== null) headers.set("authorization", `Bearer ${token}`);
+        if (body !== undefined) headers.set("content-type", "application/json");
+        const res = await fetch(url + path, {
+          method: body === null ? "GET" : "POST",
+          headers,
+          ...(body === undefined || body === null ? {} : { body: JSON.stringify(body) }),
+        });
+        return { status: res.status, body: await res.json() };
+      },
+    };
+  }
+
+  it("ends a sleeping run failed with OKE1339 naming who, when and why; audited; a second try is 409 (already failed); a missing run 404", async () => {
+    const { api, invoke, store } = await start();
+    await invoke();
+    const [run] = await store.listRuns({ status: "sleeping" });
+    expect(run).toBeDefined();
+    const id = run!.id;
+    const done = await api(`/api/runs/${id}/terminate`, { reason: "flow retired" });
+    expect(done.status).toBe(200);
+    const error = {
+      code: "OKE1339",
+      message: `terminated by alice at ${new Date(T0).toISOString()}: flow retired`,
+    };
+    expect(done.body).toMatchObject({
+      outcome: "terminated",
+      run: { id, status: "failed", wakeAt: null, error },
+    });
+    expect((await api(`/api/runs/${id}`, null)).body.run).toMatchObject({ status: "failed", error });
+    expect(await store.getRun(id)).toMatchObject({ status: "failed", leaseOwner: null, wakeAt: null, error });
+    expect((await api("/api/audit", null)).body.items[0]).toMatchObject({
+      actor: "alice",
+      action: "terminate",
+      target: `run:${id}`,
+      detail: { outcome: "terminated", reason: "flow retired" },
+    });
+
+    const again = await api(`/api/runs/${id}/terminate`, {});
+    expect(again.status).toBe(409);
+    expect(again.body.error).toMatchObject({
+      code: "OKE1611",
+      message: `console: run "${id}" is already failed: there is nothing to terminate`,
+    });
+    const missing = await api("/api/runs/nope/terminate");
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({ code: "OKE1606", message: 'console: no run "nope"' });
+  });
+
+  it("ends a held-back run without a reason; refuses a run with a live holder (409 naming it and its lease's lapse), changing nothing", async () => {
+    const { api, store } = await start();
+    await store.startRun({
+      id: "held",
+      flow: GONE,
+      input: 1,
+      parentRunId: null,
+      owner: "i/1",
+      now: T0,
+      leaseMs: 60_000,
+    });
+    await store.releaseRun({
+      runId: "held",
+      owner: "i/1",
+      now: T0,
+      retryAt: T0 + 30_000,
+      hold: { code: "OKE1301", message: "journal mismatch" },
+    });
+    const done = await api("/api/runs/held/terminate");
+    expect(done.status).toBe(200);
+    expect(done.body.run).toMatchObject({
+      status: "failed",
+      error: { code: "OKE1339", message: `terminated by alice at ${new Date(T0).toISOString()}` },
+    });
+    expect(done.body.run.held).toBeUndefined();
+
+    await store.startRun({
+      id: "busy",
+      flow: GONE,
+      input: 1,
+      parentRunId: null,
+      owner: "i/2",
+      now: T0,
+      leaseMs: 60_000,
+    });
+    const before = await store.getRun("busy");
+    const refused = await api("/api/runs/busy/terminate", { reason: "stop" });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("OKE1611");
+    expect(refused.body.error.message).toContain(
+      `run "busy" is held by i/2, whose lease lapses at ${new Date(T0 + 60_000).toISOString()}`,
+    );
+    expect(await store.getRun("busy")).toEqual(before);
+  });
+
+  it("validates the reason (400 naming it), needs the operator token (401), and answers 501 when the store cannot terminate", async () => {
+    const { api, invoke, store } = await start();
+    await invoke();
+    const [run] = await store.listRuns({ status: "sleeping" });
+    const path = `/api/runs/${run!.id}/terminate`;
+    for (const body of [{ reason: "x".repeat(501) }, { reason: 7 }, ["x"]]) {
+      const bad = await api(path, body);
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.code).toBe("OKE1605");
+      if (!Array.isArray(body)) expect(bad.body.error.message).toContain('"reason"');
+    }
+    expect((await api(path, {}, null)).status).toBe(401);
+    expect(await store.getRun(run!.id)).toMatchObject({ status: "sleeping" });
+    expect((await api(path, { reason: "x".repeat(500) })).status).toBe(200);
+  });
+
+  it("answers 501 OKE1612 when the app's store has no terminateRun (a third-party driver)", async () => {
+    const { api } = await start(
+      (s) => new Proxy(s, { get: (t, k) => (k === "terminateRun" ? undefined : Reflect.get(t, k)) }),
+    );
+    const res = await api("/api/runs/any/terminate");
+    expect(res.status).toBe(501);
+    expect(res.body.error.code).toBe("OKE1612");
+    expect(res.body.error.message).toContain("cannot terminate runs");
+  });
+});
