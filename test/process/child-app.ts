@@ -235,6 +235,18 @@ const app = createApp({
 });
 
 await app.boot();
+// Before "ready": a parent that signals on "ready" must find the handler, even when this process is
+// descheduled between the two lines (it was, on a loaded machine: killed by the default action).
+const shutdown = (): void => {
+  void app.stop({ timeoutMs: 2_000 }).then(async () => {
+    await store.close();
+    await results?.end();
+    say({ event: "stopped" });
+    process.exit(0);
+  });
+};
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);
 say({ event: "ready" });
 
 if (process.env.OKE_INVOKE) {
@@ -310,14 +322,3 @@ if (scenario === "emit") {
     say({ event: "emitted" });
   })();
 }
-
-const shutdown = (): void => {
-  void app.stop({ timeoutMs: 2_000 }).then(async () => {
-    await store.close();
-    await results?.end();
-    say({ event: "stopped" });
-    process.exit(0);
-  });
-};
-process.on("SIGTERM", shutdown);
-process.on("SIGINT", shutdown);

@@ -28,13 +28,14 @@ export const leaseMs = Number(process.env.OKE_LEASE_MS ?? 30_000);
  */
 export async function bootUntilSigterm(app: App, store: Store): Promise<void> {
   await app.boot();
-  say({ event: "ready" });
+  // Before "ready": a parent that signals on "ready" must find the handler (child-app.ts says why).
   process.on("SIGTERM", () => {
     void app.stop({ timeoutMs: 2_000 }).then(async () => {
       await store.close();
       process.exit(0);
     });
   });
+  say({ event: "ready" });
 }
 
 /**

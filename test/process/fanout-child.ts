@@ -68,8 +68,7 @@ const app = createApp({
 });
 
 const { port } = await app.start({ port: Number(process.env.OKE_PORT ?? 0), host: "127.0.0.1" });
-say({ event: "ready", port });
-
+// Before "ready": a parent that signals on "ready" must find the handler (child-app.ts says why).
 const shutdown = (): void => {
   void app.stop({ timeoutMs: 2_000 }).then(async () => {
     await store.close();
@@ -80,3 +79,4 @@ const shutdown = (): void => {
 };
 process.on("SIGTERM", shutdown);
 process.on("SIGINT", shutdown);
+say({ event: "ready", port });

@@ -40,8 +40,7 @@ const app = createApp({
 });
 
 const { port } = await app.start({ port: Number(process.env.OKE_PORT ?? 0), host: "127.0.0.1" });
-say({ event: "ready", port });
-
+// Before "ready": a parent that signals on "ready" must find the handler (child-app.ts says why).
 process.on("SIGTERM", () => {
   void app.stop({ timeoutMs: 2_000 }).then(async () => {
     await store.close();
@@ -49,3 +48,4 @@ process.on("SIGTERM", () => {
     process.exit(0);
   });
 });
+say({ event: "ready", port });

@@ -79,6 +79,14 @@ const app = createApp({
 
 await app.boot();
 offset += step;
+// Before "ready": a parent that signals on "ready" must find the handler (child-app.ts says why).
+process.on("SIGTERM", () => {
+  void app.stop({ timeoutMs: 2_000 }).then(async () => {
+    await store.close();
+    await db.end();
+    process.exit(0);
+  });
+});
 say({ event: "ready" });
 
 const emits = Number(process.env.OKE_EMIT ?? 0);
@@ -91,11 +99,3 @@ for (let i = 0; i < emits; i++) {
 const runs = Number(process.env.OKE_RUNS ?? 0);
 for (let i = 0; i < runs; i++) void app.invoke(nap, { id: `${process.pid}-${i}` });
 say({ event: "emitted", emits, runs });
-
-process.on("SIGTERM", () => {
-  void app.stop({ timeoutMs: 2_000 }).then(async () => {
-    await store.close();
-    await db.end();
-    process.exit(0);
-  });
-});

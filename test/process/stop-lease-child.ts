@@ -59,7 +59,7 @@ const app = createApp({
   },
 });
 await app.boot();
-say({ event: "ready" });
+// Before "ready": a parent that signals on "ready" must find the handler (child-app.ts says why).
 process.on("SIGTERM", () => {
   void app.stop().then(async () => {
     say({ event: "stopped" });
@@ -67,5 +67,6 @@ process.on("SIGTERM", () => {
     process.exit(0);
   });
 });
+say({ event: "ready" });
 if (process.env.OKE_EMIT) await app.emit(jobs, {}, { id: process.env.OKE_EMIT });
 if (process.env.OKE_PLAIN) await app.emit(plain, {}, { id: process.env.OKE_PLAIN });
