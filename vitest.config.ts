@@ -57,11 +57,13 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
-    // Two files at a time at least. Vitest's default is one worker per core but one, which on a
-    // 2-core machine runs the files one after another; most of this suite's time is spent waiting on
-    // child processes, PostgreSQL and timers rather than on a core. Each file has its own schemas,
-    // temp dirs and ports, so files never share state.
-    maxWorkers: Math.max(2, availableParallelism() - 1),
+    // Three files at a time at least. Vitest's default is one worker per core but one, which on a
+    // 2-core machine runs the files one after another. The suite keeps both cores busy (vmstat: 0-1 %
+    // idle, a third of it in the kernel starting processes), yet a third file still overlaps the
+    // others' waits on child processes, PostgreSQL and timers: 592 s with two workers, 524 s with
+    // three (2026-12-04, the whole suite on this 2-core machine). Each file has its own schemas, temp
+    // dirs and ports, so files never share state.
+    maxWorkers: Math.max(3, availableParallelism() - 1),
     // A worker runs its files one after another in one module graph instead of re-importing
     // okengine (through vite's transform) for each: the suite spent 112 s importing with isolation,
     // 14 s without, and 582 → 432 s of wall time on 2 cores. Safe because no test mocks a module or
