@@ -4,8 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { Command } from "commander";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
 import { clock, flow, on, signal } from "../index.ts";
@@ -16,43 +15,11 @@ import type { Store } from "../store/types.ts";
 import { withoutVitestEnv } from "../../test/support/built-oke.ts";
 import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
+import { heldTrial, startedByPreviousVersion } from "../../test/support/held-back.ts";
 import { CommandError, createConsoleClient } from "./console-client.ts";
-import { addOperatorCommands } from "./operator-commands.ts";
+import { oke, type Ran } from "./run-oke.test-helper.ts";
 
 const TOKEN = "alice-secret-0123456789";
-
-interface Ran {
-  /** The exit code the command set, or "threw" when an error escaped it (a raw stack for the operator). */
-  code: number | string;
-  stdout: string;
-  stderr: string;
-}
-
-/** One `oke` operator command, in this process. */
-async function oke(...args: string[]): Promise<Ran> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = vi.spyOn(console, "log").mockImplementation((...a: unknown[]) => void out.push(a.join(" ")));
-  const error = vi
-    .spyOn(console, "error")
-    .mockImplementation((...a: unknown[]) => void err.push(a.join(" ")));
-  process.exitCode = undefined;
-  const program = new Command("oke").exitOverride();
-  addOperatorCommands(program);
-  let code: number | string;
-  try {
-    await program.parseAsync(args, { from: "user" });
-    code = Number(process.exitCode ?? 0);
-  } catch (e) {
-    code = "threw";
-    err.push(String(e));
-  } finally {
-    log.mockRestore();
-    error.mockRestore();
-    process.exitCode = undefined;
-  }
-  return { code, stdout: out.join("\n"), stderr: err.join("\n") };
-}
 
 async function listen(server: Server): Promise<string> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -558,17 +525,6 @@ describe("stranded work in oke status", () => {
   });
 });
 
-// A deploy changes this flow under its sleeping runs: the first version journals step "a" where the
-// second asks for "b", so the second holds the run back when it wakes (OKE1301).
-const trial = (first: string) =>
-  flow("trials.held", {
-    durable: true,
-    do: async (_: { n: number }, fx) => {
-      await fx.step(first, () => 1);
-      await fx.clock.sleep("trial-end", "1m");
-    },
-  });
-
 describe("held-back runs in oke run, oke runs and oke status", () => {
   const stops: Array<() => Promise<void>> = [];
   afterAll(async () => {
@@ -578,7 +534,7 @@ describe("held-back runs in oke run, oke runs and oke status", () => {
   it("oke run says since when, why and what to do; oke runs marks them and --held lists only them; oke status counts them", async () => {
     const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
     const store = createMemoryStore();
-    const now = trial("b");
+    const now = heldTrial("b");
     const consoleApp = createApp({
       modules: [{ now, fine }],
       env: "test",
@@ -589,40 +545,35 @@ describe("held-back runs in oke run, oke runs and oke status", () => {
     stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
     const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
     const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
-    const then = trial("a");
-    const previous = createApp({ modules: [{ then }], env: "test", clock: time, store });
-    await previous.start({ port: 0, host: "127.0.0.1" });
-    await previous.invoke(then, { n: 1 });
-    await previous.stop();
+    const heldId = await startedByPreviousVersion(store, time);
     await consoleApp.invoke(fine, { n: 2 });
-    const [run] = await store.listRuns({ status: "sleeping" });
     expect((await cli("status")).stdout).not.toContain("held back");
 
     time.advance(60_000);
-    await until(async () => (await store.getRun(run!.id))?.held !== undefined, "the run held back");
+    await until(async () => (await store.getRun(heldId))?.held !== undefined, "the run held back");
     await consoleApp.idle();
 
-    const one = await cli("run", run!.id);
+    const one = await cli("run", heldId);
     expect(one.code).toBe(0);
     expect(one.stdout.split("\n").slice(0, 4)).toEqual([
-      `run ${run!.id}  flow trials.held  running · held back`,
+      `run ${heldId}  flow trials.held  running · held back`,
       `created 2026-12-01 12:00:00Z  updated 2026-12-01 12:01:00Z  recoveries 0`,
-      `held back since 2026-12-01 12:01:00Z: OKE1301 journal: run "${run!.id}" recorded step "a" at position 0, but the code now asks for step "b"`,
+      `held back since 2026-12-01 12:01:00Z: OKE1301 journal: run "${heldId}" recorded step "a" at position 0, but the code now asks for step "b"`,
       `  ${MISMATCH_FIX}`,
     ]);
 
     const all = await cli("runs");
     expect(all.code).toBe(0);
     const rowOf = (out: string, id: string) => out.split("\n").find((l) => l.startsWith(id));
-    expect(rowOf(all.stdout, run!.id)).toMatch(/ running · held back .* OKE1301 journal: run /);
-    expect(rowOf(all.stdout, run!.id)).not.toMatch(/held back.*held back/);
+    expect(rowOf(all.stdout, heldId)).toMatch(/ running · held back .* OKE1301 journal: run /);
+    expect(rowOf(all.stdout, heldId)).not.toMatch(/held back.*held back/);
     expect(all.stdout.split("\n").at(-1)).toBe(`held back (OKE1301): ${MISMATCH_FIX}`);
 
     const held = await cli("runs", "--held");
     expect(held.code).toBe(0);
     const lines = held.stdout.split("\n");
     expect(lines).toHaveLength(4); // the header, the run, a blank line, what to do
-    expect(lines[1]!.startsWith(`${run!.id}  trials.held  running · held back`)).toBe(true);
+    expect(lines[1]!.startsWith(`${heldId}  trials.held  running · held back`)).toBe(true);
     expect(lines[3]).toBe(`held back (OKE1301): ${MISMATCH_FIX}`);
 
     const status = await cli("status");

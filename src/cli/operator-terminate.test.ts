@@ -1,11 +1,10 @@
 // `oke terminate` in-process against a real app's Console: what it prints, what --json gives, and exit 1 with the Console's reason on a refusal.
-import { Command } from "commander";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import { flow } from "../index.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
-import { addOperatorCommands } from "./operator-commands.ts";
+import { oke, type Ran } from "./run-oke.test-helper.ts";
 
 const TOKEN = "alice-secret-0123456789";
 const napper = flow("cli.napper", {
@@ -14,38 +13,6 @@ const napper = flow("cli.napper", {
     await fx.clock.sleep("nap", "1h");
   },
 });
-
-interface Ran {
-  code: number | string;
-  stdout: string;
-  stderr: string;
-}
-
-/** One `oke` operator command, in this process (as operator-output.test.ts runs them). */
-async function oke(...args: string[]): Promise<Ran> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const log = vi.spyOn(console, "log").mockImplementation((...a: unknown[]) => void out.push(a.join(" ")));
-  const error = vi
-    .spyOn(console, "error")
-    .mockImplementation((...a: unknown[]) => void err.push(a.join(" ")));
-  process.exitCode = undefined;
-  const program = new Command("oke").exitOverride();
-  addOperatorCommands(program);
-  let code: number | string;
-  try {
-    await program.parseAsync(args, { from: "user" });
-    code = Number(process.exitCode ?? 0);
-  } catch (e) {
-    code = "threw";
-    err.push(String(e));
-  } finally {
-    log.mockRestore();
-    error.mockRestore();
-    process.exitCode = undefined;
-  }
-  return { code, stdout: out.join("\n"), stderr: err.join("\n") };
-}
 
 describe("oke terminate", () => {
   const stops: Array<() => Promise<void>> = [];

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { LONG, openConsolePage, type ConsolePage } from "../support/console-browser.ts";
 import { until } from "../conformance/app-fixture.ts";
+import { heldTrial, startedByPreviousVersion } from "../support/held-back.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
@@ -15,16 +16,6 @@ const TOKEN = "browser-held-token-0123456789";
 /** 2023-11-14 22:13:20 UTC. Time stands still unless the test moves it. */
 const T0 = 1_700_000_000_000;
 
-// A deploy changes this flow under its sleeping runs: the first version journals step "a" where the
-// second asks for "b", so the second holds a run back when it wakes (OKE1301).
-const trial = (first: string) =>
-  flow("trials.held", {
-    durable: true,
-    do: async (_: { n: number }, fx) => {
-      await fx.step(first, () => 1);
-      await fx.clock.sleep("trial-end", "1m");
-    },
-  });
 // Sleeps past the test's clock: running beside the held run, never held.
 const napper = flow("trials.nap", {
   durable: true,
@@ -44,7 +35,7 @@ describe("held-back runs on the Console page", () => {
 
   beforeAll(async () => {
     store = createMemoryStore();
-    const now = trial("b");
+    const now = heldTrial("b");
     consoleApp = createApp({
       modules: [{ now, napper }],
       env: "test",
@@ -54,13 +45,8 @@ describe("held-back runs on the Console page", () => {
     });
     url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
     // The previous version of the code started the run; it sleeps until T0 + 1 min.
-    const then = trial("a");
-    const previous = createApp({ modules: [{ then }], env: "test", clock: time, store });
-    await previous.start({ port: 0, host: "127.0.0.1" });
-    await previous.invoke(then, { n: 1 });
-    await previous.stop();
+    heldId = await startedByPreviousVersion(store, time);
     await consoleApp.invoke(napper, { n: 2 });
-    heldId = (await store.listRuns({ status: "sleeping" })).find((r) => r.flow === "trials.held")!.id;
     cp = await openConsolePage(url, TOKEN);
     page = cp.page;
   });

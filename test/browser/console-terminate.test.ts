@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { LONG, openConsolePage, type ConsolePage } from "../support/console-browser.ts";
 import { until } from "../conformance/app-fixture.ts";
+import { heldTrial, startedByPreviousVersion } from "../support/held-back.ts";
 import { createApp } from "../../src/app/app.ts";
 import type { App } from "../../src/app/types.ts";
 import { createTimeTravel } from "../../src/clock/time-travel.ts";
@@ -14,16 +15,6 @@ const TOKEN = "browser-terminate-token-0123456789";
 /** 2023-11-14 22:13:20 UTC. Time stands still unless the test moves it. */
 const T0 = 1_700_000_000_000;
 
-// A deploy changes this flow under its sleeping run: the first version journals step "a" where the
-// second asks for "b", so the second holds the run back when it wakes (OKE1301).
-const trial = (first: string) =>
-  flow("trials.held", {
-    durable: true,
-    do: async (_: { n: number }, fx) => {
-      await fx.step(first, () => 1);
-      await fx.clock.sleep("trial-end", "1m");
-    },
-  });
 const napper = flow("trials.nap", {
   durable: true,
   do: async (_: { n: number }, fx) => {
@@ -42,7 +33,7 @@ describe("terminating runs on the Console page", () => {
 
   beforeAll(async () => {
     store = createMemoryStore();
-    const now = trial("b");
+    const now = heldTrial("b");
     consoleApp = createApp({
       modules: [{ now, napper }],
       env: "test",
@@ -51,15 +42,9 @@ describe("terminating runs on the Console page", () => {
       config: { console: { port: 0, tokens: { alice: TOKEN } } },
     });
     const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
-    const then = trial("a");
-    const previous = createApp({ modules: [{ then }], env: "test", clock: time, store });
-    await previous.start({ port: 0, host: "127.0.0.1" });
-    await previous.invoke(then, { n: 1 });
-    await previous.stop();
+    heldId = await startedByPreviousVersion(store, time);
     await consoleApp.invoke(napper, { n: 2 });
-    const sleeping = await store.listRuns({ status: "sleeping" });
-    heldId = sleeping.find((r) => r.flow === "trials.held")!.id;
-    napId = sleeping.find((r) => r.flow === "trials.nap")!.id;
+    napId = (await store.listRuns({ flow: "trials.nap", status: "sleeping" }))[0]!.id;
     time.advance(60_000);
     await until(async () => (await store.getRun(heldId))?.held !== undefined, "the run held back");
     cp = await openConsolePage(url, TOKEN);
