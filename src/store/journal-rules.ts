@@ -1,6 +1,13 @@
 /** The journal write rules the memory and file drivers apply the same way: who may write, and what park, finish, release, renew, compensation, an early wake and an operator's terminate write. */
 import { JournalLeaseBusy } from "../errors.ts";
-import type { FinishRequest, ParkRequest, ReleaseRequest, RunHold, RunStatus } from "./types.ts";
+import type {
+  FinishRequest,
+  ParkRequest,
+  ReleaseRequest,
+  RunHold,
+  RunStatus,
+  TerminateOutcome,
+} from "./types.ts";
 import type { BeginCompensationRequest } from "./compensation-types.ts";
 import { leased, leaseLive, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
 
@@ -102,22 +109,20 @@ export const wakeEarlyState = (r: RunState, now: number): RunState | null =>
     : { ...runState(r), wakeAt: r.wakeAt === null || r.wakeAt > now ? now : r.wakeAt, updatedAt: now };
 
 /**
- * What an operator's terminate (JournalStore.terminateRun) decides: `final` for an ended run, `held`
- * while anyone's lease is live (a running run's, or a sleeper's reservation — the take rules'
- * leaseLive), else the state it writes: failed, lease and wake time cleared (never due again).
+ * What an operator's terminate (JournalStore.terminateRun) decides: a refusal to answer as it is —
+ * `final` for an ended run, `held` while anyone's lease is live (a running run's, or a sleeper's
+ * reservation: the take rules' leaseLive) — else the state it writes: failed, lease and wake time
+ * cleared (never due again).
  */
 export function terminateState(
   r: RunState,
   now: number,
-):
-  | { kind: "final"; status: "completed" | "failed" }
-  | { kind: "held"; leaseOwner: string; leaseExpiresAt: number }
-  | { kind: "terminate"; state: RunState } {
-  if (r.status === "completed" || r.status === "failed") return { kind: "final", status: r.status };
+): { refused: Exclude<TerminateOutcome, { outcome: "terminated" | "missing" }> } | { state: RunState } {
+  if (r.status === "completed" || r.status === "failed")
+    return { refused: { outcome: "final", status: r.status } };
   if (leaseLive(r, now) && r.leaseOwner !== null && r.leaseExpiresAt !== null)
-    return { kind: "held", leaseOwner: r.leaseOwner, leaseExpiresAt: r.leaseExpiresAt };
+    return { refused: { outcome: "held", leaseOwner: r.leaseOwner, leaseExpiresAt: r.leaseExpiresAt } };
   return {
-    kind: "terminate",
     state: {
       ...runState(r),
       status: "failed",

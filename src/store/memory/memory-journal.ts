@@ -319,9 +319,7 @@ export class MemoryJournal {
     const r = this.runs.get(req.runId);
     if (r === undefined) return { outcome: "missing" };
     const d = terminateState(r, req.now);
-    if (d.kind === "final") return { outcome: "final", status: d.status };
-    if (d.kind === "held")
-      return { outcome: "held", leaseOwner: d.leaseOwner, leaseExpiresAt: d.leaseExpiresAt };
+    if ("refused" in d) return d.refused;
     r.error = { code: req.error.code, message: req.error.message };
     this.apply(r, d.state);
     return { outcome: "terminated", run: toRunRecord(r) };

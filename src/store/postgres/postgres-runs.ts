@@ -15,7 +15,7 @@ import type {
   TerminateOutcome,
   TerminateRequest,
 } from "../types.ts";
-import { holdOf } from "../journal-rules.ts";
+import { holdOf, terminateState } from "../journal-rules.ts";
 import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
@@ -539,17 +539,11 @@ export async function terminateRun(ctx: PgContext, req: TerminateRequest): Promi
       [req.runId, req.now, error],
     );
     if (rows[0] !== undefined) return { outcome: "terminated", run: toRunRecord(rows[0]) };
-    const { rows: found } = await q<Pick<RunRow, "status" | "lease_owner" | "lease_expires_at">>(
-      ctx.pool,
-      `SELECT status, lease_owner, lease_expires_at FROM ${ctx.s}.runs WHERE id = $1`,
-      [req.runId],
-    );
-    const r = found[0];
-    if (r === undefined) return { outcome: "missing" };
-    if (r.status === "completed" || r.status === "failed") return { outcome: "final", status: r.status };
-    const expires = r.lease_expires_at === null ? null : Number(r.lease_expires_at);
-    if (r.lease_owner !== null && expires !== null && expires > req.now)
-      return { outcome: "held", leaseOwner: r.lease_owner, leaseExpiresAt: expires };
+    // Why not, by the rule the other drivers apply (journal-rules terminateState).
+    const run = await getRun(ctx, req.runId);
+    if (run === undefined) return { outcome: "missing" };
+    const d = terminateState(run, req.now);
+    if ("refused" in d) return d.refused;
   }
   // Let go of and taken again three times over: someone is working it; the operator may ask again.
   throw new JournalLeaseBusy(req.runId);

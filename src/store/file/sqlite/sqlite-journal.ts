@@ -442,9 +442,7 @@ export class SqliteJournal {
     const r = this.runRow(req.runId);
     if (r === undefined) return { outcome: "missing" };
     const d = terminateState(stateOfRow(r), req.now);
-    if (d.kind === "final") return { outcome: "final", status: d.status };
-    if (d.kind === "held")
-      return { outcome: "held", leaseOwner: d.leaseOwner, leaseExpiresAt: d.leaseExpiresAt };
+    if ("refused" in d) return d.refused;
     r.error = JSON.stringify({ code: req.error.code, message: req.error.message });
     this.b.write(() => this.apply(r, d.state));
     return { outcome: "terminated", run: toRun(r) };
