@@ -9,7 +9,8 @@ import {
   type ConsoleClient,
   type Shape,
 } from "./console-client.ts";
-import { holdFix, type TimelineItem } from "../console/timeline.ts";
+import type { TimelineItem } from "../console/timeline.ts";
+import { holdFix, UNKNOWN_FLOW } from "../durable/mismatch-log.ts";
 import { age, short, table, when } from "./table.ts";
 
 interface ConnFlags {
@@ -375,7 +376,9 @@ function heldLine(o: Overview): string | undefined {
   const n = hb.more ? `${hb.runs.length}+ runs` : plural(hb.runs.length, "run");
   const why = hb.runs.every((r) => r.held?.code === "OKE1301")
     ? "journal does not match the code"
-    : "given back with a reason";
+    : hb.runs.every((r) => r.held?.code === UNKNOWN_FLOW)
+      ? "taken by an instance without their flow"
+      : "given back with a reason";
   return `${n} held back (${why}): oke runs --held`;
 }
 

@@ -13,7 +13,7 @@ import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
 import { withoutVitestEnv } from "../../test/support/built-oke.ts";
-import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { MISMATCH_FIX, UNKNOWN_FLOW_FIX } from "../durable/mismatch-log.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import { heldTrial, startedByPreviousVersion } from "../../test/support/held-back.ts";
 import { CommandError, createConsoleClient } from "./console-client.ts";
@@ -177,6 +177,20 @@ describe("answers that are not a Console's, or not whole", () => {
     expect([many.code, many.stdout.split("\n").at(-1)]).toEqual([
       0,
       "20+ runs held back (journal does not match the code): oke runs --held",
+    ]);
+    body = { ...overview, heldBack: { runs: [heldRun(1, "OKE1307")], more: false, fix: UNKNOWN_FLOW_FIX } };
+    expect((await oke("status", "--url", url, "--token", TOKEN)).stdout.split("\n").at(-1)).toBe(
+      "1 run held back (taken by an instance without their flow): oke runs --held",
+    );
+    // Its advice, in oke run and under oke runs.
+    body = { run: heldRun(1, "OKE1307"), timeline: [], sleepingOn: null, ancestors: [], children: [] };
+    expect((await oke("run", "r_1", "--url", url, "--token", TOKEN)).stdout.split("\n")[3]).toBe(
+      `  ${UNKNOWN_FLOW_FIX}`,
+    );
+    body = { items: [heldRun(1, "OKE1307"), heldRun(2, "OKE1301")], next: null };
+    expect((await oke("runs", "--url", url, "--token", TOKEN)).stdout.split("\n").slice(-2)).toEqual([
+      `held back (OKE1307): ${UNKNOWN_FLOW_FIX}`,
+      `held back (OKE1301): ${MISMATCH_FIX}`,
     ]);
     body = { ...overview, heldBack: { runs: [heldRun(1, "E_OTHER")], more: false, fix: MISMATCH_FIX } };
     expect((await oke("status", "--url", url, "--token", TOKEN)).stdout.split("\n").at(-1)).toBe(

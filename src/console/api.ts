@@ -4,7 +4,7 @@ import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
 import { compiledSpec } from "../clock/schedule-spec.ts";
-import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { holdFix } from "../durable/mismatch-log.ts";
 import { leased, leaseLive } from "../store/wake-rules.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
@@ -58,6 +58,17 @@ const THROUGHPUT_MINUTES = 10;
 const RECENT_FAILURES = 10;
 /** Held-back runs the overview lists (newest first); it reads one more to tell whether there are others. */
 const HELD_SHOWN = 20;
+
+/** The overview's advice for the held-back runs it shows: each reason's fix once, named by its code when there are several. */
+function heldBackFix(runs: readonly RunRecord[]): string {
+  const codes = [...new Set(runs.flatMap((r) => (r.held === undefined ? [] : [r.held.code])))];
+  const fixes = codes.flatMap((code) => {
+    const fix = holdFix(code);
+    return fix === null ? [] : [{ code, fix }];
+  });
+  if (fixes.length === 0) return "Each waits with no holder, untouched, until an instance takes it again.";
+  return fixes.length === 1 ? fixes[0]!.fix : fixes.map((f) => `${f.code}: ${f.fix}`).join(" ");
+}
 /** Clocks fire on once signals named `clock:<name>`. */
 const CLOCK_PREFIX = clockSignalName("");
 
@@ -535,7 +546,7 @@ export const handlers: Record<string, ApiHandler> = {
         heldBack: {
           runs: heldRuns.items.slice(0, HELD_SHOWN).map(summary),
           more: heldRuns.items.length > HELD_SHOWN,
-          fix: MISMATCH_FIX,
+          fix: heldBackFix(heldRuns.items.slice(0, HELD_SHOWN)),
         },
         audit: audit.items,
       },

@@ -8,7 +8,7 @@ import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
-import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { MISMATCH_FIX, UNKNOWN_FLOW_FIX, unknownFlowHold } from "../durable/mismatch-log.ts";
 import { replayLimits } from "./api.ts";
 
 const TOKEN = "alice-secret-0123456789";
@@ -677,7 +677,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect((await api("/api/overview")).body.heldBack).toEqual({
       runs: [],
       more: false,
-      fix: MISMATCH_FIX,
+      fix: "Each waits with no holder, untouched, until an instance takes it again.",
     });
 
     // The previous version started the run and parked its child, then was replaced.
@@ -741,6 +741,48 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
         `console: held must be true (only runs held back) or left out, got "${bad}"`,
       );
     }
+  });
+
+  it("each reason a run is held back for gets its own advice: the run's heldFix, and the overview's fix names each code when runs wait for different ones", async () => {
+    let store!: Store;
+    const { api, time } = await start({ store: (s) => (store = s) });
+    // Flows this app does not have, so none of its schedulers takes the runs while the test reads them.
+    const give = async (id: string, hold: { code: string; message: string }) => {
+      await store.startRun({
+        id,
+        flow: "retired.flow",
+        input: null,
+        parentRunId: null,
+        owner: "old/1",
+        now: time.now(),
+        leaseMs: 30_000,
+      });
+      await store.releaseRun({
+        runId: id,
+        owner: "old/1",
+        now: time.now(),
+        retryAt: time.now() + 5_000,
+        hold,
+      });
+    };
+    const gone = unknownFlowHold({ id: "r-gone", flow: "retired.flow" }, "inst-old");
+    expect(gone.message).toBe(
+      'durable run "r-gone": flow "retired.flow" is not in the app of instance inst-old, which took it; left for an instance that has it',
+    );
+    await give("r-gone", gone);
+    const gone2 = (await api("/api/runs/r-gone")).body;
+    expect(gone2.run.held).toEqual({ ...gone, since: time.now() });
+    expect(gone2.heldFix).toBe(UNKNOWN_FLOW_FIX);
+    expect((await api("/api/overview")).body.heldBack.fix).toBe(UNKNOWN_FLOW_FIX);
+
+    time.advance(1_000);
+    await give("r-mismatch", { code: "OKE1301", message: "journal: mismatch" });
+    await give("r-other", { code: "X42", message: "a third-party driver's reason" });
+    expect((await api("/api/runs/r-other")).body.heldFix).toBeNull();
+    const overview = (await api("/api/overview")).body.heldBack;
+    expect(overview.runs.map((r: Body) => r.id).sort()).toEqual(["r-gone", "r-mismatch", "r-other"]);
+    // Newest first, each advice once; a code with none adds nothing.
+    expect(overview.fix).toBe(`OKE1301: ${MISMATCH_FIX} OKE1307: ${UNKNOWN_FLOW_FIX}`);
   });
 
   it("the overview lists the newest 20 held-back runs and says when there are more", async () => {

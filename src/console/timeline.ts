@@ -1,5 +1,5 @@
 /** A run's detail for operators: its journal as a timeline, emits linked to messages, calls to child runs, the trace chain. */
-import { MISMATCH_FIX } from "../durable/mismatch-log.ts";
+import { holdFix } from "../durable/mismatch-log.ts";
 import { entryName, type JournalEntry, type RunHold, type RunRecord } from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 
@@ -62,12 +62,6 @@ export interface RunDetail {
   /** What to do about `run.held` (holdFix): null when it is not held back, or its code has no advice. */
   heldFix: string | null;
 }
-
-/**
- * What an operator does about a run held back with `code`. Only OKE1301 (its journal does not match
- * the code) holds runs today; another code's message is shown as it is, with no advice.
- */
-export const holdFix = (code: string): string | null => (code === "OKE1301" ? MISMATCH_FIX : null);
 
 const PREVIEW_CHARS = 160;
 /** Children listed in a run's detail; calls past them are linked by looking their run up. */

@@ -13,13 +13,10 @@ import { consumerRunId } from "../store/resettle-rules.ts";
 import { markWithin, STOP_MARK_TIMEOUT_MS } from "../store/stop-mark.ts";
 import { isStoppedOwner, stoppedOwner } from "../store/wake-rules.ts";
 import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
-import { MismatchLog } from "./mismatch-log.ts";
+import { MismatchLog, UNKNOWN_FLOW_RETRY_MS, unknownFlowHold } from "./mismatch-log.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
-
-/** How long a run of a flow this instance does not have waits before any scheduler retries it. */
-const UNKNOWN_FLOW_RETRY_MS = 5_000;
 
 /** Orphan scan page size. */
 const ORPHAN_PAGE = 500;
@@ -960,7 +957,11 @@ export class DurableRuntime {
         { runId: acquired.run.id, flow: acquired.run.flow, retryAt },
         "durable run: its flow is not in this app; leaving it for another instance",
       );
-      await releaseRetried({ ...this.deps, store }, acquired.run.id, acquired.run.leaseOwner!, { retryAt });
+      // With its reason, so operators see why it waits (RunRecord.held; `oke run` gives the fix).
+      await releaseRetried({ ...this.deps, store }, acquired.run.id, acquired.run.leaseOwner!, {
+        retryAt,
+        hold: unknownFlowHold(acquired.run, this.o.instanceId),
+      });
       return undefined;
     }
     const run = acquired.run;

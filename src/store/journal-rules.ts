@@ -61,9 +61,28 @@ export const releaseState = (r: RunState, req: ReleaseRequest): RunState => ({
   updatedAt: req.now,
 });
 
-/** The note a release keeps with the run (ReleaseRequest.hold); null clears the last one. */
-export const holdOf = (req: ReleaseRequest): RunHold | null =>
-  req.hold === undefined ? null : { code: req.hold.code, message: req.hold.message, since: req.now };
+/** The note a store keeps for RunRecord.held: the shown hold and the journal length it was given at. */
+export interface KeptHold extends RunHold {
+  /** How many journal entries the run had when it was given back. */
+  at: number;
+}
+
+/**
+ * The note a release keeps with the run (ReleaseRequest.hold); null clears the last one. A run held
+ * back is tried again every 30 s and given back each time: when the reason and the journal are the
+ * same as at the last release (no step, sleep or emit since), `since` stays the first time, so an
+ * operator reads how long it has waited rather than when the last try was.
+ */
+export const holdOf = (
+  req: ReleaseRequest,
+  prev: KeptHold | null | undefined,
+  journalLength: number,
+): KeptHold | null => {
+  if (req.hold === undefined) return null;
+  const { code, message } = req.hold;
+  const same = prev != null && prev.code === code && prev.message === message && prev.at === journalLength;
+  return { code, message, since: same ? prev.since : req.now, at: journalLength };
+};
 
 /**
  * RunRecord.held: the kept note counts only while the release it came with still stands — leased

@@ -83,7 +83,10 @@ export interface RunRecord {
 export interface RunHold {
   code: string;
   message: string;
-  /** When it was given back with this reason (the release's `now`). */
+  /**
+   * When it was first given back with this reason: a run tried again and given back for the same
+   * reason, its journal unchanged, keeps the first release's `now`.
+   */
   since: number;
 }
 

@@ -244,8 +244,9 @@ export interface ReleaseRequest {
   now: number;
   retryAt?: number;
   /**
-   * Why the run is given back, for operators: kept with it (as `RunRecord.held`, with `since: now`)
-   * while it waits with no holder. A release without one clears the last. Optional in the contract
+   * Why the run is given back, for operators: kept with it (as `RunRecord.held`) while it waits with
+   * no holder; `since` is `now`, or the last note's when this one repeats it (same code and message,
+   * same journal length: a retry that failed the same way). A release without one clears the last. Optional in the contract
    * (ConformanceOptions.releaseHold): a driver that drops it shows such a run as running, no holder.
    */
   hold?: { code: string; message: string };

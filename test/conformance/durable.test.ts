@@ -359,9 +359,11 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const oldStore: Store = Object.create(store) as Store;
     oldStore.claimDueRuns = (req) => store.claimDueRuns({ ...req, flows: undefined });
     oldStore.nextWakeAt = () => store.nextWakeAt();
+    let releasedBy = "";
     oldStore.releaseRun = async (req) => {
       await hold.promise;
       released++;
+      releasedBy = req.owner; // "<instance id>/<n>"
       return store.releaseRun(req);
     };
     const other = on(http.get("/other"), flow("other", { durable: true, do: () => 1 }));
@@ -376,10 +378,17 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     await old.stop();
     const [run] = await store.listRuns({ status: "running" });
     expect(run).toMatchObject({ leaseOwner: null, leaseExpiresAt: first.time.now() + 5_000 });
+    // Operators see why it waits (OKE1307, with the fix in `oke run` and the Console).
+    expect((await store.getRun(run!.id))?.held).toEqual({
+      code: "OKE1307",
+      message: `durable run "${run!.id}": flow "trials.start" is not in the app of instance ${releasedBy.slice(0, releasedBy.lastIndexOf("/"))}, which took it; left for an instance that has it`,
+      since: first.time.now(),
+    });
     first.time.advance(5_000);
     await until(async () => (await store.listRuns({ status: "completed" })).length === 1, "current ran it");
     await current.idle();
     expect(counts).toEqual({ mark: 1, notify: 1 });
+    expect((await store.listRuns({ status: "completed" }))[0]?.held).toBeUndefined();
   });
 
   it("a running run's lease is renewed by a heartbeat: a long step is never taken elsewhere", async () => {

@@ -99,6 +99,56 @@ export function holdCases(factory: StoreFactory, options: ConformanceOptions = {
       expect(done?.held).toBeUndefined();
     });
 
+    it("keeps its first time while the run is given back again for the same reason with the same journal", async () => {
+      await startRun(store(), "r1", { owner: "a" });
+      await store().append({
+        runId: "r1",
+        owner: "a",
+        now: T0 + 1,
+        leaseMs: LEASE,
+        entries: [step("r1", 0)],
+      });
+      const again = async (owner: string, now: number, hold: { code: string; message: string }) => {
+        await store().acquireRun({ runId: "r1", owner, now, leaseMs: LEASE });
+        await store().releaseRun({ runId: "r1", owner, now: now + 1, retryAt: now + 30_001, hold });
+        return (await store().getRun("r1"))?.held;
+      };
+      await store().releaseRun({
+        runId: "r1",
+        owner: "a",
+        now: T0 + 5,
+        retryAt: T0 + 30_005,
+        hold: MISMATCH,
+      });
+      // Tried again twice, held back the same way: how long it has waited, not when the last try was.
+      expect(await again("b", T0 + 30_005, MISMATCH)).toEqual({ ...MISMATCH, since: T0 + 5 });
+      expect(await again("c", T0 + 60_010, MISMATCH)).toEqual({ ...MISMATCH, since: T0 + 5 });
+      // Another reason starts over.
+      const other = { code: "OKE1301", message: "another mismatch" };
+      expect(await again("d", T0 + 90_000, other)).toEqual({ ...other, since: T0 + 90_001 });
+      // So does progress: the journal grew between the two releases.
+      await store().acquireRun({ runId: "r1", owner: "e", now: T0 + 120_000, leaseMs: LEASE });
+      await store().append({
+        runId: "r1",
+        owner: "e",
+        now: T0 + 120_001,
+        leaseMs: LEASE,
+        entries: [step("r1", 1)],
+      });
+      await store().releaseRun({
+        runId: "r1",
+        owner: "e",
+        now: T0 + 120_002,
+        retryAt: T0 + 150_000,
+        hold: other,
+      });
+      expect((await store().getRun("r1"))?.held).toEqual({ ...other, since: T0 + 120_002 });
+      // And a release without a reason in between.
+      await store().acquireRun({ runId: "r1", owner: "f", now: T0 + 150_000, leaseMs: LEASE });
+      await store().releaseRun({ runId: "r1", owner: "f", now: T0 + 150_001, retryAt: T0 + 150_002 });
+      expect(await again("g", T0 + 150_002, other)).toEqual({ ...other, since: T0 + 150_003 });
+    });
+
     it("a release by someone who does not hold the run keeps no reason", async () => {
       await startRun(store(), "r1", { owner: "a" });
       await store().releaseRun({ runId: "r1", owner: "x", now: T0 + 1, retryAt: T0 + 2, hold: MISMATCH });

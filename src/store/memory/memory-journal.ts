@@ -34,6 +34,7 @@ import {
   renewState,
   terminateState,
   wakeEarlyState,
+  type KeptHold,
 } from "../journal-rules.ts";
 import {
   claimLease,
@@ -56,7 +57,8 @@ export interface LeaseRequest {
   leaseMs: number;
 }
 
-export type RunSnapshot = RunRecord & { entries: JournalEntry[] };
+/** A run as a snapshot keeps it: the record, its journal and the last release's kept note. */
+export type RunSnapshot = RunRecord & { entries: JournalEntry[]; kept?: KeptHold | null };
 
 /**
  * The journal half of the memory engine. Runs are indexed by status and flow;
@@ -225,7 +227,7 @@ export class MemoryJournal {
     const r = this.runs.get(req.runId);
     if (r === undefined || r.leaseOwner !== req.owner) return false;
     this.apply(r, releaseState(r, req));
-    r.hold = holdOf(req);
+    r.hold = holdOf(req, r.hold, r.entries.length);
     return true;
   }
 
@@ -405,7 +407,11 @@ export class MemoryJournal {
   snapshot(): RunSnapshot[] {
     const out: RunSnapshot[] = [];
     for (const r of this.runs.values())
-      out.push({ ...toRunRecord(r), entries: r.entries.map((e) => cloneEntry(e, r.id)) });
+      out.push({
+        ...toRunRecord(r),
+        entries: r.entries.map((e) => cloneEntry(e, r.id)),
+        kept: r.hold == null ? null : { ...r.hold },
+      });
     return out;
   }
 
@@ -428,7 +434,14 @@ export class MemoryJournal {
         recoveries: s.recoveries ?? 0,
         createdAt: s.createdAt,
         updatedAt: s.updatedAt,
-        hold: s.held ?? null,
+        // A snapshot from before `kept` has only the shown note: shown only while no one took the run
+        // since its release, so its journal is as it was then.
+        hold:
+          s.kept !== undefined
+            ? s.kept && { ...s.kept }
+            : s.held === undefined
+              ? null
+              : { ...s.held, at: s.entries.length },
         entries: s.entries.map((e) => cloneEntry(e, s.id)).sort((a, b) => a.seq - b.seq),
       };
       this.index(r);

@@ -1,7 +1,7 @@
 /** The records the memory engine keeps for messages and runs. */
 import { cloneJson } from "./clone-json.ts";
 import { storedError } from "../journal-same.ts";
-import { shownHold } from "../journal-rules.ts";
+import { shownHold, type KeptHold } from "../journal-rules.ts";
 import type { HeapSlot } from "./min-heap.ts";
 import type {
   ClaimedMessage,
@@ -9,7 +9,6 @@ import type {
   JournalEntry,
   MessageStatus,
   NewMessage,
-  RunHold,
   RunRecord,
   RunStatus,
   StoredMessage,
@@ -55,7 +54,7 @@ export interface RunRec extends HeapSlot {
   updatedAt: number;
   entries: JournalEntry[];
   /** The last release's note (journal-rules holdOf), shown as RunRecord.held while it stands. */
-  hold?: RunHold | null;
+  hold?: KeptHold | null;
 }
 
 export const cloneFailure = (f: FailureReason): FailureReason => ({

@@ -15,7 +15,7 @@ import type {
   TerminateOutcome,
   TerminateRequest,
 } from "../types.ts";
-import { holdOf, terminateState } from "../journal-rules.ts";
+import { terminateState } from "../journal-rules.ts";
 import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
@@ -155,11 +155,24 @@ export async function renewLease(ctx: PgContext, req: LeaseReq): Promise<void> {
   if (rowCount === 0) throw await refusal(ctx, req.runId, true);
 }
 
-/** The release's note as a jsonb parameter: SQL NULL (not JSON null) when it has none. */
-const heldParam = (req: ReleaseRequest): string | null => {
-  const hold = holdOf(req);
-  return hold === null ? null : JSON.stringify(hold);
-};
+/**
+ * The release's note as a jsonb parameter: SQL NULL (not JSON null) when it has none. Its `since`
+ * and `at` are settled in SQL (journal-rules holdOf), against the row's kept note and journal.
+ */
+const heldParam = (req: ReleaseRequest): string | null =>
+  req.hold === undefined ? null : JSON.stringify({ code: req.hold.code, message: req.hold.message });
+
+/**
+ * journal-rules holdOf in SQL, for releaseRun's SET ($1 the run, $3 now, $7 the reason or NULL): the
+ * first `since` stays while the reason and the journal's length are those of the kept note. The
+ * journal count runs only for a release with a reason (a held-back run's retry, not a hot path).
+ */
+const keptHoldSql = (ctx: PgContext): string =>
+  `CASE WHEN $7::jsonb IS NULL THEN NULL ELSE (
+     SELECT $7::jsonb || jsonb_build_object('at', n.at, 'since',
+       CASE WHEN held->>'code' = $7::jsonb->>'code' AND held->>'message' = $7::jsonb->>'message'
+                 AND held->'at' = to_jsonb(n.at) THEN held->'since' ELSE to_jsonb($3::bigint) END)
+     FROM (SELECT count(*) AS at FROM ${ctx.s}.journal_entries WHERE run_id = $1) n) END`;
 
 /** Releases the lease if `owner` holds it; a non-holder changes nothing. */
 export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<void> {
@@ -168,7 +181,7 @@ export async function releaseRun(ctx: PgContext, req: ReleaseRequest): Promise<v
     ctx.pool,
     `WITH r AS (
        UPDATE ${ctx.s}.runs
-       SET lease_owner = NULL, updated_at = $3, held = $7::jsonb,
+       SET lease_owner = NULL, updated_at = $3, held = ${keptHoldSql(ctx)},
            lease_expires_at = CASE WHEN status IN ('running', 'compensating') THEN $4::bigint ELSE NULL END
        WHERE id = $1 AND lease_owner = $2
        RETURNING id)

@@ -43,7 +43,16 @@ import {
 } from "../../wake-rules.ts";
 import { sameEntryContent, storedError } from "../../journal-same.ts";
 import type { LeaseRequest } from "../../memory/memory-journal.ts";
-import { enc, toRun, toEntry, nameOf, stateOfRow, type RunRow, type EntryRow } from "./sqlite-rows.ts";
+import {
+  enc,
+  toRun,
+  toEntry,
+  nameOf,
+  stateOfRow,
+  keptHold,
+  type RunRow,
+  type EntryRow,
+} from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
 import type { SqliteQueue } from "./sqlite-queue.ts";
 
@@ -298,7 +307,11 @@ export class SqliteJournal {
     const r = this.runRow(req.runId);
     if (r === undefined || r.lease_owner !== req.owner) return false;
     const state = releaseState(stateOfRow(r), req);
-    const hold = holdOf(req);
+    const count = this.b.get<{ n: number }>(
+      "SELECT count(*) AS n FROM journal_entries WHERE run_id = ?",
+      r.id,
+    );
+    const hold = req.hold === undefined ? null : holdOf(req, keptHold(r), count?.n ?? 0);
     this.b.write(() => {
       this.apply(r, state);
       this.b.run("UPDATE runs SET held = ? WHERE id = ?", hold === null ? null : JSON.stringify(hold), r.id);

@@ -5,12 +5,11 @@ import type {
   FailureReason,
   JournalEntry,
   MessageStatus,
-  RunHold,
   RunRecord,
   RunStatus,
   StoredMessage,
 } from "../../types.ts";
-import { shownHold } from "../../journal-rules.ts";
+import { shownHold, type KeptHold } from "../../journal-rules.ts";
 import type { TapeEntry } from "../../fanout-types.ts";
 import type { IdempotencyRecord, StoredResponse } from "../../idempotency-types.ts";
 import type { RunStateOf } from "../../wake-rules.ts";
@@ -138,7 +137,7 @@ export function toRun(r: RunRow): RunRecord {
   const output = dec(r.output);
   if (output !== undefined) out.output = output;
   if (r.error !== null) out.error = JSON.parse(r.error) as { code: string; message: string };
-  const held = shownHold(r.status, r.lease_owner, r.held ? (JSON.parse(r.held) as RunHold) : null);
+  const held = shownHold(r.status, r.lease_owner, keptHold(r));
   if (held !== undefined) out.held = held;
   return out;
 }
@@ -196,3 +195,6 @@ export const stateOfRow = (r: RunRow): RunStateOf => ({
   recoveries: r.recoveries,
   updatedAt: r.updated_at,
 });
+
+/** The run's kept release note (migration 0004's column), or null. */
+export const keptHold = (r: RunRow): KeptHold | null => (r.held ? (JSON.parse(r.held) as KeptHold) : null);
