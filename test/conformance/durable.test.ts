@@ -204,6 +204,9 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
       "the second try",
     );
     expect(records.filter(heldBack)).toHaveLength(1);
+    // Given back again for the same mismatch: held since the first time, not the last try.
+    expect((await store.getRun(parked!.id))?.held).toEqual(held!.held);
+    expect(app2.time.now()).toBeGreaterThan(held!.held!.since);
     await app2.stop();
 
     // The deploy is reverted: the next try replays the journal and the run goes on from the sleep.
