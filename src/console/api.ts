@@ -1,5 +1,5 @@
 /** The Console's JSON API: one handler per endpoint over the operator API and the store's Console listings. */
-import { ClockResourceNotFoundError, OkeError } from "../errors.ts";
+import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
@@ -767,7 +767,17 @@ export const handlers: Record<string, ApiHandler> = {
     const reason = reasonOf(body);
     if (host.store.terminateRun === undefined) throw cannotTerminate(host.store.driver);
     const now = host.clock.now();
-    const result = await host.store.terminateRun({ runId, now, error: terminatedError(actor, now, reason) });
+    const result = await host.store
+      .terminateRun({ runId, now, error: terminatedError(actor, now, reason) })
+      .catch(async (e: unknown) => {
+        // A driver that lost its race with takes and releases of the run every time it tried (it is
+        // being worked right now): a refusal like `held`, audited too, not an internal error.
+        if (!(e instanceof JournalLeaseBusy)) throw e;
+        await audit({ actor, action: "terminate", target: `run:${runId}`, detail: { outcome: "busy" } });
+        throw runRefused(
+          `run "${runId}" was taken and given back by instances while the terminate tried, three times over: nothing changed; try again`,
+        );
+      });
     if (result.outcome === "missing") throw notFound(`no run "${runId}"`);
     // Audited once the store answered, refusals too: the log shows who tried to end which run.
     await audit({

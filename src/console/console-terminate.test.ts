@@ -5,6 +5,7 @@ import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
 import { flow } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import type { Store } from "../store/types.ts";
+import { JournalLeaseBusy } from "../errors.ts";
 
 const TOKEN = "alice-secret-0123456789";
 const T0 = 1_700_000_000_000;
@@ -163,6 +164,31 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
     expect((await api(path, {}, null)).status).toBe(401);
     expect(await store.getRun(run!.id)).toMatchObject({ status: "sleeping" });
     expect((await api(path, { reason: "x".repeat(500) })).status).toBe(200);
+  });
+
+  it("answers 409 OKE1611, audited, when the store lost its race with the run's takes every time it tried (JournalLeaseBusy)", async () => {
+    const { api } = await start(
+      (s) =>
+        new Proxy(s, {
+          get: (t, k) =>
+            k === "terminateRun"
+              ? (req: { runId: string }) => Promise.reject(new JournalLeaseBusy(req.runId))
+              : Reflect.get(t, k),
+        }),
+    );
+    const res = await api("/api/runs/spinning/terminate", { reason: "stop" });
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({
+      code: "OKE1611",
+      message:
+        'console: run "spinning" was taken and given back by instances while the terminate tried, three times over: nothing changed; try again',
+    });
+    expect((await api("/api/audit", null)).body.items[0]).toMatchObject({
+      actor: "alice",
+      action: "terminate",
+      target: "run:spinning",
+      detail: { outcome: "busy" },
+    });
   });
 
   it("answers 501 OKE1612 when the app's store has no terminateRun (a third-party driver)", async () => {
