@@ -432,47 +432,6 @@ describe("oke doctor where there is no store", () => {
   });
 });
 
-describe("oke dev", () => {
-  it("restarts the app when a source file changes, and stops on SIGINT", async () => {
-    const dir = tempProject();
-    // The loader skips tests and declaration files: importing these would fail.
-    writeFileSync(
-      join(dir, "src/flows/hello.test.ts"),
-      'throw new Error("test files must not be loaded");\n',
-    );
-    writeFileSync(join(dir, "src/flows/types.d.ts"), "declare const x: number;\n");
-
-    const p = oke(["dev", dir, "--port", "0"]);
-    const first = portOf(await p.line(/^okengine listening on .* \(dev\)$/));
-    expect(await (await fetch(`http://127.0.0.1:${first}/hello`)).json()).toEqual({
-      ok: true,
-      data: { greeting: "Hello" },
-    });
-
-    let mark = p.lines.length;
-    const words = join(dir, "src/lib/words.ts");
-    writeFileSync(words, readFileSync(words, "utf8").replace("Hello", "Howdy"));
-    const second = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
-    expect(await (await fetch(`http://127.0.0.1:${second}/hello`)).json()).toEqual({
-      ok: true,
-      data: { greeting: "Howdy" },
-    });
-
-    mark = p.lines.length;
-    writeFileSync(
-      join(dir, "src/flows/bye.ts"),
-      'import { flow, http, on } from "okengine";\nexport const bye = on(http.get(), flow({ do: () => "bye" }));\n',
-    );
-    const third = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
-    expect(await (await fetch(`http://127.0.0.1:${third}/bye`)).json()).toEqual({ ok: true, data: "bye" });
-
-    p.child.kill("SIGINT");
-    expect(await p.exit).toBe(0);
-    // The app child went with it: its port no longer answers.
-    await expect(fetch(`http://127.0.0.1:${third}/_/health`)).rejects.toThrow();
-  });
-});
-
 /** Waits until the app `oke dev` runs now (its latest "listening" line) answers `path` with `data`. */
 async function served(p: Oke, path: string, data: unknown, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -530,12 +489,44 @@ describe("a second oke dev on the same project", { timeout: 120_000 }, () => {
   });
 });
 
+// One `oke dev` per case, each through many restarts (an app process apiece): the restarts on a
+// source file's change and the stop on SIGINT share the first case's.
 describe("oke dev watches what the app is made of", { timeout: 240_000 }, () => {
-  it("sees a file replaced by rename, then edited in place, then touched; a boot error fixed by an in-place save restarts", async () => {
+  it("restarts the app when a source file changes: edited, added, replaced by rename, edited in place, touched; a boot error fixed by an in-place save restarts; stops on SIGINT", async () => {
     const dir = tempProject();
+    // The loader skips tests and declaration files: importing these would fail.
+    writeFileSync(
+      join(dir, "src/flows/hello.test.ts"),
+      'throw new Error("test files must not be loaded");\n',
+    );
+    writeFileSync(join(dir, "src/flows/types.d.ts"), "declare const x: number;\n");
+
     const hello = join(dir, "src/flows/hello.ts");
     const p = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
-    await served(p, "/hello", { greeting: "Hello" });
+    const first = portOf(await p.line(/^okengine listening on .* \(dev\)$/));
+    expect(await (await fetch(`http://127.0.0.1:${first}/hello`)).json()).toEqual({
+      ok: true,
+      data: { greeting: "Hello" },
+    });
+
+    // A module the flow imports (src/lib), edited in place.
+    let mark = p.lines.length;
+    const words = join(dir, "src/lib/words.ts");
+    writeFileSync(words, readFileSync(words, "utf8").replace("Hello", "Howdy"));
+    const second = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
+    expect(await (await fetch(`http://127.0.0.1:${second}/hello`)).json()).toEqual({
+      ok: true,
+      data: { greeting: "Howdy" },
+    });
+
+    // A new file in a folder watched from the start.
+    mark = p.lines.length;
+    writeFileSync(
+      join(dir, "src/flows/bye.ts"),
+      'import { flow, http, on } from "okengine";\nexport const bye = on(http.get(), flow({ do: () => "bye" }));\n',
+    );
+    const third = portOf(await p.line(/^okengine listening on .* \(dev\)$/, mark));
+    expect(await (await fetch(`http://127.0.0.1:${third}/bye`)).json()).toEqual({ ok: true, data: "bye" });
 
     saveByRename(hello, helloFlow("renamed"));
     await served(p, "/hello", { greeting: "renamed" });
@@ -544,7 +535,7 @@ describe("oke dev watches what the app is made of", { timeout: 240_000 }, () => 
     writeFileSync(hello, helloFlow("in place"));
     await served(p, "/hello", { greeting: "in place" });
 
-    let mark = p.lines.length;
+    mark = p.lines.length;
     const now = new Date();
     utimesSync(hello, now, now);
     await p.line(/^okengine listening on .* \(dev\)$/, mark);
@@ -564,8 +555,11 @@ describe("oke dev watches what the app is made of", { timeout: 240_000 }, () => 
     writeFileSync(join(dir, "src/flows/later/bye.ts"), helloFlow("bye again").replace("hello", "bye"));
     await served(p, "/later/bye", { greeting: "bye again" });
 
+    const last = portOf(p.lines.filter((l) => /^okengine listening on .* \(dev\)$/.test(l)).at(-1)!);
     p.child.kill("SIGINT");
     expect(await p.exit).toBe(0);
+    // The app child went with it: its port no longer answers.
+    await expect(fetch(`http://127.0.0.1:${last}/_/health`)).rejects.toThrow();
   });
 
   it("restarts on package.json, tsconfig.json and oke.config.ts, however they are saved", async () => {

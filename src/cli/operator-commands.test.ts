@@ -1,7 +1,7 @@
-// The oke operator commands against a real `oke start` process (file and PostgreSQL drivers) over its Console: status, dead, replay, discard, runs, run, wake, schedules, --json, refusals.
+// The oke operator commands against a real `oke start` process (memory, file and PostgreSQL drivers) over its Console: status, dead, replay, discard, runs, run, wake, schedules, --json, refusals; in this process, and a few through the compiled binary.
 import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -10,11 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_DATABASE_URL } from "../../test/conformance/drivers.ts";
 import { builtOke, withoutVitestEnv } from "../../test/support/built-oke.ts";
 import { freePort } from "../../test/support/free-port.ts";
+import { oke as okeInProcess } from "./run-oke.test-helper.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 /**
- * The CLI compiled once (test/support/built-oke.ts): this file starts ~200 `oke` processes, and
- * from the sources each would compile okengine through tsx first (~0.5 s more CPU apiece).
+ * The CLI compiled once (test/support/built-oke.ts), for the commands run through the binary and
+ * for the apps (`oke start`): from the sources each would compile okengine through tsx first.
  */
 let BIN = "";
 beforeAll(async () => {
@@ -24,7 +25,8 @@ const FIXTURE = fileURLToPath(new URL("./fixtures/ops", import.meta.url));
 const TOKEN = "ops-operator-token-0123456789";
 
 interface Ran {
-  code: number | null;
+  /** A number, or null when the binary died of a signal, or "threw" when an error escaped the command in this process. */
+  code: number | string | null;
   stdout: string;
   stderr: string;
 }
@@ -37,25 +39,22 @@ function cleanEnv(): Record<string, string | undefined> {
   return env;
 }
 
-/**
- * How many `oke` commands run at once, across the suites running side by side: each is a Node start
- * (~0.2 s of CPU from the compiled CLI, about its whole wall time), so two per core keep the cores busy; more
- * would only queue on them and stretch every case's wall time towards its timeout.
- */
-const COMMANDS_AT_ONCE = 2 * Math.max(1, availableParallelism());
-let commandsRunning = 0;
-const commandSlots: Array<() => void> = [];
+/** The connection as an operator exports it. */
+type Conn = { OKE_CONSOLE_URL?: string; OKE_CONSOLE_TOKEN?: string };
 
-/** One `oke` command run to its end (once a slot is free). */
-async function oke(args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
-  while (commandsRunning >= COMMANDS_AT_ONCE) await new Promise<void>((r) => commandSlots.push(r));
-  commandsRunning++;
-  try {
-    return await spawnOke(args, env);
-  } finally {
-    commandsRunning--;
-    commandSlots.shift()?.();
-  }
+/**
+ * One `oke` command run to its end. In this process (run-oke.test-helper.ts: the same commander
+ * program, no Node start) with `conn` passed as --url / --token; or, with `binary`, through the
+ * compiled bin with `conn` in its environment: argv, the environment's defaults, the exit code and
+ * stdout of the real process. A process start costs ~0.35 s of CPU, so the binary runs only where a
+ * case says so, on one driver (the commands' side is the same on every driver: HTTP to the Console).
+ */
+async function oke(args: string[], conn: Conn = {}, binary = false): Promise<Ran> {
+  if (binary) return spawnOke(args, conn);
+  const flags: string[] = [];
+  if (conn.OKE_CONSOLE_URL !== undefined) flags.push("--url", conn.OKE_CONSOLE_URL);
+  if (conn.OKE_CONSOLE_TOKEN !== undefined) flags.push("--token", conn.OKE_CONSOLE_TOKEN);
+  return okeInProcess(...args, ...flags);
 }
 
 function spawnOke(args: string[], env: Record<string, string | undefined>): Promise<Ran> {
@@ -171,11 +170,11 @@ const drivers = [
 ];
 
 // The three drivers' suites run side by side, and beside the production one: each has its own app
-// process, temp dir, ports and schema, and most of the time is spent waiting on processes (an `oke`
-// command is a Node start, ~0.2 s of CPU). Inside a driver's suite the cases run in order
-// (it.sequential), each on what the one before left; commands that only read, or are refused, run
-// side by side. A case's wall time is now its share of cores busy with the other suites' commands
-// (44 s at most at a load average of 23, against 18 s one suite after another): 150 s per case.
+// process, temp dir, ports and schema, and most of the time is spent waiting on the apps. Inside a
+// driver's suite the cases run in order (it.sequential), each on what the one before left. The
+// commands run in this process; on the file driver, those run with `bin(…)` or `binary` go through
+// the compiled bin instead (one or more per command family: status, dead, replay, discard, runs,
+// run, wake, schedules), checked by the same assertions.
 describe.each(drivers)(
   "oke operator commands against `oke start` on the $name driver",
   { timeout: 150_000, concurrent: true },
@@ -184,8 +183,12 @@ describe.each(drivers)(
     let dir: string;
     let env: Record<string, string>;
     /** The commands' own connection settings (env, as an operator would export them). */
-    let conn: Record<string, string>;
+    let conn: Conn;
+    /** On this driver, the commands marked so run through the compiled bin. */
+    const binary = driver.name === "file";
     const run = (...args: string[]): Promise<Ran> => oke(args, conn);
+    /** A command through the compiled bin on the binary's driver, in this process on the others. */
+    const bin = (...args: string[]): Promise<Ran> => oke(args, conn, binary);
     const json = async (...args: string[]): Promise<Json> => {
       const r = await run(...args, "--json");
       expect(r.stderr).toBe("");
@@ -223,11 +226,11 @@ describe.each(drivers)(
       async () => {
         // Nothing is dead yet: a refused replay has nothing it could change under the other three.
         const [none, wrong, mutating, away, appPort] = await Promise.all([
-          oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl }),
+          oke(["status"], { OKE_CONSOLE_URL: app.consoleUrl }, binary),
           oke(["status", "--url", app.consoleUrl, "--token", "not-the-operator-token"]),
           oke(["replay", "jobs.run", "--all"], { OKE_CONSOLE_URL: app.consoleUrl }),
           // The app's own port is not the Console: nothing listens on port 1.
-          oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN]),
+          oke(["status", "--url", "http://127.0.0.1:1", "--token", TOKEN], {}, binary),
           // The app's HTTP port answers JSON too (its 404 OKE1404), but is not the Console.
           oke(["status", "--url", app.appUrl, "--token", TOKEN]),
         ]);
@@ -258,8 +261,7 @@ describe.each(drivers)(
         expect(await app.post("/emit", { n: 2, fail: true })).toBe(200);
         expect(await app.post("/emit", { n: 3, fail: true })).toBe(200);
         expect(await app.post("/place", { id: "o1" })).toBe(200);
-        // Waits read the Console API straight (what --json prints): a command per poll would be a
-        // process start each; the checks below go through the commands.
+        // Waits read the Console API straight (what --json prints); the checks below go through the commands.
         await until(async () => {
           const o = await app.api<Json>("/api/overview");
           const jobs = o.signals.find((s: Json) => s.name === "jobs.run");
@@ -268,7 +270,7 @@ describe.each(drivers)(
             jobs.dead === 2 && jobs.delivered === 1 && placed.copies.every((c: Json) => c.delivered === 1)
           );
         }, "two dead letters, one delivery, both broadcast copies delivered");
-        const [o, text] = await Promise.all([json("status"), run("status")]);
+        const [o, text] = await Promise.all([json("status"), bin("status")]);
         expect(o.env).toBe("prod");
         // Broadcast copies are never signals of their own; they hang under the signal they copy.
         expect(o.signals.map((s: Json) => s.name).filter((n: string) => n.startsWith("~"))).toEqual([]);
@@ -302,7 +304,7 @@ describe.each(drivers)(
     it.sequential("dead lists the dead letters with their failure history", async () => {
       const [page, text, one, unknown] = await Promise.all([
         json("dead", "jobs.run"),
-        run("dead", "jobs.run"),
+        bin("dead", "jobs.run"),
         json("dead", "jobs.run", "--limit", "1"),
         run("dead", "no.such.signal"),
       ]);
@@ -346,11 +348,17 @@ describe.each(drivers)(
         expect(neither.stderr).toContain("or pass --all");
 
         writeFileSync(join(dir, "fixed"), ""); // the handler succeeds from now on
-        const rep = await run("replay", "jobs.run", two, "m_not_dead");
+        const rep = await bin("replay", "jobs.run", two, "m_not_dead");
         expect(rep.code).toBe(0);
         expect(rep.stdout).toContain("replayed 1 dead letter of jobs.run");
         expect(rep.stdout).toContain("skipped): m_not_dead");
         await until(() => app.read("delivered.log").includes("2"), "job 2 delivered");
+        // The handler writes the log before its outcome is settled (settles are batched): wait for
+        // the settle, whichever it is, then check it.
+        await until(
+          async () => (await app.api<Json>(`/api/messages/${two}`)).status !== "inflight",
+          "job 2 settled",
+        );
         const msg = await app.api<Json>(`/api/messages/${two}`);
         expect(msg.status).toBe("delivered");
         expect(msg.failures).toHaveLength(2); // history kept
@@ -371,7 +379,7 @@ describe.each(drivers)(
       const [three] = (await json("dead", "jobs.run")).items.map((m: Json) => m.id as string);
       expect((await json("discard", "jobs.run", "--all", "--dry-run")).wouldDiscard).toEqual([three]);
       expect((await json("dead", "jobs.run")).items).toHaveLength(1);
-      const d = await run("discard", "jobs.run", "--all");
+      const d = await bin("discard", "jobs.run", "--all");
       expect(d.code).toBe(0);
       expect(d.stdout).toContain(`discarded 1 dead letter of jobs.run\n${three}`);
       const [afterJson, afterText] = await Promise.all([json("dead", "jobs.run"), run("dead", "jobs.run")]);
@@ -418,9 +426,9 @@ describe.each(drivers)(
           json("runs", "--flow", "trips.book"),
           json("runs", "--flow", "nope"),
           json("runs", "--status", "completed"),
-          run("runs", "--status", "sleeping"),
-          run("runs", "--status", "asleep"),
-          run("run", r.id),
+          bin("runs", "--status", "sleeping"),
+          bin("runs", "--status", "asleep"),
+          bin("run", r.id),
           json("timeline", r.id),
         ]);
         expect(byFlow.items.map((x: Json) => x.id)).toEqual([r.id]);
@@ -438,7 +446,7 @@ describe.each(drivers)(
         expect(tl.stdout).toMatch(/\b1\s+sleep\s+wait-for-payment\s.*label wait-for-payment for 1h/);
         expect(timeline.timeline.map((t: Json) => t.kind)).toEqual(["step", "sleep"]);
 
-        const woke = await run("wake", r.id);
+        const woke = await bin("wake", r.id);
         expect(woke.stderr).toBe("");
         expect(woke.code).toBe(0);
         expect(woke.stdout).toMatch(new RegExp(`^woke ${r.id}`));
@@ -475,7 +483,7 @@ describe.each(drivers)(
       const bad = await run("schedules", "edit", "reports.nightly", "--cron", "not a cron");
       expect(bad.code).toBe(1);
       expect(bad.stderr).toContain("(400 OKE17");
-      const t = await run("schedules", "trigger", "reports.nightly");
+      const t = await bin("schedules", "trigger", "reports.nightly");
       expect(t.code).toBe(0);
       expect(t.stdout).toContain("triggered reports.nightly: message clock:reports.nightly:manual:");
       await until(() => app.read("nightly.log").length === 1, "the triggered fire ran");
