@@ -7,6 +7,7 @@ import { processClock } from "../clock/process-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
+import { checkFleetEnv } from "./fleet-env.ts";
 import { DurableRuntime, durableConsumers, type WakeEarlyResult } from "../durable/durable-runtime.ts";
 import { RunRetention } from "../durable/run-retention.ts";
 import { OkeError } from "../errors.ts";
@@ -310,6 +311,19 @@ class OkeApp implements App, FxRuntime {
     this.logger.info({ driver: this.store.driver, env: this.env, role: this.role }, this.storeLine());
     if (this.role !== "all") this.logger.info({ role: this.role }, ROLE_LINES[this.role]);
     logServes(this.logger, this.role === "all" ? this.manifest : servedBy(this.manifest, this.role));
+    // Before anything is taken or served: a dev instance on production's store must not join it.
+    await checkFleetEnv({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      env: this.env,
+      instanceId: this.instanceId,
+      where:
+        this.store.driver === "postgres" && this.ownsStore
+          ? `PostgreSQL schema "${this.config.databaseSchema}"`
+          : `the ${this.store.driver} store`,
+    });
+    this.stoppedDuringBoot("the fleet's environments were checked");
     if (this.consumes) {
       this.state = "orphan_scan";
       await this.durable.orphanScan();
