@@ -1,5 +1,6 @@
 // create-okengine's own command line: its help names `npm create okengine`, not the `oke init` it runs.
 import { spawnSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -13,5 +14,21 @@ describe("create-okengine --help", () => {
     expect(r.stdout).toContain("npx okengine init [dir]");
     expect(r.stdout).not.toContain("Usage: oke init");
     expect(r.stderr).toBe("");
+  });
+
+  it.each([
+    [["--force"], "unknown option '--force'"],
+    [["app", "-y"], "unknown option '-y'"],
+    [["a", "b"], "one directory at most, got 2: a b"],
+  ])("%j is refused in its own words, with its usage and exit 1", (args, why) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], { encoding: "utf8", cwd: tmpdir() });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.split("\n").slice(0, 3)).toEqual([
+      `create-okengine: ${why}`,
+      "",
+      "Usage: npm create okengine@latest [dir]",
+    ]);
+    expect(r.stderr).not.toContain("Usage: oke init");
   });
 });

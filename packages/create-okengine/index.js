@@ -32,9 +32,17 @@ Options:
 `;
 
 const args = process.argv.slice(2);
+// Refused here, in its own words: passed on, `oke init` would answer with its usage, not this one.
+const unknown = args.find((a) => a.startsWith("-") && a !== "-h" && a !== "--help");
+const dirs = args.filter((a) => !a.startsWith("-"));
 const oke = okeBin();
 if (args.includes("-h") || args.includes("--help")) {
   process.stdout.write(USAGE);
+} else if (unknown !== undefined || dirs.length > 1) {
+  process.stderr.write(
+    `create-okengine: ${unknown === undefined ? `one directory at most, got ${dirs.length}: ${dirs.join(" ")}` : `unknown option '${unknown}'`}\n\n${USAGE}`,
+  );
+  process.exitCode = 1;
 } else if (oke === undefined) {
   process.stderr.write(
     "create-okengine: okengine is not installed next to it; try `npx okengine init [dir]`\n",
