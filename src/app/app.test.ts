@@ -6,6 +6,8 @@ import { type } from "arktype";
 import { channel, clock, createApp, every, flow, http, on, signal, OkeError } from "../index.ts";
 import { createTestApp } from "../testing.ts";
 import { resolveConfig } from "./config.ts";
+import pino from "pino";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
 
 const json = async (res: Response): Promise<unknown> => await res.json();
 
@@ -75,6 +77,20 @@ describe("createApp: adopting modules", () => {
     expect(() => resolveConfig(undefined, "prod", {})).toThrow(
       'oke boot: journal driver "postgres" needs DATABASE_URL',
     );
+  });
+
+  it("a store handed to createApp needs no DATABASE_URL in prod: the journal setting picks no store then", async () => {
+    expect(() => resolveConfig(undefined, "prod", {}, { storeGiven: true })).not.toThrow();
+    // CI sets no DATABASE_URL (only DATABASE_URL_TEST), so this boots prod without one.
+    const app = createApp({
+      env: "prod",
+      modules: [],
+      store: createMemoryStore(),
+      logger: pino({ level: "silent" }),
+    });
+    await app.boot();
+    expect((await app.request("/_/ready")).status).toBe(200);
+    await app.stop();
   });
 
   it("durable.maxRecoveries: 10 by default, any whole number from 0, nothing else", () => {

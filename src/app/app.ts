@@ -137,7 +137,9 @@ class OkeApp implements App, FxRuntime {
   constructor(options: CreateAppOptions) {
     checkCreateAppOptions(options);
     this.env = resolveEnv(options.env);
-    this.config = resolveConfig(options.config, this.env);
+    this.config = resolveConfig(options.config, this.env, process.env, {
+      storeGiven: options.store !== undefined,
+    });
     this.role =
       options.role === undefined ? this.config.role : checkRole("createApp({ role })", options.role);
     this.registry = buildRegistry(options.modules);

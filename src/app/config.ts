@@ -288,6 +288,8 @@ export function resolveConfig(
   config: OkeConfig | undefined,
   env: Env,
   vars: NodeJS.ProcessEnv = process.env,
+  /** createApp({ store }): the store is the caller's, so the journal setting picks nothing and needs no URL. */
+  o: { storeGiven?: boolean } = {},
 ): ResolvedConfig {
   checkConfig(config);
   const base = config ?? {};
@@ -317,7 +319,7 @@ export function resolveConfig(
       message: `oke boot: unknown journal driver "${String(journal)}" (expected memory · file · postgres)`,
     });
   }
-  if (journal === "postgres" && !databaseUrl) {
+  if (journal === "postgres" && !databaseUrl && o.storeGiven !== true) {
     throw new OkeError({
       code: "OKE1091",
       message: 'oke boot: journal driver "postgres" needs DATABASE_URL',

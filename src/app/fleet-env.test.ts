@@ -54,8 +54,6 @@ function instance(
     env,
     store,
     clock,
-    // prod's default journal is postgres, which would ask for DATABASE_URL though a store is given.
-    ...(env === "prod" ? { config: { drivers: { journal: "memory" as const } } } : {}),
     ...(o.role === undefined ? {} : { role: o.role }),
     ...(o.logger === undefined ? {} : { logger: o.logger }),
   });

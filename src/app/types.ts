@@ -27,7 +27,7 @@ export interface CreateAppOptions {
   env?: Env;
   /** Time source for every timestamp, lease and wake (createTimeTravel in tests). */
   clock?: Clock;
-  /** A Store instance to use instead of the configured journal driver (tests, custom runtimes). */
+  /** A Store instance to use instead of the configured journal driver (tests, custom runtimes): `drivers.journal` and `DATABASE_URL` are then not read. */
   store?: Store;
   /** Logger; default: pretty in dev, JSON in prod, silent in test. */
   logger?: Logger;
