@@ -32,6 +32,8 @@ interface Message {
   key: string | null;
   status: string;
   attempts: number;
+  /** Operator replays of it so far (absent from an older app). */
+  replays?: number;
   failures: Failure[];
   payload: unknown;
   createdAt: number;
@@ -110,6 +112,10 @@ interface RunDetail {
   timeline: TimelineItem[];
   sleepingOn: string | null;
   ancestors: RunRow[];
+  /** Whether `run.parentRunId` names a stored run (absent from an older app). */
+  parentRunFound?: boolean;
+  /** The parent id past the last stored ancestor, where the chain stops (absent from an older app). */
+  unstoredParentId?: string | null;
   children: RunRow[];
   /** What to do about `run.held` (absent from an older app). */
   heldFix?: string | null;
@@ -434,13 +440,23 @@ function formatDead(page: { items: Message[]; next: string | null }, signal: str
   const out: string[] = [`dead letters of ${signal} (oldest first):`];
   for (const m of page.items) {
     out.push("");
+    const replays = m.replays === undefined ? "" : `  replays ${m.replays}`;
     out.push(
-      `${m.id}  attempts ${m.attempts}  key ${m.key ?? "-"}  emitted ${when(m.createdAt)}  dead since ${when(m.updatedAt)}`,
+      `${m.id}  attempts ${m.attempts}${replays}  key ${m.key ?? "-"}  emitted ${when(m.createdAt)}  dead since ${when(m.updatedAt)}`,
     );
     out.push(`  payload ${short(JSON.stringify(m.payload) ?? "undefined", 100)}`);
     if (m.failures.length === 0) out.push("  (no failure recorded)");
-    for (const f of m.failures)
+    // A replay resets the attempt count and appends the new failures to the old ones: an attempt
+    // number that does not go up is where a replayed delivery's attempts begin (at most `replays` of them).
+    let replay = 0;
+    m.failures.forEach((f, i) => {
+      const restarted = i > 0 && f.attempt <= m.failures[i - 1]!.attempt;
+      if (restarted && (m.replays === undefined || replay < m.replays))
+        out.push(
+          `  -- replay ${++replay}${m.replays === undefined ? "" : ` of ${m.replays}`}: attempts count from 1 again --`,
+        );
       out.push(`  attempt ${f.attempt}  ${when(f.at)}  ${f.code}  ${short(f.message, 100)}`);
+    });
   }
   if (page.next !== null) out.push("", more);
   return out.join("\n");
@@ -491,6 +507,10 @@ function detailOf(t: TimelineItem): string | undefined {
   return parts.join(", ") || undefined;
 }
 
+/** A parent id the store holds no run of, in the words of the Console's message and run pages. */
+const unstoredRun = (id: string): string =>
+  `flow invocation ${oneLine(id)} (no run stored: not durable, or pruned — no timeline)`;
+
 function formatRun(d: RunDetail): string {
   const r = d.run;
   const out: string[] = [`run ${r.id}  flow ${r.flow}  ${runStatus(r)}`];
@@ -505,8 +525,15 @@ function formatRun(d: RunDetail): string {
       `sleeping on ${d.sleepingOn ?? "-"} until ${when(r.wakeAt) ?? "-"}  (oke wake ${r.id} to wake it now)`,
     );
   if (r.error) out.push(`error ${r.error.code ?? ""} ${r.error.message ?? ""}`.trimEnd());
-  if (d.ancestors.length > 0)
-    out.push(`parent chain: ${d.ancestors.map((a) => `${a.id} (${a.flow}, ${runStatus(a)})`).join(" ← ")}`);
+  // A parent no run is stored for (an HTTP request's flow invocation, a pruned run) is named, not
+  // left out: `oke run` of it would only answer 404. An older app says nothing of it; with no
+  // ancestor found, the parent it names is not stored either.
+  if (d.ancestors.length > 0) {
+    const end = d.unstoredParentId ? ` ← ${unstoredRun(d.unstoredParentId)}` : "";
+    out.push(
+      `parent chain: ${d.ancestors.map((a) => `${a.id} (${a.flow}, ${runStatus(a)})`).join(" ← ")}${end}`,
+    );
+  } else if (r.parentRunId && d.parentRunFound !== true) out.push(`parent: ${unstoredRun(r.parentRunId)}`);
   if (d.children.length > 0)
     out.push(`children: ${d.children.map((c) => `${c.id} (${c.flow}, ${runStatus(c)})`).join(", ")}`);
   out.push("");

@@ -281,6 +281,21 @@ const fine = flow("trips.fine", {
   do: async ({ n }: { n: number }, fx) => fx.step("ok", () => n),
 });
 
+// A plain flow emits to a durable consumer: the consumer's run has a parent no run is stored for.
+const relay = signal.once<{ n: number }>("jobs.relay");
+const relayWorker = on(
+  relay,
+  flow("jobs.relayWork", {
+    durable: true,
+    do: async ({ n }: { n: number }, fx) => fx.step("relay", () => n),
+  }),
+);
+const plainRelay = flow("trips.plainRelay", {
+  do: async ({ n }: { n: number }, fx) => {
+    await fx.emit(relay, { n });
+  },
+});
+
 describe("against a real app's Console", () => {
   let app: App;
   let url: string;
@@ -304,7 +319,7 @@ describe("against a real app's Console", () => {
 
   beforeAll(async () => {
     app = createApp({
-      modules: [{ failWorker, broken, fine }],
+      modules: [{ failWorker, broken, fine, relayWorker, plainRelay }],
       env: "test",
       store: withOutage(createMemoryStore()),
       config: { console: { port: 0, tokens: { alice: TOKEN } } },
@@ -358,6 +373,73 @@ describe("against a real app's Console", () => {
     expect(dead.stdout).toMatch(
       new RegExp(`\\nmore: oke dead jobs\\.fail --limit 1 --url ${url} --cursor \\S+$`),
     );
+    await cli("discard", "jobs.fail", "--all");
+  });
+
+  it("a cursor that is no previous page's next is refused (exit 1, the Console's 400), never page 1 again", async () => {
+    for (let n = 0; n < 2; n++) await app.invoke(fine, { n });
+    await app.emit(failing, { n: 1 });
+    await app.idle();
+    for (const args of [
+      ["runs", "--limit", "1", "--cursor", "garbage"],
+      ["dead", "jobs.fail", "--limit", "1", "--cursor", "garbage"],
+    ]) {
+      const r = await cli(...args);
+      expect([args[0], r.code, r.stdout, r.stderr]).toEqual([
+        args[0],
+        1,
+        "",
+        'oke: the Console refused: console: cursor must be the "next" of a previous page, got "garbage" (400 OKE1605)',
+      ]);
+    }
+    await cli("discard", "jobs.fail", "--all");
+  });
+
+  it("oke run names a parent no run is stored for (a plain flow's invocation) instead of leaving it out", async () => {
+    await app.invoke(plainRelay, { n: 1 });
+    await app.idle();
+    const runs = await cli("runs", "--flow", "jobs.relayWork", "--json");
+    const [consumer] = (JSON.parse(runs.stdout) as { items: Array<{ id: string; parentRunId: string }> })
+      .items;
+    expect(consumer!.parentRunId).toEqual(expect.any(String));
+    const r = await cli("run", consumer!.id);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n").slice(0, 3)).toEqual([
+      `run ${consumer!.id}  flow jobs.relayWork  completed`,
+      expect.stringMatching(/^created /),
+      `parent: flow invocation ${consumer!.parentRunId} (no run stored: not durable, or pruned — no timeline)`,
+    ]);
+    // What the line explains: the id is no run.
+    const parent = await cli("run", consumer!.parentRunId);
+    expect([parent.code, parent.stderr]).toEqual([
+      1,
+      `oke: the Console refused: console: no run "${consumer!.parentRunId}" (404 OKE1606)`,
+    ]);
+  });
+
+  it("dead shows each message's replays and where a replayed delivery's attempts begin", async () => {
+    await cli("discard", "jobs.fail", "--all");
+    await app.emit(failing, { n: 42 });
+    await app.idle();
+    const [id] = await deadIds();
+    const before = await cli("dead", "jobs.fail");
+    expect(before.stdout).toContain(`${id}  attempts 1  replays 0  key -  `);
+    expect(before.stdout).not.toContain("-- replay");
+    for (let i = 0; i < 2; i++) {
+      await cli("replay", "jobs.fail", id!);
+      await app.idle();
+    }
+    const after = await cli("dead", "jobs.fail");
+    const lines = after.stdout.split("\n");
+    const head = lines.findIndex((l) => l.startsWith(id!));
+    expect(lines[head]).toContain(`${id}  attempts 1  replays 2  key -  `);
+    expect(lines.slice(head + 2).map((l) => l.replace(/ {2}\d{4}-\S+ \S+ {2}/, " <at> "))).toEqual([
+      "  attempt 1 <at> Error  job 42 broke",
+      "  -- replay 1 of 2: attempts count from 1 again --",
+      "  attempt 1 <at> Error  job 42 broke",
+      "  -- replay 2 of 2: attempts count from 1 again --",
+      "  attempt 1 <at> Error  job 42 broke",
+    ]);
     await cli("discard", "jobs.fail", "--all");
   });
 

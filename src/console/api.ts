@@ -6,6 +6,7 @@ import { baseOf } from "../clock/schedule-runtime.ts";
 import { compiledSpec } from "../clock/schedule-spec.ts";
 import { holdFix } from "../durable/mismatch-log.ts";
 import { leased, leaseLive } from "../store/wake-rules.ts";
+import { decodeAuditCursor, decodeCursor, decodeSeqCursor } from "../store/console-cursor.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 import {
@@ -131,6 +132,18 @@ function limitOf(q: URLSearchParams, dflt = 50, max = 500): number {
   if (!Number.isInteger(n) || n < 1 || n > max)
     throw badRequest(`limit must be an integer from 1 to ${max}, got "${v}"`);
   return n;
+}
+
+/**
+ * `?cursor=`: a previous page's `next`, which `decode` (the rule the drivers seek with) must read;
+ * empty or absent is the first page. Anything else is refused rather than passed on: a driver reads
+ * a cursor it cannot decode as none, so a script paging with a damaged cursor would loop on page 1.
+ */
+function cursorOf(q: URLSearchParams, decode: (cursor: string) => unknown): string | null {
+  const v = q.get("cursor") || null;
+  if (v !== null && decode(v) === undefined)
+    throw badRequest(`cursor must be the "next" of a previous page, got "${v}"`);
+  return v;
 }
 
 function timeOf(q: URLSearchParams, name: string): number | undefined {
@@ -570,7 +583,7 @@ export const handlers: Record<string, ApiHandler> = {
     const page = await host.store.pageMessages({
       signal,
       status,
-      cursor: query.get("cursor"),
+      cursor: cursorOf(query, decodeSeqCursor),
       limit: limitOf(query),
     });
     return { body: { items: page.items.map(messageView), next: page.next } };
@@ -581,7 +594,7 @@ export const handlers: Record<string, ApiHandler> = {
     const page = await host.store.pageMessages({
       signal,
       status: "dead",
-      cursor: query.get("cursor"),
+      cursor: cursorOf(query, decodeSeqCursor),
       limit: limitOf(query),
     });
     return { body: { items: page.items.map(messageView), next: page.next } };
@@ -716,7 +729,7 @@ export const handlers: Record<string, ApiHandler> = {
       until: timeOf(query, "until"),
       sleepLabel: label,
       held: held === "true" ? true : undefined,
-      cursor: query.get("cursor"),
+      cursor: cursorOf(query, decodeCursor),
       limit: limitOf(query),
     });
     // Sleep labels come from each sleeping run's journal: one read per sleeping run on the page.
@@ -834,10 +847,8 @@ export const handlers: Record<string, ApiHandler> = {
   },
 
   "GET /api/audit": async ({ host }, { query }) => {
-    const cursor = query.get("cursor") || null;
-    // Audit cursors are entry ids; anything else would reach the store as NaN.
-    if (cursor !== null && !/^\d{1,15}$/.test(cursor))
-      throw badRequest(`cursor must be the "next" of a previous page, got "${cursor}"`);
+    // Audit cursors are entry ids.
+    const cursor = cursorOf(query, decodeAuditCursor);
     return { body: await host.store.pageAudit({ cursor, limit: limitOf(query) }) };
   },
 };

@@ -78,6 +78,21 @@ const durableEmitter = flow("trip.durableEmit", {
     await fx.emit(other, { n });
   },
 });
+// A durable consumer of messages a plain flow emits: its run's parent is that flow's invocation,
+// which is never stored as a run; the child it calls has a stored parent whose own parent is not.
+const relay = signal.once<{ n: number }>("jobs.relay");
+const relayWorker = on(
+  relay,
+  flow("jobs.relayWork", {
+    durable: true,
+    do: async ({ n }: { n: number }, fx) => fx.call(child, { x: n }),
+  }),
+);
+const plainRelay = flow("trip.plainRelay", {
+  do: async ({ n }: { n: number }, fx) => {
+    await fx.emit(relay, { n });
+  },
+});
 const napper = flow("trip.napper", {
   durable: true,
   do: async (_: { x: number }, fx) => {
@@ -534,6 +549,84 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
 
     const direct = (await api(`/api/messages/${byN.get(3)!.id}`)).body;
     expect([direct.parentRunId, direct.parentRunFound]).toEqual([null, false]);
+  });
+
+  it("every paged list refuses a cursor that is not a previous page's next (400 OKE1605 naming it), rather than restarting at page 1", async () => {
+    const { app, api } = await start();
+    for (let n = 0; n < 3; n++) await app.invoke(napper, { x: n });
+    for (let n = 0; n < 3; n++) await app.emit(jobs, { n: 700 + n, fail: n > 0 });
+    await app.idle();
+    const paged = [
+      "/api/runs?limit=1",
+      "/api/signals/jobs.run/messages?status=delivered&limit=1",
+      "/api/signals/jobs.run/messages?status=pending&limit=1",
+      "/api/signals/jobs.run/messages?status=dead&limit=1",
+      "/api/signals/jobs.run/dead?limit=1",
+      "/api/audit?limit=1",
+    ];
+    // Each of them takes its own next back (and an empty cursor is the first page).
+    for (const path of paged) {
+      const first = await api(path);
+      expect([path, first.status]).toEqual([path, 200]);
+      if (first.body.next !== null) {
+        const second = await api(`${path}&cursor=${encodeURIComponent(first.body.next)}`);
+        expect([path, second.status]).toEqual([path, 200]);
+      }
+      expect([path, (await api(`${path}&cursor=`)).status]).toEqual([path, 200]);
+    }
+    const runsNext = (await api("/api/runs?limit=1")).body.next as string;
+    const deadNext = (await api("/api/signals/jobs.run/dead?limit=1")).body.next as string;
+    const bad: Array<[string, string]> = [
+      ...paged.map((path): [string, string] => [path, "garbage"]),
+      ["/api/runs?limit=1", "x.y"],
+      ["/api/runs?limit=1", "12."],
+      ["/api/runs?limit=1", ".r_1"],
+      ["/api/runs?limit=1", "1e3.r_1"],
+      // A run listing's cursor is no message listing's: its second part is a run id, not a seq.
+      ["/api/signals/jobs.run/dead?limit=1", runsNext],
+      ["/api/signals/jobs.run/messages?status=delivered&limit=1", "1700000000000.x"],
+      ["/api/audit?limit=1", deadNext],
+    ];
+    for (const [path, cursor] of bad) {
+      const r = await api(`${path}&cursor=${encodeURIComponent(cursor)}`);
+      expect([path, cursor, r.status, r.body.error]).toEqual([
+        path,
+        cursor,
+        400,
+        {
+          code: "OKE1605",
+          message: `console: cursor must be the "next" of a previous page, got "${cursor}"`,
+        },
+      ]);
+    }
+  });
+
+  it("a run whose parent is no stored run (a plain flow's invocation) says so: parentRunFound false, and the id the chain stops at", async () => {
+    const { app, api } = await start({ modules: { relayWorker, plainRelay } });
+    await app.invoke(plainRelay, { n: 1 });
+    await app.idle();
+    const consumer = (await api("/api/runs?flow=jobs.relayWork")).body.items[0];
+    expect(consumer.parentRunId).toEqual(expect.any(String));
+    const invocation = consumer.parentRunId as string;
+    expect((await api(`/api/runs/${encodeURIComponent(invocation)}`)).status).toBe(404);
+
+    const detail = (await api(`/api/runs/${encodeURIComponent(consumer.id)}`)).body;
+    expect(detail.ancestors).toEqual([]);
+    expect([detail.parentRunFound, detail.unstoredParentId]).toEqual([false, invocation]);
+    // Its child's parent is stored (the consumer's run); the chain stops past it, at the invocation.
+    const callee = (await api(`/api/runs?parent=${encodeURIComponent(consumer.id)}`)).body.items[0];
+    const calleeDetail = (await api(`/api/runs/${encodeURIComponent(callee.id)}`)).body;
+    expect(calleeDetail.ancestors.map((a: { id: string }) => a.id)).toEqual([consumer.id]);
+    expect([calleeDetail.parentRunFound, calleeDetail.unstoredParentId]).toEqual([true, invocation]);
+    // A run started directly has no parent at all: nothing is missing.
+    await app.invoke(napper, { x: 1 });
+    const root = (await api("/api/runs?flow=trip.napper")).body.items[0];
+    const rootDetail = (await api(`/api/runs/${encodeURIComponent(root.id)}`)).body;
+    expect([rootDetail.run.parentRunId, rootDetail.parentRunFound, rootDetail.unstoredParentId]).toEqual([
+      null,
+      false,
+      null,
+    ]);
   });
 
   it("a run's timeline links every call to its own child and every emit to its message's status, past 200 of each; broadcast and live emits carry an event id, no message link", async () => {

@@ -55,6 +55,18 @@ export interface RunDetail {
   sleepingOn: string | null;
   /** Parent first, up to the root (at most 20). */
   ancestors: RunSummary[];
+  /**
+   * Whether `run.parentRunId` names a stored run, as a message's `parentRunFound` says of its emitter:
+   * a plain flow's invocation (an HTTP request's, a non-durable consumer's) is never stored as a run,
+   * and a durable run is pruned after its retention. False when the run has no parent.
+   */
+  parentRunFound: boolean;
+  /**
+   * The parent id the chain stops at because no run of that id is stored (a flow invocation, or a
+   * pruned run): `run.parentRunId` when parentRunFound is false, else the last ancestor's parent.
+   * Null when the chain ends at a run with no parent (or at its 20th ancestor).
+   */
+  unstoredParentId: string | null;
   /** Runs whose parent is this one, oldest first: all of them, or the newest MAX_CHILDREN. */
   children: RunSummary[];
   /** There are more children than `children` holds (all: `GET /api/runs?parent=<id>`). */
@@ -176,11 +188,15 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     if ((await host.store.getRun(id))?.parentRunId === run.id) item.childRunId = id;
   });
   const ancestors: RunSummary[] = [];
+  let unstoredParentId: string | null = null;
   const seen = new Set([run.id]);
   for (let id = run.parentRunId; id !== null && ancestors.length < 20 && !seen.has(id);) {
     seen.add(id);
     const parent = await host.store.getRun(id);
-    if (!parent) break;
+    if (!parent) {
+      unstoredParentId = id;
+      break;
+    }
     ancestors.push(summary(parent));
     id = parent.parentRunId;
   }
@@ -190,6 +206,8 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     timeline,
     sleepingOn: run.status === "sleeping" && lastSleep ? entryName(lastSleep) : null,
     ancestors,
+    parentRunFound: run.parentRunId !== null && unstoredParentId !== run.parentRunId,
+    unstoredParentId,
     children: children.map(summary),
     moreChildren,
     heldFix: run.held === undefined ? null : holdFix(run.held.code),

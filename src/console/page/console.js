@@ -362,24 +362,31 @@ async function overview() {
     h("h2", {}, "Recent failures"),
     table(
       ["When", "What", "Failure"],
+      // Dead letters and failed runs come as two lists: one table, newest failure (the time shown) first.
       [
-        ...o.recentFailures.deadLetters.map((m) =>
-          row(
-            `dead ${m.id}`,
-            when(m.updatedAt),
-            h("td", {}, "dead letter ", messageLink(m.id), ` on ${m.signal}`),
-            h("td", { class: "bad" }, m.failures.at(-1)?.message ?? ""),
-          ),
-        ),
-        ...o.recentFailures.runs.map((r) =>
-          row(
-            `run ${r.id}`,
-            when(r.updatedAt),
-            h("td", {}, "run ", runLink(r.id), ` of ${r.flow}`),
-            h("td", { class: "bad" }, r.error?.message ?? ""),
-          ),
-        ),
-      ],
+        ...o.recentFailures.deadLetters.map((m) => ({
+          at: m.updatedAt,
+          row: () =>
+            row(
+              `dead ${m.id}`,
+              when(m.updatedAt),
+              h("td", {}, "dead letter ", messageLink(m.id), ` on ${m.signal}`),
+              h("td", { class: "bad" }, m.failures.at(-1)?.message ?? ""),
+            ),
+        })),
+        ...o.recentFailures.runs.map((r) => ({
+          at: r.updatedAt,
+          row: () =>
+            row(
+              `run ${r.id}`,
+              when(r.updatedAt),
+              h("td", {}, "run ", runLink(r.id), ` of ${r.flow}`),
+              h("td", { class: "bad" }, r.error?.message ?? ""),
+            ),
+        })),
+      ]
+        .sort((a, b) => b.at - a.at)
+        .map((f) => f.row()),
     ),
     h("h2", {}, "Audit log"),
     auditTable(audit.slice(0, 10)),
@@ -513,9 +520,14 @@ async function signalView(name, params) {
  */
 function emitter(m) {
   if (m.parentRunFound) return ["run ", runLink(m.parentRunId)];
+  return unstoredRun(m.parentRunId, "emitted-by");
+}
+
+/** A run id the store holds no run of (a flow invocation, or a pruned run): as text, never as a dead link. */
+function unstoredRun(id, elementId) {
   return [
     "flow invocation ",
-    h("code", { id: "emitted-by" }, m.parentRunId),
+    h("code", { id: elementId }, id),
     " (no run stored: not durable, or pruned — no timeline)",
   ];
 }
@@ -781,9 +793,17 @@ async function runView(id) {
     h(
       "p",
       { id: "trace-parent" },
+      // A parent the store holds no run of (parentRunFound false: the HTTP request that started it, say)
+      // is named as text; so is the id past the last stored ancestor.
       d.ancestors.length
-        ? ["Parent: ", d.ancestors.map((a, i) => [i ? " ← " : "", runLink(a.id), ` (${a.flow})`])]
-        : "No parent.",
+        ? [
+            "Parent: ",
+            d.ancestors.map((a, i) => [i ? " ← " : "", runLink(a.id), ` (${a.flow})`]),
+            d.unstoredParentId ? [" ← ", unstoredRun(d.unstoredParentId, "parent-unstored")] : null,
+          ]
+        : r.parentRunId && !d.parentRunFound
+          ? ["Parent: ", unstoredRun(r.parentRunId, "parent-unstored")]
+          : "No parent.",
     ),
     h(
       "p",

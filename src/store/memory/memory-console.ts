@@ -10,7 +10,7 @@ import type {
   Throughput,
 } from "../console-types.ts";
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
-import { decodeCursor, encodeCursor } from "../console-cursor.ts";
+import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "../console-cursor.ts";
 import { cloneJson } from "./clone-json.ts";
 import { shownHold } from "../journal-rules.ts";
 import { toRunRecord, toStoredMessage, type MsgRec, type RunRec } from "./memory-records.ts";
@@ -37,8 +37,7 @@ const before = (a: [number, number], b: [number, number]): boolean =>
 
 export function pageMessages(records: Iterable<MsgRec>, req: MessagePageRequest): Page<StoredMessage> {
   const desc = req.status === "delivered" || (req.status === "dead" && req.newestFirst === true);
-  const c = req.cursor ? decodeCursor(req.cursor) : undefined;
-  const after: [number, number] | undefined = c ? [c[0], Number(c[1])] : undefined;
+  const after = req.cursor ? decodeSeqCursor(req.cursor) : undefined;
   const hits: Array<{ k: [number, number]; m: MsgRec }> = [];
   for (const m of records) {
     if (m.signal !== req.signal || m.status !== req.status) continue;
@@ -147,7 +146,7 @@ export class MemoryConsole {
     return cloneJson(rec);
   }
   pageAudit(req: { cursor?: string | null; limit: number }): Page<AuditRecord> {
-    const beforeId = req.cursor ? Number(req.cursor) : Infinity;
+    const beforeId = (req.cursor ? decodeAuditCursor(req.cursor) : undefined) ?? Infinity;
     const out: AuditRecord[] = [];
     let i = this.audit.length - 1;
     while (i >= 0 && this.audit[i]!.id >= beforeId) i--;

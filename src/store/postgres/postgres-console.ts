@@ -17,7 +17,7 @@ import type {
   RunPageRequest,
   Throughput,
 } from "../console-types.ts";
-import { decodeCursor, encodeCursor } from "../console-cursor.ts";
+import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "../console-cursor.ts";
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { type MessageRow, type RunRow, toRunRecord, toStoredMessage } from "./postgres-rows.ts";
@@ -31,19 +31,16 @@ const STATUSES: Record<RunStatus, true> = {
   failed: true,
 };
 
-const cursorPair = (cursor: string | null | undefined): [number, string] | undefined =>
-  cursor ? decodeCursor(cursor) : undefined;
-
 export async function pageMessages(ctx: PgContext, req: MessagePageRequest): Promise<Page<StoredMessage>> {
   const limit = Math.max(0, req.limit);
-  const c = cursorPair(req.cursor);
+  const c = req.cursor ? decodeSeqCursor(req.cursor) : undefined;
   const t = `${ctx.s}.messages`;
   let sql: string;
   let params: unknown[];
   switch (req.status) {
     case "pending": {
       // Two partial indexes (unkeyed, keyed), each walked in seq order, merged.
-      const after = c ? Number(c[1]) : 0;
+      const after = c ? c[1] : 0;
       const branch = (keyed: boolean) =>
         `(SELECT * FROM ${t} WHERE signal = $1 AND status = 'pending' AND key IS ${keyed ? "NOT " : ""}NULL
           AND seq > $2 ORDER BY seq LIMIT $3)`;
@@ -53,7 +50,7 @@ export async function pageMessages(ctx: PgContext, req: MessagePageRequest): Pro
     }
     case "inflight":
       sql = `SELECT * FROM ${t} WHERE signal = $1 AND status = 'inflight' AND seq > $2 ORDER BY seq LIMIT $3`;
-      params = [req.signal, c ? Number(c[1]) : 0, limit + 1];
+      params = [req.signal, c ? c[1] : 0, limit + 1];
       break;
     case "dead":
       // messages_dead (signal, created_at, seq), walked forwards or (newest first) backwards.
@@ -65,13 +62,13 @@ export async function pageMessages(ctx: PgContext, req: MessagePageRequest): Pro
              ORDER BY created_at, seq LIMIT $4`;
       params =
         req.newestFirst === true
-          ? [req.signal, c ? c[0] : Number.MAX_SAFE_INTEGER, c ? Number(c[1]) : 0, limit + 1]
-          : [req.signal, c ? c[0] : -1, c ? Number(c[1]) : 0, limit + 1];
+          ? [req.signal, c ? c[0] : Number.MAX_SAFE_INTEGER, c ? c[1] : 0, limit + 1]
+          : [req.signal, c ? c[0] : -1, c ? c[1] : 0, limit + 1];
       break;
     case "delivered":
       sql = `SELECT * FROM ${t} WHERE signal = $1 AND status = 'delivered' AND (updated_at, seq) < ($2, $3)
              ORDER BY updated_at DESC, seq DESC LIMIT $4`;
-      params = [req.signal, c ? c[0] : Number.MAX_SAFE_INTEGER, c ? Number(c[1]) : 0, limit + 1];
+      params = [req.signal, c ? c[0] : Number.MAX_SAFE_INTEGER, c ? c[1] : 0, limit + 1];
       break;
   }
   const { rows } = await q<MessageRow>(ctx.pool, sql, params);
@@ -87,7 +84,7 @@ export async function pageMessages(ctx: PgContext, req: MessagePageRequest): Pro
 
 export async function pageRuns(ctx: PgContext, req: RunPageRequest): Promise<Page<RunRecord>> {
   const limit = Math.max(0, req.limit);
-  const c = cursorPair(req.cursor);
+  const c = req.cursor ? decodeCursor(req.cursor) : undefined;
   const params: unknown[] = [limit + 1];
   const p = (v: unknown): string => `$${params.push(v)}`;
   const where: string[] = [];
@@ -261,7 +258,7 @@ export async function pageAudit(
     ctx.pool,
     `SELECT id, at, actor, action, target, detail FROM ${ctx.s}.audit_log
      WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2`,
-    [req.cursor ? Number(req.cursor) : null, limit + 1],
+    [(req.cursor ? decodeAuditCursor(req.cursor) : undefined) ?? null, limit + 1],
   );
   const page = rows.slice(0, limit);
   return { items: page, next: rows.length > limit && page.length > 0 ? String(page.at(-1)!.id) : null };

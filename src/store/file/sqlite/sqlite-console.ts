@@ -11,7 +11,7 @@ import type {
   RunPageRequest,
   Throughput,
 } from "../../console-types.ts";
-import { decodeCursor, encodeCursor } from "../../console-cursor.ts";
+import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "../../console-cursor.ts";
 import { toStored, toRun, type MsgRow, type RunRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
 
@@ -21,8 +21,7 @@ export class SqliteConsole {
   pageMessages(req: MessagePageRequest): Page<StoredMessage> {
     this.b.check();
     const limit = Math.max(0, req.limit);
-    const c = req.cursor ? decodeCursor(req.cursor) : undefined;
-    const after = c ? ([c[0], Number(c[1])] as const) : undefined;
+    const after = req.cursor ? decodeSeqCursor(req.cursor) : undefined;
     // dead pages by creation, delivered by delivery time (newest first), the rest by seq alone.
     const column =
       req.status === "dead" ? "created_at" : req.status === "delivered" ? "updated_at" : undefined;
@@ -202,12 +201,12 @@ export class SqliteConsole {
 
   pageAudit(req: { cursor?: string | null; limit: number }): Page<AuditRecord> {
     this.b.check();
-    const beforeId = req.cursor ? Number(req.cursor) : Number.MAX_SAFE_INTEGER;
+    const beforeId = (req.cursor ? decodeAuditCursor(req.cursor) : undefined) ?? Number.MAX_SAFE_INTEGER;
     const limit = Math.max(0, req.limit);
     const rows = this.b
       .all<{ doc: string }>(
         "SELECT doc FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?",
-        Number.isNaN(beforeId) ? Number.MAX_SAFE_INTEGER : beforeId,
+        beforeId,
         limit + 1,
       )
       .map((r) => JSON.parse(r.doc) as AuditRecord);
