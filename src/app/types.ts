@@ -120,7 +120,8 @@ export interface App {
   /**
    * Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). `runId`: a
    * keyed request's recorded run id, the same on a takeover — a plain flow's emits and calls then
-   * take ids derived from it, so a re-run enqueues nothing twice.
+   * take ids derived from it, so a re-run enqueues nothing twice; or the id the HTTP layer chose for
+   * a durable route's run, so that its answer can name the run (`oke-run-id`).
    */
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;

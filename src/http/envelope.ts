@@ -23,7 +23,15 @@ export interface Reply {
   passing?: boolean;
   /** Seconds for a `Retry-After` header (503 OKE1504: the store is unavailable; 503 OKE1505: shut down). */
   retryAfter?: number;
+  /** The durable run this answer is about: written as the `oke-run-id` header (RUN_ID_HEADER). */
+  runId?: string;
 }
+
+/**
+ * Names the durable run behind an answer, so a client can look the run up (`oke run <id>`, the
+ * Console). An okengine header of its own: no `x-` prefix (RFC 6648).
+ */
+export const RUN_ID_HEADER = "oke-run-id";
 
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
 

@@ -19,14 +19,16 @@ import {
   NO_CONTENT,
   okReply,
   replyForError,
+  RUN_ID_HEADER,
   SHUTDOWN_RETRY_AFTER_S,
   type Reply,
 } from "./envelope.ts";
+import { newId } from "../id.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
 import type { SseHub } from "./sse.ts";
 import type { Store } from "../store/types.ts";
 import { isLiveStream } from "../signal/live-runtime.ts";
-import { checkRequestInput } from "./request-input.ts";
+import { BODY_METHODS, checkRequestInput, explainMissingBody } from "./request-input.ts";
 import {
   createIdempotency,
   DEFAULT_IDEMPOTENCY_WINDOW_MS,
@@ -44,7 +46,10 @@ export interface HttpApp {
     /** Which flows are durable: a request cut off at the shutdown deadline says what became of its run. */
     readonly flows?: readonly { readonly name: string; readonly durable: boolean }[];
   };
-  /** `runId`: a keyed request's recorded run id (see App.invokeRoute). */
+  /**
+   * `runId`: the run id to use — a keyed request's recorded one (see App.invokeRoute), or the one
+   * the handler chose for a durable route's request, so that its answer can name the run.
+   */
   invokeRoute(route: HttpRoute, request: RouteRequest, options?: { runId?: string }): Promise<InvokeResult>;
   readiness(): Readiness;
   /** Where Idempotency-Key records live; without it (or a clock) the header is ignored. */
@@ -110,11 +115,12 @@ interface InFlight {
   keyed: boolean;
   /** Answered (by its flow or by cutOff): a second answer is dropped. */
   settled: boolean;
+  /** A durable route's run id, once its flow was invoked: the deadline's 503 names the run too. */
+  runId: string | undefined;
   /** Writes the deadline's answer; resolves once it is out (undefined: nothing could be written). */
   cut(): Promise<void> | undefined;
 }
 
-const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 const HEALTH = "/_/health";
 const READY = "/_/ready";
 /** Retry-After of a 503 OKE1504: the store's probe backs off to every 2 s. */
@@ -137,7 +143,14 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   // Requests not answered yet; a Set add and delete per request, read only at the shutdown deadline.
   const open = new Set<InFlight>();
   const track = (cut: InFlight["cut"]): InFlight => {
-    const t: InFlight = { flow: undefined, started: false, keyed: false, settled: false, cut };
+    const t: InFlight = {
+      flow: undefined,
+      started: false,
+      keyed: false,
+      settled: false,
+      runId: undefined,
+      cut,
+    };
     open.add(t);
     return t;
   };
@@ -197,13 +210,15 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     };
   };
 
-  /** What a flow's outcome becomes: 204 for undefined or a park, else the envelope. */
+  /** What a flow's outcome becomes: 204 for undefined or a park (naming the parked run), else the envelope. */
   const resultReply = (r: InvokeResult): Reply =>
-    r.kind === "parked" || r.value === undefined
-      ? NO_CONTENT
-      : isLiveStream(r.value)
-        ? { status: 200, body: undefined, live: r.value }
-        : okReply(r.value);
+    r.kind === "parked"
+      ? { ...NO_CONTENT, runId: r.runId }
+      : r.value === undefined
+        ? NO_CONTENT
+        : isLiveStream(r.value)
+          ? { status: 200, body: undefined, live: r.value }
+          : okReply(r.value);
 
   /**
    * `e` is the outage the store knows about: its health is down and the error is one it calls
@@ -278,8 +293,12 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     } catch (e) {
       return done(failure(method, path, e, local));
     }
+    const durable = durableFlows.has(route.flow);
+    const answer: Done = durable ? (reply) => nameRun(reply, done) : done;
     if (key === undefined || idempotency === undefined)
-      return invokeFlow(method, path, route, request, local, t, done);
+      // A durable run's id is chosen here rather than by the app, so that every answer about the run
+      // can name it (oke-run-id) in its headers, an error's too.
+      return invokeFlow(method, path, route, request, local, t, answer, durable ? runIdNow() : undefined);
     t.keyed = true;
     const fingerprint = fingerprintOf(method, `${path}?${JSON.stringify(request.query)}`, request.body);
     idempotency.handle(
@@ -287,8 +306,40 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       fingerprint,
       // The input was checked above (before the claim): not walked a second time.
       (runId, finished) => invokeFlow(method, path, route, request, local, t, finished, runId, true),
-      done,
+      answer,
       (e) => failure(method, path, e, local),
+      durable,
+    );
+  };
+
+  /** A fresh run id on the app's clock, as the app would choose it. */
+  const runIdNow = (): string => newId(app.clock?.now() ?? Date.now());
+
+  /** `reply` without a run id: the run it would name does not exist (or nobody can tell). */
+  const unnamed = (reply: Reply): Reply => {
+    const out = { ...reply };
+    delete out.runId;
+    return out;
+  };
+
+  /**
+   * Sends a durable route's answer naming its run only where the run exists: a 2xx always (the run
+   * returned or parked), an error once the store shows the run — input refused before the run
+   * started (a 422) names none. Errors of durable routes only pay this read.
+   */
+  const nameRun = (reply: Reply, done: Done): void => {
+    const { runId } = reply;
+    if (runId === undefined || reply.status < 400) return done(reply);
+    if (app.store === undefined) return done(unnamed(reply));
+    let found: Promise<unknown>;
+    try {
+      found = app.store.getRun(runId);
+    } catch {
+      return done(unnamed(reply));
+    }
+    void found.then(
+      (run) => done(run === undefined ? unnamed(reply) : reply),
+      () => done(unnamed(reply)),
     );
   };
 
@@ -305,24 +356,33 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   ): void => {
     let pending: Promise<InvokeResult>;
     t.started = true;
+    // A durable route's answers carry its run id (checked against the store for errors: nameRun).
+    const named = runId !== undefined && durableFlows.has(route.flow) ? runId : undefined;
+    t.runId = named;
+    const failed = (e: unknown): Reply => {
+      const reply = failure(method, path, explainMissingBody(e, method, route, request), local, route.flow);
+      // The store is down: nothing can tell whether the run was created, and nobody asks it now.
+      return named === undefined || storeOutage(e) ? reply : { ...reply, runId: named };
+    };
     try {
       if (!checked) checkRequestInput(request);
       pending =
         runId === undefined ? app.invokeRoute(route, request) : app.invokeRoute(route, request, { runId });
     } catch (e) {
-      return done(failure(method, path, e, local, route.flow));
+      return done(failed(e));
     }
     void pending.then(
       (result) => {
         let reply: Reply;
         try {
           reply = resultReply(result);
+          if (named !== undefined) reply = { ...reply, runId: named };
         } catch (e) {
-          reply = failure(method, path, e, local, route.flow); // e.g. a BigInt in the result
+          reply = failed(e); // e.g. a BigInt in the result
         }
         done(reply);
       },
-      (e: unknown) => done(failure(method, path, e, local, route.flow)),
+      (e: unknown) => done(failed(e)),
     );
   };
 
@@ -412,6 +472,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
   const deadlineReply = (t: InFlight, method: string, path: string): Reply => {
     const durable = t.flow !== undefined && durableFlows.has(t.flow);
     const error = httpErrors.shutDown({ durable, started: t.started, keyed: t.keyed });
+    // Its message says the run goes on elsewhere: the header says which one.
+    const run = durable && t.started && t.runId !== undefined ? { runId: t.runId } : {};
     app.logger.warn(
       {
         method,
@@ -424,7 +486,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       },
       `http 503 ${method} ${shortPath(path)}: the shutdown deadline came before its flow answered`,
     );
-    return { ...errorReply(503, error), retryAfter: SHUTDOWN_RETRY_AFTER_S, close: true };
+    return { ...errorReply(503, error), retryAfter: SHUTDOWN_RETRY_AFTER_S, close: true, ...run };
   };
 
   const writeNode = (res: ServerResponse, reply: Reply): void => {
@@ -436,6 +498,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     if (reply.allow !== undefined) headers.allow = reply.allow;
     if (reply.replayed) headers["idempotent-replayed"] = "true";
     if (reply.retryAfter !== undefined) headers["retry-after"] = String(reply.retryAfter);
+    if (reply.runId !== undefined) headers[RUN_ID_HEADER] = reply.runId;
     // During a graceful shutdown every answer also ends its connection.
     if (reply.close || options.isClosing?.()) headers.connection = "close";
     res.writeHead(reply.status, headers);
@@ -552,6 +615,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       if (reply.allow !== undefined) out.set("allow", reply.allow);
       if (reply.replayed) out.set("idempotent-replayed", "true");
       if (reply.retryAfter !== undefined) out.set("retry-after", String(reply.retryAfter));
+      if (reply.runId !== undefined) out.set(RUN_ID_HEADER, reply.runId);
       return new Response(request.method === "HEAD" ? null : (reply.body ?? null), {
         status: reply.status,
         headers: out,

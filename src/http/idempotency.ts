@@ -80,10 +80,12 @@ export function idempotencyKeyOf(headers: Record<string, string | string[] | und
   return v;
 }
 
-const replay = (r: IdempotencyRecord): Reply => ({
+/** `named`: the answer names the key's run (a durable route's: its `oke-run-id`). */
+const replay = (r: IdempotencyRecord, named: boolean): Reply => ({
   status: r.response!.status,
   body: r.response!.body ?? undefined,
   replayed: true,
+  ...(named ? { runId: r.runId } : {}),
 });
 
 /** A durable run that went on (or finished) without its request: answer from the run itself. */
@@ -201,7 +203,12 @@ export function createIdempotency(deps: IdempotencyDeps) {
     const response = { status: reply.status, body: reply.body ?? null };
     const entry = {
       fingerprint,
-      reply: { status: response.status, body: response.body ?? undefined, replayed: true },
+      reply: {
+        status: response.status,
+        body: response.body ?? undefined,
+        replayed: true,
+        ...(reply.runId !== undefined ? { runId: reply.runId } : {}),
+      },
       expiresAt,
     };
     completing.set(key, entry);
@@ -265,7 +272,9 @@ export function createIdempotency(deps: IdempotencyDeps) {
     /**
      * Runs `run(runId)` for the first request with `key`; answers a retry from
      * the stored response (status and body, `Idempotent-Replayed: true`), a
-     * different request with 422 OKE1441, one still running with 409 OKE1442.
+     * different request with 422 OKE1441, one still running with 409 OKE1442. `named`: the
+     * route's flow is durable, so the answers this builds about the key's run carry its id
+     * (`Reply.runId`; the flow's own answers come with theirs).
      */
     handle(
       key: string,
@@ -273,6 +282,7 @@ export function createIdempotency(deps: IdempotencyDeps) {
       run: (runId: string, done: Done) => void,
       done: Done,
       fail: (e: unknown) => Reply,
+      named = false,
     ): void {
       // Answered here while its completion is on its way to the store (the store would say 409).
       const answer = completing.get(key);
@@ -294,8 +304,11 @@ export function createIdempotency(deps: IdempotencyDeps) {
           if (claim.kind === "existing") {
             const r = claim.record;
             if (r.fingerprint !== fingerprint) return done(errorReply(422, idempotencyErrors.mismatch()));
-            if (r.status === "running") return done(errorReply(409, idempotencyErrors.inProgress()));
-            return done(replay(r));
+            if (r.status === "running") {
+              const busy = errorReply(409, idempotencyErrors.inProgress());
+              return done(named ? { ...busy, runId: r.runId } : busy);
+            }
+            return done(replay(r, named));
           }
           const runId = claim.kind === "claimed" ? fresh : claim.record.runId;
           // The record's window (a claim's from its own now): past it the key is forgotten.
@@ -303,7 +316,15 @@ export function createIdempotency(deps: IdempotencyDeps) {
           if (claim.kind === "takenOver") {
             // The first request's process died; its durable run may have gone on without it.
             const answered = fromRun(await store.getRun(runId));
-            if (answered !== undefined) return finish(key, fingerprint, runId, expiresAt, answered, done);
+            if (answered !== undefined)
+              return finish(
+                key,
+                fingerprint,
+                runId,
+                expiresAt,
+                named ? { ...answered, runId } : answered,
+                done,
+              );
           }
           if (abandoned) {
             // Claimed after the shutdown deadline: the flow is not started, and the key is left to a retry.

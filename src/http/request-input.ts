@@ -1,7 +1,10 @@
 // What a routed request may carry into a flow: the store's limits on its body, path and query, and how the three merge into the flow's input.
 import { OkeError } from "../errors.ts";
 import { checkStorable } from "../signal/storable.ts";
-import type { RouteRequest } from "./types.ts";
+import type { HttpRoute, RouteRequest } from "./types.ts";
+
+/** The methods whose body is read; a GET's or DELETE's body is not. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH"]);
 
 /**
  * Refuses (422, OKE1252/OKE1255/OKE1256) a body, path parameter or query value
@@ -12,6 +15,34 @@ export function checkRequestInput(request: RouteRequest): void {
   if (request.body !== undefined) checkStorable(request.body, "request body");
   checkStorable(request.params, "path parameter");
   checkStorable(request.query, "query string");
+}
+
+/**
+ * A request without a body (none, or an empty one) and without path or query fields gives its flow
+ * the input `undefined`; when the route's `in` refuses it, the validator's text ("expected object,
+ * received undefined") does not say what the client got wrong. The 422 OKE1422 then says so, its
+ * details (the validator's issues) kept. Anything else, including a 422 that a callee's input
+ * raised inside the flow, is returned as it is.
+ */
+export function explainMissingBody(
+  e: unknown,
+  method: string,
+  route: HttpRoute,
+  request: RouteRequest,
+): unknown {
+  if (!(e instanceof OkeError) || e.code !== "OKE1422" || request.body !== undefined) return e;
+  if (!BODY_METHODS.has(method)) return e;
+  if (Object.keys(request.params).length > 0 || Object.keys(request.query).length > 0) return e;
+  // The route's own input check (fx/execute.ts checkInput) names the route's flow.
+  if (!e.message.startsWith(`Flow "${route.flow}": input does not match`)) return e;
+  return new OkeError({
+    code: e.code,
+    status: e.status,
+    message: `The request has no body; this route (${route.method} ${route.path}) expects a JSON body (content-type: application/json).`,
+    fix: 'Send the input as a JSON body with "content-type: application/json"; details lists what the schema asks for.',
+    details: e.details,
+    cause: e,
+  });
 }
 
 const show = (v: unknown): string => {
