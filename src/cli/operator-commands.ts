@@ -9,7 +9,7 @@ import {
   type ConsoleClient,
   type Shape,
 } from "./console-client.ts";
-import type { TimelineItem } from "../console/timeline.ts";
+import { recoveriesNote, type TimelineItem } from "../console/timeline.ts";
 import { holdFix, UNKNOWN_FLOW } from "../durable/mismatch-log.ts";
 import { age, short, table, when } from "./table.ts";
 
@@ -26,6 +26,10 @@ interface Failure {
   at: number;
   attempt: number;
 }
+/** An entry of a message's attempt history (console/attempt-history.ts): a failure, or a lapsed attempt. */
+type HistoryEntry =
+  | (Failure & { outcome: "failed"; delivery: number })
+  | { outcome: "lapsed"; delivery: number; attempt: number; message: string };
 interface Message {
   id: string;
   signal: string;
@@ -35,6 +39,8 @@ interface Message {
   /** Operator replays of it so far (absent from an older app). */
   replays?: number;
   failures: Failure[];
+  /** Its failures and lapsed attempts, by delivery (absent from an older app: the failures alone then). */
+  history?: HistoryEntry[];
   payload: unknown;
   createdAt: number;
   updatedAt: number;
@@ -119,6 +125,8 @@ interface RunDetail {
   children: RunRow[];
   /** What to do about `run.held` (absent from an older app). */
   heldFix?: string | null;
+  /** Its recoveries explained, null when none (absent from an older app). */
+  recovered?: string | null;
 }
 interface Schedule {
   name: string;
@@ -321,7 +329,17 @@ function formatStatus(url: string, o: Overview): string {
   else
     out.push(
       table(
-        ["SIGNAL", "DELIVERY", "PENDING", "INFLIGHT", "DEAD", "DELIVERED", "OLDEST PENDING", "LAST 10 MIN"],
+        // The last column counts deliveries only (throughput.delivered): not emits, failures or dead letters.
+        [
+          "SIGNAL",
+          "DELIVERY",
+          "PENDING",
+          "INFLIGHT",
+          "DEAD",
+          "DELIVERED",
+          "OLDEST PENDING",
+          "DELIVERED 10 MIN",
+        ],
         rows,
         { right: ["OLDEST PENDING"] },
       ),
@@ -445,21 +463,45 @@ function formatDead(page: { items: Message[]; next: string | null }, signal: str
       `${m.id}  attempts ${m.attempts}${replays}  key ${m.key ?? "-"}  emitted ${when(m.createdAt)}  dead since ${when(m.updatedAt)}`,
     );
     out.push(`  payload ${short(JSON.stringify(m.payload) ?? "undefined", 100)}`);
-    if (m.failures.length === 0) out.push("  (no failure recorded)");
-    // A replay resets the attempt count and appends the new failures to the old ones: an attempt
-    // number that does not go up is where a replayed delivery's attempts begin (at most `replays` of them).
-    let replay = 0;
-    m.failures.forEach((f, i) => {
-      const restarted = i > 0 && f.attempt <= m.failures[i - 1]!.attempt;
-      if (restarted && (m.replays === undefined || replay < m.replays))
-        out.push(
-          `  -- replay ${++replay}${m.replays === undefined ? "" : ` of ${m.replays}`}: attempts count from 1 again --`,
-        );
-      out.push(`  attempt ${f.attempt}  ${when(f.at)}  ${f.code}  ${short(f.message, 100)}`);
-    });
+    out.push(...historyLines(m));
   }
   if (page.next !== null) out.push("", more);
   return out.join("\n");
+}
+
+/** A failure as `oke dead` prints it. */
+const failureLine = (f: Failure): string =>
+  `  attempt ${f.attempt}  ${when(f.at)}  ${f.code}  ${short(f.message, 100)}`;
+
+/** The line where a replayed delivery's attempts begin. */
+const replayLine = (n: number, replays: number | undefined): string =>
+  `  -- replay ${n}${replays === undefined ? "" : ` of ${replays}`}: attempts count from 1 again --`;
+
+/**
+ * A message's attempts: the Console's `history` (failures and lapsed attempts, each with its delivery),
+ * or from an older app its failures alone, split where the attempt number does not go up (at most
+ * `replays` times: the rule the Console's history follows too).
+ */
+function historyLines(m: Message): string[] {
+  const out: string[] = [];
+  if (m.history !== undefined) {
+    if (m.history.length === 0) out.push("  (no failure recorded)");
+    let delivery = 0;
+    for (const e of m.history) {
+      if (e.delivery !== delivery) out.push(replayLine((delivery = e.delivery), m.replays));
+      out.push(e.outcome === "lapsed" ? `  attempt ${e.attempt}  ${e.message}` : failureLine(e));
+    }
+    return out;
+  }
+  if (m.failures.length === 0) out.push("  (no failure recorded)");
+  let replay = 0;
+  m.failures.forEach((f, i) => {
+    const restarted = i > 0 && f.attempt <= m.failures[i - 1]!.attempt;
+    if (restarted && (m.replays === undefined || replay < m.replays))
+      out.push(replayLine(++replay, m.replays));
+    out.push(failureLine(f));
+  });
+  return out;
 }
 
 function formatRuns(page: { items: RunRow[]; next: string | null }, more: string): string {
@@ -515,6 +557,10 @@ function formatRun(d: RunDetail): string {
   const r = d.run;
   const out: string[] = [`run ${r.id}  flow ${r.flow}  ${runStatus(r)}`];
   out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}  recoveries ${r.recoveries ?? 0}`);
+  // An older app sends no `recovered`: the same line, without the bound it did not send.
+  const recovered =
+    d.recovered === undefined ? recoveriesNote({ ...r, recoveries: r.recoveries ?? 0 }, null) : d.recovered;
+  if (recovered !== null) out.push(recovered);
   if (r.held) {
     out.push(`held back since ${when(r.held.since) ?? "-"}: ${r.held.code} ${oneLine(r.held.message)}`);
     const fix = d.heldFix === undefined ? holdFix(r.held.code) : d.heldFix;

@@ -221,6 +221,93 @@ describe("answers that are not a Console's, or not whole", () => {
     );
   });
 
+  it("dead prints each attempt whose lease lapsed with no outcome recorded, and where a replayed delivery begins, from the Console's history; an older app's failures print as before", async () => {
+    const at = Date.UTC(2026, 11, 1, 12);
+    const lapsedText = (n: number) =>
+      `no outcome recorded — its lease (30 s) lapsed before it settled (handler crashed, hung or ran past the lease, its process died, or it never left the prefetch buffer); reclaimed as attempt ${n + 1}`;
+    const failures = [
+      { code: "E_JOB", message: "broke", at, attempt: 1 },
+      { code: "LEASE_EXPIRED", message: "attempt 4 did not finish within its lease", at, attempt: 4 },
+    ];
+    const message = {
+      id: "m_slow",
+      signal: "jobs",
+      key: null,
+      status: "dead",
+      attempts: 2,
+      replays: 1,
+      failures,
+      payload: { n: 1 },
+      createdAt: at,
+      updatedAt: at,
+    };
+    const history = [
+      { ...failures[0], outcome: "failed", delivery: 0 },
+      { outcome: "lapsed", delivery: 0, attempt: 2, message: lapsedText(2) },
+      { outcome: "lapsed", delivery: 0, attempt: 3, message: lapsedText(3) },
+      { ...failures[1], outcome: "failed", delivery: 0 },
+      { outcome: "lapsed", delivery: 1, attempt: 1, message: lapsedText(1) },
+    ];
+    let body: unknown;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    body = { items: [{ ...message, lapsed: [1], history }], next: null };
+    const now = await oke("dead", "jobs", "--url", url, "--token", TOKEN);
+    expect(now.code).toBe(0);
+    expect(now.stdout.split("\n").slice(3)).toEqual([
+      '  payload {"n":1}',
+      "  attempt 1  2026-12-01 12:00:00Z  E_JOB  broke",
+      `  attempt 2  ${lapsedText(2)}`,
+      `  attempt 3  ${lapsedText(3)}`,
+      "  attempt 4  2026-12-01 12:00:00Z  LEASE_EXPIRED  attempt 4 did not finish within its lease",
+      "  -- replay 1 of 1: attempts count from 1 again --",
+      `  attempt 1  ${lapsedText(1)}`,
+    ]);
+    // An older app sends no history: its failures, split where the attempt number does not go up.
+    body = { items: [message], next: null };
+    const old = await oke("dead", "jobs", "--url", url, "--token", TOKEN);
+    expect(old.stdout.split("\n").slice(4)).toEqual([
+      "  attempt 1  2026-12-01 12:00:00Z  E_JOB  broke",
+      "  attempt 4  2026-12-01 12:00:00Z  LEASE_EXPIRED  attempt 4 did not finish within its lease",
+    ]);
+  });
+
+  it("run explains its recoveries in one line under the counts: the Console's words, or from an older app the same without the bound", async () => {
+    const run = {
+      id: "r_1",
+      flow: "trips.x",
+      status: "completed",
+      createdAt: 0,
+      updatedAt: 0,
+      wakeAt: null,
+      recoveries: 2,
+    };
+    const recovered =
+      'recovered 2 times (of at most 10: durable.maxRecoveries): its holder stopped renewing the lease (process killed, crashed or stalled) and another instance took the run over once it lapsed; the entry after a takeover includes that wait. The log line "durable run "r_1" (trips.x) taken over from <holder>" names the holder';
+    let body: unknown;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    const detail = { run, timeline: [], sleepingOn: null, ancestors: [], children: [], heldFix: null };
+    body = { ...detail, maxRecoveries: 10, recovered };
+    const now = await oke("run", "r_1", "--url", url, "--token", TOKEN);
+    expect(now.stdout.split("\n").slice(0, 4)).toEqual([
+      "run r_1  flow trips.x  completed",
+      "created 1970-01-01 00:00:00Z  updated 1970-01-01 00:00:00Z  recoveries 2",
+      recovered,
+      "",
+    ]);
+    body = detail;
+    const old = await oke("run", "r_1", "--url", url, "--token", TOKEN);
+    expect(old.stdout.split("\n")[2]).toBe(recovered.replace(" (of at most 10: durable.maxRecoveries)", ""));
+    // None: no line.
+    body = { ...detail, run: { ...run, recoveries: 0 }, maxRecoveries: 10, recovered: null };
+    expect((await oke("run", "r_1", "--url", url, "--token", TOKEN)).stdout.split("\n")[2]).toBe("");
+  });
+
   it("exits quietly when its reader goes away (oke dead … | head)", async () => {
     const items = Array.from({ length: 3_000 }, (_, i) => ({
       id: `m_${i}`,
@@ -833,6 +920,8 @@ describe("oke status's signal table", () => {
       expect(r.code).toBe(0);
       const lines = r.stdout.split("\n");
       expect(lines.slice(2, 8)).toEqual(shown);
+      // The last column counts deliveries only, and says so.
+      expect(lines[2]).toMatch(/ DELIVERED 10 MIN$/);
     } finally {
       await close(server);
     }

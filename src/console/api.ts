@@ -17,6 +17,7 @@ import {
   type SignalStats,
   type StoredMessage,
 } from "../store/types.ts";
+import { attemptHistory } from "./attempt-history.ts";
 import { ALIVE_MS, roleOf } from "./heartbeat.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
@@ -254,7 +255,8 @@ async function stillDead(host: ConsoleHost, signal: string, ids: readonly string
   return out;
 }
 
-const messageView = (m: StoredMessage) => ({
+/** A message as every view shows it; `lapsed` and `history` are derived here only (attempt-history.ts). */
+const messageView = (host: ConsoleHost) => (m: StoredMessage) => ({
   id: m.id,
   signal: m.signal,
   key: m.key,
@@ -263,6 +265,7 @@ const messageView = (m: StoredMessage) => ({
   /** Operator replays of this message so far. */
   replays: m.replays ?? 0,
   failures: m.failures,
+  ...attemptHistory(m, host.config?.leaseMs),
   payload: m.payload,
   parentRunId: m.parentRunId,
   createdAt: m.createdAt,
@@ -518,7 +521,7 @@ export const handlers: Record<string, ApiHandler> = {
     const stranded = await strandedView(host, counts, instances, schedules, host.clock.now());
     // The newest dead letters of all signals: each signal's newest few (an index walked backwards),
     // merged newest first — the same order as the failed runs beside them (newest created first).
-    const deadLetters: ReturnType<typeof messageView>[] = [];
+    const deadLetters: Array<ReturnType<ReturnType<typeof messageView>>> = [];
     for (const s of signals)
       if ("dead" in s && (s.dead ?? 0) > 0)
         deadLetters.push(
@@ -529,7 +532,7 @@ export const handlers: Record<string, ApiHandler> = {
               limit: RECENT_FAILURES,
               newestFirst: true,
             })
-          ).items.map(messageView),
+          ).items.map(messageView(host)),
         );
     deadLetters.sort((a, b) => b.createdAt - a.createdAt);
     return {
@@ -586,7 +589,7 @@ export const handlers: Record<string, ApiHandler> = {
       cursor: cursorOf(query, decodeSeqCursor),
       limit: limitOf(query),
     });
-    return { body: { items: page.items.map(messageView), next: page.next } };
+    return { body: { items: page.items.map(messageView(host)), next: page.next } };
   },
 
   "GET /api/signals/:signal/dead": async ({ host }, { params, query }) => {
@@ -597,7 +600,7 @@ export const handlers: Record<string, ApiHandler> = {
       cursor: cursorOf(query, decodeSeqCursor),
       limit: limitOf(query),
     });
-    return { body: { items: page.items.map(messageView), next: page.next } };
+    return { body: { items: page.items.map(messageView(host)), next: page.next } };
   },
 
   "GET /api/messages/:id": async ({ host }, { params }) => {
@@ -608,7 +611,7 @@ export const handlers: Record<string, ApiHandler> = {
     // as a run, and a durable run is pruned after durable.retentionMs while its dead letters stay.
     // One primary-key read, for this one message only (never per row of a list).
     const parentRunFound = m.parentRunId ? (await host.store.getRun(m.parentRunId)) !== undefined : false;
-    return { body: { ...messageView(m), parentRunFound } };
+    return { body: { ...messageView(host)(m), parentRunFound } };
   },
 
   "POST /api/signals/:signal/replay": async ({ host, jobs, audit }, { params, body, actor }) => {

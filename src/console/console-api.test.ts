@@ -9,6 +9,7 @@ import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
 import { MISMATCH_FIX, UNKNOWN_FLOW_FIX, unknownFlowHold } from "../durable/mismatch-log.ts";
+import { spentSettlement } from "../signal/attempt-budget.ts";
 import { replayLimits } from "./api.ts";
 
 const TOKEN = "alice-secret-0123456789";
@@ -277,6 +278,158 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     ]);
     expect(audit.body.items[0]).toMatchObject({ actor: "alice", target: "signal:jobs.run", at: time.now() });
     expect(JSON.stringify(audit.body)).not.toContain("fail");
+  });
+
+  it("a message's history names each attempt whose lease lapsed before it settled (lapsed), never the claim that found the budget spent; a replay starts the count again", async () => {
+    const { app, api, time } = await start();
+    const store = app.store;
+    // No pool of this app claims this signal: the test claims it as workers would, then lets leases lapse.
+    const signal = "jobs.unserved";
+    const leaseMs = 30_000;
+    const claim = async (worker: string) => {
+      const [m] = await store.claim({ signal, worker, max: 1, now: time.now(), leaseMs });
+      return m!;
+    };
+    const emit = (id: string) =>
+      store.enqueue([{ id, signal, key: null, payload: { id }, parentRunId: null }], time.now());
+    const lapsed = (attempt: number) => ({
+      outcome: "lapsed",
+      delivery: 0,
+      attempt,
+      message: `no outcome recorded — its lease (30 s) lapsed before it settled (handler crashed, hung or ran past the lease, its process died, or it never left the prefetch buffer); reclaimed as attempt ${attempt + 1}`,
+    });
+
+    // Killed (-9) while it ran attempt 1: reclaimed once after the lease, delivered by attempt 2.
+    await emit("m_killed");
+    expect((await claim("w1")).attempts).toBe(1);
+    time.advance(leaseMs + 1);
+    expect((await claim("w2")).attempts).toBe(2);
+    await store.settle([{ id: "m_killed", worker: "w2", attempt: 2, status: "delivered" }], time.now());
+    const killed = (await api("/api/messages/m_killed")).body;
+    expect(killed).toMatchObject({ status: "delivered", attempts: 2, failures: [], lapsed: [1] });
+    expect(killed.history).toEqual([lapsed(1)]);
+
+    // retries 3: attempt 1 fails (recorded), attempts 2 to 4 outlive their lease, and claim 5 finds the
+    // budget spent: dead with LEASE_EXPIRED for attempt 4. Claim 5 ran no handler: not lapsed.
+    await emit("m_slow");
+    const first = await claim("w1");
+    await store.settle(
+      [
+        {
+          id: "m_slow",
+          worker: "w1",
+          attempt: 1,
+          status: "pending",
+          failure: { code: "E_JOB", message: "broke", at: time.now(), attempt: 1 },
+        },
+      ],
+      time.now(),
+    );
+    expect(first.attempts).toBe(1);
+    for (let attempt = 2; attempt <= 4; attempt++) {
+      expect((await claim(`w${attempt}`)).attempts).toBe(attempt);
+      time.advance(leaseMs + 1);
+    }
+    const spent = await claim("w5");
+    expect(spent.attempts).toBe(5);
+    await store.settle(
+      [spentSettlement(spent, { name: signal, retries: 3, deadLetter: true }, "w5", time.now())],
+      time.now(),
+    );
+    const slow = (await api("/api/messages/m_slow")).body;
+    expect(slow).toMatchObject({ status: "dead", attempts: 5, replays: 0, lapsed: [2, 3] });
+    expect(slow.failures.map((f: Body) => [f.attempt, f.code])).toEqual([
+      [1, "E_JOB"],
+      [4, "LEASE_EXPIRED"],
+    ]);
+    expect(slow.history.map((e: Body) => [e.delivery, e.attempt, e.outcome])).toEqual([
+      [0, 1, "failed"],
+      [0, 2, "lapsed"],
+      [0, 3, "lapsed"],
+      [0, 4, "failed"],
+    ]);
+    expect(slow.history[1]).toEqual(lapsed(2));
+    // The dead letters list carries the same, for `oke dead`.
+    const listed = (await api(`/api/signals/${signal}/dead`)).body.items;
+    expect(listed.map((m: Body) => [m.id, m.lapsed])).toEqual([["m_slow", [2, 3]]]);
+
+    // Replayed: attempts count from 1 again. Attempt 1 of the new delivery lapses, attempt 2 is in
+    // flight: its own lapse is the current delivery's, the earlier ones stay under the first delivery.
+    expect(await store.replay(signal, ["m_slow"], time.now())).toEqual(["m_slow"]);
+    expect((await claim("w6")).attempts).toBe(1);
+    time.advance(leaseMs + 1);
+    expect((await claim("w7")).attempts).toBe(2);
+    const replayed = (await api("/api/messages/m_slow")).body;
+    expect(replayed).toMatchObject({ status: "inflight", attempts: 2, replays: 1, lapsed: [1] });
+    expect(replayed.history.map((e: Body) => [e.delivery, e.attempt, e.outcome])).toEqual([
+      [0, 1, "failed"],
+      [0, 2, "lapsed"],
+      [0, 3, "lapsed"],
+      [0, 4, "failed"],
+      [1, 1, "lapsed"],
+    ]);
+    // It fails at attempt 2 now: the restart shows in the failures, and attempt 1 is still the lapsed one.
+    await store.settle(
+      [
+        {
+          id: "m_slow",
+          worker: "w7",
+          attempt: 2,
+          status: "pending",
+          failure: { code: "E_JOB", message: "broke again", at: time.now(), attempt: 2 },
+        },
+      ],
+      time.now(),
+    );
+    const failedAgain = (await api("/api/messages/m_slow")).body;
+    expect(failedAgain).toMatchObject({ status: "pending", attempts: 2, lapsed: [1] });
+    expect(failedAgain.history.map((e: Body) => [e.delivery, e.attempt, e.outcome])).toEqual([
+      [0, 1, "failed"],
+      [0, 2, "lapsed"],
+      [0, 3, "lapsed"],
+      [0, 4, "failed"],
+      [1, 1, "lapsed"],
+      [1, 2, "failed"],
+    ]);
+
+    // A message whose handler failed on every attempt has nothing lapsed.
+    await app.emit(jobs, { n: 7, fail: true }, { id: "m_failing" });
+    await app.idle();
+    const failing = (await api("/api/messages/m_failing")).body;
+    expect(failing).toMatchObject({ status: "dead", attempts: 2, lapsed: [] });
+    expect(failing.history.map((e: Body) => [e.delivery, e.attempt, e.outcome])).toEqual([
+      [0, 1, "failed"],
+      [0, 2, "failed"],
+    ]);
+  });
+
+  it("a run taken over after its holder stopped renewing its lease explains its recoveries in one line, with durable.maxRecoveries", async () => {
+    let store!: Store;
+    const { api, time } = await start({ store: (s) => (store = s) });
+    // A flow this app does not have, so none of its schedulers takes the run over itself.
+    await store.startRun({
+      id: "r-taken",
+      flow: "retired.flow",
+      input: null,
+      parentRunId: null,
+      owner: "dead/1",
+      now: time.now(),
+      leaseMs: 30_000,
+    });
+    expect((await api("/api/runs/r-taken")).body).toMatchObject({ recovered: null, maxRecoveries: 10 });
+    time.advance(30_001);
+    const taken = await store.acquireRun({
+      runId: "r-taken",
+      owner: "alive/1",
+      now: time.now(),
+      leaseMs: 30_000,
+    });
+    expect(taken.run.recoveries).toBe(1);
+    const d = (await api("/api/runs/r-taken")).body;
+    expect(d.run.recoveries).toBe(1);
+    expect(d.recovered).toBe(
+      'recovered 1 time (of at most 10: durable.maxRecoveries): its holder stopped renewing the lease (process killed, crashed or stalled) and another instance took the run over once it lapsed; the entry after a takeover includes that wait. The log line "durable run "r-taken" (retired.flow) taken over from <holder>" names the holder',
+    );
   });
 
   it("replays at a rate: one batch per second of the app clock", async () => {

@@ -1,5 +1,6 @@
 /** What the Console needs from a running app: its operator API, its store, and who it is. */
 import type { Clock } from "../clock/clock.ts";
+import type { ResolvedConfig } from "../app/config.ts";
 import type { Manifest } from "../app/manifest.ts";
 import type { Env, OperatorApi } from "../app/types.ts";
 import type { Logger } from "../log/logger.ts";
@@ -14,4 +15,9 @@ export interface ConsoleHost {
   readonly operator: OperatorApi;
   /** This instance's holder id (lease owners start with it). */
   readonly instanceId: string;
+  /**
+   * The app's settings the views explain things with (a message's lease, a run's recovery bound);
+   * absent from a host that is not an App, whose views then leave them out.
+   */
+  readonly config?: Pick<ResolvedConfig, "leaseMs" | "durableMaxRecoveries">;
 }

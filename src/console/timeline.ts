@@ -1,5 +1,6 @@
 /** A run's detail for operators: its journal as a timeline, emits linked to messages, calls to child runs, the trace chain. */
 import { holdFix } from "../durable/mismatch-log.ts";
+import { RECOVERIES_EXCEEDED } from "../durable/recoveries.ts";
 import { entryName, type JournalEntry, type RunHold, type RunRecord } from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 
@@ -73,6 +74,10 @@ export interface RunDetail {
   moreChildren: boolean;
   /** What to do about `run.held` (holdFix): null when it is not held back, or its code has no advice. */
   heldFix: string | null;
+  /** `durable.maxRecoveries` of the Console's app: null when its host does not say. */
+  maxRecoveries: number | null;
+  /** Its recoveries explained in one line (recoveriesNote): null when it has none. */
+  recovered: string | null;
 }
 
 const PREVIEW_CHARS = 160;
@@ -102,6 +107,30 @@ export const summary = (r: RunRecord): RunSummary => ({
   recoveries: r.recoveries,
   ...(r.held === undefined ? {} : { held: r.held }),
 });
+
+/**
+ * What a run's recoveries mean, in one line for the run page and `oke run` (null when it has none):
+ * each is a takeover after its holder stopped renewing its lease, so the journal entry after it counts
+ * that wait in its time since the one before. The log line to look for is TakeoverLog's.
+ */
+export function recoveriesNote(
+  run: Pick<RunRecord, "id" | "flow" | "recoveries">,
+  maxRecoveries: number | null,
+): string | null {
+  const n = run.recoveries;
+  if (!(n > 0)) return null;
+  const bound =
+    maxRecoveries === null
+      ? ""
+      : n > maxRecoveries
+        ? ` (more than durable.maxRecoveries, ${maxRecoveries}: a run past it ends with ${RECOVERIES_EXCEEDED})`
+        : ` (of at most ${maxRecoveries}: durable.maxRecoveries)`;
+  return (
+    `recovered ${n} time${n === 1 ? "" : "s"}${bound}: its holder stopped renewing the lease (process killed, ` +
+    `crashed or stalled) and another instance took the run over once it lapsed; the entry after a takeover ` +
+    `includes that wait. The log line "durable run "${run.id}" (${run.flow}) taken over from <holder>" names the holder`
+  );
+}
 
 /** Runs `fn` on every item, at most `n` at once. */
 async function eachLimit<T>(items: readonly T[], n: number, fn: (x: T) => Promise<void>): Promise<void> {
@@ -133,6 +162,8 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
   const found = await host.operator.run(runId);
   if (!found) return undefined;
   const { run, journal } = found;
+  const max = host.config?.durableMaxRecoveries;
+  const maxRecoveries = max !== undefined && Number.isFinite(max) ? max : null;
   const { runs: newestFirst, more: moreChildren } = await childrenOf(host, run.id);
   const children = [...newestFirst].reverse(); // oldest first: the order calls were made
   const childIds = new Set(children.map((c) => c.id));
@@ -211,5 +242,7 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     children: children.map(summary),
     moreChildren,
     heldFix: run.held === undefined ? null : holdFix(run.held.code),
+    maxRecoveries,
+    recovered: recoveriesNote(run, maxRecoveries),
   };
 }

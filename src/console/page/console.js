@@ -307,7 +307,16 @@ async function overview() {
     heldBackPanel(o.heldBack),
     h("h2", {}, "Signals"),
     table(
-      ["Signal", "Delivery", "Pending", "In flight", "Dead", "Delivered", "Oldest pending", "Last 10 min"],
+      [
+        "Signal",
+        "Delivery",
+        "Pending",
+        "In flight",
+        "Dead",
+        "Delivered",
+        "Oldest pending",
+        "Delivered, last 10 min",
+      ],
       o.signals.flatMap((s) => [
         row(
           `signal ${s.name}`,
@@ -581,21 +590,55 @@ async function messageView(id) {
         )
       : null,
     h("h2", {}, "Failure history"),
-    table(
-      ["Attempt", "When", "Code", "Message"],
-      m.failures.map((f, i) =>
-        row(
-          `failure ${i}`,
-          h("td", { class: "num" }, f.attempt),
-          when(f.at),
-          h("td", {}, h("code", {}, f.code)),
-          h("td", {}, f.message),
-        ),
-      ),
-    ),
+    table(["Attempt", "When", "Code", "Message"], historyRows(m)),
     h("h2", {}, "Payload"),
     h("pre", {}, JSON.stringify(m.payload, null, 2)),
   );
+}
+
+/**
+ * A message's failure history: its failures and the attempts whose lease lapsed with no outcome
+ * recorded, as the API derived them (`history`), with a line where each replayed delivery's attempts
+ * begin — `oke dead` prints the same.
+ */
+function historyRows(m) {
+  const rows = [];
+  let delivery = 0;
+  let failure = 0;
+  for (const e of m.history ?? m.failures.map((f) => ({ ...f, outcome: "failed", delivery: 0 }))) {
+    if (e.delivery !== delivery) {
+      delivery = e.delivery;
+      rows.push(
+        h(
+          "tr",
+          { "data-key": `replay ${delivery}` },
+          h(
+            "td",
+            { colspan: 4, class: "muted" },
+            `— replay ${delivery}${m.replays === undefined ? "" : ` of ${m.replays}`}: attempts count from 1 again —`,
+          ),
+        ),
+      );
+    }
+    rows.push(
+      e.outcome === "lapsed"
+        ? row(
+            `lapsed ${delivery} ${e.attempt}`,
+            h("td", { class: "num" }, e.attempt),
+            h("td", { class: "time" }, "—"),
+            h("td", { class: "muted" }, "none"),
+            h("td", {}, e.message),
+          )
+        : row(
+            `failure ${failure++}`,
+            h("td", { class: "num" }, e.attempt),
+            when(e.at),
+            h("td", {}, h("code", {}, e.code)),
+            h("td", {}, e.message),
+          ),
+    );
+  }
+  return rows;
 }
 
 /** A run's status as the lists show it: a held-back run is running (or compensating) and waits. */
@@ -721,6 +764,8 @@ async function runView(id) {
       // Takeovers after its holder died or hung past its lease (durable.maxRecoveries bounds them).
       ` · recoveries ${r.recoveries ?? 0}`,
     ),
+    // What they mean, when there were any: the time the entry after a takeover shows includes the lapse.
+    d.recovered ? h("p", { id: "recovered", class: "warn" }, d.recovered) : null,
     r.status === "sleeping"
       ? h(
           "p",
