@@ -441,9 +441,10 @@ describe("WorkerPool: a handler still running when its lease runs out", () => {
         attempt,
         lateMs: 0,
         msg:
-          attempt < 4
+          (attempt < 4
             ? `${lease}: it runs as attempt ${attempt + 1}`
-            : `${lease}: its 4 attempt(s) are spent, so that claim settles it dead (LEASE_EXPIRED) without running it`,
+            : `${lease}: its 4 attempt(s) are spent, so that claim settles it dead (LEASE_EXPIRED) without running it`) +
+          ". Work longer than the lease belongs in a durable flow (each step renews its lease) or needs a longer signals.leaseMs",
       })),
     );
     // The hung handlers take no slot: nothing runs, nothing is held.

@@ -635,6 +635,9 @@ export class WorkerPool {
     } else {
       next = `its ${s.retries + 1} attempt(s) are spent, so that claim settles it with its run, or ${settledAs} when it has none`;
     }
+    // A plain handler has no way to keep its lease: say where longer work belongs.
+    if (handler && this.o.whenSpent === undefined)
+      next += `. Work longer than the lease belongs in a durable flow (each step renews its lease) or needs a longer signals.leaseMs`;
     // A durable consumer's claim here that finds the run busy (this one may hold it) waits for it.
     if (this.o.whenSpent !== undefined && this.o.whenSpentSays === undefined)
       next += `; should that claim find its run busy, it runs again here once this ${handler ? "attempt" : "lookup"} has ended`;
