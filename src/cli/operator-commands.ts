@@ -179,7 +179,13 @@ const shapes = {
             (c) => isStr(c.name) && isNum(c.dueAt) && isStr(c.fix),
           ))))) as Shape<Overview>,
   messages: ((v) => isPage(v, isMessage)) as Shape<{ items: Message[]; next: string | null }>,
-  runs: ((v) => isPage(v, isRun)) as Shape<{ items: RunRow[]; next: string | null }>,
+  runs: ((v) => isPage(v, isRun)) as Shape<{
+    items: RunRow[];
+    next: string | null;
+    /** With a flow filter: whether the app has that flow, durable or not (absent from older apps). */
+    flowKind?: "durable" | "plain" | "none";
+    durableFlows?: string[];
+  }>,
   run: ((v) =>
     isObj(v) &&
     isObj(v.run) &&
@@ -867,8 +873,24 @@ export function addOperatorCommands(program: Command): void {
             `oke: the Console at ${c.url} does not filter held-back runs (an older okengine): it listed others too`,
             EXIT_REFUSED,
           );
-        if (flags.json) printJson(page);
-        else print(formatRuns(page, nextPage(cmd, words, page.next ?? "")));
+        if (flags.json) return printJson(page);
+        // Why a flow's list is empty, when the app can say (an older one sends no flowKind).
+        if (flags.flow !== undefined && page.items.length === 0 && !flags.cursor) {
+          if (page.flowKind === "none")
+            throw new CommandError(
+              `oke: no flow "${oneLine(flags.flow)}" in the app at ${c.url}, and no runs of one in its store; its durable flows: ${
+                page.durableFlows?.map(oneLine).join(", ") || "none"
+              }`,
+              EXIT_REFUSED,
+            );
+          if (page.flowKind === "plain")
+            return print(`no runs: flow "${oneLine(flags.flow)}" is not durable, so it keeps no runs`);
+        }
+        const note =
+          page.flowKind === "none" && page.items.length > 0
+            ? `\nflow "${oneLine(flags.flow ?? "")}" is not in the app at ${c.url} (removed or renamed?); oke status says whether a live instance runs it`
+            : "";
+        print(formatRuns(page, nextPage(cmd, words, page.next ?? "")) + note);
       },
     ),
   );

@@ -404,11 +404,12 @@ describe("against a real app's Console", () => {
       },
     });
 
+  const inner = createMemoryStore();
   beforeAll(async () => {
     app = createApp({
       modules: [{ failWorker, broken, fine, relayWorker, plainRelay }],
       env: "test",
-      store: withOutage(createMemoryStore()),
+      store: withOutage(inner),
       config: { console: { port: 0, tokens: { alice: TOKEN } } },
     });
     const started = await app.start({ port: 0, host: "127.0.0.1" });
@@ -427,6 +428,40 @@ describe("against a real app's Console", () => {
     const r = await cli("status");
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("15 failed runs: oke runs --status failed");
+  });
+
+  it("runs --flow says why a flow's list is empty: no such flow (exit 1, naming the durable ones), or one that keeps no runs; runs of a flow the app lacks are listed with a note", async () => {
+    const missing = await cli("runs", "--flow", "trips.nosuch");
+    expect([missing.code, missing.stdout]).toEqual([1, ""]);
+    expect(missing.stderr).toBe(
+      `oke: no flow "trips.nosuch" in the app at ${url}, and no runs of one in its store; its durable flows: jobs.relayWork, trips.broken, trips.fine`,
+    );
+    expect(await cli("runs", "--flow", "trips.plainRelay")).toMatchObject({
+      code: 0,
+      stdout: 'no runs: flow "trips.plainRelay" is not durable, so it keeps no runs',
+    });
+    // A previous version's flow: its runs are listed, with what that means.
+    await inner.startRun({
+      id: "r_retired",
+      flow: "trips.retired",
+      input: null,
+      parentRunId: null,
+      owner: "old/1",
+      now: Date.now(),
+      leaseMs: 30_000,
+    });
+    await inner.releaseRun({
+      runId: "r_retired",
+      owner: "old/1",
+      now: Date.now(),
+      retryAt: Date.now() + 60_000,
+    });
+    const retired = await cli("runs", "--flow", "trips.retired");
+    expect(retired.code).toBe(0);
+    expect(retired.stdout).toContain("r_retired");
+    expect(retired.stdout.split("\n").at(-1)).toBe(
+      `flow "trips.retired" is not in the app at ${url} (removed or renamed?); oke status says whether a live instance runs it`,
+    );
   });
 
   it("the next-page line is the same command, every option kept and shell-quoted, plus --cursor", async () => {

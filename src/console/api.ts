@@ -746,7 +746,16 @@ export const handlers: Record<string, ApiHandler> = {
       }
       items.push({ ...summary(r), parentRunId: r.parentRunId, sleepingOn, error: r.error });
     }
-    return { body: { items, next: page.next } };
+    // Filtered by a flow: whether the app has it, so an empty list can say why (a misspelt name, or
+    // a flow that keeps no runs) rather than just "no runs".
+    const flowName = query.get("flow") || undefined;
+    if (flowName === undefined) return { body: { items, next: page.next } };
+    const flow = host.manifest.flows.find((f) => f.name === flowName);
+    const flowKind = flow === undefined ? "none" : flow.durable ? "durable" : "plain";
+    const durableFlows = host.manifest.flows.filter((f) => f.durable).map((f) => f.name);
+    return {
+      body: { items, next: page.next, flowKind, ...(flowKind === "none" ? { durableFlows } : {}) },
+    };
   },
 
   "GET /api/runs/:id": async ({ host }, { params }) => {

@@ -989,6 +989,24 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     }
   });
 
+  it("GET /api/runs?flow= says whether the app has that flow (flowKind), and names its durable flows when it has not", async () => {
+    const { api } = await start();
+    const missing = (await api("/api/runs?flow=trip.nosuch")).body;
+    expect(missing).toMatchObject({ items: [], next: null, flowKind: "none" });
+    expect(missing.durableFlows).toEqual(expect.arrayContaining(["trip.parent", "trip.many", "trip.napper"]));
+    expect(missing.durableFlows).not.toContain("trip.plainEmit");
+    expect((await api("/api/runs?flow=trip.plainEmit")).body).toEqual({
+      items: [],
+      next: null,
+      flowKind: "plain",
+    });
+    const durable = (await api("/api/runs?flow=trip.parent")).body;
+    expect(durable.flowKind).toBe("durable");
+    expect(durable).not.toHaveProperty("durableFlows");
+    // No flow filter: the answer's shape is as before.
+    expect(Object.keys((await api("/api/runs")).body).sort()).toEqual(["items", "next"]);
+  });
+
   it("each reason a run is held back for gets its own advice: the run's heldFix, and the overview's fix names each code when runs wait for different ones", async () => {
     let store!: Store;
     const { api, time } = await start({ store: (s) => (store = s) });
