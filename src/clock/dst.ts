@@ -2,7 +2,6 @@
 import { Cron } from "croner";
 import type { ScheduleSpec } from "../store/schedule-types.ts";
 
-const MINUTE = 60_000;
 const DAY = 86_400_000;
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
@@ -50,7 +49,24 @@ export interface Transition {
   to: number;
 }
 
-/** DST transitions of `tz` in [start, start + days). */
+/**
+ * The first whole second in (lo, hi] whose offset is not `prev`, given that `hi`'s is not. Offsets
+ * change on whole seconds, so the answer is the transition itself whatever `lo` and `hi` are: a
+ * search stepping from an unaligned `now` would land between transitions' seconds and carry the
+ * leftover into every wall time derived from it.
+ */
+function changeAt(tz: string, lo: number, hi: number, prev: number): number {
+  let a = Math.floor(lo / 1000);
+  let b = Math.ceil(hi / 1000);
+  while (b - a > 1) {
+    const mid = Math.floor((a + b) / 2);
+    if (zoneOffset(tz, mid * 1000) === prev) a = mid;
+    else b = mid;
+  }
+  return b * 1000;
+}
+
+/** DST transitions of `tz` in [start, start + days), to the second. Zones change at most once a day. */
 export function transitions(tz: string, start: number, days = 366): Transition[] {
   const out: Transition[] = [];
   let prev = zoneOffset(tz, start);
@@ -58,15 +74,7 @@ export function transitions(tz: string, start: number, days = 366): Transition[]
     const t = start + d * DAY;
     const off = zoneOffset(tz, t);
     if (off === prev) continue;
-    // Bisect to the minute the offset changed.
-    let lo = t - DAY;
-    let hi = t;
-    while (hi - lo > MINUTE) {
-      const mid = lo + Math.floor((hi - lo) / 2 / MINUTE) * MINUTE || lo + MINUTE;
-      if (zoneOffset(tz, mid) === prev) lo = mid;
-      else hi = mid;
-    }
-    const at = hi;
+    const at = changeAt(tz, t - DAY, t, prev);
     out.push(
       off > prev
         ? { at, kind: "gap", from: at + prev, to: at + off }
@@ -88,15 +96,7 @@ export function gapsBetween(tz: string, start: number, end: number): Transition[
     const hi = Math.min(end, lo + DAY);
     const off = zoneOffset(tz, hi);
     if (off !== prev) {
-      // The first whole second after `lo` whose offset is the new one.
-      let a = Math.floor(lo / 1000);
-      let b = Math.ceil(hi / 1000);
-      while (b - a > 1) {
-        const mid = Math.floor((a + b) / 2);
-        if (zoneOffset(tz, mid * 1000) === prev) a = mid;
-        else b = mid;
-      }
-      const at = b * 1000;
+      const at = changeAt(tz, lo, hi, prev);
       if (off > prev && at > start) out.push({ at, kind: "gap", from: at + prev, to: at + off });
       prev = off;
     }

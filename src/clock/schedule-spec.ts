@@ -21,10 +21,46 @@ export interface CompiledSpec {
 /** Counting missed cron slots stops here; `missedRuns` then reads "at least this many". */
 export const MAX_COUNTED_SLOTS = 100_000;
 
-const NICKNAMES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"]);
+/** The nicknames a cron may be (croner reads them all): the check and its error read this one list. */
+const NICKNAMES = ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"] as const;
 
-/** Why a spec is not valid, or undefined when it is. */
+/** The five fields, named as an error names them, with what each accepts. */
+const FIELDS = [
+  ["minute", "0-59"],
+  ["hour", "0-23"],
+  ["day-of-month", "1-31 or L"],
+  ["month", "1-12 or jan-dec"],
+  ["day-of-week", "0-7 or sun-sat"],
+] as const;
+
+/**
+ * Where a spec's search for a next fire starts when judging whether it ever fires: a fixed instant,
+ * so the verdict does not depend on the clock. A 5-field cron repeats with the calendar (it has no
+ * year), so one that fires at all fires after any instant.
+ */
+const NEVER_FIRES_PROBE = Date.UTC(2000, 0, 1);
+
+/**
+ * Why a spec may not be declared or set by an operator's edit, or undefined when it may: a spec
+ * that is malformed, or a cron that matches no date at all (`0 0 31 2 *`), which would be a clock
+ * that silently never fires.
+ */
 export function specProblem(spec: ScheduleSpec): string | undefined {
+  const problem = shapeProblem(spec);
+  if (problem !== undefined || spec.cron === null) return problem;
+  const cron = spec.cron.trim();
+  const probe = new Cron(cron, { mode: "5-part", timezone: "UTC", paused: true });
+  if (probe.nextRun(new Date(NEVER_FIRES_PROBE)) === null)
+    return `cron "${cron}" never fires: no date matches it (check its day-of-month against its month)`;
+  return undefined;
+}
+
+/**
+ * Why a spec cannot be compiled, or undefined when it can. Looser than specProblem: a stored spec
+ * that never fires (an operator edit made before specProblem refused it) still compiles, with no
+ * next slot, rather than throwing at every look-up of the runtime.
+ */
+function shapeProblem(spec: ScheduleSpec): string | undefined {
   if ((spec.cron === null) === (spec.every === null)) return "needs exactly one of cron or every";
   if (!isTimeZone(spec.timezone)) return `timezone "${spec.timezone}" is not an IANA time zone`;
   if (spec.every !== null) {
@@ -34,16 +70,40 @@ export function specProblem(spec: ScheduleSpec): string | undefined {
   }
   const cron = spec.cron!.trim();
   if (cron.startsWith("@")) {
-    return NICKNAMES.has(cron.toLowerCase())
-      ? undefined
-      : `cron "${cron}" is not a known nickname (@yearly @monthly @weekly @daily @hourly)`;
+    if ((NICKNAMES as readonly string[]).includes(cron.toLowerCase())) return undefined;
+    const interval = /^@every\s+(\S+)$/i.exec(cron)?.[1];
+    const hint = interval === undefined ? "" : `; an interval is every: "${interval}", not a cron`;
+    return `cron "${cron}" is not a known nickname (${NICKNAMES.join(" ")})${hint}`;
   }
-  const fields = cron.split(/\s+/).length;
-  if (fields !== 5) return `cron "${cron}" must have five fields (m h dom mon dow), it has ${fields}`;
+  const fields = cron.split(/\s+/);
+  if (fields.length !== 5)
+    return `cron "${cron}" must have five fields (m h dom mon dow), it has ${fields.length}`;
   try {
     new Cron(cron, { mode: "5-part", timezone: spec.timezone, paused: true });
   } catch (e) {
-    return `cron "${cron}" does not parse: ${e instanceof Error ? e.message : String(e)}`;
+    return `cron "${cron}" does not parse: ${fieldProblem(fields) ?? errorText(e)}`;
+  }
+  return undefined;
+}
+
+const errorText = (e: unknown): string =>
+  (e instanceof Error ? e.message : String(e)).replace(/^CronPattern: /, "");
+
+/**
+ * The first field of a cron that croner refuses on its own, named and quoted as the user wrote it.
+ * croner's own message describes its rewrite of the field (`configuration entry 5 (1-fry)` for
+ * `mon-fry`, `day: 31` for 32), so it is kept only when it says something else (a bad step or range).
+ */
+function fieldProblem(fields: readonly string[]): string | undefined {
+  for (const [i, [name, accepts]] of FIELDS.entries()) {
+    const alone = FIELDS.map((_, j) => (j === i ? fields[i] : "*")).join(" ");
+    try {
+      new Cron(alone, { mode: "5-part", timezone: "UTC", paused: true });
+    } catch (e) {
+      const detail = errorText(e);
+      const rewritten = /configuration entry|Invalid value for/.test(detail);
+      return `${name} field "${fields[i]}" is not valid (${accepts})${rewritten ? "" : `: ${detail}`}`;
+    }
   }
   return undefined;
 }
@@ -58,9 +118,12 @@ export function isTimeZone(tz: string): boolean {
   }
 }
 
-/** Compiles a spec that `specProblem` accepted. Throws TypeError otherwise. */
+/**
+ * Compiles a spec that `specProblem` accepted, or a stored one that never fires (`next` is then
+ * always null). Throws TypeError for a malformed spec.
+ */
 export function compileSpec(spec: ScheduleSpec): CompiledSpec {
-  const problem = specProblem(spec);
+  const problem = shapeProblem(spec);
   if (problem !== undefined) throw new TypeError(`schedule: ${problem}`);
   if (spec.every !== null) {
     const ms = parseDuration(spec.every);

@@ -1,8 +1,14 @@
 // Clock declarations, cron and interval specs, and DST transitions.
 import { describe, expect, it } from "vitest";
+import { OkeError } from "../errors.ts";
+import { createLogger } from "../log/logger.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
 import { dstNotes, transitions } from "./dst.ts";
+import { createScheduleOperator } from "./schedule-operator.ts";
+import { ScheduleRuntime } from "./schedule-runtime.ts";
 import { clock, every } from "./schedule.ts";
 import { compileSpec, specProblem } from "./schedule-spec.ts";
+import { createTimeTravel } from "./time-travel.ts";
 
 const utc = (s: string): number => Date.parse(s);
 
@@ -59,6 +65,83 @@ describe("clock declarations", () => {
     expect(() => clock("bad", options as never)).toThrow(text);
   });
 
+  it("a cron's bad field is named and quoted as written, not as croner rewrote it", () => {
+    const problem = (cron: string) => specProblem({ cron, every: null, timezone: "UTC" });
+    expect(() => clock("r", { cron: "0 7 * * mon-fry" })).toThrow(
+      new TypeError(
+        'clock("r"): cron "0 7 * * mon-fry" does not parse: day-of-week field "mon-fry" is not valid (0-7 or sun-sat)',
+      ),
+    );
+    // croner says "day: 31" and "month: 12" for these: its own message is dropped.
+    expect(problem("* * 32 * *")).toBe(
+      'cron "* * 32 * *" does not parse: day-of-month field "32" is not valid (1-31 or L)',
+    );
+    expect(problem("* * * 13 *")).toBe(
+      'cron "* * * 13 *" does not parse: month field "13" is not valid (1-12 or jan-dec)',
+    );
+    expect(problem("0 7 * jam *")).toMatch(/: month field "jam" is not valid \(1-12 or jan-dec\)$/);
+    // What croner says of a bad step or range is kept.
+    expect(problem("*/0 * * * *")).toBe(
+      'cron "*/0 * * * *" does not parse: minute field "*/0" is not valid (0-59): Syntax error, illegal stepping: 0',
+    );
+    expect(problem("0 17-9 * * *")).toMatch(
+      /: hour field "17-9" is not valid \(0-23\): From value is larger than to value/,
+    );
+  });
+
+  it("a cron that matches no date is refused at declaration", () => {
+    for (const cron of ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+      expect(() => clock("never", { cron, timezone: "Europe/Paris" }), cron).toThrow(
+        new TypeError(
+          `clock("never"): cron "${cron}" never fires: no date matches it (check its day-of-month against its month)`,
+        ),
+      );
+    // Rare is not never: Feb 29 comes every four years; with a weekday too, croner fires on either.
+    expect(specProblem({ cron: "0 0 29 2 *", every: null, timezone: "UTC" })).toBeUndefined();
+    expect(specProblem({ cron: "0 0 31 2 mon", every: null, timezone: "UTC" })).toBeUndefined();
+    // A stored spec that never fires (an edit from before the check) still compiles: no next slot.
+    const stored = compileSpec({ cron: "0 0 31 2 *", every: null, timezone: "UTC" });
+    expect(stored.next(utc("2026-01-01T00:00:00Z"))).toBeNull();
+    expect(stored.latestDue(0, utc("2026-01-01T00:00:00Z"))).toBeNull();
+  });
+
+  it("an operator's edit to a cron that never fires is OKE1701, and the spec in force stays", async () => {
+    const store = createMemoryStore();
+    const rt = new ScheduleRuntime({
+      store,
+      clock: createTimeTravel(utc("2026-05-01T10:00:00Z")),
+      logger: createLogger({ format: "silent" }),
+      clocks: [{ name: "r", schedule: clock("r", { cron: "0 7 * * *", overridable: true }), flow: "f.r" }],
+    });
+    await rt.start();
+    try {
+      const ops = createScheduleOperator(store, rt);
+      const err: unknown = await ops.edit("r", { cron: "0 0 31 2 *" }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OkeError);
+      expect(err).toMatchObject({
+        code: "OKE1701",
+        status: 400,
+        message:
+          'clock "r": cron "0 0 31 2 *" never fires: no date matches it (check its day-of-month against its month)',
+      });
+      expect(await ops.get("r")).toMatchObject({ cron: "0 7 * * *", overridden: false });
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it("an unknown nickname's error lists every nickname accepted, and points @every at every", () => {
+    const problem = specProblem({ cron: "@every 5m", every: null, timezone: "UTC" });
+    expect(problem).toBe(
+      'cron "@every 5m" is not a known nickname (@yearly @annually @monthly @weekly @daily @midnight @hourly); an interval is every: "5m", not a cron',
+    );
+    for (const nick of problem!.slice(problem!.indexOf("(") + 1, problem!.indexOf(")")).split(" "))
+      expect(specProblem({ cron: nick, every: null, timezone: "UTC" }), nick).toBeUndefined();
+    expect(specProblem({ cron: "@often", every: null, timezone: "UTC" })).toBe(
+      'cron "@often" is not a known nickname (@yearly @annually @monthly @weekly @daily @midnight @hourly)',
+    );
+  });
+
   it("accepts steps, ranges, lists, names and nicknames", () => {
     for (const cron of [
       "*/15 9-17 * * 1-5",
@@ -69,6 +152,9 @@ describe("clock declarations", () => {
       "@weekly",
       "@monthly",
       "@yearly",
+      "@annually",
+      "@midnight",
+      "@DAILY",
     ])
       expect(specProblem({ cron, every: null, timezone: "UTC" }), cron).toBeUndefined();
   });
@@ -172,5 +258,83 @@ describe("slot maths", () => {
     ]);
     expect(ny("0 12 * * *")).toEqual([]);
     expect(dstNotes({ cron: null, every: "1h", timezone: "America/New_York" }, from)).toEqual([]);
+  });
+
+  // Boots are never on a whole minute: the transitions and notes must not carry the boot's seconds.
+  describe("DST notes from a `now` that is not on a whole minute", () => {
+    const iso = (t: number) => new Date(t).toISOString();
+    const wall = (t: number) => new Date(t).toISOString().slice(0, 16);
+    const shape = (tz: string, now: string) =>
+      transitions(tz, utc(now)).map((t) => [t.kind, iso(t.at), wall(t.from), wall(t.to)]);
+    const notes = (tz: string, cron: string, now: string) =>
+      dstNotes({ cron, every: null, timezone: tz }, utc(now));
+
+    it.each(["2026-12-04T20:35:17.123Z", "2026-12-04T20:35:59.999Z", "2026-12-04T20:35:00.000Z"])(
+      "Europe/Paris from %s",
+      (now) => {
+        expect(shape("Europe/Paris", now)).toEqual([
+          ["gap", "2027-03-28T01:00:00.000Z", "2027-03-28T02:00", "2027-03-28T03:00"],
+          ["overlap", "2027-10-31T01:00:00.000Z", "2027-10-31T02:00", "2027-10-31T03:00"],
+        ]);
+        expect(notes("Europe/Paris", "0 2 * * *", now)).toEqual([
+          'cron "0 2 * * *" in Europe/Paris meets a DST gap on 2027-03-28 (local 02:00–03:00 does not exist): the fire at 02:00 runs at 03:00, the next valid instant',
+          expect.stringMatching(
+            /^cron "0 2 \* \* \*" in Europe\/Paris meets a DST overlap on 2027-10-31 \(local 02:00–03:00 happens twice\)/,
+          ),
+        ]);
+        expect(notes("Europe/Paris", "0 3 * * *", now)).toEqual([]);
+        expect(notes("Europe/Paris", "59 1 * * *", now)).toEqual([]);
+        expect(notes("Europe/Paris", "59 2 * * *", now)).toHaveLength(2);
+        expect(notes("Europe/Paris", "* * * * *", now)[0]).toMatch(
+          /: the fires at 02:00, 02:01, 02:02 … 02:59 run once, at 03:00, the next valid instant$/,
+        );
+      },
+    );
+
+    it("America/New_York: gap 02:00–03:00 in March, overlap 01:00–02:00 in November", () => {
+      const now = "2026-01-01T00:00:17.123Z";
+      expect(shape("America/New_York", now)).toEqual([
+        ["gap", "2026-03-08T07:00:00.000Z", "2026-03-08T02:00", "2026-03-08T03:00"],
+        ["overlap", "2026-11-01T06:00:00.000Z", "2026-11-01T01:00", "2026-11-01T02:00"],
+      ]);
+      expect(notes("America/New_York", "0 2 * * *", now)).toEqual([
+        expect.stringMatching(
+          /DST gap on 2026-03-08 .*: the fire at 02:00 runs at 03:00, the next valid instant$/,
+        ),
+      ]);
+      expect(notes("America/New_York", "0 1 * * *", now)).toEqual([
+        expect.stringMatching(/DST overlap on 2026-11-01 \(local 01:00–02:00 happens twice\)/),
+      ]);
+      expect(notes("America/New_York", "0 3 * * *", now)).toEqual([]);
+      // From just before the gap: still found, to the minute.
+      expect(notes("America/New_York", "0 2 * * *", "2026-03-08T06:59:59.500Z")).toEqual([
+        expect.stringMatching(
+          /DST gap on 2026-03-08 \(local 02:00–03:00 does not exist\): the fire at 02:00 runs/,
+        ),
+      ]);
+    });
+
+    it("Australia/Lord_Howe: a half-hour shift, gap 02:00–02:30 in October, overlap 01:30–02:00 in April", () => {
+      const now = "2026-01-01T00:00:41.007Z";
+      expect(shape("Australia/Lord_Howe", now)).toEqual([
+        ["overlap", "2026-04-04T15:00:00.000Z", "2026-04-05T01:30", "2026-04-05T02:00"],
+        ["gap", "2026-10-03T15:30:00.000Z", "2026-10-04T02:00", "2026-10-04T02:30"],
+      ]);
+      expect(notes("Australia/Lord_Howe", "15 2 * * *", now)).toEqual([
+        'cron "15 2 * * *" in Australia/Lord_Howe meets a DST gap on 2026-10-04 (local 02:00–02:30 does not exist): the fire at 02:15 runs at 02:30, the next valid instant',
+      ]);
+      expect(notes("Australia/Lord_Howe", "45 1 * * *", now)).toEqual([
+        expect.stringMatching(/DST overlap on 2026-04-05 \(local 01:30–02:00 happens twice\)/),
+      ]);
+      expect(notes("Australia/Lord_Howe", "30 2 * * *", now)).toEqual([]);
+      expect(notes("Australia/Lord_Howe", "29 1 * * *", now)).toEqual([]);
+    });
+
+    it("the slot maths agree from an unaligned instant", () => {
+      const paris = compileSpec({ cron: "0 2 * * *", every: null, timezone: "Europe/Paris" });
+      expect(paris.next(utc("2027-03-27T20:35:17.123Z"))).toBe(utc("2027-03-28T01:00:00Z"));
+      const howe = compileSpec({ cron: "15 2 * * *", every: null, timezone: "Australia/Lord_Howe" });
+      expect(howe.next(utc("2026-10-03T09:12:41.007Z"))).toBe(utc("2026-10-03T15:30:00Z"));
+    });
   });
 });
