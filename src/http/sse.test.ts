@@ -1,6 +1,9 @@
 // Live routes over SSE on a real socket: history then new entries, resume by id, heartbeats, slow clients.
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, request as httpRequest, type IncomingMessage } from "node:http";
 import { connect as tcpConnect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -9,6 +12,10 @@ import type { OkeConfig } from "../app/config.ts";
 import type { App } from "../app/types.ts";
 import { createApp, flow, http, on, signal } from "../index.ts";
 import { LiveStream } from "../signal/live-runtime.ts";
+import { createFileStore } from "../store/file/file-store.ts";
+import { createPostgresStore } from "../store/postgres/postgres-store.ts";
+import { dropSchema, freshSchema, PG_URL } from "../store/postgres/test-support.ts";
+import type { Store } from "../store/types.ts";
 import { SseHub } from "./sse.ts";
 
 // SSE over a real socket: what EventSource sees of a live route.
@@ -29,8 +36,8 @@ afterEach(async () => {
   while (apps.length > 0) await apps.pop()!.stop({ timeoutMs: 1_000 });
 });
 
-async function start(config: OkeConfig = {}, logger = pino({ level: "silent" })) {
-  const app = createApp({ modules, env: "test", config, logger });
+async function start(config: OkeConfig = {}, logger = pino({ level: "silent" }), store?: Store) {
+  const app = createApp({ modules, env: "test", config, logger, ...(store === undefined ? {} : { store }) });
   apps.push(app);
   const { port } = await app.start({ port: 0, host: "127.0.0.1" });
   return { app, port };
@@ -117,26 +124,38 @@ describe("live routes over SSE", () => {
     expect((await bad.ready).statusCode).toBe(400);
   });
 
-  it("a Last-Event-ID or ?after= past the tape's head is 400 OKE1470, not a stream that waits in silence; the head itself resumes", async () => {
+  it("a Last-Event-ID or ?after= above every position given is 400 OKE1470 naming that input, not a stream that waits in silence; the head itself resumes", async () => {
     const { app, port } = await start();
     for (const state of ["a", "b"]) await app.emit(orderStatus, { state }, { key: "o1" });
     const first = connect(port, "/orders/o1/status");
     await until(() => first.events.length === 2, "both");
     first.close();
     const head = Number(first.events[1]!.id);
-    for (const [path, headers] of [
-      ["/orders/o1/status", { "last-event-id": String(head + 1_000) }],
-      [`/orders/o1/status?after=${head + 1}`, {}],
+    for (const [path, headers, message] of [
+      [
+        "/orders/o1/status",
+        { "last-event-id": String(head + 1_000) },
+        `Last-Event-ID ${head + 1_000} is above every position the store's tapes have given: not the id of an event a live stream sent`,
+      ],
+      [
+        `/orders/o1/status?after=${head + 1}`,
+        {},
+        `after ${head + 1} is above every position the store's tapes have given: not the id of an event a live stream sent`,
+      ],
+      [
+        "/orders/o1/status?after=yesterday",
+        {},
+        "after must be a tape position (the id of an event a live stream sent)",
+      ],
+      [
+        "/orders/o1/status",
+        { "last-event-id": "yesterday" },
+        "Last-Event-ID must be a tape position (the id of an event a live stream sent)",
+      ],
     ] as const) {
       const past = await fetch(`http://127.0.0.1:${port}${path}`, { headers });
       expect(past.status).toBe(400);
-      expect(await past.json()).toEqual({
-        ok: false,
-        error: {
-          code: "OKE1470",
-          message: `Last-Event-ID ${Number(headers["last-event-id"] ?? head + 1)} is past the last position of this stream's tape (${head}): not the id of an event it sent`,
-        },
-      });
+      expect(await past.json()).toEqual({ ok: false, error: { code: "OKE1470", message } });
     }
     // At the head: nothing to replay, and the next entry arrives.
     const atHead = connect(port, "/orders/o1/status", { "last-event-id": String(head) });
@@ -247,6 +266,64 @@ describe("live routes over SSE", () => {
     apps.push(app);
     const res = await app.request("/orders/o1/status");
     expect(res.status).toBe(501);
+  });
+});
+
+describe.each([
+  {
+    driver: "file",
+    make: (): { store: Store; cleanup: () => Promise<void> } => {
+      const dir = mkdtempSync(join(tmpdir(), "oke-sse-prune-"));
+      return {
+        store: createFileStore({ dir }),
+        cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+      };
+    },
+  },
+  {
+    driver: "postgres",
+    make: (): { store: Store; cleanup: () => Promise<void> } => {
+      const schema = freshSchema("sse_prune");
+      return {
+        store: createPostgresStore({ connectionString: PG_URL, schema, poolSize: 2 }),
+        cleanup: () => dropSchema(schema),
+      };
+    },
+  },
+])("a resume after the tape was pruned empty ($driver driver)", ({ make }) => {
+  it("Last-Event-ID of the last entry sent is 200: nothing to replay, then the new entries", async () => {
+    const { store, cleanup } = make();
+    try {
+      const { app, port } = await start({}, undefined, store);
+      for (const state of ["a", "b", "c"]) await app.emit(orderStatus, { state }, { key: "t1" });
+      const first = connect(port, "/orders/t1/status");
+      await until(() => first.events.length === 3, "all three");
+      first.close();
+      const lastId = first.events[2]!.id!;
+      // What retention does once the entries are old: the tape is emptied, its head drops.
+      expect(await app.store.pruneTape("orders.status", Date.now() + 3_600_000, 1_000)).toBe(3);
+      expect(await app.store.tapeHead("orders.status", "t1")).toBe(0);
+
+      const again = connect(port, "/orders/t1/status", { "last-event-id": lastId });
+      expect((await again.ready).statusCode).toBe(200);
+      await app.emit(orderStatus, { state: "d" }, { key: "t1" });
+      await until(() => again.events.length === 1, "the next entry");
+      expect(JSON.parse(again.events[0]!.data)).toEqual({ state: "d" });
+      expect(Number(again.events[0]!.id)).toBeGreaterThan(Number(lastId));
+      again.close();
+
+      // An id above every position given is still refused.
+      const above = Number(again.events[0]!.id) + 1;
+      const past = await fetch(`http://127.0.0.1:${port}/orders/t1/status`, {
+        headers: { "last-event-id": String(above) },
+      });
+      expect(past.status).toBe(400);
+      expect(((await past.json()) as { error: { code: string } }).error.code).toBe("OKE1470");
+      await app.stop({ timeoutMs: 1_000 });
+      apps.splice(apps.indexOf(app), 1);
+    } finally {
+      await cleanup();
+    }
   });
 });
 

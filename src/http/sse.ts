@@ -3,12 +3,16 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log/logger.ts";
 import type { LiveEntry, LiveListener, LiveOptionsRead, LiveStream } from "../signal/live-runtime.ts";
 import type { LiveSignal } from "../signal/signal.ts";
+import type { Store } from "../store/types.ts";
 
 /** Where streams read tapes from (the app's live runtime). */
 export interface LiveSource {
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
-  /** The tape's last position, to refuse a resume past it (OKE1470); without it any position is followed. */
-  head?(signal: LiveSignal, key?: string): Promise<number>;
+  /**
+   * The store the tapes are in: its last tape position bounds a resume (OKE1470). Without it any
+   * position is followed.
+   */
+  readonly store?: Pick<Store, "open" | "lastTapePosition">;
 }
 
 export interface SseLimits {
@@ -49,15 +53,25 @@ interface OpenStream {
   close(): void;
 }
 
+/** A resume position the client sent, and the input it came in (named in a refusal). */
+export interface ResumePosition {
+  /** The position, or "bad" for text that is not one. */
+  position: number | "bad";
+  from: "Last-Event-ID" | "after";
+}
+
 /** The last position the client saw: the Last-Event-ID header (EventSource reconnects), else `?after=`. */
-export function resumePosition(req: IncomingMessage): number | undefined | "bad" {
+export function resumePosition(req: IncomingMessage): ResumePosition | undefined {
   const header = req.headers["last-event-id"];
+  if (typeof header === "string" && header !== "")
+    return { position: parsePosition(header), from: "Last-Event-ID" };
   const q = (req.url ?? "").indexOf("?");
   const fromQuery = q === -1 ? null : new URLSearchParams((req.url ?? "").slice(q + 1)).get("after");
-  const text = typeof header === "string" && header !== "" ? header : fromQuery;
-  if (text === null || text === undefined || text === "") return undefined;
-  return /^\d{1,16}$/.test(text) ? Number(text) : "bad";
+  if (fromQuery === null || fromQuery === "") return undefined;
+  return { position: parsePosition(fromQuery), from: "after" };
 }
+
+const parsePosition = (text: string): number | "bad" => (/^\d{1,16}$/.test(text) ? Number(text) : "bad");
 
 /**
  * The number of open SSE streams, watched by the HTTP server: a socket that
@@ -104,36 +118,47 @@ export class SseHub implements StreamCount {
   }
 
   serve(req: IncomingMessage, res: ServerResponse, stream: LiveStream): void {
-    const after = resumePosition(req);
-    if (after === "bad")
+    const resume = resumePosition(req);
+    if (resume?.position === "bad")
       return refuseStream(
         res,
         400,
         "OKE1470",
-        "Last-Event-ID must be a tape position (the id of an event this stream sent)",
+        `${resume.from} must be a tape position (the id of an event a live stream sent)`,
       );
-    if (after !== undefined && after > 0 && this.source.head !== undefined) {
-      // A position past the tape's head is none this stream sent (a tape rebuilt, a restored
-      // database, a made-up id): followed, it would wait in silence until the tape caught up, then
-      // skip everything up to it. Asked before the 200, so it can still be refused.
-      void this.source.head(stream.signal, stream.key).then(
-        (head) => {
-          if (after <= head) return this.follow(req, res, stream, after);
-          refuseStream(
-            res,
-            400,
-            "OKE1470",
-            `Last-Event-ID ${after} is past the last position of this stream's tape (${head}): not the id of an event it sent`,
-          );
-        },
-        (err: unknown) => {
-          this.logger.warn(
-            { signal: stream.signal.name, key: stream.key, err },
-            "live: the tape's head could not be read; following from the position asked",
-          );
-          this.follow(req, res, stream, after);
-        },
-      );
+    const after = resume?.position;
+    const store = this.source.store;
+    if (resume !== undefined && after !== undefined && after > 0 && store !== undefined) {
+      // A position above every one the store's tapes have given is no event's id (a restored
+      // database, a made-up id): followed, it would wait in silence until the positions caught up,
+      // then skip everything up to it. Bounded by the store-wide counter, not this tape's head: a
+      // prune that empties the tape lowers its head, not the positions its clients saw. One read per
+      // connect, before the 200, so the stream can still be refused.
+      void store
+        .open()
+        .then(() => store.lastTapePosition())
+        .then(
+          (last) => {
+            if (after <= last) return this.follow(req, res, stream, after);
+            this.logger.debug(
+              { signal: stream.signal.name, key: stream.key, after, last },
+              "live: stream refused, resume position above every position given (OKE1470)",
+            );
+            refuseStream(
+              res,
+              400,
+              "OKE1470",
+              `${resume.from} ${after} is above every position the store's tapes have given: not the id of an event a live stream sent`,
+            );
+          },
+          (err: unknown) => {
+            this.logger.warn(
+              { signal: stream.signal.name, key: stream.key, err },
+              "live: the last tape position could not be read; following from the position asked",
+            );
+            this.follow(req, res, stream, after);
+          },
+        );
       return;
     }
     this.follow(req, res, stream, after);

@@ -80,8 +80,18 @@ export interface FanoutStore {
   appendTape(entries: NewTapeEntry[], now: number): Promise<TapeEntry[]>;
   /** Entries after a position in position order. */
   readTape(req: TapeRead): Promise<TapeEntry[]>;
-  /** The last position ever given on the tape (0 when none). */
+  /**
+   * The last position of the tape's entries (0 when it has none: never appended to, or pruned
+   * empty), where its readers start following. No bound for a resume: a pruned tape's head drops,
+   * and a position read from it is still a valid resume point (see `lastTapePosition`).
+   */
   tapeHead(signal: string, key: string): Promise<number>;
+  /**
+   * The last position given on any tape of the store (0 before the first append): every position a
+   * reader ever saw is at most this, pruning never lowers it, and no tape has given one above it.
+   * A resume (SSE `Last-Event-ID`) above it names no entry; at or below it, it is followed.
+   */
+  lastTapePosition(): Promise<number>;
   /** Deletes up to `limit` entries of `signal` created before `before`; returns how many. */
   pruneTape(signal: string, before: number, limit: number): Promise<number>;
   /**

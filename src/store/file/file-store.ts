@@ -186,7 +186,9 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   };
 
   /** Runs a Store method, then waits until everything it saw or did is committed. */
-  const guarded = <K extends keyof Methods | "readTape" | "tapeHead" | "appendTape" | "pruneTape">(
+  const guarded = <
+    K extends keyof Methods | "readTape" | "tapeHead" | "lastTapePosition" | "appendTape" | "pruneTape",
+  >(
     name: K,
   ): Store[K] =>
     (async (...args: unknown[]): Promise<unknown> => {
@@ -249,6 +251,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     appendTape: guarded("appendTape"),
     readTape: guarded("readTape"),
     tapeHead: guarded("tapeHead"),
+    lastTapePosition: guarded("lastTapePosition"),
     pruneTape: guarded("pruneTape"),
     subscribeTapes: (listener) => {
       tapeListeners.add(listener);

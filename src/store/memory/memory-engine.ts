@@ -390,6 +390,9 @@ export class MemoryEngine {
   tapeHead(signal: string, key: string): number {
     return this.tapes.head(signal, key);
   }
+  lastTapePosition(): number {
+    return this.tapes.lastPosition();
+  }
   prunableTape(signal: string, before: number, limit: number): TapeCut[] {
     return this.tapes.prunable(signal, before, limit).cuts;
   }

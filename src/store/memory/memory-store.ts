@@ -86,6 +86,9 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async tapeHead(signal, key) {
       return engine.tapeHead(signal, key);
     },
+    async lastTapePosition() {
+      return engine.lastTapePosition();
+    },
     async pruneTape(signal, before, limit) {
       const cuts = engine.prunableTape(signal, before, limit);
       const n = engine.cutTape(signal, cuts);

@@ -122,6 +122,11 @@ export class MemoryTapes {
     return this.tapes.get(tapeKey(signal, key))?.head ?? 0;
   }
 
+  /** The last position given on any tape (0 before the first): the counter, which a prune never lowers. */
+  lastPosition(): number {
+    return this.last;
+  }
+
   /** What pruning `signal` before `before` would remove, at most `limit` entries. */
   prunable(signal: string, before: number, limit: number): { cuts: TapeCut[]; count: number } {
     const cuts: TapeCut[] = [];
@@ -141,7 +146,7 @@ export class MemoryTapes {
   /**
    * Removes, per tape of `signal`, the entries up to a position. A tape left
    * empty is forgotten (its head reads 0 again); positions still never repeat,
-   * since they come from the one counter.
+   * since they come from the one counter, and `lastPosition` keeps bounding a resume.
    */
   cut(signal: string, cuts: readonly TapeCut[]): number {
     let n = 0;

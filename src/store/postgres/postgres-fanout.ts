@@ -47,15 +47,24 @@ const tapeName = (signal: string, key: string): string => JSON.stringify([signal
  * position from the sequence while holding it, insert the entry. The row lock
  * lasts until commit, so positions on a tape grow in commit order — a reader
  * that saw position p never later finds an entry below p appear.
+ *
+ * One sequence value per entry. The VALUES row is built before ON CONFLICT
+ * looks for the row, so a nextval there would be spent on every append that
+ * finds it (and a value taken before the lock would break the order): a new
+ * row gets the placeholder 0 instead, and its position is taken in `p` once
+ * the uncommitted row holds off the tape's other appends. The head column is
+ * therefore 0 after a tape's first append; tapeHead reads the entries instead.
  */
 const appendSql = (s: string): string => `
   WITH h AS (
-    INSERT INTO ${s}.tape_heads (signal, key, head) VALUES ($1, $2, nextval('${s}.tape_positions'))
+    INSERT INTO ${s}.tape_heads (signal, key, head) VALUES ($1, $2, 0)
     ON CONFLICT (signal, key) DO UPDATE SET head = nextval('${s}.tape_positions')
     RETURNING head
+  ), p AS (
+    SELECT CASE WHEN h.head = 0 THEN nextval('${s}.tape_positions') ELSE h.head END AS position FROM h
   )
   INSERT INTO ${s}.tape_entries (signal, key, position, id, payload, created_at)
-  SELECT $1, $2, h.head, $3, $4, $5 FROM h
+  SELECT $1, $2, p.position, $3, $4, $5 FROM p
   ON CONFLICT (id) DO NOTHING
   RETURNING signal, key, position, id, payload, created_at`;
 
@@ -206,12 +215,25 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
       return rows.map(toEntry);
     },
     async tapeHead(signal, key) {
+      // The entries, not tape_heads.head (0 after a tape's first append, see appendSql): the primary
+      // key's last row for the tape, one index probe.
       const { rows } = await q<{ head: number }>(
         ctx.pool,
-        `SELECT head FROM ${s}.tape_heads WHERE signal = $1 AND key = $2`,
+        `SELECT position AS head FROM ${s}.tape_entries WHERE signal = $1 AND key = $2
+         ORDER BY position DESC LIMIT 1`,
         [signal, key],
       );
       return rows[0]?.head ?? 0;
+    },
+    async lastTapePosition() {
+      // The sequence itself: every position given, committed or not, and a prune never lowers it.
+      // Before the first nextval last_value is the start value (1) with is_called false.
+      const { rows } = await q<{ last: number }>(
+        ctx.pool,
+        `SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last FROM ${s}.tape_positions`,
+        [],
+      );
+      return rows[0]?.last ?? 0;
     },
     async pruneTape(signal, before, limit) {
       // One batch per call (the caller loops): a big backlog never holds one long DELETE.

@@ -373,6 +373,10 @@ export class SqliteEngine {
     return this.tapes.tapeHead(signal, key);
   }
 
+  lastTapePosition(): number {
+    return this.tapes.lastTapePosition();
+  }
+
   prunableTape(signal: string, before: number, limit: number): TapeCut[] {
     return this.tapes.prunableTape(signal, before, limit);
   }

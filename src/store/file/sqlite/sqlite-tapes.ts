@@ -86,6 +86,12 @@ export class SqliteTapes {
     );
   }
 
+  /** The last position given on any tape (0 before the first): meta's counter, which a prune never lowers. */
+  lastTapePosition(): number {
+    this.b.check();
+    return this.tapeLast;
+  }
+
   prunableTape(signal: string, before: number, limit: number): TapeCut[] {
     this.b.check();
     const cuts: TapeCut[] = [];
