@@ -57,7 +57,8 @@ interface SignalRow extends Counts {
   delivery: string;
   flows: string[];
   schedule?: string;
-  copies?: Array<Counts & { flow: string; queue: string }>;
+  /** `failed`: copies whose handler failed among the newest `failedOf` delivered (absent from an older app). */
+  copies?: Array<Counts & { flow: string; queue: string; failed?: number; failedOf?: number }>;
   throughput: { delivered: number[] };
 }
 interface RunRow {
@@ -105,7 +106,8 @@ interface Overview {
   now: number;
   signals: SignalRow[];
   flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
-  recentFailures: { deadLetters: Message[]; runs: RunRow[] };
+  /** `copies`: broadcast copies whose handler failed, newest first (absent from an older app). */
+  recentFailures: { deadLetters: Message[]; runs: RunRow[]; copies?: Message[] };
   instances: number;
   /** How many live instances run each role (absent from an older app). */
   instanceRoles?: Partial<Record<"all" | "web" | "worker", number>>;
@@ -140,6 +142,8 @@ interface Schedule {
   nextFireAt: number | null;
   lastFiredAt: number | null;
   lastError: { code: string; message: string } | null;
+  /** Active with a slot due, and no live instance declares it (absent from an older app). */
+  stranded?: boolean;
 }
 
 const RUN_STATUSES = ["running", "sleeping", "compensating", "completed", "failed"];
@@ -299,6 +303,14 @@ function formatStatus(url: string, o: Overview): string {
     "",
   ];
   const rows: Array<Array<string | number | undefined>> = [];
+  /** Broadcast flows with copies whose handler failed: their DELIVERED counts those too. */
+  const copiesFailed: Array<{
+    signal: string;
+    flow: string;
+    queue: string;
+    failed: number;
+    failedOf?: number;
+  }> = [];
   const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
   for (const s of o.signals) {
     if (s.delivery === "broadcast") {
@@ -313,14 +325,17 @@ function formatStatus(url: string, o: Overview): string {
         sum(s.throughput.delivered),
       ]);
       // Copies are the broadcast's per-flow queues: shown under it, labelled, never as signals.
-      for (const c of s.copies ?? [])
+      for (const c of s.copies ?? []) {
         rows.push([
-          `  ↳ copies for ${c.flow}`,
+          // Failed copies are settled delivered (no retry, no dead letter): said beside the count.
+          `  ↳ copies for ${c.flow}${(c.failed ?? 0) > 0 ? ` (${c.failed} failed)` : ""}`,
           "copies",
           ...countsCells(c),
           age(c.oldestPendingAgeMs),
           undefined,
         ]);
+        if ((c.failed ?? 0) > 0) copiesFailed.push({ signal: s.name, ...c, failed: c.failed! });
+      }
       continue;
     }
     rows.push([
@@ -369,10 +384,19 @@ function formatStatus(url: string, o: Overview): string {
   );
   const stranded = strandedLines(o);
   const held = heldLine(o);
-  if (dead.length > 0 || failed > 0 || held !== undefined || stranded.length > 0) {
+  if (dead.length > 0 || failed > 0 || held !== undefined || stranded.length > 0 || copiesFailed.length > 0) {
     out.push("");
     for (const s of dead)
       out.push(`${s.dead} dead letter${s.dead === 1 ? "" : "s"} on ${s.name}: oke dead ${s.name}`);
+    for (const c of copiesFailed) {
+      // The count is among the newest copies the Console read: "N of the last M" when it read a full page.
+      const among = c.failedOf !== undefined && c.failed < c.failedOf ? ` of the last ${c.failedOf}` : "";
+      const newest = o.recentFailures.copies?.find((m) => m.signal === c.queue)?.failures.at(-1);
+      out.push(
+        `${c.failed}${among} broadcast ${c.failed === 1 ? "copy" : "copies"} of ${oneLine(c.signal)} failed in ${oneLine(c.flow)} ` +
+          `(counted as delivered; broadcast does not retry)${newest === undefined ? "" : `, newest: ${short(oneLine(`${newest.code} ${newest.message}`), 60)}`}`,
+      );
+    }
     if (failed > 0) out.push(`${failed} failed run${failed === 1 ? "" : "s"}: oke runs --status failed`);
     if (held !== undefined) out.push(held);
     out.push(...stranded);
@@ -609,8 +633,9 @@ function formatSchedules(list: Schedule[]): string {
       s.name,
       s.flow,
       `${s.cron !== null ? `cron ${s.cron}` : `every ${s.every ?? "?"}`}${s.overridden ? " (edited)" : ""}`,
-      s.timezone,
-      s.orphaned ? "orphaned" : s.paused ? "paused" : "active",
+      // A zone means nothing to an interval (an edit to `every` may leave the cron's zone stored).
+      s.cron !== null ? s.timezone : undefined,
+      scheduleState(s),
       when(s.nextFireAt),
       when(s.lastFiredAt),
       s.lastError ? short(`${s.lastError.code} ${s.lastError.message}`, 40) : undefined,
@@ -618,8 +643,12 @@ function formatSchedules(list: Schedule[]): string {
   );
 }
 
+/** orphaned, paused, stranded (active, due, and no live instance declares it: see oke status) or active. */
+const scheduleState = (s: Schedule): string =>
+  s.orphaned ? "orphaned" : s.paused ? "paused" : s.stranded === true ? "stranded" : "active";
+
 const scheduleLine = (verb: string, s: Schedule): string =>
-  `${verb} ${s.name}: ${s.orphaned ? "orphaned" : s.paused ? "paused" : "active"}, next fire ${when(s.nextFireAt) ?? "-"}`;
+  `${verb} ${s.name}: ${scheduleState(s)}, next fire ${when(s.nextFireAt) ?? "-"}`;
 
 /** Target of replay/discard: the ids given, or every dead letter with --all, never both or neither. */
 function targetOf(ids: string[], all: boolean | undefined): { ids: string[] } | { all: true } {

@@ -740,6 +740,112 @@ describe("stranded work in oke status", () => {
     ]);
     // The tables keep their format: the legacy flow, gone from the Console's app, has no row there.
     expect(r.stdout).not.toMatch(/^legacy\.wait /m);
+    // oke schedules says stranded where oke status does, not active; an interval shows no zone.
+    const sch = await cli("schedules");
+    expect(sch.code).toBe(0);
+    const [header, digest] = sch.stdout.split("\n");
+    const cols = (line: string): string[] => line.trim().split(/ {2,}/);
+    expect(cols(header!)).toEqual([
+      "SCHEDULE",
+      "FLOW",
+      "SPEC",
+      "ZONE",
+      "STATE",
+      "NEXT FIRE",
+      "LAST FIRED",
+      "LAST ERROR",
+    ]);
+    expect(cols(digest!)).toEqual([
+      "legacy.digest",
+      "legacy.digest",
+      "every 1m",
+      "-",
+      "stranded",
+      "2026-12-01 12:01:00Z",
+      "-",
+      "-",
+    ]);
+  });
+});
+
+// A broadcast with one subscriber that always throws, one that never does; a cron clock an operator edits.
+const newsPosted = signal.broadcast<{ n: number }>("news.posted");
+const newsRead = on(newsPosted, flow("news.read", { do: () => undefined }));
+const newsBreak = on(
+  newsPosted,
+  flow("news.break", {
+    do: ({ n }: { n: number }) => {
+      throw new Error(`news ${n} broke`);
+    },
+  }),
+);
+const parisReport = on(
+  clock("reports.paris", { cron: "0 3 * * *", timezone: "Europe/Paris", overridable: true }),
+  flow("reports.paris", { do: () => undefined }),
+);
+
+describe("broadcast failures and edited schedules in oke status and oke schedules", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("a subscriber whose every copy failed is not shown as simply delivered: its row and a line after the tables say so", async () => {
+    const app = createApp({
+      modules: [{ newsRead, newsBreak }],
+      env: "test",
+      store: createMemoryStore(),
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => app.stop({ timeoutMs: 2_000 }));
+    const url = (await app.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    for (let n = 1; n <= 40; n++) await app.emit(newsPosted, { n });
+    await app.idle();
+    const r = await oke("status", "--url", url, "--token", TOKEN);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.split("\n");
+    expect(lines.find((l) => l.includes("copies for news.break"))).toMatch(
+      /^ {2}↳ copies for news\.break \(40 failed\) +copies +0 +0 +0 +40 +- +- *$/,
+    );
+    expect(lines.find((l) => l.includes("copies for news.read"))).toMatch(
+      /^ {2}↳ copies for news\.read +copies /,
+    );
+    expect(lines.at(-1)).toMatch(
+      /^40 broadcast copies of news\.posted failed in news\.break \(counted as delivered; broadcast does not retry\), newest: Error news \d+ broke$/,
+    );
+  });
+
+  it("an every schedule edited from a cron in a zone shows no zone", async () => {
+    const app = createApp({
+      modules: [{ parisReport }],
+      env: "test",
+      store: createMemoryStore(),
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => app.stop({ timeoutMs: 2_000 }));
+    const url = (await app.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const cols = (line: string): string[] => line.trim().split(/ {2,}/);
+    expect(cols((await cli("schedules")).stdout.split("\n")[1]!).slice(0, 5)).toEqual([
+      "reports.paris",
+      "reports.paris",
+      "cron 0 3 * * *",
+      "Europe/Paris",
+      "active",
+    ]);
+    expect((await cli("schedules", "edit", "reports.paris", "--every", "30s")).code).toBe(0);
+    // The stored zone is kept (display only): the API still answers it.
+    const json = JSON.parse((await cli("schedules", "--json")).stdout) as {
+      schedules: Array<{ timezone: string }>;
+    };
+    expect(json.schedules[0]!.timezone).toBe("Europe/Paris");
+    expect(cols((await cli("schedules")).stdout.split("\n")[1]!).slice(0, 5)).toEqual([
+      "reports.paris",
+      "reports.paris",
+      "every 30s (edited)",
+      "-",
+      "active",
+    ]);
   });
 });
 

@@ -155,11 +155,41 @@ function timeOf(q: URLSearchParams, name: string): number | undefined {
   return n;
 }
 
+/**
+ * 404 OKE1613: a broadcast or live signal has no queue of its own to list or act on. Not OKE1605 (the
+ * request is well formed) nor OKE1606 (the signal exists): the answer says where its events are.
+ */
+const noQueue = (message: string): OkeError =>
+  new OkeError({ code: "OKE1613", message: `console: ${message}`, status: 404 });
+
 function onceSignal(host: ConsoleHost, name: string | undefined): string {
   const s = host.manifest.signals.find((x) => x.name === name);
   if (!s) throw notFound(`no signal named "${name ?? ""}" in this app`);
-  if (s.delivery !== "once") throw badRequest(`signal "${s.name}" is a broadcast signal: it has no queue`);
+  if (s.delivery === "broadcast")
+    throw noQueue(
+      `"${s.name}" is a broadcast signal: it has no queue of its own; each subscribed flow's copies are a queue of their own, ` +
+        `listed under the signal (GET /api/signals/${s.name}: copies[].queue), whose messages can be read (GET /api/signals/<queue>/messages)`,
+    );
+  if (s.delivery === "live")
+    throw noQueue(
+      `"${s.name}" is a live signal: it keeps a tape of entries, not a queue of messages, and the Console does not list tapes; ` +
+        "its entries are read by app.live() or a route returning fx.live() (docs/signals.md)",
+    );
   return s.name;
+}
+
+/**
+ * The declared broadcast signal and flow a copies queue (`~broadcast:<signal>:<flow>`) belongs to, or
+ * undefined. Matched against the declared signals, not split at a colon: names may hold colons.
+ */
+function copiesOf(host: ConsoleHost, name: string): { signal: string; flow: string } | undefined {
+  for (const s of host.manifest.signals) {
+    if (s.delivery !== "broadcast") continue;
+    const prefix = broadcastQueue(s.name, "");
+    if (name.startsWith(prefix) && name.length > prefix.length)
+      return { signal: s.name, flow: name.slice(prefix.length) };
+  }
+  return undefined;
 }
 
 /**
@@ -168,8 +198,15 @@ function onceSignal(host: ConsoleHost, name: string | undefined): string {
  * messages and dead letters behind, and an operator must be able to see and clear them. Replays stay
  * with declared signals (onceSignal): they queue work for a worker, so the app should know it.
  */
-async function storedSignal(host: ConsoleHost, name: string | undefined): Promise<string> {
+async function storedSignal(
+  host: ConsoleHost,
+  name: string | undefined,
+  read: "read" | "act" = "act",
+): Promise<string> {
   if (host.manifest.signals.some((x) => x.name === name)) return onceSignal(host, name);
+  // A broadcast's copies of one flow: readable (what each copy came to), never acted on — a copy
+  // is one attempt, and the runtime settles it.
+  if (read === "read" && name !== undefined && copiesOf(host, name) !== undefined) return name;
   if (name !== undefined && name !== "" && !name.startsWith(BROADCAST_QUEUE_PREFIX)) {
     const st = await host.store.stats(name, host.clock.now());
     if (st.pending + st.inflight + st.dead + st.delivered > 0) return name;
@@ -287,6 +324,35 @@ function sumBuckets(rows: ReadonlyArray<readonly number[]>): number[] {
   return out;
 }
 
+/**
+ * Copies the overview reads per broadcast flow (the newest delivered, one indexed read) to count
+ * those whose handler failed. A broadcast copy is never retried nor dead-lettered: a failed one is
+ * settled `delivered` with its failure (deadLetter: false), and `stats` counts it among the
+ * delivered. No store count tells them apart, so the failed ones are counted among the newest.
+ */
+export const FAILED_COPIES_SCAN = 100;
+
+/**
+ * A copies queue's failed copies among its newest FAILED_COPIES_SCAN delivered (`failedOf` says how
+ * many were read: the count is exact when it is below FAILED_COPIES_SCAN), and the newest failed ones.
+ */
+async function failedCopies(
+  host: ConsoleHost,
+  queue: string,
+): Promise<{ failed: number; failedOf: number; recentFailed: StoredMessage[] }> {
+  const page = await host.store.pageMessages({
+    signal: queue,
+    status: "delivered",
+    limit: FAILED_COPIES_SCAN,
+  });
+  const failed = page.items.filter((m) => m.failures.length > 0);
+  return {
+    failed: failed.length,
+    failedOf: page.items.length,
+    recentFailed: failed.slice(0, RECENT_FAILURES),
+  };
+}
+
 /** One queue's counts as the Console shows them. */
 const countsOf = (st: SignalStats) => ({
   pending: st.pending,
@@ -331,17 +397,21 @@ async function signalsView(host: ConsoleHost) {
         const copies = await Promise.all(
           flows.sort().map(async (flow) => {
             const queue = broadcastQueue(s.name, flow);
+            const [st, failed] = await Promise.all([host.store.stats(queue, now), failedCopies(host, queue)]);
             return {
               flow,
               queue,
-              ...countsOf(await host.store.stats(queue, now)),
+              ...countsOf(st),
+              ...failed,
               delivered10m: byName.get(queue) ?? noDeliveries(),
             };
           }),
         );
         return {
           ...base,
-          copies: copies.map(({ delivered10m: _d, ...c }) => c),
+          copies: copies.map(({ delivered10m: _d, recentFailed: _f, ...c }) => c),
+          /** The newest failed copies of each flow (the overview's recent failures). */
+          failedCopies: copies.flatMap((c) => c.recentFailed),
           throughput: {
             from,
             bucketMs: 60_000,
@@ -383,6 +453,43 @@ async function undeclaredView(host: ConsoleHost, name: string) {
       from,
       bucketMs: 60_000,
       delivered: tp.find((t) => t.signal === name)?.delivered ?? noDeliveries(),
+    },
+  };
+}
+
+/** A signal row as the API answers it: the failed copies it carries for the overview left out. */
+const rowOf = <T extends object>(row: T): Omit<T, "failedCopies"> => {
+  const { failedCopies: _f, ...rest } = row as T & { failedCopies?: unknown };
+  return rest;
+};
+
+/**
+ * One broadcast flow's queue of copies (`~broadcast:<signal>:<flow>`), read as a queue: its counts,
+ * the failed copies among the newest delivered, its throughput, and the signal and flow it belongs to.
+ */
+async function copiesView(host: ConsoleHost, queue: string, of: { signal: string; flow: string }) {
+  const now = host.clock.now();
+  const from = throughputFrom(now);
+  const [st, failed, tp] = await Promise.all([
+    host.store.stats(queue, now),
+    failedCopies(host, queue),
+    host.store.throughput(from, 60_000, now),
+  ]);
+  return {
+    name: queue,
+    delivery: "copies" as const,
+    declared: true,
+    copiesOf: of,
+    description: `${of.signal} → ${of.flow}`,
+    flows: [of.flow],
+    retries: 0,
+    ...countsOf(st),
+    failed: failed.failed,
+    failedOf: failed.failedOf,
+    throughput: {
+      from,
+      bucketMs: 60_000,
+      delivered: tp.find((t) => t.signal === queue)?.delivered ?? noDeliveries(),
     },
   };
 }
@@ -535,11 +642,18 @@ export const handlers: Record<string, ApiHandler> = {
           ).items.map(messageView(host)),
         );
     deadLetters.sort((a, b) => b.createdAt - a.createdAt);
+    // Broadcast copies whose handler failed: settled delivered (never retried), so no dead letter says so.
+    const failedCopyViews = signals
+      .flatMap((s) => ("failedCopies" in s ? s.failedCopies : []))
+      .map(messageView(host))
+      .sort((a, b) => b.updatedAt - a.updatedAt)
+      .slice(0, RECENT_FAILURES)
+      .map((m) => ({ ...m, copyOf: copiesOf(host, m.signal) ?? null }));
     return {
       body: {
         env: host.env,
         now: host.clock.now(),
-        signals,
+        signals: signals.map(rowOf),
         flows: host.manifest.flows.map((f) => ({
           name: f.name,
           durable: f.durable,
@@ -548,6 +662,7 @@ export const handlers: Record<string, ApiHandler> = {
         })),
         recentFailures: {
           deadLetters: deadLetters.slice(0, RECENT_FAILURES),
+          copies: failedCopyViews,
           runs: failedRuns.items.map((r) => ({ ...summary(r), error: r.error })),
         },
         instances: instances.length,
@@ -569,17 +684,19 @@ export const handlers: Record<string, ApiHandler> = {
     };
   },
 
-  "GET /api/signals": async ({ host }) => ({ body: { signals: await signalsView(host) } }),
+  "GET /api/signals": async ({ host }) => ({ body: { signals: (await signalsView(host)).map(rowOf) } }),
 
   "GET /api/signals/:signal": async ({ host }, { params }) => {
     const name = params.signal;
     const s = (await signalsView(host)).find((x) => x.name === name);
-    if (s) return { body: { ...s, declared: true } };
+    if (s) return { body: { ...rowOf(s), declared: true } };
+    const copies = name === undefined ? undefined : copiesOf(host, name);
+    if (copies !== undefined) return { body: await copiesView(host, name!, copies) };
     return { body: await undeclaredView(host, await storedSignal(host, name)) };
   },
 
   "GET /api/signals/:signal/messages": async ({ host }, { params, query }) => {
-    const signal = await storedSignal(host, params.signal);
+    const signal = await storedSignal(host, params.signal, "read");
     const status = (query.get("status") ?? "pending") as MessageStatus;
     if (!MESSAGE_STATUSES.includes(status))
       throw badRequest(`status must be one of ${MESSAGE_STATUSES.join(", ")}, got "${String(status)}"`);
@@ -831,7 +948,31 @@ export const handlers: Record<string, ApiHandler> = {
     };
   },
 
-  "GET /api/schedules": async ({ host }) => ({ body: { schedules: await host.operator.schedules.list() } }),
+  "GET /api/schedules": async ({ host }) => {
+    const now = host.clock.now();
+    const [list, records, instances] = await Promise.all([
+      host.operator.schedules.list(),
+      host.store.listSchedules(),
+      host.store.listInstances(now - ALIVE_MS),
+    ]);
+    // The overview's rule (strandedClocks): active, a slot due, and no live instance declares it. With
+    // no live instance at all nothing can be told apart, and nothing is marked.
+    const stranded =
+      instances.length === 0
+        ? new Set<string>()
+        : new Set(
+            strandedClocks(records, new Set(instances.flatMap((i) => i.signals)), now).map((c) => c.name),
+          );
+    return {
+      body: {
+        schedules: list.map((s) => ({
+          ...s,
+          stranded: stranded.has(s.name),
+          ...(stranded.has(s.name) ? { strandedFix: STRANDED_CLOCK_FIX } : {}),
+        })),
+      },
+    };
+  },
 
   "POST /api/schedules/:name/:action": async ({ host, audit }, { params, body, actor }) => {
     const name = params.name ?? "";

@@ -11,6 +11,7 @@ import type { Store } from "../store/types.ts";
 import { MISMATCH_FIX, UNKNOWN_FLOW_FIX, unknownFlowHold } from "../durable/mismatch-log.ts";
 import { spentSettlement } from "../signal/attempt-budget.ts";
 import { replayLimits } from "./api.ts";
+import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 
 const TOKEN = "alice-secret-0123456789";
 const jobs = signal.once<{ n: number; fail?: boolean }>("jobs.run", { retries: 1 });
@@ -53,6 +54,15 @@ const otherWorker = on(
 const news = signal.broadcast<{ n: number }>("news.posted");
 const newsReader = on(news, flow("news.read", { do: () => undefined }));
 const ticker = signal.live<{ n: number }>("ticker.moved");
+// A second subscriber of news.posted whose handler always throws (bound only where a test adds it).
+const newsBreaker = on(
+  news,
+  flow("news.break", {
+    do: ({ n }: { n: number }) => {
+      throw Object.assign(new Error(`news ${n} broke`), { code: "E_NEWS" });
+    },
+  }),
+);
 // Many calls and emits in one run: more than a page of children and of message look-ups.
 const many = flow("trip.many", {
   durable: true,
@@ -676,6 +686,83 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     ]);
     expect(dead[0]).toMatchObject({ signal: "jobs.other", status: "dead", replays: 0 });
     expect(dead[1]).toMatchObject({ signal: "jobs.run", status: "dead" });
+  });
+
+  it("a broadcast subscriber that always fails: its copies count as failed (not only delivered), its newest failures are recent failures, and its copies queue can be read", async () => {
+    const { app, api, time } = await start({ modules: { newsBreaker } });
+    for (let n = 1; n <= 40; n++) {
+      time.advance(10);
+      await app.emit(news, { n });
+    }
+    await app.idle();
+    const breaks = broadcastQueue("news.posted", "news.break");
+    const reads = broadcastQueue("news.posted", "news.read");
+    const sig = await api(`/api/signals/news.posted`);
+    expect(sig.status).toBe(200);
+    expect(sig.body.copies).toEqual([
+      expect.objectContaining({
+        flow: "news.break",
+        queue: breaks,
+        delivered: 40,
+        dead: 0,
+        failed: 40,
+        failedOf: 40,
+      }),
+      expect.objectContaining({ flow: "news.read", queue: reads, delivered: 40, failed: 0, failedOf: 40 }),
+    ]);
+    expect(sig.body.failedCopies).toBeUndefined();
+
+    const ov = await api("/api/overview");
+    expect(ov.body.signals.find((x: Body) => x.name === "news.posted").copies[0]).toMatchObject({
+      failed: 40,
+    });
+    const copies = ov.body.recentFailures.copies;
+    expect(copies).toHaveLength(10);
+    expect(copies[0]).toMatchObject({
+      signal: breaks,
+      status: "delivered",
+      attempts: 1,
+      copyOf: { signal: "news.posted", flow: "news.break" },
+      failures: [expect.objectContaining({ code: "E_NEWS", attempt: 1 })],
+    });
+    expect(copies.every((m: Body) => /^news \d+ broke$/.test(m.failures[0].message))).toBe(true);
+
+    // The copies queue reads like a queue: its detail says whose copies it holds, its messages page.
+    const q = await api(`/api/signals/${encodeURIComponent(breaks)}`);
+    expect(q.status).toBe(200);
+    expect(q.body).toMatchObject({
+      name: breaks,
+      delivery: "copies",
+      copiesOf: { signal: "news.posted", flow: "news.break" },
+      delivered: 40,
+      failed: 40,
+    });
+    const msgs = await api(`/api/signals/${encodeURIComponent(breaks)}/messages?status=delivered&limit=5`);
+    expect(msgs.status).toBe(200);
+    expect(msgs.body.items).toHaveLength(5);
+    expect(msgs.body.items[0].failures[0].code).toBe("E_NEWS");
+    // Nothing is acted on there: a copy is one attempt the runtime settles.
+    const replay = await api(`/api/signals/${encodeURIComponent(breaks)}/replay`, {
+      method: "POST",
+      body: JSON.stringify({ all: true }),
+    });
+    expect(replay.status).toBe(404);
+  });
+
+  it("the messages of a live or broadcast signal: 404 OKE1613 naming what it has instead of a queue, not OKE1605", async () => {
+    const { api } = await start();
+    const live = await api("/api/signals/ticker.moved/messages");
+    expect(live.status).toBe(404);
+    expect(live.body.error.code).toBe("OKE1613");
+    expect(live.body.error.message).toMatch(
+      /^console: "ticker\.moved" is a live signal: it keeps a tape of entries, not a queue/,
+    );
+    expect(live.body.error.message).not.toContain("broadcast");
+    const broadcast = await api("/api/signals/news.posted/messages");
+    expect(broadcast.status).toBe(404);
+    expect(broadcast.body.error.code).toBe("OKE1613");
+    expect(broadcast.body.error.message).toContain('"news.posted" is a broadcast signal');
+    expect(broadcast.body.error.message).toContain("copies[].queue");
   });
 
   it("a message says whether its emitter is a stored run (parentRunFound): a plain flow's invocation is not; lists do not look it up", async () => {

@@ -180,9 +180,14 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     expect((await overview()).stranded).toEqual({ checked: true, flows: [], signals: [], clocks: [] });
   });
 
-  it("a clock no live instance declares is stranded once a slot is due: listed with its fix, in one schedules read", async () => {
+  it("a clock no live instance declares is stranded once a slot is due: listed with its fix, in one schedules read; the schedules list marks it stranded too", async () => {
     reportFires = 0;
-    const { consoleApp, store, time, overview, hideFleet } = await setup();
+    const { consoleApp, store, time, overview, hideFleet, api } = await setup();
+    /** The schedules API's row of the clock: stranded as the overview judges it. */
+    const listed = async (): Promise<Body> =>
+      ((await (await api("/api/schedules")).json()) as { schedules: Body[] }).schedules.find(
+        (x) => x.name === "legacy.report",
+      )!;
     const startClockApp = async (): Promise<App> => {
       const app = createApp({ modules: [{ legacyReport }], env: "test", clock: time, store });
       cleanups.push(() => app.stop({ timeoutMs: 2_000 }));
@@ -198,6 +203,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     await until(async () => (await overview()).instances === 2, "both heartbeats");
     // Declared by a live instance, and not due yet: nothing stranded.
     expect((await overview()).stranded.clocks).toEqual([]);
+    expect((await listed()).stranded).toBe(false);
 
     await clockApp.stop();
     cleanups.pop(); // stopped already
@@ -228,6 +234,14 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     // One read of the schedules for the whole list, none per clock.
     expect(calls.get("listSchedules")).toBe(1);
     expect(calls.get("getSchedule") ?? 0).toBe(0);
+    // The schedules list (oke schedules, the Schedules view) says so too, with the same fix.
+    expect(await listed()).toMatchObject({
+      paused: false,
+      orphaned: false,
+      stranded: true,
+      nextFireAt: firstSlot,
+      strandedFix: o.stranded.clocks[0].fix,
+    });
     expect((await consoleApp.operator.schedules.get("legacy.report")).paused).toBe(false);
 
     // A paused clock is not expected to fire: not stranded. Resumed, it waits for its next slot again.
@@ -241,6 +255,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     // No heartbeat at all: nothing is judged.
     hideFleet(true);
     expect((await overview()).stranded).toEqual({ checked: false, flows: [], signals: [], clocks: [] });
+    expect((await listed()).stranded).toBe(false);
     hideFleet(false);
 
     // Deployed again: it fires the missed slot at boot and is served.
@@ -248,6 +263,7 @@ describe.each(drivers)("stranded work on the $name driver", (driver) => {
     await until(async () => (await overview()).instances === 2, "the clock's app back");
     await until(() => reportFires === 1, "the catch-up fire");
     expect((await overview()).stranded.clocks).toEqual([]);
+    expect((await listed()).stranded).toBe(false);
   });
 
   it("an inflight message counts once its lease lapsed with no live consumer", async () => {

@@ -127,7 +127,8 @@ export class BroadcastRuntime {
           schema: undefined,
           optional: true,
           description: `${s.description} → ${flow.name!}`,
-          // Ephemeral: one attempt; a failure is logged here and the copy is done.
+          // Ephemeral: one attempt; a failure is logged here and the copy is done (delivered, with
+          // its failure recorded: deadLetter false).
           retries: 0,
           deadLetter: false,
         };
@@ -201,7 +202,9 @@ export class BroadcastRuntime {
           { ...log, code: out.failure.code, err: out.failure.message },
           `broadcast handler failed: ${out.failure.message}`,
         );
-        return { kind: "ok" };
+        // Settled with its failure: the copy queue has no retry and no dead letter, so the pool marks
+        // it `delivered` with the failure recorded, which the Console and `oke status` count as failed.
+        return { ...out, final: true };
       }
       return out;
     };

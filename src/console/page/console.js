@@ -323,7 +323,7 @@ async function overview() {
           h(
             "td",
             {},
-            s.delivery === "once" ? link(`#/signal/${enc(s.name)}`, s.name, `signal ${s.name}`) : s.name,
+            s.delivery === "live" ? s.name : link(`#/signal/${enc(s.name)}`, s.name, `signal ${s.name}`),
           ),
           h("td", {}, s.schedule !== undefined ? "clock" : s.delivery),
           h("td", { class: "num" }, s.pending ?? "—"),
@@ -337,12 +337,23 @@ async function overview() {
         ...(s.copies ?? []).map((c) =>
           row(
             `copies ${s.name} ${c.flow}`,
-            h("td", { class: "copies" }, `↳ copies for ${c.flow}`),
+            h(
+              "td",
+              { class: "copies" },
+              "↳ ",
+              link(`#/signal/${enc(c.queue)}`, `copies for ${c.flow}`, `copies for ${c.flow} of ${s.name}`),
+            ),
             h("td", {}, "copies"),
             h("td", { class: "num" }, c.pending),
             h("td", { class: "num" }, c.inflight),
             h("td", { class: "num" }, c.dead),
-            h("td", { class: "num" }, c.delivered),
+            // A failed copy is settled delivered (broadcast neither retries nor dead-letters): said here.
+            h(
+              "td",
+              { class: "num" },
+              c.delivered,
+              c.failed > 0 ? h("div", { class: "bad copies-failed" }, failedText(c)) : null,
+            ),
             h("td", {}, age(c.oldestPendingAgeMs)),
             h("td", {}, ""),
           ),
@@ -383,6 +394,22 @@ async function overview() {
               h("td", { class: "bad" }, m.failures.at(-1)?.message ?? ""),
             ),
         })),
+        ...(o.recentFailures.copies ?? []).map((m) => ({
+          at: m.updatedAt,
+          row: () =>
+            row(
+              `copy ${m.id}`,
+              when(m.updatedAt),
+              h(
+                "td",
+                {},
+                "broadcast copy ",
+                messageLink(m.id),
+                m.copyOf ? ` of ${m.copyOf.signal} for ${m.copyOf.flow}` : ` on ${m.signal}`,
+              ),
+              h("td", { class: "bad" }, m.failures.at(-1)?.message ?? ""),
+            ),
+        })),
         ...o.recentFailures.runs.map((r) => ({
           at: r.updatedAt,
           row: () =>
@@ -408,15 +435,69 @@ async function overview() {
   );
 }
 
-async function signalView(name, params) {
-  const status = params.get("status") ?? "dead";
-  const cursor = params.get("cursor");
-  const [s, page] = await Promise.all([
-    api(`/api/signals/${enc(name)}`),
-    api(
-      `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
+/** "3 failed" (or "3 failed of the last 100" when the Console read a full page of copies). */
+const failedText = (c) =>
+  `${c.failed} failed${c.failedOf !== undefined && c.failed < c.failedOf ? ` of the last ${c.failedOf}` : ""}`;
+
+/** A broadcast or live signal has no queue: what it has instead, and where to see it. */
+function noQueueView(s) {
+  if (s.delivery === "live")
+    return h(
+      "div",
+      {},
+      h("h1", {}, `Signal ${s.name}`),
+      h(
+        "p",
+        { id: "no-queue" },
+        `${s.name} is a live signal: it keeps a tape of entries, not a queue of messages, and the Console does not list tapes. `,
+        "Its entries are read by app.live() or a route returning fx.live().",
+      ),
+    );
+  return h(
+    "div",
+    {},
+    h("h1", {}, `Signal ${s.name}`),
+    h(
+      "p",
+      { id: "no-queue" },
+      `${s.name} is a broadcast signal: it has no queue of its own. Each subscribed flow gets its own copies; `,
+      "a copy is run once, never retried, and a failed one is settled delivered with its failure.",
     ),
-  ]);
+    table(
+      ["Copies", "Pending", "In flight", "Delivered", "Failed", "Oldest pending"],
+      (s.copies ?? []).map((c) =>
+        row(
+          `copies ${s.name} ${c.flow}`,
+          h(
+            "td",
+            {},
+            link(`#/signal/${enc(c.queue)}`, `copies for ${c.flow}`, `copies for ${c.flow} of ${s.name}`),
+          ),
+          h("td", { class: "num" }, c.pending),
+          h("td", { class: "num" }, c.inflight),
+          h("td", { class: "num" }, c.delivered),
+          h(
+            "td",
+            { class: `num${c.failed > 0 ? " bad" : ""}` },
+            c.failed > 0 ? failedText(c) : (c.failed ?? "—"),
+          ),
+          h("td", {}, age(c.oldestPendingAgeMs)),
+        ),
+      ),
+    ),
+  );
+}
+
+async function signalView(name, params) {
+  const cursor = params.get("cursor");
+  const s = await api(`/api/signals/${enc(name)}`);
+  if (s.delivery === "broadcast" || s.delivery === "live") return noQueueView(s);
+  // A copies queue holds no dead letters (broadcast never dead-letters): its delivered copies show first.
+  const copies = s.delivery === "copies";
+  const status = params.get("status") ?? (copies ? "delivered" : "dead");
+  const page = await api(
+    `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
+  );
   const picks = () => [...main.querySelectorAll("input[name=pick]:checked")];
   const act = (verb, all) =>
     action(`${verb === "replay" ? "Replay" : "Discard"}${all ? " all" : ""}`, async () => {
@@ -443,22 +524,37 @@ async function signalView(name, params) {
   return h(
     "div",
     {},
-    h("h1", {}, `Signal ${name}`),
+    h("h1", {}, copies ? `Copies of ${s.copiesOf.signal} for ${s.copiesOf.flow}` : `Signal ${name}`),
+    copies
+      ? h(
+          "p",
+          { class: "muted" },
+          "Broadcast copies: each runs once, never retried; a failed one is settled delivered with its failure. ",
+          link(
+            `#/signal/${enc(s.copiesOf.signal)}`,
+            `All copies of ${s.copiesOf.signal}`,
+            `signal ${s.copiesOf.signal}`,
+          ),
+        )
+      : null,
     h(
       "p",
       { id: "signal-counts" },
-      `pending ${s.pending} · in flight ${s.inflight} · dead ${s.dead} · delivered ${s.delivered} · oldest pending ${age(s.oldestPendingAgeMs)} · `,
+      copies
+        ? `pending ${s.pending} · in flight ${s.inflight} · delivered ${s.delivered} · ${failedText(s)} · oldest pending ${age(s.oldestPendingAgeMs)} · `
+        : `pending ${s.pending} · in flight ${s.inflight} · dead ${s.dead} · delivered ${s.delivered} · oldest pending ${age(s.oldestPendingAgeMs)} · `,
       bars(s.throughput?.delivered),
     ),
     h(
       "nav",
       { "aria-label": "Message status", class: "tabs" },
-      ["dead", "pending", "inflight", "delivered"].map((st) =>
-        h(
-          "a",
-          { href: `#/signal/${enc(name)}?status=${st}`, "aria-current": st === status ? "page" : null },
-          st === "dead" ? "Dead letters" : st === "inflight" ? "in flight" : st,
-        ),
+      (copies ? ["delivered", "pending", "inflight"] : ["dead", "pending", "inflight", "delivered"]).map(
+        (st) =>
+          h(
+            "a",
+            { href: `#/signal/${enc(name)}?status=${st}`, "aria-current": st === status ? "page" : null },
+            st === "dead" ? "Dead letters" : st === "inflight" ? "in flight" : st,
+          ),
       ),
     ),
     // Messages a removed signal left behind: readable, dead letters discardable, never replayed from
@@ -471,7 +567,7 @@ async function signalView(name, params) {
           "Deploy its worker again to deliver them, or discard its dead letters here; replay needs an app that declares the signal.",
         )
       : null,
-    status === "dead"
+    status === "dead" && !copies
       ? h(
           "p",
           { class: "actions" },
@@ -874,7 +970,9 @@ async function runView(id) {
 /** A schedule's spec as `oke schedules` prints it: "cron 0 3 * * * Europe/Paris" or "every 1h". */
 const specText = (s) =>
   s.cron !== null && s.cron !== undefined ? `cron ${s.cron} ${s.timezone}` : `every ${s.every ?? "?"}`;
-const scheduleState = (s) => (s.orphaned ? "orphaned" : s.paused ? "paused" : "active");
+/** As `oke schedules`: stranded is active, due, and declared by no live instance (as the overview says). */
+const scheduleState = (s) =>
+  s.orphaned ? "orphaned" : s.paused ? "paused" : s.stranded ? "stranded" : "active";
 /** What an action left, as `oke schedules pause|resume|reset|edit` says it. */
 const scheduleOutcome = (s) => `${scheduleState(s)}, next fire ${fireTime(s.nextFireAt)}`;
 
@@ -970,9 +1068,17 @@ async function schedulesView() {
           ),
           h(
             "td",
-            { class: s.orphaned ? "state bad" : "state" },
+            { class: s.orphaned || s.stranded ? "state bad" : "state" },
             scheduleState(s),
             s.orphaned ? h("div", { class: "muted" }, "no longer declared; never fires") : null,
+            !s.orphaned && s.stranded
+              ? h(
+                  "div",
+                  { class: "muted" },
+                  "no live instance declares it: nothing fires it. ",
+                  s.strandedFix ?? "",
+                )
+              : null,
           ),
           h("td", { class: "time next-fire" }, fireTime(s.nextFireAt)),
           h("td", { class: "time last-slot" }, fireTime(s.lastScheduledAt)),
