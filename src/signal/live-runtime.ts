@@ -275,12 +275,6 @@ export class LiveRuntime {
     }
   }
 
-  /** The last position on a tape (0 when empty): a resume past it names no entry the tape sent. */
-  async head(signal: LiveSignal, key?: string): Promise<number> {
-    await this.store.open();
-    return this.store.tapeHead(signal.name, key ?? "");
-  }
-
   /** Replays the tape after a position, then follows it. Returns the unsubscribe. */
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
     if (
