@@ -142,7 +142,9 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
     if (typeof err?.code !== "string" || typeof err.message !== "string")
       throw notConsole(parsed === undefined ? "an empty body" : "JSON that is not the Console's");
     const code = err.code;
-    let line = `oke: the Console refused: ${err.message} (${res.status}${code ? ` ${code}` : ""})`;
+    // The Console's own messages start "console: ", which this line already says.
+    const message = err.message.replace(/^console: /, "");
+    let line = `oke: the Console refused: ${message} (${res.status}${code ? ` ${code}` : ""})`;
     if (res.status === 401)
       line +=
         token === undefined

@@ -511,7 +511,7 @@ describe("against a real app's Console", () => {
         args[0],
         1,
         "",
-        'oke: the Console refused: console: cursor must be the "next" of a previous page, got "garbage" (400 OKE1605)',
+        'oke: the Console refused: cursor must be the "next" of a previous page, got "garbage" (400 OKE1605)',
       ]);
     }
     await cli("discard", "jobs.fail", "--all");
@@ -535,7 +535,7 @@ describe("against a real app's Console", () => {
     const parent = await cli("run", consumer!.parentRunId);
     expect([parent.code, parent.stderr]).toEqual([
       1,
-      `oke: the Console refused: console: no run "${consumer!.parentRunId}" (404 OKE1606)`,
+      `oke: the Console refused: no run "${consumer!.parentRunId}" (404 OKE1606)`,
     ]);
   });
 
@@ -671,7 +671,7 @@ describe("against a real app's Console", () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toBe(
-      "oke: the Console refused: console: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s (503 OKE1610)\n" +
+      "oke: the Console refused: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s (503 OKE1610)\n" +
         "  fix: The app probes the store until it can commit again; its log says why the store failed.",
     );
     down = false;

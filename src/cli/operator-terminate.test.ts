@@ -60,7 +60,7 @@ describe("oke terminate", () => {
     const again = await cli("terminate", a!);
     expect([again.code, again.stdout]).toEqual([1, ""]);
     expect(again.stderr).toBe(
-      `oke: the Console refused: console: run "${a}" is already failed: there is nothing to terminate (409 OKE1611)`,
+      `oke: the Console refused: run "${a}" is already failed: there is nothing to terminate (409 OKE1611)`,
     );
 
     await store.startRun({
@@ -75,12 +75,12 @@ describe("oke terminate", () => {
     const held = await cli("terminate", "busy");
     expect(held.code).toBe(1);
     expect(held.stderr).toContain(
-      `oke: the Console refused: console: run "busy" is held by i/2, whose lease lapses at 2026-12-01T12:01:00.000Z`,
+      `oke: the Console refused: run "busy" is held by i/2, whose lease lapses at 2026-12-01T12:01:00.000Z`,
     );
     expect(await store.getRun("busy")).toMatchObject({ status: "running", leaseOwner: "i/2" });
 
     const missing = await cli("terminate", "nope");
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toBe(`oke: the Console refused: console: no run "nope" (404 OKE1606)`);
+    expect(missing.stderr).toBe(`oke: the Console refused: no run "nope" (404 OKE1606)`);
   });
 });
