@@ -65,6 +65,15 @@ export class OkeError extends Error {
 
 export const isOkeError = (e: unknown): e is OkeError => e instanceof OkeError;
 
+/** 422 OKE1422: a flow's input refused by its `in`; `flow` names whose, so a caller tells its own from a callee's. */
+export class FlowInputError extends OkeError {
+  readonly flow: string | undefined;
+  constructor(init: { flow: string | undefined; message: string; details: unknown }) {
+    super({ code: "OKE1422", message: init.message, status: 422, details: init.details });
+    this.flow = init.flow;
+  }
+}
+
 /**
  * A durable run's lease is held by another live instance; the caller should
  * skip it. Passing: the holder finishes or gives the run up, and the same

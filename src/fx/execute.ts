@@ -1,7 +1,7 @@
 /** Runs one attempt of a flow body with its fx, and checks its input and output contracts. */
 import { PARKED, type JournalSession } from "../durable/session.ts";
 import type { UndoList } from "../durable/runner.ts";
-import { OkeError } from "../errors.ts";
+import { FlowInputError, OkeError } from "../errors.ts";
 import type { AnyFlow } from "../flow/flow.ts";
 import { createFx } from "./fx.ts";
 import { ResourceScope } from "./resources.ts";
@@ -13,10 +13,9 @@ export async function checkInput(flow: AnyFlow, schema: AnyFlow["in"], input: un
   if (!schema) return input;
   const r = await validate(schema, input);
   if (r.ok) return r.value;
-  throw new OkeError({
-    code: "OKE1422",
+  throw new FlowInputError({
+    flow: flow.name,
     message: `Flow "${flow.name ?? "(unnamed)"}": input does not match its schema: ${describeIssues(r.issues)}`,
-    status: 422,
     details: r.issues,
   });
 }

@@ -1,5 +1,5 @@
 // What a routed request may carry into a flow: the store's limits on its body, path and query, and how the three merge into the flow's input.
-import { OkeError } from "../errors.ts";
+import { FlowInputError, OkeError } from "../errors.ts";
 import { checkStorable } from "../signal/storable.ts";
 import type { HttpRoute, RouteRequest } from "./types.ts";
 
@@ -30,11 +30,10 @@ export function explainMissingBody(
   route: HttpRoute,
   request: RouteRequest,
 ): unknown {
-  if (!(e instanceof OkeError) || e.code !== "OKE1422" || request.body !== undefined) return e;
+  // The route's own input check (fx/execute.ts checkInput), not a callee's.
+  if (!(e instanceof FlowInputError) || e.flow !== route.flow || request.body !== undefined) return e;
   if (!BODY_METHODS.has(method)) return e;
   if (Object.keys(request.params).length > 0 || Object.keys(request.query).length > 0) return e;
-  // The route's own input check (fx/execute.ts checkInput) names the route's flow.
-  if (!e.message.startsWith(`Flow "${route.flow}": input does not match`)) return e;
   return new OkeError({
     code: e.code,
     status: e.status,
