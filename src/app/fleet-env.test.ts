@@ -127,37 +127,26 @@ describe("boot's check of the environments on one store", () => {
     const store = createMemoryStore();
     const { exports } = fleet();
     const gone = spawnSync(process.execPath, ["-e", ""]).pid;
-    await store.heartbeat(
-      {
-        id: "killed",
-        version: "1.0.0",
-        okengineVersion: "0.1.0",
-        host: hostname(),
-        pid: gone,
-        env: "prod",
-        startedAt: clock.now() - 60_000,
-        flows: [],
-        signals: [],
-        console: null,
-      },
-      clock.now() - 1_000,
-    );
+    // A prod instance's heartbeat a second old, from `host`.
+    const beat = (id: string, host: string) =>
+      store.heartbeat(
+        {
+          id,
+          version: "1.0.0",
+          okengineVersion: "0.1.0",
+          host,
+          pid: gone,
+          env: "prod",
+          startedAt: clock.now() - 60_000,
+          flows: [],
+          signals: [],
+          console: null,
+        },
+        clock.now() - 1_000,
+      );
+    await beat("killed", hostname());
     // Another host's heartbeat cannot be checked: it counts while it is fresh.
-    await store.heartbeat(
-      {
-        id: "elsewhere",
-        version: "1.0.0",
-        okengineVersion: "0.1.0",
-        host: `not-${hostname()}`,
-        pid: gone,
-        env: "prod",
-        startedAt: clock.now() - 60_000,
-        flows: [],
-        signals: [],
-        console: null,
-      },
-      clock.now() - 1_000,
-    );
+    await beat("elsewhere", `not-${hostname()}`);
     const dev = instance(store, "dev", exports);
     await expect(dev.boot()).rejects.toThrow(`1 live prod instance (not-${hostname()}:${gone})`);
     await store.removeInstance("elsewhere");
