@@ -11,6 +11,7 @@ import {
 } from "./console-client.ts";
 import { recoveriesNote, type TimelineItem } from "../console/timeline.ts";
 import { holdFix, UNKNOWN_FLOW } from "../durable/mismatch-log.ts";
+import { deliveriesOf } from "../console/attempt-history.ts";
 import { age, short, table, when } from "./table.ts";
 
 interface ConnFlags {
@@ -509,8 +510,8 @@ const replayLine = (n: number, replays: number | undefined): string =>
 
 /**
  * A message's attempts: the Console's `history` (failures and lapsed attempts, each with its delivery),
- * or from an older app its failures alone, split where the attempt number does not go up (at most
- * `replays` times: the rule the Console's history follows too).
+ * or from an older app its failures alone, split into deliveries by the Console's own rule
+ * (attempt-history deliveriesOf).
  */
 function historyLines(m: Message): string[] {
   const out: string[] = [];
@@ -524,11 +525,9 @@ function historyLines(m: Message): string[] {
     return out;
   }
   if (m.failures.length === 0) out.push("  (no failure recorded)");
-  let replay = 0;
+  const deliveries = deliveriesOf(m.failures, m.replays);
   m.failures.forEach((f, i) => {
-    const restarted = i > 0 && f.attempt <= m.failures[i - 1]!.attempt;
-    if (restarted && (m.replays === undefined || replay < m.replays))
-      out.push(replayLine(++replay, m.replays));
+    if (i > 0 && deliveries[i] !== deliveries[i - 1]) out.push(replayLine(deliveries[i]!, m.replays));
     out.push(failureLine(f));
   });
   return out;

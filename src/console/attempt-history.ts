@@ -43,6 +43,23 @@ const lapsedEntry = (delivery: number, attempt: number, leaseMs: number | undefi
 type Message = Pick<StoredMessage, "status" | "attempts" | "failures" | "replays">;
 
 /**
+ * The delivery of each failure, in order: a failure whose attempt number does not go up begins the
+ * next one (a replay restarts the numbers), at most `replays` times (no bound when it is unknown).
+ */
+export function deliveriesOf(
+  failures: readonly Pick<FailureReason, "attempt">[],
+  replays: number | undefined,
+): number[] {
+  const out: number[] = [];
+  let found = 0;
+  failures.forEach((f, i) => {
+    if (i > 0 && f.attempt <= failures[i - 1]!.attempt && (replays === undefined || found < replays)) found++;
+    out.push(found);
+  });
+  return out;
+}
+
+/**
  * Derives `m`'s attempt history. Attempt numbers count from 1 in each delivery (a replay resets them)
  * while failures append to one list, so a failure whose attempt number does not go up begins the next
  * delivery — at most `replays` such restarts, the rule `oke dead` drew its replay lines with before.
@@ -64,12 +81,8 @@ type Message = Pick<StoredMessage, "status" | "attempts" | "failures" | "replays
 export function attemptHistory(m: Message, leaseMs: number | undefined): AttemptHistory {
   const replays = m.replays ?? 0;
   const fs = m.failures;
-  const deliveryOf: number[] = [];
-  let found = 0;
-  fs.forEach((f, i) => {
-    if (i > 0 && f.attempt <= fs[i - 1]!.attempt && found < replays) found++;
-    deliveryOf.push(found);
-  });
+  const deliveryOf = deliveriesOf(fs, replays);
+  const found = deliveryOf.at(-1) ?? 0;
   const last = fs.at(-1);
   const lastIsCurrent =
     found === replays ||
