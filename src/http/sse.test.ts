@@ -13,6 +13,7 @@ import type { App } from "../app/types.ts";
 import { createApp, flow, http, on, signal } from "../index.ts";
 import { LiveStream } from "../signal/live-runtime.ts";
 import { createFileStore } from "../store/file/file-store.ts";
+import { createMemoryStore } from "../store/memory/memory-store.ts";
 import { createPostgresStore } from "../store/postgres/postgres-store.ts";
 import { dropSchema, freshSchema, PG_URL } from "../store/postgres/test-support.ts";
 import type { Store } from "../store/types.ts";
@@ -164,6 +165,35 @@ describe("live routes over SSE", () => {
     await until(() => atHead.events.length === 1, "the next entry");
     expect(JSON.parse(atHead.events[0]!.data)).toEqual({ state: "c" });
     atHead.close();
+  });
+
+  it("a driver without the optional lastTapePosition: a resume is followed unchecked, and the instance warns once", async () => {
+    const lines: { msg: string; driver?: string }[] = [];
+    const logger = pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const memory = createMemoryStore();
+    // A third-party driver from before the method: the memory driver with it hidden.
+    const older = new Proxy(memory, {
+      get: (t, k) => (k === "lastTapePosition" ? undefined : k === "driver" ? "older" : Reflect.get(t, k)),
+    });
+    const { app, port } = await start({}, logger, older);
+    await app.emit(orderStatus, { state: "a" }, { key: "o1" });
+    const first = connect(port, "/orders/o1/status");
+    await until(() => first.events.length === 1, "the entry");
+    first.close();
+    const head = Number(first.events[0]!.id);
+    const unchecked =
+      "live: the store's driver has no lastTapePosition; resume positions (Last-Event-ID, ?after=) are followed unchecked";
+    // Above every position: followed (200), not refused, as nothing bounds it.
+    const above = connect(port, "/orders/o1/status", { "last-event-id": String(head + 1) });
+    expect((await above.ready).statusCode).toBe(200);
+    const again = connect(port, "/orders/o1/status", { "last-event-id": String(head) });
+    expect((await again.ready).statusCode).toBe(200);
+    await app.emit(orderStatus, { state: "b" }, { key: "o1" });
+    await until(() => again.events.length === 1, "the next entry after the head");
+    expect(JSON.parse(again.events[0]!.data)).toEqual({ state: "b" });
+    above.close();
+    again.close();
+    expect(lines.filter((l) => l.msg === unchecked)).toEqual([expect.objectContaining({ driver: "older" })]);
   });
 
   it("caps open streams per instance: one more is 503 with Retry-After", async () => {

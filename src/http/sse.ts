@@ -9,10 +9,10 @@ import type { Store } from "../store/types.ts";
 export interface LiveSource {
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
   /**
-   * The store the tapes are in: its last tape position bounds a resume (OKE1470). Without it any
-   * position is followed.
+   * The store the tapes are in: its last tape position bounds a resume (OKE1470). Without it, or a
+   * driver without `lastTapePosition`, any position is followed.
    */
-  readonly store?: Pick<Store, "open" | "lastTapePosition">;
+  readonly store?: Pick<Store, "driver" | "open" | "lastTapePosition">;
 }
 
 export interface SseLimits {
@@ -95,6 +95,8 @@ export class SseHub implements StreamCount {
   private readonly open = new Set<OpenStream>();
   private readonly watchers = new Set<(size: number) => void>();
   private closing = false;
+  /** The warning that resumes go unchecked (a driver without lastTapePosition) was logged. */
+  private uncheckedResumeLogged = false;
 
   constructor(
     private readonly source: LiveSource,
@@ -129,6 +131,19 @@ export class SseHub implements StreamCount {
     const after = resume?.position;
     const store = this.source.store;
     if (resume !== undefined && after !== undefined && after > 0 && store !== undefined) {
+      const lastTapePosition = store.lastTapePosition?.bind(store);
+      if (lastTapePosition === undefined) {
+        // A third-party driver from before the method: nothing to bound the resume by. Said once, as
+        // a made-up id above every position then waits in silence.
+        if (!this.uncheckedResumeLogged) {
+          this.uncheckedResumeLogged = true;
+          this.logger.warn(
+            { signal: stream.signal.name, driver: store.driver },
+            "live: the store's driver has no lastTapePosition; resume positions (Last-Event-ID, ?after=) are followed unchecked",
+          );
+        }
+        return this.follow(req, res, stream, after);
+      }
       // A position above every one the store's tapes have given is no event's id (a restored
       // database, a made-up id): followed, it would wait in silence until the positions caught up,
       // then skip everything up to it. Bounded by the store-wide counter, not this tape's head: a
@@ -136,7 +151,7 @@ export class SseHub implements StreamCount {
       // connect, before the 200, so the stream can still be refused.
       void store
         .open()
-        .then(() => store.lastTapePosition())
+        .then(() => lastTapePosition())
         .then(
           (last) => {
             if (after <= last) return this.follow(req, res, stream, after);

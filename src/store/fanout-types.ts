@@ -90,8 +90,11 @@ export interface FanoutStore {
    * The last position given on any tape of the store (0 before the first append): every position a
    * reader ever saw is at most this, pruning never lowers it, and no tape has given one above it.
    * A resume (SSE `Last-Event-ID`) above it names no entry; at or below it, it is followed.
+   * Optional, as it came after the first drivers: every built-in driver has it. Without it a resume is
+   * followed from the position asked, unchecked, so a made-up id above every position waits in
+   * silence until the positions catch up (the live hub says so once, at its first such resume).
    */
-  lastTapePosition(): Promise<number>;
+  lastTapePosition?(): Promise<number>;
   /** Deletes up to `limit` entries of `signal` created before `before`; returns how many. */
   pruneTape(signal: string, before: number, limit: number): Promise<number>;
   /**

@@ -1,7 +1,7 @@
 /** Conformance cases of the FanoutStore: broadcast subscriptions and live tapes. */
 import { describe, expect, it } from "vitest";
 import type { FanoutStore, TapeEntry, TapeRef } from "../fanout-types.ts";
-import { freshStore, T0, type StoreFactory } from "./harness.ts";
+import { freshStore, T0, type ConformanceOptions, type StoreFactory } from "./harness.ts";
 
 const entry = (id: string, key = "k1", signal = "live.a") => ({ id, signal, key, payload: { id } });
 
@@ -21,7 +21,7 @@ const read = (
 
 const ids = (entries: readonly TapeEntry[]): string[] => entries.map((e) => e.id);
 
-export function fanoutCases(factory: StoreFactory): void {
+export function fanoutCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
   describe("broadcast subscriptions", () => {
     const store = freshStore(factory);
     const sub = (signal: string, flow: string) => ({ signal, flow });
@@ -158,30 +158,6 @@ export function fanoutCases(factory: StoreFactory): void {
       expect(ids(await read(s, 0, { key: "k2" }))).toEqual(["x2"]);
     });
 
-    it("lastTapePosition is the last position given on any tape; a prune that empties a tape never lowers it", async () => {
-      const s = store();
-      const before = await s.lastTapePosition();
-      const out = await s.appendTape([entry("e1"), entry("e2"), entry("e3")], T0);
-      const p3 = out[2]!.position;
-      expect(out[0]!.position).toBeGreaterThan(before);
-      expect(await s.lastTapePosition()).toBe(p3);
-      // Another tape's append moves it: one bound for every tape of the store.
-      const [other] = await s.appendTape([entry("b1", "k1", "live.b")], T0);
-      expect(await s.lastTapePosition()).toBe(other!.position);
-      // Tape live.a/k1 pruned empty: the positions its readers saw stay at or below the bound
-      // (a resume from p3 is accepted), and its next entry still comes after them.
-      expect(await s.pruneTape("live.a", T0 + 1, 10)).toBe(3);
-      expect(await s.pruneTape("live.b", T0 + 1, 10)).toBe(1);
-      expect(ids(await read(s, 0))).toEqual([]);
-      expect(await s.tapeHead("live.a", "k1")).toBeLessThanOrEqual(p3);
-      expect(await s.lastTapePosition()).toBe(other!.position);
-      expect(ids(await read(s, p3))).toEqual([]);
-      const [next] = await s.appendTape([entry("e4")], T0 + 2);
-      expect(next!.position).toBeGreaterThan(other!.position);
-      expect(await s.lastTapePosition()).toBe(next!.position);
-      expect(ids(await read(s, p3))).toEqual(["e4"]);
-    });
-
     it("pruning one signal leaves the others", async () => {
       const s = store();
       await s.appendTape([entry("a1"), entry("b1", "k1", "live.b")], T0);
@@ -205,6 +181,45 @@ export function fanoutCases(factory: StoreFactory): void {
       await got;
       stop();
       expect(heard).toContainEqual({ signal: "live.a", key: "k9" });
+    });
+  });
+
+  describe("live tapes: lastTapePosition (the bound of a resume)", () => {
+    const store = freshStore(factory);
+    if (options.lastTapePosition !== true) {
+      // Optional in the contract: without it a live stream follows any resume position unchecked.
+      it("is absent when the driver does not claim it", () => {
+        expect(Reflect.get(store(), "lastTapePosition")).toBeUndefined();
+      });
+      return;
+    }
+    const last = (s: FanoutStore): Promise<number> => {
+      if (s.lastTapePosition === undefined) throw new Error("the driver has no lastTapePosition");
+      return s.lastTapePosition();
+    };
+
+    it("lastTapePosition is the last position given on any tape; a prune that empties a tape never lowers it", async () => {
+      const s = store();
+      const before = await last(s);
+      const out = await s.appendTape([entry("e1"), entry("e2"), entry("e3")], T0);
+      const p3 = out[2]!.position;
+      expect(out[0]!.position).toBeGreaterThan(before);
+      expect(await last(s)).toBe(p3);
+      // Another tape's append moves it: one bound for every tape of the store.
+      const [other] = await s.appendTape([entry("b1", "k1", "live.b")], T0);
+      expect(await last(s)).toBe(other!.position);
+      // Tape live.a/k1 pruned empty: the positions its readers saw stay at or below the bound
+      // (a resume from p3 is accepted), and its next entry still comes after them.
+      expect(await s.pruneTape("live.a", T0 + 1, 10)).toBe(3);
+      expect(await s.pruneTape("live.b", T0 + 1, 10)).toBe(1);
+      expect(ids(await read(s, 0))).toEqual([]);
+      expect(await s.tapeHead("live.a", "k1")).toBeLessThanOrEqual(p3);
+      expect(await last(s)).toBe(other!.position);
+      expect(ids(await read(s, p3))).toEqual([]);
+      const [next] = await s.appendTape([entry("e4")], T0 + 2);
+      expect(next!.position).toBeGreaterThan(other!.position);
+      expect(await last(s)).toBe(next!.position);
+      expect(ids(await read(s, p3))).toEqual(["e4"]);
     });
   });
 }

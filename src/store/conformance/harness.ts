@@ -61,6 +61,12 @@ export interface ConformanceOptions {
    * good): the suite checks it. When false (default) the suite checks it is absent.
    */
   terminateRun?: boolean;
+  /**
+   * The driver implements the optional `lastTapePosition` (the store-wide bound a live stream's
+   * resume is checked against): the suite checks it. When false (default) the suite checks it is
+   * absent.
+   */
+  lastTapePosition?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

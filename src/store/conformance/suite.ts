@@ -62,7 +62,7 @@ export function describeStoreConformance(
     compensationCases(factory);
     eventCases(factory);
     consoleCases(factory);
-    fanoutCases(factory);
+    fanoutCases(factory, options);
     scheduleCases(factory, options);
     idempotencyCases(factory);
     retentionCases(factory);

@@ -25,5 +25,6 @@ describeStoreConformance(
     resettleDelivered: true,
     releaseHold: true,
     terminateRun: true,
+    lastTapePosition: true,
   },
 );

@@ -17,6 +17,7 @@ describeStoreConformance(
     resettleDelivered: true,
     releaseHold: true,
     terminateRun: true,
+    lastTapePosition: true,
   },
 );
 
@@ -47,6 +48,7 @@ describeStoreConformance(
     resettleDelivered: true,
     releaseHold: true,
     terminateRun: true,
+    lastTapePosition: true,
   },
 );
 

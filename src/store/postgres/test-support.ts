@@ -224,4 +224,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   resettleDelivered: true,
   releaseHold: true,
   terminateRun: true,
+  lastTapePosition: true,
 } as const;
