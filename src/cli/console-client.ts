@@ -144,7 +144,15 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
     const code = err.code;
     // The Console's own messages start "console: ", which this line already says.
     const message = err.message.replace(/^console: /, "");
-    let line = `oke: the Console refused: ${message} (${res.status}${code ? ` ${code}` : ""})`;
+    // What happened, said as the status means it: a 404 is not a refusal, and a 5xx is the Console
+    // failing to answer (try again), not a judgement on the request.
+    const said =
+      res.status === 404
+        ? ""
+        : res.status >= 500
+          ? "the Console could not answer: "
+          : "the Console refused: ";
+    let line = `oke: ${said}${message} (${res.status}${code ? ` ${code}` : ""})`;
     if (res.status === 401)
       line +=
         token === undefined

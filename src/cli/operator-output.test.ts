@@ -533,10 +533,7 @@ describe("against a real app's Console", () => {
     ]);
     // What the line explains: the id is no run.
     const parent = await cli("run", consumer!.parentRunId);
-    expect([parent.code, parent.stderr]).toEqual([
-      1,
-      `oke: the Console refused: no run "${consumer!.parentRunId}" (404 OKE1606)`,
-    ]);
+    expect([parent.code, parent.stderr]).toEqual([1, `oke: no run "${consumer!.parentRunId}" (404 OKE1606)`]);
   });
 
   it("dead shows each message's replays and where a replayed delivery's attempts begin", async () => {
@@ -671,7 +668,7 @@ describe("against a real app's Console", () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toBe(
-      "oke: the Console refused: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s (503 OKE1610)\n" +
+      "oke: the Console could not answer: the app's store is unavailable (since 2026-12-03T00:00:00.000Z); try again in 2 s (503 OKE1610)\n" +
         "  fix: The app probes the store until it can commit again; its log says why the store failed.",
     );
     down = false;
@@ -991,7 +988,7 @@ describe("oke wake: what its line says", () => {
     expect(refused.code).toBe(1);
     // The spec's 404 text stays; the fix says what "not found" means here, without contradicting it.
     expect(refused.stderr).toBe(
-      `oke: the Console refused: run "${failed}" not found (404 ClockResourceNotFoundError)\n` +
+      `oke: run "${failed}" not found (404 ClockResourceNotFoundError)\n` +
         `  fix: "Not found" means no sleeping run "${failed}": it exists but is failed, and only a sleeping run can be woken (oke run ${failed} shows where it is).`,
     );
   });

@@ -81,6 +81,6 @@ describe("oke terminate", () => {
 
     const missing = await cli("terminate", "nope");
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toBe(`oke: the Console refused: no run "nope" (404 OKE1606)`);
+    expect(missing.stderr).toBe(`oke: no run "nope" (404 OKE1606)`);
   });
 });
