@@ -325,32 +325,33 @@ function sumBuckets(rows: ReadonlyArray<readonly number[]>): number[] {
 }
 
 /**
- * Copies the overview reads per broadcast flow (the newest delivered, one indexed read) to count
- * those whose handler failed. A broadcast copy is never retried nor dead-lettered: a failed one is
- * settled `delivered` with its failure (deadLetter: false), and `stats` counts it among the
- * delivered. No store count tells them apart, so the failed ones are counted among the newest.
+ * Copies read per broadcast flow, newest delivered first (one indexed read), for the newest failed
+ * ones, and to count the failed among them when the driver does not count them (stats'
+ * `deliveredFailed`, optional). A broadcast copy is never retried nor dead-lettered: a failed one is
+ * settled `delivered` with its failure (deadLetter: false), and `delivered` counts it.
  */
 export const FAILED_COPIES_SCAN = 100;
 
 /**
- * A copies queue's failed copies among its newest FAILED_COPIES_SCAN delivered (`failedOf` says how
- * many were read: the count is exact when it is below FAILED_COPIES_SCAN), and the newest failed ones.
+ * A copies queue's failed copies: the exact count from the driver's stats, with the newest failed
+ * ones among the newest FAILED_COPIES_SCAN delivered (no read when none failed). A driver without
+ * `deliveredFailed`: the failed among those read, and `failedOf`, how many were read.
  */
 async function failedCopies(
   host: ConsoleHost,
   queue: string,
-): Promise<{ failed: number; failedOf: number; recentFailed: StoredMessage[] }> {
+  st: SignalStats,
+): Promise<{ failed: number; failedOf?: number; recentFailed: StoredMessage[] }> {
+  if (st.deliveredFailed === 0) return { failed: 0, recentFailed: [] };
   const page = await host.store.pageMessages({
     signal: queue,
     status: "delivered",
     limit: FAILED_COPIES_SCAN,
   });
   const failed = page.items.filter((m) => m.failures.length > 0);
-  return {
-    failed: failed.length,
-    failedOf: page.items.length,
-    recentFailed: failed.slice(0, RECENT_FAILURES),
-  };
+  const recentFailed = failed.slice(0, RECENT_FAILURES);
+  if (st.deliveredFailed !== undefined) return { failed: st.deliveredFailed, recentFailed };
+  return { failed: failed.length, failedOf: page.items.length, recentFailed };
 }
 
 /** One queue's counts as the Console shows them. */
@@ -397,7 +398,8 @@ async function signalsView(host: ConsoleHost) {
         const copies = await Promise.all(
           flows.sort().map(async (flow) => {
             const queue = broadcastQueue(s.name, flow);
-            const [st, failed] = await Promise.all([host.store.stats(queue, now), failedCopies(host, queue)]);
+            const st = await host.store.stats(queue, now);
+            const failed = await failedCopies(host, queue, st);
             return {
               flow,
               queue,
@@ -470,11 +472,11 @@ const rowOf = <T extends object>(row: T): Omit<T, "failedCopies"> => {
 async function copiesView(host: ConsoleHost, queue: string, of: { signal: string; flow: string }) {
   const now = host.clock.now();
   const from = throughputFrom(now);
-  const [st, failed, tp] = await Promise.all([
+  const [st, tp] = await Promise.all([
     host.store.stats(queue, now),
-    failedCopies(host, queue),
     host.store.throughput(from, 60_000, now),
   ]);
+  const failed = await failedCopies(host, queue, st);
   return {
     name: queue,
     delivery: "copies" as const,
@@ -485,7 +487,7 @@ async function copiesView(host: ConsoleHost, queue: string, of: { signal: string
     retries: 0,
     ...countsOf(st),
     failed: failed.failed,
-    failedOf: failed.failedOf,
+    ...(failed.failedOf === undefined ? {} : { failedOf: failed.failedOf }),
     throughput: {
       from,
       bucketMs: 60_000,

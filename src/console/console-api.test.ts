@@ -688,9 +688,9 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(dead[1]).toMatchObject({ signal: "jobs.run", status: "dead" });
   });
 
-  it("a broadcast subscriber that always fails: its copies count as failed (not only delivered), its newest failures are recent failures, and its copies queue can be read", async () => {
+  it("a broadcast subscriber that always fails: its copies count as failed (not only delivered, exactly, past the newest 100), its newest failures are recent failures, and its copies queue can be read", async () => {
     const { app, api, time } = await start({ modules: { newsBreaker } });
-    for (let n = 1; n <= 40; n++) {
+    for (let n = 1; n <= 140; n++) {
       time.advance(10);
       await app.emit(news, { n });
     }
@@ -700,21 +700,16 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     const sig = await api(`/api/signals/news.posted`);
     expect(sig.status).toBe(200);
     expect(sig.body.copies).toEqual([
-      expect.objectContaining({
-        flow: "news.break",
-        queue: breaks,
-        delivered: 40,
-        dead: 0,
-        failed: 40,
-        failedOf: 40,
-      }),
-      expect.objectContaining({ flow: "news.read", queue: reads, delivered: 40, failed: 0, failedOf: 40 }),
+      expect.objectContaining({ flow: "news.break", queue: breaks, delivered: 140, dead: 0, failed: 140 }),
+      expect.objectContaining({ flow: "news.read", queue: reads, delivered: 140, failed: 0 }),
     ]);
+    // The driver counts them (stats' deliveredFailed): exact, so no "among the newest" bound.
+    expect(sig.body.copies.map((c: Body) => c.failedOf)).toEqual([undefined, undefined]);
     expect(sig.body.failedCopies).toBeUndefined();
 
     const ov = await api("/api/overview");
     expect(ov.body.signals.find((x: Body) => x.name === "news.posted").copies[0]).toMatchObject({
-      failed: 40,
+      failed: 140,
     });
     const copies = ov.body.recentFailures.copies;
     expect(copies).toHaveLength(10);
@@ -734,9 +729,10 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       name: breaks,
       delivery: "copies",
       copiesOf: { signal: "news.posted", flow: "news.break" },
-      delivered: 40,
-      failed: 40,
+      delivered: 140,
+      failed: 140,
     });
+    expect(q.body).not.toHaveProperty("failedOf");
     const msgs = await api(`/api/signals/${encodeURIComponent(breaks)}/messages?status=delivered&limit=5`);
     expect(msgs.status).toBe(200);
     expect(msgs.body.items).toHaveLength(5);
@@ -747,6 +743,31 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       body: JSON.stringify({ all: true }),
     });
     expect(replay.status).toBe(404);
+  });
+
+  it("a driver whose stats do not count failed deliveries: failed copies are counted among the newest 100 delivered, and failedOf says so", async () => {
+    // A third-party driver from before deliveredFailed: stats without it.
+    const older = (s: Store): Store =>
+      new Proxy(s, {
+        get: (t, k) =>
+          k === "stats"
+            ? async (signal: string, now: number) => {
+                const { deliveredFailed: _d, ...rest } = await t.stats(signal, now);
+                return rest;
+              }
+            : Reflect.get(t, k),
+      });
+    const { app, api, time } = await start({ modules: { newsBreaker }, store: older });
+    for (let n = 1; n <= 110; n++) {
+      time.advance(10);
+      await app.emit(news, { n });
+    }
+    await app.idle();
+    const sig = await api(`/api/signals/news.posted`);
+    expect(sig.body.copies).toEqual([
+      expect.objectContaining({ flow: "news.break", delivered: 110, failed: 100, failedOf: 100 }),
+      expect.objectContaining({ flow: "news.read", delivered: 110, failed: 0, failedOf: 100 }),
+    ]);
   });
 
   it("the messages of a live or broadcast signal: 404 OKE1613 naming what it has instead of a queue, not OKE1605", async () => {

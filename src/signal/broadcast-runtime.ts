@@ -5,6 +5,7 @@ import type { AnyFlow } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { BroadcastSubscription } from "../store/fanout-types.ts";
 import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
+import { LEASE_EXPIRED, leaseSeconds } from "./attempt-budget.ts";
 import { prepareEmit } from "./emit.ts";
 import type { BroadcastSignal, OnceSignal, SignalHandle } from "./signal.ts";
 import { WorkerPool, type HandlerOutcome } from "./worker-pool.ts";
@@ -36,6 +37,9 @@ export const BROADCAST_PHYSICS = {
 } as const;
 
 const JANITOR_BATCH = 500;
+
+/** Failure code of a broadcast copy claimed after it waited longer than MAX_WAIT_MS: recorded, not run. */
+export const BROADCAST_MISSED = "MISSED";
 
 /** The queue that holds one flow's copies of a broadcast signal's events. */
 export const broadcastQueue = (signal: string, flow: string): string => `~broadcast:${signal}:${flow}`;
@@ -177,11 +181,23 @@ export class BroadcastRuntime {
     unstarted: { code: string; message: string } | undefined,
   ): HandlerOutcome | undefined {
     if (unstarted !== undefined) return undefined;
+    const attempt = m.attempts - 1;
     this.o.logger.warn(
-      { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id), attempt: m.attempts - 1 },
+      { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id), attempt },
       "broadcast: a handler was cut off (its instance stopped, or it outlived its lease); not run again",
     );
-    return { kind: "ok" };
+    // Recorded as the copy's failure, for the attempt that was cut off: the copy did not run to its
+    // end, and the Console counts it among the failed rather than plainly delivered.
+    return {
+      kind: "error",
+      failure: {
+        code: LEASE_EXPIRED,
+        message: `cut off: the handler of "${flow.name!}" started on an instance that stopped or died, or outlived its lease (${leaseSeconds(this.o.leaseMs)}); a broadcast copy is not run again`,
+      },
+      attempt,
+      final: true,
+      logged: true,
+    };
   }
 
   private copyHandler(
@@ -194,17 +210,31 @@ export class BroadcastRuntime {
       const age = this.o.clock.now() - m.createdAt;
       if (age > BROADCAST_PHYSICS.MAX_WAIT_MS) {
         this.o.logger.warn({ ...log, ageMs: age }, "broadcast: event waited too long for this flow; missed");
-        return { kind: "ok" };
+        // Not run, so recorded as the copy's failure: the Console counts it among the failed.
+        return {
+          kind: "error",
+          failure: {
+            code: BROADCAST_MISSED,
+            message: `missed: the event waited ${Math.round(age / 1000)} s for "${flow.name!}", over the ${BROADCAST_PHYSICS.MAX_WAIT_MS / 1000} s a broadcast copy waits; not run`,
+          },
+          final: true,
+          logged: true,
+        };
       }
       const out = await run(m);
       if (out.kind === "error") {
         this.o.logger.error(
-          { ...log, code: out.failure.code, err: out.failure.message },
+          {
+            ...log,
+            code: out.failure.code,
+            err: out.cause instanceof Error ? out.cause : out.failure.message,
+          },
           `broadcast handler failed: ${out.failure.message}`,
         );
         // Settled with its failure: the copy queue has no retry and no dead letter, so the pool marks
         // it `delivered` with the failure recorded, which the Console and `oke status` count as failed.
-        return { ...out, final: true };
+        // The line above is the one: the pool adds no "attempt 1 failed" of its own.
+        return { ...out, final: true, logged: true };
       }
       return out;
     };

@@ -124,7 +124,11 @@ export class SettleQueue {
     if (outcome.kind === "ok") {
       settlement = { id: m.id, worker: this.holder(m), attempt: m.attempts, status: "delivered" };
     } else {
-      const failure: FailureReason = { ...outcome.failure, at: this.o.clock.now(), attempt: m.attempts };
+      const failure: FailureReason = {
+        ...outcome.failure,
+        at: this.o.clock.now(),
+        attempt: outcome.attempt ?? m.attempts,
+      };
       const exhausted = m.attempts > s.retries || outcome.final === true;
       settlement = {
         id: m.id,
@@ -135,20 +139,21 @@ export class SettleQueue {
       };
       // A dead letter is work that did not get done: error, where a retried attempt is a warning.
       const log = settlement.status === "dead" ? this.o.logger.error : this.o.logger.warn;
-      log.call(
-        this.o.logger,
-        {
-          signal: s.name,
-          messageId: m.id,
-          ...(m.key === null ? {} : { key: m.key }),
-          attempt: m.attempts,
-          code: failure.code,
-          outcome: settlement.status,
-          // The stack of what the handler threw (pino's `err`): the line says where, not only what.
-          ...(outcome.cause instanceof Error ? { err: outcome.cause } : {}),
-        },
-        `attempt ${m.attempts} failed: ${failure.message}`,
-      );
+      if (outcome.logged !== true)
+        log.call(
+          this.o.logger,
+          {
+            signal: s.name,
+            messageId: m.id,
+            ...(m.key === null ? {} : { key: m.key }),
+            attempt: m.attempts,
+            code: failure.code,
+            outcome: settlement.status,
+            // The stack of what the handler threw (pino's `err`): the line says where, not only what.
+            ...(outcome.cause instanceof Error ? { err: outcome.cause } : {}),
+          },
+          `attempt ${m.attempts} failed: ${failure.message}`,
+        );
     }
     this.pending.push(settlement);
     this.pendingLeases.push(m.leaseExpiresAt);

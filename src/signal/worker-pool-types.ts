@@ -18,6 +18,13 @@ export type HandlerOutcome =
       final?: boolean;
       /** The thrown value, for the log line alone (its stack says where the handler threw); never stored. */
       cause?: unknown;
+      /**
+       * The attempt the failure belongs to, when not this claim's: a spent claim settling the attempt
+       * before it, which was cut off (its failure names that attempt, as a lapsed last attempt's does).
+       */
+      attempt?: number;
+      /** The handler's runtime logged the failure in its own words: the pool adds no line of its own. */
+      logged?: boolean;
     }
   | { kind: "abandon"; runId?: string };
 

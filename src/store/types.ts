@@ -131,6 +131,13 @@ export interface SignalStats {
   inflight: number;
   dead: number;
   delivered: number;
+  /**
+   * Of `delivered`, those with at least one failure recorded: a broadcast copy whose handler failed
+   * or was cut off (copies are settled delivered, never retried), a once message delivered after a
+   * retry. Optional, as it came after the first drivers: without it the Console counts failed copies
+   * among the newest delivered only.
+   */
+  deliveredFailed?: number;
   /** Age in ms of the oldest pending message at `now`, or null when none is pending. */
   oldestPendingAgeMs: number | null;
 }

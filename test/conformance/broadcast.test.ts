@@ -106,9 +106,12 @@ describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
     const rec = records.find((r) => r.msg === "broadcast handler failed: card declined")!;
     expect(rec).toMatchObject({ flow: "orders.boom.fails", signal: "orders.boom" });
     expect(typeof rec.eventId).toBe("string");
-    // Ephemeral: the copy is done, never dead-lettered.
+    // The line carries where the handler threw, and it is the only one: no pool "attempt 1 failed".
+    expect(String((rec.err as { stack?: unknown } | undefined)?.stack)).toContain("card declined");
+    expect(records.filter((r) => /card declined/.test(String(r.msg)))).toHaveLength(1);
+    // Ephemeral: the copy is done, never dead-lettered; counted as failed among the delivered.
     const stats = await app.store.stats(broadcastQueue("orders.boom", "orders.boom.fails"), app.clock.now());
-    expect(stats).toMatchObject({ pending: 0, inflight: 0, dead: 0, delivered: 1 });
+    expect(stats).toMatchObject({ pending: 0, inflight: 0, dead: 0, delivered: 1, deliveredFailed: 1 });
   });
 
   it("a durable emitter journals the broadcast with its step: a resumed run does not emit again", async () => {
@@ -143,6 +146,30 @@ describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
     await until(() => seen.length >= 2, "fresh copies ran");
     await emitter.idle();
     expect(seen.sort()).toEqual(["charge fresh", "ship fresh"]);
+    // The missed copies are recorded as failed, not plainly delivered: the Console counts them.
+    for (const f of ["charge", "ship"]) {
+      const queue = broadcastQueue("orders.restart", `orders.restart.${f}`);
+      await until(
+        async () => (await store.stats(queue, emitter.clock.now())).delivered === 2,
+        `${f} settled`,
+      );
+      expect(await store.stats(queue, emitter.clock.now())).toMatchObject({
+        delivered: 2,
+        deliveredFailed: 1,
+      });
+      const [missed] = (
+        await store.pageMessages({ signal: queue, status: "delivered", limit: 10 })
+      ).items.filter((m) => m.failures.length > 0);
+      expect(missed!.payload).toEqual({ id: "early" });
+      expect(missed!.failures).toEqual([
+        {
+          code: "MISSED",
+          message: `missed: the event waited 31 s for "orders.restart.${f}", over the 30 s a broadcast copy waits; not run`,
+          at: expect.any(Number),
+          attempt: 1,
+        },
+      ]);
+    }
   });
 
   it("copies for a flow whose every subscriber lapsed are cleared; then the emit is an orphan", async () => {
@@ -220,6 +247,22 @@ describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
     expect(cut).toHaveLength(startedOnA.length);
     // Nothing on B blames a crash or hang for a copy (the once text for a spent claim).
     expect(records.filter((r) => /did not finish within its lease/.test(String(r.msg)))).toEqual([]);
+    // The cut-off copies are recorded as failed, for the attempt that was cut off; one line each.
+    expect((await store.stats(queue, b.clock.now())).deliveredFailed).toBe(startedOnA.length);
+    const failed = (
+      await store.pageMessages({ signal: queue, status: "delivered", limit: 100 })
+    ).items.filter((m) => m.failures.length > 0);
+    expect(failed.map((m) => (m.payload as { id: string }).id).sort()).toEqual([...startedOnA].sort());
+    for (const m of failed)
+      expect(m.failures).toEqual([
+        {
+          code: "LEASE_EXPIRED",
+          message: `cut off: the handler of "orders.crash.slow" started on an instance that stopped or died, or outlived its lease (10 s); a broadcast copy is not run again`,
+          at: expect.any(Number),
+          attempt: 1,
+        },
+      ]);
+    expect(records.filter((r) => /^attempt \d+ failed/.test(String(r.msg)))).toEqual([]);
     hang.open();
   });
 

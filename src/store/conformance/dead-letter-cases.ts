@@ -1,7 +1,16 @@
 /** Conformance cases of dead letters, replay, discard, stats and pruning. */
 import { describe, expect, it } from "vitest";
 import type { Store } from "../types.ts";
-import { claimOf, freshStore, idsOf, msg, outcome, T0, type StoreFactory } from "./harness.ts";
+import {
+  claimOf,
+  freshStore,
+  idsOf,
+  msg,
+  outcome,
+  T0,
+  type ConformanceOptions,
+  type StoreFactory,
+} from "./harness.ts";
 
 /** Claims `id` (must be claimable now) and settles it dead with one failure. */
 async function kill(store: Store, id: string, now: number, signal = "sig.a"): Promise<void> {
@@ -16,9 +25,12 @@ async function kill(store: Store, id: string, now: number, signal = "sig.a"): Pr
 }
 
 /** Dead letters, operator replay / discard, stats, pruning. */
-export function deadLetterCases(factory: StoreFactory): void {
+export function deadLetterCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
   describe("dead letters, replay, discard, stats, prune", () => {
     const store = freshStore(factory);
+    /** stats' optional deliveredFailed as this driver reports it: the count, or absent. */
+    const failedCount = (n: number): { deliveredFailed?: number } =>
+      options.deliveredFailed === true ? { deliveredFailed: n } : {};
 
     it("deadLetters lists one signal's dead messages oldest first, with their history", async () => {
       await store().enqueue([msg("m1", { key: "k1", payload: { n: 1 } })], T0 + 100);
@@ -149,6 +161,7 @@ export function deadLetterCases(factory: StoreFactory): void {
         inflight: 0,
         dead: 0,
         delivered: 0,
+        ...failedCount(0),
         oldestPendingAgeMs: null,
       });
       await store().enqueue([msg("m1")], T0);
@@ -160,6 +173,7 @@ export function deadLetterCases(factory: StoreFactory): void {
         inflight: 0,
         dead: 0,
         delivered: 0,
+        ...failedCount(0),
         oldestPendingAgeMs: 5_000,
       });
       await kill(store(), "m2", T0 + 5_000);
@@ -182,6 +196,7 @@ export function deadLetterCases(factory: StoreFactory): void {
         inflight: 1,
         dead: 1,
         delivered: 1,
+        ...failedCount(0),
         oldestPendingAgeMs: 6_000,
       });
       // An expired lease still counts as inflight until someone reclaims it.
@@ -189,6 +204,43 @@ export function deadLetterCases(factory: StoreFactory): void {
       await claimOf(store(), "w", T0 + 6_000);
       expect((await store().stats("sig.a", T0 + 6_000)).oldestPendingAgeMs).toBeNull();
       expect((await store().stats("sig.b", T0 + 6_000)).pending).toBe(1);
+    });
+
+    it("stats' deliveredFailed counts the delivered messages with a failure, exactly, until they are pruned", async () => {
+      if (options.deliveredFailed !== true) {
+        // Optional in the contract: the Console then counts failed copies among the newest delivered.
+        expect(await store().stats("sig.a", T0)).not.toHaveProperty("deliveredFailed");
+        return;
+      }
+      const failure = (at: number) => ({ code: "Error", message: "handler failed", at });
+      await store().enqueue([msg("c1"), msg("c2"), msg("c3"), msg("r1"), msg("x1", { signal: "sig.b" })], T0);
+      const first = new Map((await claimOf(store(), "w", T0)).map((c) => [c.id, c]));
+      const [x1] = await claimOf(store(), "w", T0, 100, "sig.b");
+      // c1 and x1 delivered with their failure (a broadcast copy's one attempt), c2 cleanly, r1 retried.
+      await store().settle(
+        [
+          outcome(first.get("c1")!, "delivered", failure(T0 + 1)),
+          outcome(first.get("c2")!, "delivered"),
+          outcome(first.get("r1")!, "pending", failure(T0 + 1)),
+          outcome(x1!, "delivered", failure(T0 + 1)),
+        ],
+        T0 + 1,
+      );
+      expect(await store().stats("sig.a", T0 + 2)).toMatchObject({
+        delivered: 2,
+        deliveredFailed: 1,
+        pending: 1,
+      });
+      expect(await store().stats("sig.b", T0 + 2)).toMatchObject({ delivered: 1, deliveredFailed: 1 });
+      // r1 delivered on its second attempt: its first attempt's failure counts it.
+      const [r1] = await claimOf(store(), "w", T0 + 10);
+      expect(r1!.id).toBe("r1");
+      await store().settle([outcome(r1!, "delivered"), outcome(first.get("c3")!, "delivered")], T0 + 20);
+      expect(await store().stats("sig.a", T0 + 20)).toMatchObject({ delivered: 4, deliveredFailed: 2 });
+      // Pruned with the rest of the delivered: the count follows.
+      expect(await store().pruneDelivered(T0 + 2)).toBe(3);
+      expect(await store().stats("sig.a", T0 + 20)).toMatchObject({ delivered: 2, deliveredFailed: 1 });
+      expect(await store().stats("sig.b", T0 + 20)).toMatchObject({ delivered: 0, deliveredFailed: 0 });
     });
 
     it("nextLeaseExpiry is the earliest inflight lease of the signal, or null", async () => {

@@ -67,6 +67,12 @@ export interface ConformanceOptions {
    * absent.
    */
   lastTapePosition?: boolean;
+  /**
+   * The driver's `stats` reports the optional `deliveredFailed` (delivered messages with a failure:
+   * failed broadcast copies): the suite checks it is exact. When false (default) the suite checks it
+   * is absent.
+   */
+  deliveredFailed?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

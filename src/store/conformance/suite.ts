@@ -49,7 +49,7 @@ export function describeStoreConformance(
     releaseCases(factory);
     leaveClaimsCases(factory, options);
     resettleCases(factory, options);
-    deadLetterCases(factory);
+    deadLetterCases(factory, options);
     attemptBudgetCases(factory);
     journalLeaseCases(factory);
     journalAppendCases(factory);

@@ -26,5 +26,6 @@ describeStoreConformance(
     releaseHold: true,
     terminateRun: true,
     lastTapePosition: true,
+    deliveredFailed: true,
   },
 );

@@ -124,10 +124,7 @@ export class MemoryQueue {
         m.leaseExpiresAt = null;
         m.updatedAt = now;
         if (s.status === "dead") q.dead.set(m.id, m);
-        else {
-          q.delivered++;
-          this.delivered.push(m);
-        }
+        else this.addDelivered(q, m);
       }
       applied.push(m.id);
       // Only a settle that makes work claimable is announced (StoreEvent "settled").
@@ -189,7 +186,7 @@ export class MemoryQueue {
       const state = resettleState(m, r);
       if (state !== "open") return { applied: state === "already", signals: [] };
       this.delivered.remove(m);
-      this.signals.get(m.signal)!.delivered--;
+      this.countOut(m);
     } else {
       m = newMsgRec(r.message, now, this.nextSeq++);
       m.replays = r.replays ?? 0;
@@ -208,10 +205,7 @@ export class MemoryQueue {
     }
     m.status = r.status;
     if (r.status === "dead") q.dead.set(m.id, m);
-    else {
-      q.delivered++;
-      this.delivered.push(m);
-    }
+    else this.addDelivered(q, m);
     return { applied: true, signals: [] };
   }
 
@@ -268,6 +262,7 @@ export class MemoryQueue {
       inflight: q?.leases.size ?? 0,
       dead: q?.dead.size ?? 0,
       delivered: q?.delivered ?? 0,
+      deliveredFailed: q?.deliveredFailed ?? 0,
       oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, now - oldest.createdAt),
     };
   }
@@ -292,6 +287,20 @@ export class MemoryQueue {
     return out.sort((a, b) => (a.signal < b.signal ? -1 : a.signal > b.signal ? 1 : 0));
   }
 
+  /** Files a message just settled delivered: its signal's counts and the prune's heap. */
+  private addDelivered(q: SignalQueue, m: MsgRec): void {
+    q.delivered++;
+    if (m.failures.length > 0) q.deliveredFailed++;
+    this.delivered.push(m);
+  }
+
+  /** Takes a delivered message (out of the heap already) off its signal's counts, before its failures change. */
+  private countOut(m: MsgRec): void {
+    const q = this.signals.get(m.signal)!;
+    q.delivered--;
+    if (m.failures.length > 0) q.deliveredFailed--;
+  }
+
   /** `keep`: a message old enough that must stay (its durable consumer's run is unfinished). */
   pruneDelivered(before: number, keep: (m: MsgRec) => boolean = () => false): number {
     let n = 0;
@@ -303,7 +312,7 @@ export class MemoryQueue {
         continue;
       }
       this.messages.delete(m.id);
-      this.signals.get(m.signal)!.delivered--;
+      this.countOut(m);
       n++;
     }
     for (const m of kept) this.delivered.push(m);
@@ -334,10 +343,7 @@ export class MemoryQueue {
         q.leases.push(m);
         if (m.key !== null) q.keys.setInflight(m.key, m);
       } else if (m.status === "dead") q.dead.set(m.id, m);
-      else if (m.status === "delivered") {
-        q.delivered++;
-        this.delivered.push(m);
-      }
+      else if (m.status === "delivered") this.addDelivered(q, m);
     }
     for (const m of recs) if (m.status === "pending") this.queue(m.signal).addPending(m, false);
     this.nextSeq = Math.max(snap.nextSeq, (recs.at(-1)?.seq ?? 0) + 1);

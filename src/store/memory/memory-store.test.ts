@@ -18,6 +18,7 @@ describeStoreConformance(
     releaseHold: true,
     terminateRun: true,
     lastTapePosition: true,
+    deliveredFailed: true,
   },
 );
 
@@ -49,6 +50,7 @@ describeStoreConformance(
     releaseHold: true,
     terminateRun: true,
     lastTapePosition: true,
+    deliveredFailed: true,
   },
 );
 

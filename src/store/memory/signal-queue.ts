@@ -22,6 +22,8 @@ export class SignalQueue {
   /** Dead letters by id. */
   readonly dead = new Map<string, MsgRec>();
   delivered = 0;
+  /** Of the delivered, those with a failure recorded (a failed broadcast copy, a once message retried). */
+  deliveredFailed = 0;
 
   constructor(readonly signal: string) {}
 

@@ -128,8 +128,8 @@ export async function discard(
 
 /**
  * Each count is an index-only scan of that status's partial index (pending:
- * the two ready indexes; delivered: migration 0014), never a read of the
- * table's rows. The oldest pending message is the head of each ready index in
+ * the two ready indexes; delivered: migration 0014; delivered with a failure:
+ * migration 0031), never a read of the table's rows. The oldest pending message is the head of each ready index in
  * emit order (one row each).
  */
 export async function stats(ctx: PgContext, signal: string, now: number): Promise<SignalStats> {
@@ -139,6 +139,7 @@ export async function stats(ctx: PgContext, signal: string, now: number): Promis
     inflight: number;
     dead: number;
     delivered: number;
+    delivered_failed: number;
     oldest: number | null;
   }>(
     ctx.pool,
@@ -148,6 +149,8 @@ export async function stats(ctx: PgContext, signal: string, now: number): Promis
        (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'inflight')::int AS inflight,
        (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'dead')::int AS dead,
        (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'delivered')::int AS delivered,
+       (SELECT count(*) FROM ${m} WHERE signal = $1 AND status = 'delivered' AND failures <> '[]'::jsonb)::int
+         AS delivered_failed,
        LEAST(
          (SELECT created_at FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NULL ORDER BY seq LIMIT 1),
          (SELECT created_at FROM ${m} WHERE signal = $1 AND status = 'pending' AND key IS NOT NULL ORDER BY seq LIMIT 1)
@@ -161,6 +164,7 @@ export async function stats(ctx: PgContext, signal: string, now: number): Promis
     inflight: r.inflight,
     dead: r.dead,
     delivered: r.delivered,
+    deliveredFailed: r.delivered_failed,
     oldestPendingAgeMs: r.oldest === null ? null : Math.max(0, now - Number(r.oldest)),
   };
 }

@@ -225,4 +225,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   releaseHold: true,
   terminateRun: true,
   lastTapePosition: true,
+  deliveredFailed: true,
 } as const;

@@ -425,12 +425,18 @@ export class SqliteQueue {
       "SELECT created_at FROM messages WHERE signal = ? AND status = 'pending' ORDER BY created_at, seq LIMIT 1",
       signal,
     );
+    // Migration 0005's partial index: only delivered rows with a failure are in it.
+    const failed = this.b.get<{ n: number }>(
+      "SELECT count(*) AS n FROM messages WHERE signal = ? AND status = 'delivered' AND failures <> '[]'",
+      signal,
+    );
     return {
       signal,
       pending: counts.get("pending") ?? 0,
       inflight: counts.get("inflight") ?? 0,
       dead: counts.get("dead") ?? 0,
       delivered: counts.get("delivered") ?? 0,
+      deliveredFailed: failed?.n ?? 0,
       oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, now - oldest.created_at),
     };
   }

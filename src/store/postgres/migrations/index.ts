@@ -24,6 +24,7 @@ import { m0027 } from "./0027-due-sleepers-in-order.ts";
 import { m0028 } from "./0028-json-keeps-key-order.ts";
 import { m0029 } from "./0029-claim-after-stop.ts";
 import { m0030 } from "./0030-run-hold.ts";
+import { m0031 } from "./0031-delivered-failed.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -56,4 +57,5 @@ export const migrations: readonly Migration[] = [
   m0028,
   m0029,
   m0030,
+  m0031,
 ];
