@@ -744,6 +744,25 @@ async function wokeLater(c: ConsoleClient, runId: string): Promise<string> {
 }
 
 /** Adds the operator commands to the `oke` program. */
+
+/** What a terminate did to the run's message (a durable consumer's), in one line. */
+function terminatedMessageLine(m: { id: string; signal: string; outcome: string }): string {
+  const which = `its message ${m.id} on ${oneLine(m.signal)}`;
+  switch (m.outcome) {
+    case "dead":
+      return `${which} is now a dead letter: oke replay ${m.signal} ${m.id} runs its work afresh`;
+    case "delivered":
+      return `${which} stays delivered, with the run's failure recorded (its signal keeps no dead letters)`;
+    case "pending":
+    case "inflight":
+      return `${which} is ${m.outcome}: its next claim finds the run terminated and makes it a dead letter`;
+    case "dead-already":
+      return `${which} is already a dead letter`;
+    default:
+      return `${which} was claimed or settled otherwise meanwhile; left as it is (oke dead ${m.signal} shows the dead letters)`;
+  }
+}
+
 export function addOperatorCommands(program: Command): void {
   withConsole(
     program
@@ -970,6 +989,8 @@ export function addOperatorCommands(program: Command): void {
         ((v) => isObj(v) && v.outcome === "terminated" && isObj(v.run)) as Shape<{
           outcome: "terminated";
           run: RunRow;
+          /** The message a durable consumer's run was working (absent from an older app, or for other runs). */
+          message?: { id: string; signal: string; outcome: string };
         }>,
       );
       if (flags.json) printJson(res);
@@ -978,6 +999,7 @@ export function addOperatorCommands(program: Command): void {
         print(
           `terminated ${runId}: ${res.run.status}${e ? ` with ${e.code ?? ""} (${oneLine(e.message ?? "")})` : ""}; its undos did not run`,
         );
+        if (res.message !== undefined) print(terminatedMessageLine(res.message));
       }
     }),
   );

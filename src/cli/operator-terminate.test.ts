@@ -1,7 +1,7 @@
 // `oke terminate` in-process against a real app's Console: what it prints, what --json gives, and exit 1 with the Console's reason on a refusal.
 import { afterAll, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
-import { flow } from "../index.ts";
+import { flow, on, signal } from "../index.ts";
 import { createTimeTravel } from "../clock/time-travel.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import { oke, type Ran } from "./run-oke.test-helper.ts";
@@ -14,6 +14,17 @@ const napper = flow("cli.napper", {
   },
 });
 
+const jobs = signal.once("cli.jobs");
+const worker = on(
+  jobs,
+  flow("cli.worker", {
+    durable: true,
+    do: async (_: { n: number }, fx) => {
+      await fx.clock.sleep("wait", "1h");
+    },
+  }),
+);
+
 describe("oke terminate", () => {
   const stops: Array<() => Promise<void>> = [];
   afterAll(async () => {
@@ -25,7 +36,7 @@ describe("oke terminate", () => {
     const time = createTimeTravel(now);
     const store = createMemoryStore();
     const app = createApp({
-      modules: [{ napper }],
+      modules: [{ napper, jobs, worker }],
       env: "test",
       clock: time,
       store,
@@ -34,10 +45,20 @@ describe("oke terminate", () => {
     stops.push(() => app.stop({ timeoutMs: 2_000 }));
     const url = (await app.start({ port: 0, host: "127.0.0.1" })).console!.url;
     const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    // A durable consumer's parked run: the line says what became of its message.
+    await app.emit(jobs, { n: 0 });
+    await app.idle();
+    const [consumer] = (await store.listRuns({ flow: "cli.worker", status: "sleeping" })).map((r) => r.id);
+    const ended = await cli("terminate", consumer!);
+    expect([ended.code, ended.stderr]).toEqual([0, ""]);
+    expect(ended.stdout).toBe(
+      `terminated ${consumer}: failed with OKE1339 (terminated by alice at 2026-12-01T12:00:00.000Z); its undos did not run\n` +
+        `its message ${consumer} on cli.jobs is now a dead letter: oke replay cli.jobs ${consumer} runs its work afresh`,
+    );
     await app.invoke(napper, { n: 1 });
     await app.invoke(napper, { n: 2 });
     await app.idle();
-    const [a, b] = (await store.listRuns({ status: "sleeping" })).map((r) => r.id);
+    const [a, b] = (await store.listRuns({ flow: "cli.napper", status: "sleeping" })).map((r) => r.id);
 
     const done = await cli("terminate", a!, "--reason", "flow retired");
     expect([done.code, done.stderr]).toEqual([0, ""]);

@@ -5,6 +5,7 @@ import { clockSignalName } from "../clock/schedule.ts";
 import { baseOf } from "../clock/schedule-runtime.ts";
 import { compiledSpec } from "../clock/schedule-spec.ts";
 import { holdFix } from "../durable/mismatch-log.ts";
+import { settleTerminatedMessage, TERMINATED, terminatedError } from "../durable/terminate.ts";
 import { leased, leaseLive } from "../store/wake-rules.ts";
 import { decodeAuditCursor, decodeCursor, decodeSeqCursor } from "../store/console-cursor.ts";
 import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
@@ -112,19 +113,6 @@ const terminable = (host: ConsoleHost, run: RunRecord): boolean =>
   host.store.terminateRun !== undefined &&
   (run.status === "sleeping" || leased(run.status)) &&
   !leaseLive(run, host.clock.now());
-
-/** OKE1339: the error a run an operator terminated ends with. */
-export const TERMINATED = "OKE1339";
-
-/** The run's error after a terminate: who, when, and why when they said. */
-export const terminatedError = (
-  actor: string,
-  at: number,
-  reason: string | undefined,
-): { code: string; message: string } => ({
-  code: TERMINATED,
-  message: `terminated by ${actor} at ${new Date(at).toISOString()}${reason === undefined ? "" : `: ${reason}`}`,
-});
 
 function limitOf(q: URLSearchParams, dflt = 50, max = 500): number {
   const v = q.get("limit");
@@ -934,9 +922,46 @@ export const handlers: Record<string, ApiHandler> = {
       throw runRefused(
         `run "${runId}" is held by ${result.leaseOwner}, whose lease lapses at ${new Date(result.leaseExpiresAt).toISOString()}: a run someone holds is not terminated (nothing changed); try again once it sleeps, is held back, or that lease lapsed`,
       );
-    if (result.outcome === "final")
-      throw runRefused(`run "${runId}" is already ${result.status}: there is nothing to terminate`);
-    return { body: { outcome: result.outcome, run: { ...summary(result.run), error: result.run.error } } };
+    // A durable consumer's run that had parked: its message was settled delivered then, and nothing
+    // would settle it again. It becomes a dead letter, which an operator can replay.
+    const settleMessage = async (run: RunRecord) => {
+      const message = await settleTerminatedMessage(
+        host.store,
+        run,
+        host.clock.now(),
+        (signal) => host.manifest.signals.find((s) => s.name === signal)?.deadLetter,
+        host.logger,
+      );
+      if (message !== undefined && (message.outcome === "dead" || message.outcome === "delivered"))
+        await audit({
+          actor,
+          action: "terminate",
+          target: `signal:${message.signal}`,
+          detail: { messageId: message.id, run: runId, outcome: message.outcome },
+        });
+      return message;
+    };
+    if (result.outcome === "final") {
+      // Terminated before, and the answer lost with its message left delivered (an outage between the
+      // two writes): this retry settles the message, so the operator's retry completes the terminate.
+      const run = result.status === "failed" ? await host.store.getRun(runId) : undefined;
+      const message = run?.error?.code === TERMINATED ? await settleMessage(run) : undefined;
+      const settled = message?.outcome === "dead" || message?.outcome === "delivered";
+      throw runRefused(
+        `run "${runId}" is already ${result.status}: there is nothing to terminate` +
+          (settled
+            ? `; its message ${message.id} (${message.signal}) was still delivered and is now ${message.outcome === "dead" ? "a dead letter" : "delivered with the run's failure"}`
+            : ""),
+      );
+    }
+    const message = await settleMessage(result.run);
+    return {
+      body: {
+        outcome: result.outcome,
+        run: { ...summary(result.run), error: result.run.error },
+        ...(message === undefined ? {} : { message }),
+      },
+    };
   },
 
   "GET /api/instances": async ({ host }) => {

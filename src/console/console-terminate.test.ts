@@ -1,8 +1,9 @@
 // The Console API's terminate over HTTP: an operator ends a durable run no one holds (OKE1339), refusals, audit.
 import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
+import type { App } from "../app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
-import { flow } from "../index.ts";
+import { flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import type { Store } from "../store/types.ts";
 import { JournalLeaseBusy } from "../errors.ts";
@@ -16,6 +17,28 @@ const napper = flow("term.napper", {
     return "woke";
   },
 });
+/** A durable consumer that parks: its message is settled delivered at the park. */
+const jobs = signal.once("term.jobs", { retries: 2 });
+const worker = on(
+  jobs,
+  flow("term.worker", {
+    durable: true,
+    do: async (_: { n: number }, fx) => {
+      await fx.clock.sleep("wait", "1h");
+    },
+  }),
+);
+/** The same, on a signal that keeps no dead letters. */
+const notes = signal.once("term.notes", { deadLetter: false });
+const noter = on(
+  notes,
+  flow("term.noter", {
+    durable: true,
+    do: async (_: { n: number }, fx) => {
+      await fx.clock.sleep("wait", "1h");
+    },
+  }),
+);
 /** Runs of a flow this app does not have: nothing in it takes them, so the test sets their state. */
 const GONE = "term.gone";
 
@@ -31,6 +54,7 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
   async function start(wrap: (s: Store) => Store = (s) => s): Promise<{
     store: Store;
     time: TimeTravel;
+    app: App;
     invoke: () => Promise<void>;
     api: (path: string, body?: unknown, token?: string | null) => Promise<{ status: number; body: Body }>;
   }> {
@@ -39,7 +63,7 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
     const time = createTimeTravel(T0);
     const store = wrap(made.store);
     const app = createApp({
-      modules: [{ napper }],
+      modules: [{ napper, jobs, worker, notes, noter }],
       env: "test",
       clock: time,
       store,
@@ -51,6 +75,7 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
     return {
       store,
       time,
+      app,
       invoke: async () => {
         await app.invoke(napper, { x: 1 });
         await app.idle();
@@ -199,5 +224,76 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
     expect(res.status).toBe(501);
     expect(res.body.error.code).toBe("OKE1612");
     expect(res.body.error.message).toContain("cannot terminate runs");
+  });
+  it("a durable consumer's parked run: its message, delivered at the park, becomes a dead letter with the run's error, and a replay runs the work afresh", async () => {
+    const { api, app, store, time } = await start();
+    await app.emit(jobs, { n: 1 });
+    await app.idle();
+    const [run] = await store.listRuns({ flow: "term.worker", status: "sleeping" });
+    const id = run!.id;
+    expect((await store.getMessage(id))?.status).toBe("delivered");
+    const done = await api(`/api/runs/${id}/terminate`, { reason: "job retired" });
+    expect(done.status).toBe(200);
+    expect(done.body.message).toEqual({ id, signal: "term.jobs", outcome: "dead" });
+    const error = {
+      code: "OKE1339",
+      message: `terminated by alice at ${new Date(T0).toISOString()}: job retired`,
+    };
+    const m = await store.getMessage(id);
+    expect(m).toMatchObject({ status: "dead", attempts: 1 });
+    expect(m!.failures).toEqual([{ ...error, at: T0, attempt: 1 }]);
+    expect((await api("/api/audit", null)).body.items[0]).toMatchObject({
+      actor: "alice",
+      action: "terminate",
+      target: "signal:term.jobs",
+      detail: { messageId: id, run: id, outcome: "dead" },
+    });
+    // Listed among the dead letters, and a replay runs it afresh as its next run.
+    expect((await api("/api/signals/term.jobs/replay", { ids: [id] })).status).toBe(200);
+    await app.idle();
+    expect(await store.getRun(`${id}.r1`)).toMatchObject({ status: "sleeping", flow: "term.worker" });
+    time.advance("1h");
+    await app.idle();
+    expect((await store.getRun(`${id}.r1`))?.status).toBe("completed");
+    expect((await store.getRun(id))?.status).toBe("failed");
+  });
+
+  it("a consumer on a signal that keeps no dead letters: the message stays delivered with the run's failure recorded", async () => {
+    const { api, app, store } = await start();
+    await app.emit(notes, { n: 1 });
+    await app.idle();
+    const [run] = await store.listRuns({ flow: "term.noter", status: "sleeping" });
+    const done = await api(`/api/runs/${run!.id}/terminate`, {});
+    expect(done.body.message).toEqual({ id: run!.id, signal: "term.notes", outcome: "delivered" });
+    const m = await store.getMessage(run!.id);
+    expect(m?.status).toBe("delivered");
+    expect(m?.failures.map((f) => f.code)).toEqual(["OKE1339"]);
+  });
+
+  it("a terminate whose message was left delivered (the answer lost in an outage) is completed by the operator's retry", async () => {
+    let failResettle = true;
+    const { api, app, store } = await start(
+      (s) =>
+        new Proxy(s, {
+          get: (t, k) =>
+            k === "resettleDelivered" && failResettle
+              ? () => Promise.reject(new Error("connection lost (test outage)"))
+              : Reflect.get(t, k),
+        }),
+    );
+    await app.emit(jobs, { n: 2 });
+    await app.idle();
+    const [run] = await store.listRuns({ flow: "term.worker", status: "sleeping" });
+    const id = run!.id;
+    expect((await api(`/api/runs/${id}/terminate`, {})).status).toBe(500);
+    expect((await store.getRun(id))?.status).toBe("failed");
+    expect((await store.getMessage(id))?.status).toBe("delivered");
+    failResettle = false;
+    const again = await api(`/api/runs/${id}/terminate`, {});
+    expect(again.status).toBe(409);
+    expect(again.body.error.message).toBe(
+      `console: run "${id}" is already failed: there is nothing to terminate; its message ${id} (term.jobs) was still delivered and is now a dead letter`,
+    );
+    expect((await store.getMessage(id))?.status).toBe("dead");
   });
 });

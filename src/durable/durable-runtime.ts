@@ -9,10 +9,11 @@ import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
 import { Permits } from "./permits.ts";
-import { consumerRunId } from "../store/resettle-rules.ts";
+import { consumerRunId, replayOf } from "../store/resettle-rules.ts";
 import { markWithin, STOP_MARK_TIMEOUT_MS } from "../store/stop-mark.ts";
 import { isStoppedOwner, stoppedOwner } from "../store/wake-rules.ts";
 import { RECOVERIES_EXCEEDED, recoveriesExceeded, TakeoverLog } from "./recoveries.ts";
+import { TERMINATED } from "./terminate.ts";
 import { MismatchLog, UNKNOWN_FLOW_RETRY_MS, unknownFlowHold } from "./mismatch-log.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
@@ -725,7 +726,9 @@ export class DurableRuntime {
       );
       if (outcome.kind === "failed") {
         const failure = errorRecord(outcome.error);
-        return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
+        // Ended by an operator too (terminate): every redelivery would only read the same failure.
+        const final = failure.code === RECOVERIES_EXCEEDED || failure.code === TERMINATED;
+        return { kind: "error", failure, ...(final ? { final: true } : {}) };
       }
       return { kind: "ok" };
     } finally {
@@ -1129,18 +1132,13 @@ function outcomeOf(runId: string, flow: AnyFlow, run: RunRecord): InvokeResult |
 
 /**
  * A delivery that found its run failed: the run's failure. Final when the run was ended past
- * durable.maxRecoveries: a retry of the message would only read that failure again, so the message
- * is dead-lettered at once with the run's code, not after the rest of its attempts.
+ * durable.maxRecoveries or by an operator's terminate: a retry of the message would only read that
+ * failure again, so the message is dead-lettered at once with the run's code, not after the rest of
+ * its attempts.
  */
 function failedDelivery(run: RunRecord): DurableDelivery {
   const failure = run.error ?? { code: "Error", message: "run failed" };
-  return { kind: "error", failure, ...(failure.code === RECOVERIES_EXCEEDED ? { final: true } : {}) };
-}
-
-/** A consumer run id's message id and replay number (0: the message's own run). Ids are [0-9a-z]. */
-function replayOf(runId: string): { messageId: string; replays: number } {
-  const at = /\.r([1-9][0-9]*)$/.exec(runId);
-  return at
-    ? { messageId: runId.slice(0, at.index), replays: Number(at[1]) }
-    : { messageId: runId, replays: 0 };
+  // Ended by an operator too (terminate): every redelivery would only read the same failure.
+  const final = failure.code === RECOVERIES_EXCEEDED || failure.code === TERMINATED;
+  return { kind: "error", failure, ...(final ? { final: true } : {}) };
 }

@@ -31,3 +31,11 @@ export function resettleState(m: ResettleState, r: ResettleDelivered): "open" | 
  */
 export const consumerRunId = (m: { id: string; replays?: number }): string =>
   (m.replays ?? 0) > 0 ? `${m.id}.r${m.replays}` : m.id;
+
+/** consumerRunId's inverse: a consumer run id's message id and replay number (0: the message's own run). Ids are [0-9a-z]. */
+export function replayOf(runId: string): { messageId: string; replays: number } {
+  const at = /\.r([1-9][0-9]*)$/.exec(runId);
+  return at
+    ? { messageId: runId.slice(0, at.index), replays: Number(at[1]) }
+    : { messageId: runId, replays: 0 };
+}
