@@ -4,7 +4,8 @@ import { join, resolve } from "node:path";
 import { CliError } from "../project/load-project.ts";
 import { LOG_FILE } from "../store/file/recovery.ts";
 import { inspectFileLog, salvageFileLog, type DamagedRange } from "../store/file/salvage.ts";
-import { DB_FILE, checkDb } from "../store/file/sqlite/sqlite-db.ts";
+import { okengineVersion } from "../okengine-version.ts";
+import { DB_FILE, checkDb, readSchemaState } from "../store/file/sqlite/sqlite-db.ts";
 
 export interface DoctorFlags {
   salvage?: boolean;
@@ -39,6 +40,14 @@ export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> 
       console.log(
         `oke doctor: ${db} is intact (SQLite quick_check)${flags.salvage ? "; nothing to salvage" : ""}`,
       );
+      // Intact, yet this okengine may not open it: say so here rather than at the next boot.
+      const state = readSchemaState(db);
+      if (state !== undefined && state.needs > state.codeVersion)
+        console.log(
+          `Its schema is at migration ${state.dbVersion}${state.appliedBy === undefined ? "" : ` (applied by okengine ${state.appliedBy})`}, ` +
+            `newer than this okengine (${okengineVersion()}) knows (${state.codeVersion}): this version refuses to open it (OKE1326). ` +
+            `Run ${state.appliedBy === undefined ? "the newer okengine" : `okengine ${state.appliedBy} or later`} on it.`,
+        );
       return;
     }
     console.log(`oke doctor: ${db} is damaged (SQLite quick_check):`);

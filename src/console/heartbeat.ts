@@ -7,20 +7,11 @@ import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import type { InstanceInfo } from "../store/console-types.ts";
 import type { Store } from "../store/types.ts";
+import { okengineVersion } from "../okengine-version.ts";
 
 export const HEARTBEAT_MS = 10_000;
 /** An instance not heard from for this long is not listed as alive. */
 export const ALIVE_MS = 3 * HEARTBEAT_MS;
-
-const okengineVersion = (): string => {
-  try {
-    return (
-      JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
-    ).version;
-  } catch {
-    return "unknown";
-  }
-};
 
 /** The app's own version, from the project's package.json. */
 const appVersion = (root: string): string | undefined => {

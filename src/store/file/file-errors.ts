@@ -47,6 +47,24 @@ export const fileStoreErrors = {
       details: { dir },
       cause,
     }),
+  newer: (
+    dir: string,
+    dbVersion: number,
+    codeVersion: number,
+    needs: number,
+    appliedBy: string | undefined,
+  ) =>
+    new OkeError({
+      code: "OKE1326",
+      message:
+        `File store "${dir}" was migrated by a newer okengine: its schema is at migration ${dbVersion}` +
+        `${appliedBy === undefined ? "" : ` (applied by okengine ${appliedBy})`}, and this okengine knows only ${codeVersion}. ` +
+        `Nothing in it is damaged.`,
+      fix:
+        `Run ${appliedBy === undefined ? "the newer okengine" : `okengine ${appliedBy} or later`} on this store (its migrations after ${codeVersion} ` +
+        `need code that knows migration ${needs}). To go back to this version, restore a backup of "${dir}" taken before the upgrade; do not start it empty.`,
+      details: { dir, dbVersion, codeVersion, needs, ...(appliedBy === undefined ? {} : { appliedBy }) },
+    }),
   damaged: (dir: string, file: string, offset: number, nextValid: number, size: number, reason: string) =>
     new OkeError({
       code: "OKE1324",

@@ -86,7 +86,8 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     try {
       db = openDb(join(dir, DB_FILE));
     } catch (e) {
-      if (e instanceof NewerSchemaError) throw fileStoreErrors.corrupt(dir, `${DB_FILE}: ${e.message}`, e);
+      if (e instanceof NewerSchemaError)
+        throw fileStoreErrors.newer(dir, e.dbVersion, e.codeVersion, e.needs, e.appliedBy);
       const code = (e as { code?: unknown }).code;
       if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
         throw fileStoreErrors.corrupt(dir, `${DB_FILE} is not a readable SQLite database`, e);

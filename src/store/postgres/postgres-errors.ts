@@ -1,6 +1,7 @@
 /** Errors of the postgres driver (OKE133x), and the mapping of unique violations. */
 import type pg from "pg";
 import { OkeError } from "../../errors.ts";
+import { okengineVersion } from "../../okengine-version.ts";
 import { storeErrors } from "../index.ts";
 
 /** Errors of the postgres driver (OKE133x). Codes are stable. */
@@ -18,14 +19,22 @@ export const postgresStoreErrors = {
       fix: "Do not use a store after close(); create a new one.",
       details: { schema },
     }),
-  newerSchema: (schema: string, dbVersion: number, codeVersion: number, needs: number) =>
+  newerSchema: (
+    schema: string,
+    dbVersion: number,
+    codeVersion: number,
+    needs: number,
+    appliedBy: string | undefined,
+  ) =>
     new OkeError({
       code: "OKE1332",
-      message: `Postgres schema ${schema} is at migration ${dbVersion} but this okengine knows only ${codeVersion}.`,
+      message:
+        `Postgres schema ${schema} is at migration ${dbVersion}${appliedBy === undefined ? "" : ` (applied by okengine ${appliedBy})`} ` +
+        `but this okengine (${okengineVersion()}) knows only ${codeVersion}.`,
       fix:
-        `Run an okengine that knows migration ${needs} or later on this process (the schema's migrations ` +
+        `Run ${appliedBy === undefined ? `an okengine that knows migration ${needs} or later` : `okengine ${appliedBy} or later`} on this process (the schema's migrations ` +
         `after ${codeVersion} need it: they do not leave older code working), or point it at another schema.`,
-      details: { schema, dbVersion, codeVersion, needs },
+      details: { schema, dbVersion, codeVersion, needs, ...(appliedBy === undefined ? {} : { appliedBy }) },
     }),
   badSchemaName: (schema: string) =>
     new OkeError({

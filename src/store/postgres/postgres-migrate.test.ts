@@ -2,6 +2,7 @@
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { migrations } from "./migrations/index.ts";
+import { okengineVersion } from "../../okengine-version.ts";
 import { migrate } from "./postgres-migrate.ts";
 import { createPostgresStore } from "./postgres-store.ts";
 import { dropSchema, freshSchema, openStore, PG_URL } from "./test-support.ts";
@@ -86,8 +87,38 @@ describe("postgres migrations", () => {
     await migrate(pool(), schema, s, [...migrations, kind, breaking]);
     await expect(migrate(pool(), schema, s)).rejects.toMatchObject({
       code: "OKE1332",
-      details: { dbVersion: last + 2, codeVersion: last, needs: last + 2 },
+      details: { dbVersion: last + 2, codeVersion: last, needs: last + 2, appliedBy: okengineVersion() },
     });
+  });
+
+  it("the refusal names the okengine version that applied the newest migration, recorded with each (a table made before the column gets it)", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const before = migrations.slice(0, -1);
+    await migrate(pool(), schema, s, before);
+    await pool().query(`ALTER TABLE ${s}.migrations DROP COLUMN okengine`);
+    expect(await migrate(pool(), schema, s)).toEqual([migrations.at(-1)!.id]);
+    const { rows } = await pool().query<{ id: number; okengine: string | null }>(
+      `SELECT id, okengine FROM ${s}.migrations WHERE id >= $1 ORDER BY id`,
+      [before.at(-1)!.id],
+    );
+    expect(rows).toEqual([
+      { id: before.at(-1)!.id, okengine: null },
+      { id: migrations.at(-1)!.id, okengine: okengineVersion() },
+    ]);
+    // A newer okengine's migration, as it records it.
+    const next = migrations.at(-1)!.id + 1;
+    await pool().query(
+      `INSERT INTO ${s}.migrations (id, name, applied_at, runs_with, okengine) VALUES ($1, 'future', 0, $1, '9.9.0')`,
+      [next],
+    );
+    const err = await migrate(pool(), schema, s).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: "OKE1332",
+      message: `Postgres schema ${schema} is at migration ${next} (applied by okengine 9.9.0) but this okengine (${okengineVersion()}) knows only ${next - 1}.`,
+    });
+    expect((err as { fix: string }).fix).toMatch(/^Run okengine 9\.9\.0 or later on this process/);
   });
 
   it("a migrations table made before runs_with gets the column on the next migrate; its rows read as needing their own id", async () => {

@@ -2,6 +2,7 @@
 import type pg from "pg";
 import { OkeError } from "../../errors.ts";
 import { migrations as allMigrations, type Migration } from "./migrations/index.ts";
+import { okengineVersion } from "../../okengine-version.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 
 /**
@@ -75,7 +76,13 @@ export async function migrate(
       `okengine:migrate:${schemaName}`,
     ]);
     // Catalog reads need no privilege (to_regclass would need USAGE on the schema).
-    const found = await client.query<{ role: string; schema: boolean; table: boolean; runsWith: boolean }>(
+    const found = await client.query<{
+      role: string;
+      schema: boolean;
+      table: boolean;
+      runsWith: boolean;
+      okengine: boolean;
+    }>(
       `SELECT current_user AS role,
               EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema,
               EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -83,7 +90,11 @@ export async function migrate(
               EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
                        JOIN pg_namespace n ON n.oid = c.relnamespace
                        WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'runs_with'
-                         AND NOT a.attisdropped) AS "runsWith"`,
+                         AND NOT a.attisdropped) AS "runsWith",
+              EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                       JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'okengine'
+                         AND NOT a.attisdropped) AS okengine`,
       [schemaName],
     );
     const state = found.rows[0]!;
@@ -95,7 +106,7 @@ export async function migrate(
     if (!state.table)
       await step(`create table ${schemaName}.migrations`, `CREATE on schema ${schemaName}`, () =>
         client.query(
-          `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL, runs_with integer)`,
+          `CREATE TABLE IF NOT EXISTS ${s}.migrations (id integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL, runs_with integer, okengine text)`,
         ),
       );
     // A table made before runs_with existed (bookkeeping, not a numbered migration: it must be there
@@ -109,8 +120,9 @@ export async function migrate(
       `read ${schemaName}.migrations`,
       `USAGE on schema ${schemaName} and SELECT on ${schemaName}.migrations`,
       () =>
-        client.query<{ id: number; runs_with: number | null }>(
-          `SELECT id, runs_with FROM ${s}.migrations ORDER BY id`,
+        // SELECT *: okengine (who applied it) is absent from a table made before it.
+        client.query<{ id: number; runs_with: number | null; okengine?: string | null }>(
+          `SELECT * FROM ${s}.migrations ORDER BY id`,
         ),
     );
     const done = new Set(rows.map((r) => r.id));
@@ -121,11 +133,23 @@ export async function migrate(
       // still works (Migration.runsWith); nothing is applied then (there is nothing it knows to add).
       const needs = Math.max(...rows.filter((r) => r.id > latestKnown).map((r) => r.runs_with ?? r.id));
       if (needs > latestKnown)
-        throw postgresStoreErrors.newerSchema(schemaName, latestDb, latestKnown, needs);
+        throw postgresStoreErrors.newerSchema(
+          schemaName,
+          latestDb,
+          latestKnown,
+          needs,
+          rows.at(-1)?.okengine ?? undefined,
+        );
       await client.query("COMMIT");
       return [];
     }
     const applied: number[] = [];
+    // Who applied a migration (bookkeeping like runs_with): added with the first migration this code
+    // applies, which needs the same right; a boot with nothing to apply changes nothing.
+    if (state.table && !state.okengine && migrations.some((m) => !done.has(m.id)))
+      await step(`add okengine to ${schemaName}.migrations`, `owner of ${schemaName}.migrations`, () =>
+        client.query(`ALTER TABLE ${s}.migrations ADD COLUMN IF NOT EXISTS okengine text`),
+      );
     for (const m of migrations) {
       if (done.has(m.id)) continue;
       await step(
@@ -135,8 +159,8 @@ export async function migrate(
           await client.query(m.sql(s));
           // applied_at is bookkeeping for operators, not semantics: the wall clock is fine here.
           await client.query(
-            `INSERT INTO ${s}.migrations (id, name, applied_at, runs_with) VALUES ($1, $2, $3, $4)`,
-            [m.id, m.name, Date.now(), m.runsWith ?? m.id],
+            `INSERT INTO ${s}.migrations (id, name, applied_at, runs_with, okengine) VALUES ($1, $2, $3, $4, $5)`,
+            [m.id, m.name, Date.now(), m.runsWith ?? m.id, okengineVersion()],
           );
         },
       );

@@ -1,5 +1,6 @@
 /** Opens the file driver's SQLite database: WAL, synchronous=FULL, the numbered migrations. */
 import Database from "better-sqlite3";
+import { okengineVersion } from "../../../okengine-version.ts";
 import { sqliteMigrations, type SqliteMigration } from "./migrations/index.ts";
 
 export type SqliteDb = Database.Database;
@@ -30,34 +31,100 @@ export function openDb(file: string, migrations: readonly SqliteMigration[] = sq
 
 /** Thrown when the database was migrated past what this version knows (a newer okengine wrote it). */
 export class NewerSchemaError extends Error {
-  constructor(readonly id: number) {
-    super(`its schema is at migration ${id}, newer than this version of okengine knows`);
+  constructor(
+    /** The store's last migration. */
+    readonly dbVersion: number,
+    /** The last migration this code knows. */
+    readonly codeVersion: number,
+    /** The oldest code the store's unknown migrations leave working, as a migration id. */
+    readonly needs: number,
+    /** The okengine version that applied the store's last migration, when it recorded one. */
+    readonly appliedBy: string | undefined,
+  ) {
+    super(
+      `its schema is at migration ${dbVersion}${appliedBy === undefined ? "" : ` (applied by okengine ${appliedBy})`}, ` +
+        `newer than this okengine (${okengineVersion()}) knows: ${codeVersion}`,
+    );
   }
 }
 
-/** Applies the migrations the database has not seen, each in its own transaction. */
+interface MigrationRow {
+  id: number;
+  runs_with?: number | null;
+  okengine?: string | null;
+}
+
+/**
+ * Applies the migrations the database has not seen, each in its own transaction. The bookkeeping
+ * table records with each the oldest code it leaves working (runs_with) and who applied it
+ * (okengine): columns added to a table made before them, as older code never reads them.
+ */
 export function migrate(db: SqliteDb, migrations: readonly SqliteMigration[]): number[] {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  const done = new Set(
-    (db.prepare("SELECT id FROM schema_migrations").all() as { id: number }[]).map((r) => r.id),
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL, runs_with INTEGER, okengine TEXT)`);
+  const columns = new Set(
+    (db.prepare("SELECT name FROM pragma_table_info('schema_migrations')").all() as { name: string }[]).map(
+      (c) => c.name,
+    ),
   );
-  const known = new Set(migrations.map((m) => m.id));
-  for (const id of done) if (!known.has(id)) throw new NewerSchemaError(id);
+  const rows = db.prepare("SELECT * FROM schema_migrations ORDER BY id").all() as MigrationRow[];
+  const done = new Set(rows.map((r) => r.id));
+  const latestKnown = Math.max(0, ...migrations.map((m) => m.id));
+  const unknown = rows.filter((r) => r.id > latestKnown);
+  if (unknown.length > 0) {
+    // Newer than this code: it runs only if every migration it does not know leaves code this old
+    // working; nothing is applied then (there is nothing it knows to add).
+    const needs = Math.max(...unknown.map((r) => r.runs_with ?? r.id));
+    const last = unknown.at(-1)!;
+    if (needs > latestKnown)
+      throw new NewerSchemaError(last.id, latestKnown, needs, last.okengine ?? undefined);
+    return [];
+  }
+  const pending = [...migrations].sort((a, b) => a.id - b.id).filter((m) => !done.has(m.id));
+  if (pending.length === 0) return [];
+  if (!columns.has("runs_with")) db.exec("ALTER TABLE schema_migrations ADD COLUMN runs_with INTEGER");
+  if (!columns.has("okengine")) db.exec("ALTER TABLE schema_migrations ADD COLUMN okengine TEXT");
+  const record = db.prepare(
+    "INSERT INTO schema_migrations (id, name, applied_at, runs_with, okengine) VALUES (?, ?, ?, ?, ?)",
+  );
   const applied: number[] = [];
-  for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
-    if (done.has(m.id)) continue;
+  for (const m of pending) {
     db.transaction(() => {
       db.exec(m.sql);
-      db.prepare("INSERT INTO schema_migrations (id, name, applied_at) VALUES (?, ?, ?)").run(
-        m.id,
-        m.name,
-        Date.now(),
-      );
+      record.run(m.id, m.name, Date.now(), m.runsWith ?? m.id, okengineVersion());
     })();
     applied.push(m.id);
   }
   return applied;
+}
+
+/**
+ * The store's migration state as `oke doctor` reports it, read-only: its last migration, who applied
+ * it, what this code knows, and the oldest code its unknown migrations leave working. Undefined when
+ * the file has no migrations table or cannot be read (quick_check reports that).
+ */
+export function readSchemaState(
+  file: string,
+  migrations: readonly SqliteMigration[] = sqliteMigrations,
+): { dbVersion: number; codeVersion: number; needs: number; appliedBy: string | undefined } | undefined {
+  let db: SqliteDb | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true });
+    const rows = db.prepare("SELECT * FROM schema_migrations ORDER BY id").all() as MigrationRow[];
+    const codeVersion = Math.max(0, ...migrations.map((m) => m.id));
+    const last = rows.at(-1);
+    const unknown = rows.filter((r) => r.id > codeVersion);
+    return {
+      dbVersion: last?.id ?? 0,
+      codeVersion,
+      needs: Math.max(0, ...unknown.map((r) => r.runs_with ?? r.id)),
+      appliedBy: last?.okengine ?? undefined,
+    };
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
 }
 
 /**

@@ -9,5 +9,7 @@ import type { SqliteMigration } from "./migration.ts";
 export const m0005: SqliteMigration = {
   id: 5,
   name: "delivered-failed",
+  // An index no statement of older code names: code at 4 runs on it as before.
+  runsWith: 4,
   sql: `CREATE INDEX messages_delivered_failed ON messages (signal) WHERE status = 'delivered' AND failures <> '[]';`,
 };
