@@ -1085,7 +1085,8 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     // The words of the log line: what happens to the run, and what to do.
     expect(MISMATCH_FIX).toBe(
       "It is tried again every 30 s and goes on once an instance runs the code that wrote its journal: " +
-        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
+        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names). " +
+        "If the change is meant to stay, end such runs with `oke terminate <id>` (their undos do not run).",
     );
 
     for (const bad of ["yes", "false", "1"]) {

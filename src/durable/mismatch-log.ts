@@ -12,7 +12,8 @@ export const MISMATCH_RETRY_MS = 30_000;
  */
 export const MISMATCH_FIX =
   `It is tried again every ${MISMATCH_RETRY_MS / 1000} s and goes on once an instance runs the code that wrote its journal: ` +
-  "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).";
+  "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names). " +
+  "If the change is meant to stay, end such runs with `oke terminate <id>` (their undos do not run).";
 
 /** How long a run taken by an instance whose app lacks its flow waits before it is tried again. */
 export const UNKNOWN_FLOW_RETRY_MS = 5_000;

@@ -179,7 +179,8 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     expect(records.find(heldBack)!.msg).toBe(
       `durable run "${parked!.id}" (v) held back, not failed: journal: run "${parked!.id}" recorded step "a" at position 0, but the code now asks for step "b". ` +
         "It is tried again every 30 s and goes on once an instance runs the code that wrote its journal: " +
-        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names).",
+        "finish the rolling deploy, or revert the change to the flow (steps, sleeps, emits and ids before a run's position must keep their order and names). " +
+        "If the change is meant to stay, end such runs with `oke terminate <id>` (their undos do not run).",
     );
     const held = await store.getRun(parked!.id);
     // Operators see why it waits (Console, oke run, oke status): the mismatch, since the release.
