@@ -5,7 +5,9 @@ import { CliError } from "../project/load-project.ts";
 import { LOG_FILE } from "../store/file/recovery.ts";
 import { inspectFileLog, salvageFileLog, type DamagedRange } from "../store/file/salvage.ts";
 import { okengineVersion } from "../okengine-version.ts";
+import { acquireLock } from "../store/file/file-lock.ts";
 import { DB_FILE, checkDb, readSchemaState } from "../store/file/sqlite/sqlite-db.ts";
+import { checkWal, salvageWal } from "../store/file/sqlite/wal-check.ts";
 
 export interface DoctorFlags {
   salvage?: boolean;
@@ -35,6 +37,45 @@ export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> 
   // A store on SQLite (no old log waiting for its import): SQLite's own check; a torn WAL tail it
   // discards by itself, so there is nothing to salvage.
   if (!existsSync(join(storeDir, LOG_FILE)) && existsSync(db)) {
+    // The WAL first, before anything opens the database: SQLite's recovery would drop what follows a
+    // damaged frame, and quick_check would then find the rest intact.
+    const wal = checkWal(`${db}-wal`);
+    // A WAL an app is writing can restart under the read (a checkpoint), which reads like damage:
+    // found damage counts only with the store's lock taken (refused while its process lives).
+    const held =
+      wal?.damage === undefined
+        ? undefined
+        : await acquireLock(storeDir, () => undefined).catch(() => undefined);
+    if (wal?.damage !== undefined && held === undefined)
+      console.log(
+        `oke doctor: ${db}-wal is being written by a running app; its WAL is checked when no process has the store open`,
+      );
+    else await held?.release();
+    if (wal?.damage !== undefined && held !== undefined) {
+      const d = wal.damage;
+      const where = `byte ${d.offset} (${d.frame === 0 ? "its header" : `frame ${d.frame}`})`;
+      if (!flags.salvage) {
+        console.log(
+          `oke doctor: ${db}-wal is damaged at ${where}; ${d.commitsAfter} transaction(s) committed after it would be lost when SQLite opens it.`,
+        );
+        console.log(
+          `Copy "${storeDir}" aside, then restore it from a backup, or run \`oke doctor --salvage${flags.store ? ` --store ${flags.store}` : ""} ${dir}\` to keep what precedes the damage.`,
+        );
+        process.exitCode = 1;
+        return;
+      }
+      const lock = await acquireLock(storeDir, () => undefined);
+      try {
+        const sideFile = `${db}-wal.damaged-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+        salvageWal(db, sideFile);
+        console.log(
+          `oke doctor --salvage: kept what ${db}-wal held before ${where}; the ${d.commitsAfter} transaction(s) committed after it are lost.`,
+        );
+        console.log(`The WAL as it was is in ${sideFile}. Check the messages and runs written last.`);
+      } finally {
+        await lock.release();
+      }
+    }
     const problems = checkDb(db);
     if (problems.length === 0) {
       console.log(

@@ -65,6 +65,17 @@ export const fileStoreErrors = {
         `need code that knows migration ${needs}). To go back to this version, restore a backup of "${dir}" taken before the upgrade; do not start it empty.`,
       details: { dir, dbVersion, codeVersion, needs, ...(appliedBy === undefined ? {} : { appliedBy }) },
     }),
+  walDamaged: (dir: string, offset: number, frame: number, commitsAfter: number, size: number) =>
+    new OkeError({
+      code: "OKE1327",
+      message:
+        `File store "${dir}": store.db-wal is damaged at byte ${offset} of ${size} (${frame === 0 ? "its header" : `frame ${frame}`} fails its checksum), ` +
+        `and ${commitsAfter} transaction(s) committed after it follow: SQLite would drop them without a word. Nothing was opened or changed.`,
+      fix:
+        `Copy "${dir}" aside first. Then restore it from a backup, or run \`oke doctor --salvage ${dir}\` to keep what precedes the damage ` +
+        `(the transactions after it are lost; the WAL is kept in a side file).`,
+      details: { dir, file: "store.db-wal", offset, frame, commitsAfter, size },
+    }),
   damaged: (dir: string, file: string, offset: number, nextValid: number, size: number, reason: string) =>
     new OkeError({
       code: "OKE1324",

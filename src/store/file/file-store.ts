@@ -14,6 +14,7 @@ import { acquireLock, type HeldLock } from "./file-lock.ts";
 import { ensureDir, probeWritable } from "./durable-fs.ts";
 import { importLegacy, type LegacyImport } from "./sqlite/import-legacy.ts";
 import { DB_FILE, NewerSchemaError, openDb, type SqliteDb } from "./sqlite/sqlite-db.ts";
+import { checkWal } from "./sqlite/wal-check.ts";
 import { StoreFileGone } from "./sqlite/sqlite-batch.ts";
 import { SqliteEngine } from "./sqlite/sqlite-engine.ts";
 
@@ -82,6 +83,17 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   let closing: Promise<void> | undefined;
 
   const openSession = async (lock: HeldLock): Promise<Session> => {
+    // Before SQLite reads it: its recovery stops at the first frame that fails and drops the rest,
+    // which after disk damage includes transactions that were acknowledged.
+    const wal = checkWal(join(dir, `${DB_FILE}-wal`));
+    if (wal?.damage !== undefined)
+      throw fileStoreErrors.walDamaged(
+        dir,
+        wal.damage.offset,
+        wal.damage.frame,
+        wal.damage.commitsAfter,
+        wal.size,
+      );
     let db: SqliteDb;
     try {
       db = openDb(join(dir, DB_FILE));
