@@ -145,6 +145,10 @@ interface Schedule {
   lastError: { code: string; message: string } | null;
   /** Active with a slot due, and no live instance declares it (absent from an older app). */
   stranded?: boolean;
+  /** The stored declaration when another version's code set it (null, or absent from an older app). */
+  declaredElsewhere?: { cron: string | null; every: string | null; timezone: string } | null;
+  /** With it: both specs, which fires and why, and what to do. */
+  declaredElsewhereNote?: string | null;
 }
 
 const RUN_STATUSES = ["running", "sleeping", "compensating", "completed", "failed"];
@@ -626,12 +630,13 @@ function formatRun(d: RunDetail): string {
 
 function formatSchedules(list: Schedule[]): string {
   if (list.length === 0) return "no schedules";
-  return table(
+  const out = table(
     ["SCHEDULE", "FLOW", "SPEC", "ZONE", "STATE", "NEXT FIRE", "LAST FIRED", "LAST ERROR"],
     list.map((s) => [
       s.name,
       s.flow,
-      `${s.cron !== null ? `cron ${s.cron}` : `every ${s.every ?? "?"}`}${s.overridden ? " (edited)" : ""}`,
+      // "(other version)": the spec in force is another version's declaration, explained below the table.
+      `${s.cron !== null ? `cron ${s.cron}` : `every ${s.every ?? "?"}`}${s.overridden ? " (edited)" : isStr(s.declaredElsewhereNote) ? " (other version)" : ""}`,
       // A zone means nothing to an interval (an edit to `every` may leave the cron's zone stored).
       s.cron !== null ? s.timezone : undefined,
       scheduleState(s),
@@ -640,6 +645,10 @@ function formatSchedules(list: Schedule[]): string {
       s.lastError ? short(`${s.lastError.code} ${s.lastError.message}`, 40) : undefined,
     ]),
   );
+  const notes = list.flatMap((s) =>
+    isStr(s.declaredElsewhereNote) ? [`note: ${oneLine(s.name)}: ${oneLine(s.declaredElsewhereNote)}`] : [],
+  );
+  return notes.length === 0 ? out : `${out}\n\n${notes.join("\n")}`;
 }
 
 /** orphaned, paused, stranded (active, due, and no live instance declares it: see oke status) or active. */

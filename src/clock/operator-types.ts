@@ -10,8 +10,19 @@ export interface ScheduleView {
   cron: string | null;
   every: string | null;
   timezone: string;
-  /** What the code declares, whatever an operator edited. */
+  /**
+   * What this instance's code declares, whatever an operator edited or another version stored. For a
+   * clock this app does not declare (orphaned), the declaration stored by the code that last did.
+   */
   declared: { cron: string | null; every: string | null; timezone: string };
+  /**
+   * The declaration in the store when it is not this app's: an instance of another version of the
+   * app booted last (a rolling deploy) and its spec fires for the whole fleet (unless an operator
+   * edit is in force). Null when the store holds this app's declaration.
+   */
+  declaredElsewhere: { cron: string | null; every: string | null; timezone: string } | null;
+  /** With `declaredElsewhere`: both specs, which fires and why, and what to do. Null otherwise. */
+  declaredElsewhereNote: string | null;
   /** An operator edit is in force. */
   overridden: boolean;
   overridable: boolean;

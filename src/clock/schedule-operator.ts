@@ -6,7 +6,13 @@ import { effectiveSpec } from "../store/schedule-types.ts";
 import type { Store } from "../store/types.ts";
 import { dstNotes } from "./dst.ts";
 import type { ScheduleEdit, ScheduleOperatorApi, ScheduleView } from "./operator-types.ts";
-import { clockMessage, nextFireAt, type ScheduleRuntime } from "./schedule-runtime.ts";
+import {
+  clockMessage,
+  declaredElsewhere,
+  declaredElsewhereNote,
+  nextFireAt,
+  type ScheduleRuntime,
+} from "./schedule-runtime.ts";
 import { clockSignalName } from "./schedule.ts";
 import { specProblem } from "./schedule-spec.ts";
 
@@ -18,10 +24,15 @@ const badEdit = (name: string, problem: string) =>
     status: 400,
   });
 
+const copySpec = (s: ScheduleSpec): ScheduleSpec => ({ cron: s.cron, every: s.every, timezone: s.timezone });
+
 export function createScheduleOperator(store: Store, runtime: ScheduleRuntime): ScheduleOperatorApi {
   const view = (r: ScheduleRecord): ScheduleView => {
     const spec = effectiveSpec(r);
     const now = runtime.now();
+    // The serving instance's own code, not the store's: another version's boot may have stored its own.
+    const code = runtime.get(r.name)?.schedule.spec;
+    const elsewhere = code === undefined ? undefined : declaredElsewhere(r, code);
     return {
       name: r.name,
       flow: r.flow,
@@ -29,7 +40,10 @@ export function createScheduleOperator(store: Store, runtime: ScheduleRuntime): 
       cron: spec.cron,
       every: spec.every,
       timezone: spec.timezone,
-      declared: { ...r.declared },
+      declared: copySpec(code ?? r.declared),
+      declaredElsewhere: elsewhere === undefined ? null : copySpec(elsewhere),
+      declaredElsewhereNote:
+        code === undefined || elsewhere === undefined ? null : declaredElsewhereNote(r, code),
       overridden: r.override !== null,
       overridable: r.overridable,
       paused: r.paused,

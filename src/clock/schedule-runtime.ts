@@ -5,7 +5,7 @@
  * `store.fire` (one fire per slot for the whole fleet, catch-up "one").
  */
 import type { Logger } from "../log/logger.ts";
-import type { DeclaredSchedule, FireRequest, ScheduleRecord } from "../store/schedule-types.ts";
+import type { DeclaredSchedule, FireRequest, ScheduleRecord, ScheduleSpec } from "../store/schedule-types.ts";
 import { effectiveSpec } from "../store/schedule-types.ts";
 import { loopFailureLog } from "../store/store-health.ts";
 import type { ClaimedMessage, NewMessage, Store } from "../store/types.ts";
@@ -88,6 +88,39 @@ export function clockMessage(bound: BoundClock, id: string, input: ClockInput): 
   };
 }
 
+/** A spec as logs and operator notes write it: `every 10s`, `cron "0 7 * * *" in Europe/Paris`. */
+export const specText = (s: ScheduleSpec): string =>
+  s.cron !== null ? `cron "${s.cron}" in ${s.timezone}` : `every ${s.every ?? "?"}`;
+
+/** Two specs fire the same slots: the same cron in the same zone, or the same interval (whose zone means nothing). */
+const sameSlots = (a: ScheduleSpec, b: ScheduleSpec): boolean =>
+  a.cron === b.cron && a.every === b.every && (a.cron === null || a.timezone === b.timezone);
+
+/**
+ * The stored declaration of clock `r` when it is not what `code` (this instance's code) declares,
+ * else undefined. Each boot stores its own code's declaration and the last one wins for the whole
+ * fleet, so during a rolling deploy the store may hold the other version's.
+ */
+export function declaredElsewhere(r: ScheduleRecord, code: ScheduleSpec): ScheduleSpec | undefined {
+  return sameSlots(r.declared, code) ? undefined : r.declared;
+}
+
+/**
+ * What an operator (and this instance's log) is told when the stored declaration of `r` is another
+ * code's: both specs, which one fires and why, and what to do.
+ */
+export function declaredElsewhereNote(r: ScheduleRecord, code: ScheduleSpec): string {
+  const firing =
+    r.override === null
+      ? `The stored ${specText(r.declared)} fires${r.paused ? " once resumed" : " now"}, on every instance`
+      : `The operator's edit (${specText(r.override)}) fires${r.paused ? " once resumed" : " now"}, on every instance, and the stored ${specText(r.declared)} after a reset`;
+  return (
+    `the store has ${specText(r.declared)}, declared by another instance's code (a different version of the app); ` +
+    `this instance's code declares ${specText(code)}. ${firing}: the last instance to boot sets a clock's spec ` +
+    `for the whole fleet; finish the deploy, or restart this instance to make its code's spec current`
+  );
+}
+
 export class ScheduleRuntime {
   private readonly bound: Map<string, BoundClock>;
   private readonly live = new Map<string, Live>();
@@ -109,6 +142,12 @@ export class ScheduleRuntime {
   private refused = new Set<string>();
   /** This instance's last fire statement won none of its slots: it checks the next ones FOLLOWER_DELAY_MS late. */
   private following = false;
+  /**
+   * Per clock, the stored declaration of another code already warned about: one warning per
+   * (clock, stored spec), not one per re-read. Cleared when the store holds this code's spec again,
+   * so a later revert (another restart of the other version) is warned about again.
+   */
+  private readonly warnedElsewhere = new Map<string, string>();
 
   private readonly fleet: FleetTime | undefined;
 
@@ -205,9 +244,31 @@ export class ScheduleRuntime {
   private load(records: readonly ScheduleRecord[]): void {
     this.live.clear();
     for (const r of records) {
-      if (!this.bound.has(r.name)) continue;
+      const b = this.bound.get(r.name);
+      if (b === undefined) continue;
       this.live.set(r.name, { record: r, compiled: this.compile(r) });
+      this.noteDeclaredElsewhere(r, b.schedule.spec);
     }
+  }
+
+  /**
+   * Warns once when the stored declaration of a clock this instance binds is another code's (an
+   * instance of another version booted after this one). Which spec fires does not change: the last
+   * boot wins for the whole fleet, and this instance fires what the store holds, like every other.
+   */
+  private noteDeclaredElsewhere(r: ScheduleRecord, code: ScheduleSpec): void {
+    const stored = declaredElsewhere(r, code);
+    if (stored === undefined) {
+      this.warnedElsewhere.delete(r.name);
+      return;
+    }
+    const key = JSON.stringify([stored.cron, stored.every, stored.timezone]);
+    if (this.warnedElsewhere.get(r.name) === key) return;
+    this.warnedElsewhere.set(r.name, key);
+    this.o.logger.warn(
+      { clock: r.name, stored: { ...stored }, declared: { ...code }, firing: { ...effectiveSpec(r) } },
+      `clock "${r.name}": ${declaredElsewhereNote(r, code)}`,
+    );
   }
 
   /**
