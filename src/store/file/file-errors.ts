@@ -76,6 +76,14 @@ export const fileStoreErrors = {
         `(the transactions after it are lost; the WAL is kept in a side file).`,
       details: { dir, file: "store.db-wal", offset, frame, commitsAfter, size },
     }),
+  malformed: (dir: string, cause: unknown) =>
+    new OkeError({
+      code: "OKE1328",
+      message: `File store "${dir}": SQLite found store.db damaged while the app used it (${cause instanceof Error ? cause.message : String(cause)}); it refuses every call until the store is repaired, and nothing written since the last acknowledged call is lost.`,
+      fix: `Stop the app and run \`oke doctor ${dir}\` to see the damage; then restore "${dir}" from a backup, or rescue what is readable with \`sqlite3 store.db .recover | sqlite3 recovered.db\`.`,
+      details: { dir },
+      cause,
+    }),
   damaged: (dir: string, file: string, offset: number, nextValid: number, size: number, reason: string) =>
     new OkeError({
       code: "OKE1324",

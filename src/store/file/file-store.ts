@@ -15,7 +15,7 @@ import { ensureDir, probeWritable } from "./durable-fs.ts";
 import { importLegacy, type LegacyImport } from "./sqlite/import-legacy.ts";
 import { DB_FILE, NewerSchemaError, openDb, type SqliteDb } from "./sqlite/sqlite-db.ts";
 import { checkWal } from "./sqlite/wal-check.ts";
-import { StoreFileGone } from "./sqlite/sqlite-batch.ts";
+import { isCorruption, StoreFileGone } from "./sqlite/sqlite-batch.ts";
 import { SqliteEngine } from "./sqlite/sqlite-engine.ts";
 
 export interface FileStoreOptions {
@@ -116,7 +116,9 @@ export function createFileStore(options: FileStoreOptions): FileStore {
           const err =
             cause instanceof StoreFileGone
               ? fileStoreErrors.removed(dir, DB_FILE)
-              : fileStoreErrors.failed(dir, cause);
+              : isCorruption(cause)
+                ? fileStoreErrors.malformed(dir, cause)
+                : fileStoreErrors.failed(dir, cause);
           monitor.failed(err);
           return err;
         },
@@ -166,8 +168,12 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const recoverSession = async (): Promise<void> => {
     const failed = session;
     if (failed === undefined || closing !== undefined || failed.engine.failed === null) return;
-    // Reopening would start an empty store under the same name and serve it as if nothing happened.
-    if (isOkeError(failed.engine.failed) && failed.engine.failed.code === "OKE1325")
+    // Reopening would start an empty store under the same name and serve it as if nothing happened;
+    // or, for a damaged database, serve until the next call meets the damaged pages again.
+    if (
+      isOkeError(failed.engine.failed) &&
+      (failed.engine.failed.code === "OKE1325" || failed.engine.failed.code === "OKE1328")
+    )
       throw failed.engine.failed;
     await probeWritable(dir);
     try {

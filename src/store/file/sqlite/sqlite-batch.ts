@@ -66,10 +66,29 @@ export class SqliteBatch {
     return s;
   }
   get<T>(sql: string, ...params: unknown[]): T | undefined {
-    return this.stmt(sql).get(...params) as T | undefined;
+    try {
+      return this.stmt(sql).get(...params) as T | undefined;
+    } catch (e) {
+      throw this.readFailed(e);
+    }
   }
   all<T>(sql: string, ...params: unknown[]): T[] {
-    return this.stmt(sql).all(...params) as T[];
+    try {
+      return this.stmt(sql).all(...params) as T[];
+    } catch (e) {
+      throw this.readFailed(e);
+    }
+  }
+
+  /**
+   * A read that found the database damaged stops the engine as a failed write does: every later call
+   * would meet the same pages, and a store that answers some calls and fails others is worse than
+   * one that says it is damaged.
+   */
+  private readFailed(e: unknown): unknown {
+    if (!isCorruption(e)) return e;
+    this.fail(e);
+    return this.failure;
   }
   run(sql: string, ...params: unknown[]): number {
     return this.stmt(sql).run(...params).changes;
@@ -161,4 +180,10 @@ export function isIoFailure(e: unknown): boolean {
       code.startsWith("SQLITE_NOTADB") ||
       code === "SQLITE_BUSY")
   );
+}
+
+/** SQLite found the database file damaged (not the disk refusing a write): no probe makes it writable again. */
+export function isCorruption(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"));
 }
