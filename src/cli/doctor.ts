@@ -94,7 +94,7 @@ export async function runDoctor(dir: string, flags: DoctorFlags): Promise<void> 
     console.log(`oke doctor: ${db} is damaged (SQLite quick_check):`);
     for (const p of problems.slice(0, 20)) console.log(`  ${p}`);
     console.log(
-      `Restore "${storeDir}" from a backup; \`sqlite3 ${db} .recover\` can rescue what is readable.`,
+      `Restore "${storeDir}" from a backup, or rescue what is readable into a new database: \`sqlite3 ${db} .recover | sqlite3 recovered.db\`, then put recovered.db in its place as store.db.`,
     );
     process.exitCode = 1;
     return;

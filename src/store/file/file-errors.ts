@@ -43,7 +43,9 @@ export const fileStoreErrors = {
     new OkeError({
       code: "OKE1323",
       message: `File store "${dir}" cannot be recovered: ${detail}.`,
-      fix: `Restore "${dir}" from a backup, or move it aside to start empty.`,
+      fix:
+        `Run \`oke doctor ${dir}\` to see what is wrong. Then restore "${dir}" from a backup, or rescue what is readable ` +
+        `with \`sqlite3 store.db .recover | sqlite3 recovered.db\`; moving it aside starts the app empty, without its queues and runs.`,
       details: { dir },
       cause,
     }),
@@ -82,6 +84,21 @@ export const fileStoreErrors = {
       message: `File store "${dir}": SQLite found store.db damaged while the app used it (${cause instanceof Error ? cause.message : String(cause)}); it refuses every call until the store is repaired, and nothing written since the last acknowledged call is lost.`,
       fix: `Stop the app and run \`oke doctor ${dir}\` to see the damage; then restore "${dir}" from a backup, or rescue what is readable with \`sqlite3 store.db .recover | sqlite3 recovered.db\`.`,
       details: { dir },
+      cause,
+    }),
+  notWritable: (dir: string, cause: unknown) =>
+    new OkeError({
+      code: "OKE1329",
+      message: `File store "${dir}" cannot be opened for writing: ${cause instanceof Error ? cause.message : String(cause)}.`,
+      fix:
+        `Give this process write access to "${dir}" (it holds store.db, its WAL and a lock file), on a local, writable file system; ` +
+        `or point \`file.dir\` in oke.config.ts at a directory it can write.`,
+      details: {
+        dir,
+        ...((cause as { code?: unknown } | null)?.code === undefined
+          ? {}
+          : { cause: String((cause as { code?: unknown }).code) }),
+      },
       cause,
     }),
   damaged: (dir: string, file: string, offset: number, nextValid: number, size: number, reason: string) =>

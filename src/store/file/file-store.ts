@@ -18,6 +18,18 @@ import { checkWal } from "./sqlite/wal-check.ts";
 import { isCorruption, StoreFileGone } from "./sqlite/sqlite-batch.ts";
 import { SqliteEngine } from "./sqlite/sqlite-engine.ts";
 
+/** An open that failed because the directory or its files may not be written (not a full disk). */
+const notWritable = (e: unknown): boolean => {
+  if (isOkeError(e)) return false;
+  const code = (e as { code?: unknown } | null)?.code;
+  return (
+    code === "EROFS" ||
+    code === "EACCES" ||
+    code === "EPERM" ||
+    (typeof code === "string" && (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN")))
+  );
+};
+
 export interface FileStoreOptions {
   /**
    * Directory of the store, created if missing; by convention `.oke` beside
@@ -103,6 +115,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       const code = (e as { code?: unknown }).code;
       if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
         throw fileStoreErrors.corrupt(dir, `${DB_FILE} is not a readable SQLite database`, e);
+      if (notWritable(e)) throw fileStoreErrors.notWritable(dir, e);
       throw fileStoreErrors.failed(dir, e);
     }
     try {
@@ -147,10 +160,22 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   };
 
   const doOpen = async (): Promise<void> => {
-    await ensureDir(dir);
-    const lock = await acquireLock(dir, (pid) =>
-      logger?.warn({ dir, pid }, `file store: took over the lock of process ${pid ?? "?"}, which is gone`),
-    );
+    // A directory this process may not write (a read-only mount, another user's files): said once,
+    // with the path and the fix, rather than a bare "EROFS" or "attempt to write a readonly database".
+    const lock = await ensureDir(dir)
+      .then(() =>
+        acquireLock(dir, (pid) =>
+          logger?.warn(
+            { dir, pid },
+            `file store: took over the lock of process ${pid ?? "?"}, which is gone`,
+          ),
+        ),
+      )
+      .catch((e: unknown) => {
+        // ENOENT from creating the directory: a path that cannot be made (a read-only mount's parent).
+        const missing = (e as { code?: unknown } | null)?.code === "ENOENT";
+        throw notWritable(e) || missing ? fileStoreErrors.notWritable(dir, e) : e;
+      });
     try {
       session = await openSession(lock);
     } catch (e) {
