@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import type { App, Env } from "../app/types.ts";
 import { channel, createApp, flow, http, on, signal, OkeError } from "../index.ts";
@@ -140,7 +141,7 @@ describe("error bodies in production", () => {
 
 describe("a store outage the store knows about", () => {
   /** A memory store that is down (its health says so) and refuses emits as a lost database does. */
-  function outageApp() {
+  function outageApp(logger = createLogger({ format: "silent" })) {
     const inner = createMemoryStore();
     const store = Object.create(inner) as Store;
     let down = false;
@@ -156,7 +157,7 @@ describe("a store outage the store knows about", () => {
       env: "prod",
       store,
       config: { drivers: { journal: "memory" } },
-      logger: createLogger({ format: "silent" }),
+      logger,
       modules: [
         {
           exports: {
@@ -201,6 +202,18 @@ describe("a store outage the store knows about", () => {
     expect(inProcess.status).toBe(503);
     expect(inProcess.headers.get("retry-after")).toBe("2");
     expect(await inProcess.json()).toEqual(expected);
+  });
+
+  it("logs the outage's 503s once at warn, without a stack, and the rest at debug", async () => {
+    const lines: Array<{ level: number; msg: string; stack?: unknown; err?: unknown }> = [];
+    const { app: a, goDown } = outageApp(
+      pino({ level: "debug" }, { write: (l: string) => void lines.push(JSON.parse(l)) }),
+    );
+    goDown();
+    for (let i = 0; i < 5; i++) expect((await a.request("/emit", { method: "POST" })).status).toBe(503);
+    const refused = lines.filter((l) => l.msg === "http 503 POST /emit: the store is unavailable");
+    expect(refused.map((l) => l.level)).toEqual([40, 20, 20, 20, 20]);
+    expect(refused.every((l) => l.err === undefined && l.stack === undefined)).toBe(true);
   });
 
   it("an error that is not the outage is still a 500 while the store is down", async () => {

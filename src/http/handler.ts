@@ -230,12 +230,21 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     return app.store?.isUnavailable?.(e) ?? true;
   };
 
+  /** The `since` of the store outage whose 503s were already warned about: one warn per outage. */
+  let warned503: number | undefined;
+
   const failure = (method: string, path: string, e: unknown, local: boolean, flow?: string): Reply => {
     if (storeOutage(e)) {
       const error = httpErrors.storeUnavailable();
-      // One warn line without a stack: during an outage every request fails, and the store already
-      // logged the outage (with its cause) once.
-      app.logger.warn(
+      // One warn line per outage, without a stack, the rest at debug: during an outage every request
+      // fails (a full disk answered 26 000 in 13 s, each a line on that disk), and the store logs the
+      // outage with its cause, and its end.
+      const health = app.store?.health?.();
+      const since = health === undefined || health.ok ? undefined : health.since;
+      const log = since !== undefined && warned503 === since ? app.logger.debug : app.logger.warn;
+      warned503 = since;
+      log.call(
+        app.logger,
         {
           method,
           path: shortPath(path),

@@ -71,6 +71,8 @@ export class SettleQueue {
   private readonly settling = new Set<Promise<void>>();
   /** Ends settle retries at the shutdown deadline. */
   private readonly abort = unlimitedAbort();
+  /** The `since` of the store outage whose settle retries were already warned about. */
+  private warnedOutage: number | undefined;
   /** The claims a graceful stop left to their lease (leave); undefined but after such a stop. */
   private leaving: Leaving | undefined;
 
@@ -342,11 +344,23 @@ export class SettleQueue {
         }
         return live.length === 0 ? "every lease ran out" : undefined;
       },
-      onRetry: (err, attempt, delayMs) =>
-        this.o.logger.warn(
-          { err, signal: name, messages: live.length, attempt, retryInMs: delayMs },
-          "settle failed; retrying",
-        ),
+      onRetry: (err, attempt, delayMs) => {
+        // During an outage the store knows of: one warn per outage with the error's text, the rest
+        // at debug (the store logs the outage and its end); any other failure with its stack.
+        const health = this.o.store.health?.();
+        const since = health === undefined || health.ok ? undefined : health.since;
+        const fields = { signal: name, messages: live.length, attempt, retryInMs: delayMs };
+        if (since === undefined) this.o.logger.warn({ err, ...fields }, "settle failed; retrying");
+        else {
+          const log = this.warnedOutage === since ? this.o.logger.debug : this.o.logger.warn;
+          this.warnedOutage = since;
+          log.call(
+            this.o.logger,
+            { error: err instanceof Error ? err.message : String(err), ...fields },
+            "settle failed; retrying",
+          );
+        }
+      },
     });
     if (r.ok) return { settled: live, result: r.value };
     if (live.length > 0)

@@ -9,9 +9,13 @@ import { signal } from "./signal.ts";
 import { WorkerPool } from "./worker-pool.ts";
 
 /** The pool against a memory store whose settle fails `failures` times (as during an outage). */
-function setup(failures: number) {
+function setup(failures: number, outage?: { since: number }) {
   const inner = createMemoryStore();
   const store: Store = Object.create(inner) as Store;
+  // A store that knows it is down (its health), as PostgreSQL's and the file driver's do.
+  if (outage !== undefined)
+    store.health = () =>
+      left >= 0 ? { ok: false, since: outage.since, reason: "connection refused" } : { ok: true };
   let left = failures;
   let tries = 0;
   const nows: number[] = [];
@@ -21,13 +25,19 @@ function setup(failures: number) {
     if (left-- > 0) return Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:5432"));
     return inner.settle(batch, now);
   };
-  const lines: Array<{ msg: string; gaveUp?: Array<{ id: string }> }> = [];
+  const lines: Array<{
+    msg: string;
+    level: number;
+    err?: unknown;
+    error?: string;
+    gaveUp?: Array<{ id: string }>;
+  }> = [];
   const clock = createTimeTravel(1_000_000);
   const ran: string[] = [];
   const pool = new WorkerPool({
     store,
     clock,
-    logger: pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) }),
+    logger: pino({ level: "debug" }, { write: (l: string) => void lines.push(JSON.parse(l)) }),
     signal: signal.once("retry.test"),
     worker: "w1",
     concurrency: 4,
@@ -55,6 +65,18 @@ describe("WorkerPool settle retries", () => {
     expect(t.tries()).toBe(4);
     expect(t.ran).toEqual(["m1"]);
     expect(t.lines.filter((l) => l.msg === "settle failed; retrying")).toHaveLength(3);
+    await t.pool.stop(1_000);
+  });
+
+  it("during an outage the store knows of, the retries are warned about once, with the error's text and no stack; the rest at debug", async () => {
+    const t = setup(4, { since: 999_000 });
+    await t.emit("m1");
+    t.pool.start();
+    await until(async () => (await t.inner.getMessage("m1"))?.status === "delivered", "delivered");
+    const retries = t.lines.filter((l) => l.msg === "settle failed; retrying");
+    expect(retries.map((l) => l.level)).toEqual([40, 20, 20, 20]);
+    expect(retries[0]).toMatchObject({ error: "connect ECONNREFUSED 127.0.0.1:5432" });
+    expect(retries.some((l) => l.err !== undefined)).toBe(false);
     await t.pool.stop(1_000);
   });
 
