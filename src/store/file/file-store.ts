@@ -30,6 +30,11 @@ const notWritable = (e: unknown): boolean => {
   );
 };
 
+/**
+ * Delivered messages one prune commit deletes. 300 000 in one DELETE took 0.7 s here (about 2.3 µs
+ * a message), so a batch holds the event loop ~10 ms.
+ */
+const PRUNE_BATCH = 5_000;
 export interface FileStoreOptions {
   /**
    * Directory of the store, created if missing; by convention `.oke` beside
@@ -317,7 +322,19 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     discard: guarded("discard"),
     stats: guarded("stats"),
     nextLeaseExpiry: guarded("nextLeaseExpiry"),
-    pruneDelivered: guarded("pruneDelivered"),
+    // In batches, each its own commit, yielding between them: one DELETE of 300 000 delivered messages
+    // held the event loop (and every request) for 0.7 s.
+    pruneDelivered: async (before) => {
+      let total = 0;
+      for (;;) {
+        const s = current();
+        const n = s.engine.pruneDelivered(before, PRUNE_BATCH);
+        await s.engine.pending();
+        total += n;
+        if (n < PRUNE_BATCH) return total;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    },
     startRun: guarded("startRun"),
     acquireRun: guarded("acquireRun"),
     renewLease: guarded("renewLease"),

@@ -167,8 +167,8 @@ export class SqliteEngine {
     return this.queue.nextLeaseExpiry(signal);
   }
 
-  pruneDelivered(before: number): number {
-    return this.queue.pruneDelivered(before);
+  pruneDelivered(before: number, limit?: number): number {
+    return this.queue.pruneDelivered(before, limit);
   }
 
   // Journal

@@ -456,12 +456,20 @@ export class SqliteQueue {
    * A durable consumer's message delivered at its run's park is kept while that run (its id, or its
    * replay's `<id>.r<n>`) is unfinished: a failure after the wake settles it again (resettleDelivered).
    */
-  pruneDelivered(before: number): number {
+  /** Deletes up to `limit` delivered messages last updated before `before` (all without a limit). */
+  pruneDelivered(before: number, limit = -1): number {
     this.b.check();
     const prunable = `status = 'delivered' AND updated_at < ? AND NOT EXISTS (
       SELECT 1 FROM runs r WHERE r.id IN (messages.id, messages.id || '.r' || messages.replays)
         AND r.status IN ('running', 'sleeping', 'compensating'))`;
     if (this.b.get(`SELECT 1 FROM messages WHERE ${prunable} LIMIT 1`, before) === undefined) return 0;
-    return this.b.write(() => this.b.run(`DELETE FROM messages WHERE ${prunable}`, before));
+    // LIMIT -1 is no limit in SQLite.
+    return this.b.write(() =>
+      this.b.run(
+        `DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE ${prunable} LIMIT ?)`,
+        before,
+        limit,
+      ),
+    );
   }
 }
