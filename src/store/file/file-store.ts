@@ -167,14 +167,16 @@ export function createFileStore(options: FileStoreOptions): FileStore {
   const doOpen = async (): Promise<void> => {
     // A directory this process may not write (a read-only mount, another user's files): said once,
     // with the path and the fix, rather than a bare "EROFS" or "attempt to write a readonly database".
+    let tookOver = false;
     const lock = await ensureDir(dir)
       .then(() =>
-        acquireLock(dir, (pid) =>
+        acquireLock(dir, (pid) => {
+          tookOver = true;
           logger?.warn(
             { dir, pid },
             `file store: took over the lock of process ${pid ?? "?"}, which is gone`,
-          ),
-        ),
+          );
+        }),
       )
       .catch((e: unknown) => {
         // ENOENT from creating the directory: a path that cannot be made (a read-only mount's parent).
@@ -183,7 +185,19 @@ export function createFileStore(options: FileStoreOptions): FileStore {
       });
     try {
       session = await openSession(lock);
+      // Only when the lock was taken over from a process that died holding it (the kernel lock was
+      // free): every lease in the store is that process's. Not after a close, whose handlers may
+      // still run in this process, nor at a reopen after a failed write (this process's own leases).
+      const ended = tookOver ? session.engine.endLeasesOfGoneProcesses() : { messages: 0, runs: 0 };
+      await session.engine.pending();
+      if (ended.messages + ended.runs > 0)
+        logger?.info(
+          { dir, ...ended },
+          `file store: ${ended.messages} message(s) and ${ended.runs} run(s) held by a process that is gone are claimable now, not after their lease`,
+        );
     } catch (e) {
+      session?.db.close();
+      session = undefined;
       await lock.release();
       throw e;
     }

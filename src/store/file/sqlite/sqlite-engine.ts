@@ -113,6 +113,32 @@ export class SqliteEngine {
     this.batch.flush();
   }
 
+  /**
+   * Ends every lease in the store at once (expired at 0, before any clock's now): called once at open,
+   * when the store's lock proves no other process uses it, so every lease in it is a gone process's
+   * (killed, or a graceful stop's left to lapse). Its messages and runs are then claimable at once
+   * instead of after up to a lease (30 s). Holders are kept, so a graceful stop's marks still count
+   * (the same attempt, no recovery). Returns how many of each it ended.
+   */
+  endLeasesOfGoneProcesses(): { messages: number; runs: number } {
+    this.batch.check();
+    return this.batch.write(() => ({
+      messages: this.batch.run(
+        "UPDATE messages SET lease_expires_at = 0 WHERE status = 'inflight' AND lease_expires_at > 0",
+      ),
+      // A leased run's deadline is its lease; a sleeper's reservation only holds back its wake.
+      runs:
+        this.batch.run(
+          `UPDATE runs SET lease_expires_at = 0, deadline = 0
+             WHERE status IN ('running', 'compensating') AND lease_owner IS NOT NULL AND lease_expires_at > 0`,
+        ) +
+        this.batch.run(
+          `UPDATE runs SET lease_expires_at = 0, deadline = wake_at
+             WHERE status = 'sleeping' AND lease_owner IS NOT NULL AND lease_expires_at > 0 AND wake_at IS NOT NULL`,
+        ),
+    }));
+  }
+
   // Queue
 
   checkEnqueue(messages: readonly NewMessage[]): void {
