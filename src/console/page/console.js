@@ -976,6 +976,25 @@ const scheduleState = (s) =>
 /** What an action left, as `oke schedules pause|resume|reset|edit` says it. */
 const scheduleOutcome = (s) => `${scheduleState(s)}, next fire ${fireTime(s.nextFireAt)}`;
 
+/**
+ * What a reset makes fire: the stored declaration, which during a rolling deploy may be another
+ * version's (`declaredElsewhere`), not this instance's code's.
+ */
+const resetQuestion = (s) =>
+  s.declaredElsewhere
+    ? `Reset schedule ${s.name}? The operator's edit is dropped: the stored ${specText(s.declaredElsewhere)}, declared by another version's code, fires again (this instance's code declares ${specText(s.declared)}).`
+    : `Reset schedule ${s.name}? The operator's edit is dropped: the code's ${specText(s.declared)} fires again.`;
+
+/** The spec cell's mark: an edit in force, and/or a stored declaration that is another version's. */
+function specMark(s) {
+  const code = h("code", {}, specText(s.declared));
+  if (!s.declaredElsewhere) return s.overridden ? [" (edited; the code says ", code, ")"] : null;
+  const other = h("code", {}, specText(s.declaredElsewhere));
+  return s.overridden
+    ? [" (edited; other version: the store has ", other, ", this instance's code says ", code, ")"]
+    : [" (other version; this instance's code says ", code, ")"];
+}
+
 async function schedulesView() {
   const { schedules } = await api("/api/schedules");
   /** pause, resume and reset: confirmed, then what the schedule is now. */
@@ -1024,12 +1043,7 @@ async function schedulesView() {
           "button",
           {
             type: "button",
-            onclick: act(
-              s,
-              "reset",
-              `Reset schedule ${s.name}? The operator's edit is dropped: the code's ${specText(s.declared)} fires again.`,
-              "Reset",
-            ),
+            onclick: act(s, "reset", resetQuestion(s), "Reset"),
           },
           `Reset ${s.name}`,
         )
@@ -1063,7 +1077,10 @@ async function schedulesView() {
             "td",
             { class: "spec" },
             h("code", {}, specText(s)),
-            s.overridden ? [" (edited; the code says ", h("code", {}, specText(s.declared)), ")"] : null,
+            specMark(s),
+            s.declaredElsewhereNote
+              ? h("div", { class: "muted other-version" }, s.declaredElsewhereNote)
+              : null,
             s.dstNotes.map((n) => h("div", { class: "muted" }, n)),
           ),
           h(
@@ -1100,7 +1117,8 @@ async function schedulesView() {
       "p",
       { class: "muted" },
       "Times are UTC. Lag: how far the last fire was recorded behind its slot. Missed: slots the last fire stood for after downtime (it ran once). ",
-      "An orphaned schedule is no longer declared by the app that last booted: it is kept with its history and never fires until declared again.",
+      "An orphaned schedule is no longer declared by the app that last booted: it is kept with its history and never fires until declared again. ",
+      "Other version: the spec in the store is another version's code's (its instance booted last, as in a rolling deploy) and fires on every instance; finish the deploy, or restart this instance to make its code's spec current.",
     ),
     editable.length > 0 ? editForm(editable) : null,
   );
