@@ -14,7 +14,7 @@ export const fileStoreErrors = {
       : new OkeError({
           code: "OKE1320",
           message: `File store "${dir}" is locked by process ${pid}${pid === process.pid ? " (this process)" : ""}.`,
-          fix: `Stop process ${pid} (in this or another container sharing the directory) or point this app at another directory. If no such process runs, delete "${dir}/lock".`,
+          fix: `Stop process ${pid} (in this or another container sharing the directory) or point this app at another directory. If no such process runs, delete "${dir}/lock" — never "${dir}/lock.db": its kernel lock is what keeps a second process out.`,
           details: { dir, pid },
         }),
   failed: (dir: string, cause: unknown) =>
