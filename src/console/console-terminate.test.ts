@@ -5,6 +5,7 @@ import type { App } from "../app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
 import { flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
+import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
 import { JournalLeaseBusy } from "../errors.ts";
 
@@ -295,5 +296,50 @@ describe.each(drivers)("Console API terminate on the $name driver", (driver) => 
       `console: run "${id}" is already failed: there is nothing to terminate; its message ${id} (term.jobs) was still delivered and is now a dead letter`,
     );
     expect((await store.getMessage(id))?.status).toBe("dead");
+  });
+  it("a consumer run whose message is still in flight: the answer says so, and the message's next claim dead-letters it at once, its retries unspent", async () => {
+    const { api, store, time } = await start();
+    const orphaned = signal.once("term.orphaned", { retries: 3 });
+    // A message of a signal this app does not bind, claimed by an instance that died in its run.
+    await store.enqueue(
+      [{ id: "m1gone", signal: orphaned.name, key: null, payload: {}, parentRunId: null }],
+      T0,
+    );
+    await store.claim({ signal: orphaned.name, worker: "i/9", max: 1, now: T0, leaseMs: 30_000 });
+    await store.startRun({
+      id: "m1gone",
+      flow: GONE,
+      input: {},
+      parentRunId: null,
+      owner: "i/9",
+      now: T0,
+      leaseMs: 30_000,
+    });
+    time.advance(60_000);
+    const done = await api("/api/runs/m1gone/terminate", { reason: "flow retired" });
+    expect(done.status).toBe(200);
+    expect(done.body.message).toEqual({ id: "m1gone", signal: "term.orphaned", outcome: "inflight" });
+    // An instance of the version that has the flow comes back: its claim finds the run terminated.
+    let ran = 0;
+    const consumer = on(
+      orphaned,
+      flow(GONE, {
+        durable: true,
+        do: () => {
+          ran++;
+        },
+      }),
+    );
+    const back = createApp({ modules: [{ orphaned, consumer }], env: "test", clock: time, store });
+    cleanups.push(() => back.stop({ timeoutMs: 2_000 }));
+    await back.start({ port: 0, host: "127.0.0.1" });
+    await until(
+      async () => (await store.getMessage("m1gone"))?.status === "dead",
+      "the message dead-lettered",
+    );
+    const m = await store.getMessage("m1gone");
+    expect(m?.attempts).toBe(2);
+    expect(m?.failures.map((f) => f.code)).toEqual(["OKE1339"]);
+    expect(ran).toBe(0);
   });
 });
