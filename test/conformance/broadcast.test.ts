@@ -23,7 +23,15 @@ function outageStore(store: Store): { store: Store; setDown(down: boolean): void
   const wrapped = new Proxy(store, {
     get(target, prop, receiver) {
       const v: unknown = Reflect.get(target, prop, receiver);
-      if (typeof v !== "function" || prop === "subscribe" || prop === "close") return v;
+      // Synchronous reads (health, the outage classifier) answer as the store does: only calls fail.
+      if (
+        typeof v !== "function" ||
+        prop === "subscribe" ||
+        prop === "close" ||
+        prop === "health" ||
+        prop === "isUnavailable"
+      )
+        return v;
       return (...args: unknown[]): unknown => {
         if (down) {
           failures++;
