@@ -106,7 +106,13 @@ interface Overview {
   env: string;
   now: number;
   signals: SignalRow[];
-  flows: Array<{ name: string; durable: boolean; runs: Record<string, number> }>;
+  /** `held`: its held-back runs by status, counted in `runs` too (absent from an older app). */
+  flows: Array<{
+    name: string;
+    durable: boolean;
+    runs: Record<string, number>;
+    held?: Record<string, number>;
+  }>;
   /** `copies`: broadcast copies whose handler failed, newest first (absent from an older app). */
   recentFailures: { deadLetters: Message[]; runs: RunRow[]; copies?: Message[] };
   instances: number;
@@ -114,7 +120,13 @@ interface Overview {
   instanceRoles?: Partial<Record<"all" | "web" | "worker", number>>;
   stranded?: Stranded;
   /** The newest held-back runs, and what to do (absent from an older app). */
-  heldBack?: { runs: RunRow[]; more: boolean; fix: string };
+  heldBack?: {
+    runs: RunRow[];
+    more: boolean;
+    fix: string;
+    /** False when the flows' `held` counts are of the newest 1 000 only (absent from an older app). */
+    allCounted?: boolean;
+  };
 }
 interface RunDetail {
   run: RunRow & { input?: unknown; output?: unknown };
@@ -130,6 +142,12 @@ interface RunDetail {
   heldFix?: string | null;
   /** Its recoveries explained, null when none (absent from an older app). */
   recovered?: string | null;
+  /** The app's clock when it answered (absent from an older app). */
+  now?: number;
+  /** No live instance has its flow (null: none is live, nothing judged; absent from an older app). */
+  stranded?: boolean | null;
+  /** What to do about it, when stranded. */
+  strandedFix?: string;
 }
 interface Schedule {
   name: string;
@@ -173,7 +191,7 @@ const shapes = {
     isNum(v.now) &&
     isNum(v.instances) &&
     listOf(v.signals, (s) => isStr(s.name) && isStr(s.delivery) && isObj(s.throughput)) &&
-    listOf(v.flows, (f) => isStr(f.name) && isObj(f.runs)) &&
+    listOf(v.flows, (f) => isStr(f.name) && isObj(f.runs) && (f.held === undefined || isObj(f.held))) &&
     isObj(v.recentFailures) &&
     Array.isArray(v.recentFailures.runs) &&
     (v.heldBack === undefined ||
@@ -201,7 +219,8 @@ const shapes = {
     isRun(v.run) &&
     listOf(v.timeline, (t) => isStr(t.kind)) &&
     listOf(v.ancestors, isRun) &&
-    listOf(v.children, isRun)) as Shape<RunDetail>,
+    listOf(v.children, isRun) &&
+    (v.now === undefined || isNum(v.now))) as Shape<RunDetail>,
   schedules: ((v) => isObj(v) && Array.isArray(v.schedules) && v.schedules.every(isSchedule)) as Shape<{
     schedules: Schedule[];
   }>,
@@ -212,7 +231,9 @@ const shapes = {
       isObj(v) &&
       ((Array.isArray(v[key]) && v[key].every(isStr)) ||
         (Array.isArray(v[dry]) && v[dry].every(isStr)) ||
-        (isObj(v.job) && isNum(v.job.total)))) as Shape<ActedAnswer>,
+        (isObj(v.job) && isNum(v.job.total))) &&
+      (v.backlog === undefined ||
+        (isObj(v.backlog) && isNum(v.backlog.pending) && isNum(v.backlog.inflight)))) as Shape<ActedAnswer>,
 };
 
 /** What replay and discard answer (docs/console.md); `count`, `more`, `skipped` are absent from older apps. */
@@ -225,6 +246,8 @@ interface ActedAnswer {
   more?: boolean;
   skipped?: string[];
   job?: { id: string; total: number; rate: number };
+  /** A discard's: the queue's messages that are not dead letters (absent from an older app). */
+  backlog?: { pending: number; inflight: number; liveConsumer: boolean | null; declared: boolean };
 }
 
 /** A word as a POSIX shell reads it back: quoted unless it is plainly safe. */
@@ -373,13 +396,7 @@ function formatStatus(url: string, o: Overview): string {
   out.push("");
   const flows = o.flows.filter((f) => f.durable || Object.keys(f.runs).length > 0);
   if (flows.length === 0) out.push("no durable flows");
-  else
-    out.push(
-      table(
-        ["FLOW", ...RUN_STATUSES.map((s) => s.toUpperCase())],
-        flows.map((f) => [f.name, ...RUN_STATUSES.map((s) => f.runs[s] ?? 0)]),
-      ),
-    );
+  else out.push(flowTable(flows, o.heldBack?.allCounted !== false));
   const dead = o.signals.filter((s) => (s.dead ?? 0) > 0);
   // recentFailures.runs is the newest few only: the flows' counts say how many failed runs are kept.
   // A flow no longer in the app has no row above, so its failed runs count through the list at least.
@@ -407,6 +424,34 @@ function formatStatus(url: string, o: Overview): string {
     out.push(...stranded);
   }
   return out.join("\n");
+}
+
+/**
+ * The FLOW table: runs by status. Held-back runs (running or compensating, with no holder) get a HELD
+ * column of their own, left out of RUNNING and COMPENSATING, so they are not read as worked on; the
+ * column is there only while some are held back. `n+` when the Console counted the newest only.
+ */
+function flowTable(flows: Overview["flows"], allCounted: boolean): string {
+  const heldOf = (f: Overview["flows"][number]): number =>
+    Object.values(f.held ?? {}).reduce((a, b) => a + b, 0);
+  if (!flows.some((f) => heldOf(f) > 0))
+    return table(
+      ["FLOW", ...RUN_STATUSES.map((s) => s.toUpperCase())],
+      flows.map((f) => [f.name, ...RUN_STATUSES.map((s) => f.runs[s] ?? 0)]),
+    );
+  const at = RUN_STATUSES.indexOf("compensating") + 1;
+  const statuses = RUN_STATUSES.map((s) => s.toUpperCase());
+  return table(
+    ["FLOW", ...statuses.slice(0, at), "HELD", ...statuses.slice(at)],
+    flows.map((f) => {
+      // Never below 0: the Console may share a run count read a moment before the held ones.
+      const cells = RUN_STATUSES.map((s) => Math.max(0, (f.runs[s] ?? 0) - (f.held?.[s] ?? 0)));
+      const held = allCounted ? heldOf(f) : `${heldOf(f)}+`;
+      return [f.name, ...cells.slice(0, at), held, ...cells.slice(at)];
+    }),
+    // Right-aligned as the counts beside it, `25+` too.
+    { right: ["HELD"] },
+  );
 }
 
 /**
@@ -599,10 +644,7 @@ function formatRun(d: RunDetail): string {
     const fix = d.heldFix === undefined ? holdFix(r.held.code) : d.heldFix;
     if (fix !== null) out.push(`  ${fix}`);
   }
-  if (r.status === "sleeping")
-    out.push(
-      `sleeping on ${d.sleepingOn ?? "-"} until ${when(r.wakeAt) ?? "-"}  (oke wake ${r.id} to wake it now)`,
-    );
+  out.push(...sleepAndStrandedLines(d));
   if (r.error) out.push(`error ${r.error.code ?? ""} ${r.error.message ?? ""}`.trimEnd());
   // A parent no run is stored for (an HTTP request's flow invocation, a pruned run) is named, not
   // left out: `oke run` of it would only answer 404. An older app says nothing of it; with no
@@ -626,6 +668,32 @@ function formatRun(d: RunDetail): string {
       ),
     );
   return out.join("\n");
+}
+
+/**
+ * Where a sleeping run stands, and a stranded run's line (no live instance has its flow: waking it
+ * would resume nothing). `oke wake` is suggested only for a sleeper whose wake time is ahead and whose
+ * flow a live instance has (or, from an older app, when that cannot be told).
+ */
+function sleepAndStrandedLines(d: RunDetail): string[] {
+  const r = d.run;
+  const flow = oneLine(r.flow);
+  const stranded =
+    d.stranded === true
+      ? [
+          `  ${oneLine(d.strandedFix ?? "It resumes once an instance that has the flow runs (deploy it again).")}`,
+        ]
+      : [];
+  if (r.status !== "sleeping")
+    return d.stranded === true ? [`stranded: no live instance has flow ${flow}`, ...stranded] : [];
+  const on = `sleeping on ${d.sleepingOn ?? "-"}`;
+  const due = d.now !== undefined && r.wakeAt !== null && r.wakeAt <= d.now;
+  const at = due ? `${on}, due since ${when(r.wakeAt) ?? "-"}` : `${on} until ${when(r.wakeAt) ?? "-"}`;
+  if (d.stranded === true) return [`${at}: stranded, no live instance has flow ${flow}`, ...stranded];
+  if (!due) return [`${at}  (oke wake ${r.id} to wake it now)`];
+  if (d.stranded === null)
+    return [`${at}: no instance is live; it resumes once an instance that has flow ${flow} runs`];
+  return [`${at}: an instance resumes it as soon as one is free`];
 }
 
 function formatSchedules(list: Schedule[]): string {
@@ -722,7 +790,29 @@ function actedText(
     dry !== undefined
       ? `dry run: would ${verb} ${what}${more}; nothing changed`
       : `${verb === "replay" ? "replayed" : "discarded"} ${what}${more}`;
-  return `${head}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
+  const backlog = "all" in body && res.backlog !== undefined ? backlogNote(res.backlog) : "";
+  return `${head}${backlog}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
+}
+
+/**
+ * A discard --all's word on the messages it left: pending and inflight ones are not dead letters, and
+ * no command deletes them. Who delivers them, in the words of `oke status`'s stranded line.
+ */
+function backlogNote(b: NonNullable<ActedAnswer["backlog"]>): string {
+  if (b.pending + b.inflight === 0) return "";
+  const counts = [b.pending > 0 ? `${b.pending} pending` : "", b.inflight > 0 ? `${b.inflight} inflight` : ""]
+    .filter((x) => x !== "")
+    .join(" and ");
+  const one = b.pending + b.inflight === 1;
+  const who =
+    b.liveConsumer === null
+      ? "no live instance heartbeats to this store, so whether one consumes this signal cannot be told"
+      : b.liveConsumer
+        ? `a live instance consumes this signal and delivers ${one ? "it" : "them"}`
+        : "no live instance consumes this signal" +
+          (b.declared ? "" : " and this app does not declare it (removed from the code?)") +
+          `; deploy its worker again (${one ? "it waits, it is not lost" : "they wait, none is lost"})`;
+  return `; its ${counts} ${one ? "message is not a dead letter" : "messages are not dead letters"} (discard removes dead letters only): ${who}`;
 }
 
 /**

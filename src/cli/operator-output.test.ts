@@ -221,6 +221,104 @@ describe("answers that are not a Console's, or not whole", () => {
     );
   });
 
+  it("run of a sleeper: a wake time past is due since, and oke wake is suggested only ahead of it and never for a stranded run; an older app's answer prints as before", async () => {
+    const at = Date.UTC(2026, 11, 1, 12);
+    const run = {
+      id: "r_1",
+      flow: "trips.nap",
+      status: "sleeping",
+      createdAt: at,
+      updatedAt: at,
+      wakeAt: at + 3_600_000,
+      recoveries: 0,
+    };
+    const detail = { run, timeline: [], sleepingOn: "nap", ancestors: [], children: [] };
+    let body: unknown = detail;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    const third = async (): Promise<string | undefined> =>
+      (await oke("run", "r_1", "--url", url, "--token", TOKEN)).stdout.split("\n")[2];
+    const ahead = "sleeping on nap until 2026-12-01 13:00:00Z  (oke wake r_1 to wake it now)";
+    expect(await third()).toBe(ahead);
+    body = { ...detail, now: at, stranded: false };
+    expect(await third()).toBe(ahead);
+    // Woken (or overdue): its wake time has passed, and waking it again would change nothing.
+    body = { ...detail, run: { ...run, wakeAt: at }, now: at + 1_000, stranded: false };
+    expect(await third()).toBe(
+      "sleeping on nap, due since 2026-12-01 12:00:00Z: an instance resumes it as soon as one is free",
+    );
+    body = { ...detail, run: { ...run, wakeAt: at }, now: at + 1_000, stranded: null };
+    expect(await third()).toBe(
+      "sleeping on nap, due since 2026-12-01 12:00:00Z: no instance is live; it resumes once an instance that has flow trips.nap runs",
+    );
+    // A running run no live instance has the flow of: the same line, under what it is.
+    body = {
+      ...detail,
+      run: { ...run, status: "running", wakeAt: null },
+      sleepingOn: null,
+      now: at,
+      stranded: true,
+      strandedFix: "It resumes … (deploy it again).",
+    };
+    const running = await oke("run", "r_1", "--url", url, "--token", TOKEN);
+    expect(running.stdout.split("\n").slice(2, 4)).toEqual([
+      "stranded: no live instance has flow trips.nap",
+      "  It resumes … (deploy it again).",
+    ]);
+  });
+
+  it("status gives held-back runs a HELD column of their own, out of RUNNING; n+ when the Console counted the newest only; discard --all says what it left, and who delivers it", async () => {
+    const overview = {
+      env: "prod",
+      now: Date.UTC(2026, 11, 1, 12),
+      signals: [],
+      flows: [
+        { name: "trips.x", durable: true, runs: { running: 30, completed: 2 }, held: { running: 25 } },
+        { name: "trips.y", durable: true, runs: { compensating: 3 }, held: { compensating: 1 } },
+      ],
+      recentFailures: { deadLetters: [], runs: [] },
+      instances: 1,
+      audit: [],
+      heldBack: { runs: [], more: true, fix: MISMATCH_FIX, allCounted: false },
+    };
+    let body: unknown = overview;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+    const table = async (): Promise<string[]> =>
+      (await oke("status", "--url", url, "--token", TOKEN)).stdout.split("\n").slice(4, 7);
+    expect(await table()).toEqual([
+      "FLOW     RUNNING  SLEEPING  COMPENSATING  HELD  COMPLETED  FAILED",
+      "trips.x        5         0             0   25+          2       0",
+      "trips.y        0         0             2    1+          0       0",
+    ]);
+    body = { ...overview, heldBack: { ...overview.heldBack, allCounted: true } };
+    expect(await table()).toEqual([
+      "FLOW     RUNNING  SLEEPING  COMPENSATING  HELD  COMPLETED  FAILED",
+      "trips.x        5         0             0    25          2       0",
+      "trips.y        0         0             2     1          0       0",
+    ]);
+
+    const discard = async (backlog: unknown): Promise<string> => {
+      body = { discarded: [], count: 0, more: false, skipped: [], backlog };
+      const r = await oke("discard", "jobs.x", "--all", "--url", url, "--token", TOKEN);
+      expect(r.code).toBe(0);
+      return r.stdout;
+    };
+    expect(await discard({ pending: 1, inflight: 0, liveConsumer: true, declared: true })).toBe(
+      "discarded 0 dead letters of jobs.x; its 1 pending message is not a dead letter (discard removes dead letters only): a live instance consumes this signal and delivers it",
+    );
+    expect(await discard({ pending: 4, inflight: 2, liveConsumer: null, declared: true })).toBe(
+      "discarded 0 dead letters of jobs.x; its 4 pending and 2 inflight messages are not dead letters (discard removes dead letters only): no live instance heartbeats to this store, so whether one consumes this signal cannot be told",
+    );
+    expect(await discard({ pending: 0, inflight: 0, liveConsumer: false, declared: true })).toBe(
+      "discarded 0 dead letters of jobs.x",
+    );
+  });
+
   it("dead prints each attempt whose lease lapsed with no outcome recorded, and where a replayed delivery begins, from the Console's history; an older app's failures print as before", async () => {
     const at = Date.UTC(2026, 11, 1, 12);
     const lapsedText = (n: number) =>
@@ -692,6 +790,15 @@ const legacyDigest = on(
   flow("legacy.digest", { do: () => undefined }),
 );
 
+// A durable flow the Console's app has, asleep for an hour; a signal a previous version emitted to.
+const napping = flow("trips.napping", {
+  durable: true,
+  do: async (_: { n: number }, fx) => {
+    await fx.clock.sleep("nap", "1h");
+  },
+});
+const goneJobs = signal.once<{ n: number }>("notify.send", { retries: 0, optional: true });
+
 describe("stranded work in oke status", () => {
   const stops: Array<() => Promise<void>> = [];
   afterAll(async () => {
@@ -990,6 +1097,152 @@ describe("oke wake: what its line says", () => {
     expect(refused.stderr).toBe(
       `oke: run "${failed}" not found (404 ClockResourceNotFoundError)\n` +
         `  fix: "Not found" means no sleeping run "${failed}": it exists but is failed, and only a sleeping run can be woken (oke run ${failed} shows where it is).`,
+    );
+  });
+});
+
+describe("oke run of a stranded sleeper, oke wake of a held-back run, oke discard --all of messages that wait", () => {
+  const stops: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    while (stops.length > 0) await stops.pop()!();
+  });
+
+  it("oke run says a sleeper no live instance has the flow of is stranded and what to do, before and after a wake, and never suggests oke wake; a live flow's sleeper still does", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const consoleApp = createApp({
+      modules: [{ fine, napping }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const legacy = createApp({ modules: [{ legacyWait }], env: "test", clock: time, store });
+    await legacy.start({ port: 0, host: "127.0.0.1" });
+    await legacy.invoke(legacyWait, { n: 0 });
+    await legacy.stop();
+    await consoleApp.invoke(napping, { n: 1 });
+    time.advance(65_000);
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const idOf = async (flowName: string): Promise<string> =>
+      (
+        JSON.parse((await cli("runs", "--flow", flowName, "--json")).stdout) as {
+          items: Array<{ id: string }>;
+        }
+      ).items[0]!.id;
+
+    const sleeper = await idOf("legacy.wait");
+    const fix =
+      "  It resumes where it stopped once an instance that has the flow runs (deploy it again). " +
+      `If the flow was removed on purpose, end the run with oke terminate ${sleeper} (its undos do not run).`;
+    const before = await cli("run", sleeper);
+    expect(before.code).toBe(0);
+    expect(before.stdout.split("\n").slice(2, 4)).toEqual([
+      "sleeping on trial-end until 2026-12-01 13:00:00Z: stranded, no live instance has flow legacy.wait",
+      fix,
+    ]);
+    expect(before.stdout).not.toContain("oke wake");
+
+    expect((await cli("wake", sleeper)).code).toBe(0);
+    const after = await cli("run", sleeper);
+    expect(after.stdout.split("\n").slice(2, 4)).toEqual([
+      "sleeping on trial-end, due since 2026-12-01 12:01:05Z: stranded, no live instance has flow legacy.wait",
+      fix,
+    ]);
+    expect(after.stdout).not.toContain("oke wake");
+
+    const napper = await idOf("trips.napping");
+    expect((await cli("run", napper)).stdout.split("\n")[2]).toBe(
+      `sleeping on nap until 2026-12-01 13:00:00Z  (oke wake ${napper} to wake it now)`,
+    );
+  });
+
+  it("a held-back run: oke status counts it under HELD, not RUNNING; oke wake says it is held back and why, and points at oke run and oke terminate", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const now = heldTrial("b");
+    const consoleApp = createApp({
+      modules: [{ now, fine }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+    const heldId = await startedByPreviousVersion(store, time);
+    await consoleApp.invoke(fine, { n: 2 });
+    const cols = (line: string): string[] => line.trim().split(/ {2,}/);
+    const rowsOf = async (): Promise<string[][]> => {
+      const lines = (await cli("status")).stdout.split("\n");
+      const at = lines.findIndex((l) => l.startsWith("FLOW "));
+      return lines.slice(at, at + 3).map(cols);
+    };
+    // Nothing held back: the table as it always was.
+    expect((await rowsOf())[0]).toEqual([
+      "FLOW",
+      "RUNNING",
+      "SLEEPING",
+      "COMPENSATING",
+      "COMPLETED",
+      "FAILED",
+    ]);
+
+    time.advance(60_000);
+    await until(async () => (await store.getRun(heldId))?.held !== undefined, "the run held back");
+    await consoleApp.idle();
+    const rows = await rowsOf();
+    expect(rows[0]).toEqual(["FLOW", "RUNNING", "SLEEPING", "COMPENSATING", "HELD", "COMPLETED", "FAILED"]);
+    expect(rows.find((r) => r[0] === "trials.held")).toEqual(["trials.held", "0", "0", "0", "1", "0", "0"]);
+    expect(rows.find((r) => r[0] === "trips.fine")).toEqual(["trips.fine", "0", "0", "0", "0", "1", "0"]);
+
+    const woke = await cli("wake", heldId);
+    expect(woke.code).toBe(1);
+    expect(woke.stderr).toBe(
+      `oke: run "${heldId}" not found (404 ClockResourceNotFoundError)\n` +
+        `  fix: "Not found" means no sleeping run "${heldId}": it exists but is held back (OKE1301): running with no holder, waiting until an instance can take it again, and only a sleeping run can be woken. ` +
+        `oke run ${heldId} says why and what to do; oke terminate ${heldId} ends it (its undos do not run).`,
+    );
+  });
+
+  it("discard --all of a signal whose messages are pending, not dead: says they are not dead letters, and who delivers them as oke status does; exit 0", async () => {
+    const time = createTimeTravel(Date.UTC(2026, 11, 1, 12));
+    const store = createMemoryStore();
+    const consoleApp = createApp({
+      modules: [{ fine, jobsToEmit }],
+      env: "test",
+      clock: time,
+      store,
+      config: { console: { port: 0, tokens: { alice: TOKEN } } },
+    });
+    stops.push(() => consoleApp.stop({ timeoutMs: 2_000 }));
+    const url = (await consoleApp.start({ port: 0, host: "127.0.0.1" })).console!.url;
+    // A version of the app that emitted to a signal since removed from the code (renamed): its messages stay.
+    const previous = createApp({ modules: [{ goneJobs }], env: "test", clock: time, store });
+    await previous.start({ port: 0, host: "127.0.0.1" });
+    for (let n = 0; n < 5; n++) await previous.emit(goneJobs, { n });
+    await previous.stop();
+    for (let n = 0; n < 2; n++) await consoleApp.emit(jobsToEmit, { n });
+    const cli = (...args: string[]): Promise<Ran> => oke(...args, "--url", url, "--token", TOKEN);
+
+    const gone = await cli("discard", "notify.send", "--all");
+    expect([gone.code, gone.stderr]).toEqual([0, ""]);
+    expect(gone.stdout).toBe(
+      "discarded 0 dead letters of notify.send; its 5 pending messages are not dead letters (discard removes dead letters only): " +
+        "no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
+    );
+    const declared = await cli("discard", "legacy.jobs", "--all", "--dry-run");
+    expect(declared.code).toBe(0);
+    expect(declared.stdout).toBe(
+      "dry run: would discard 0 dead letters of legacy.jobs; nothing changed; its 2 pending messages are not dead letters (discard removes dead letters only): " +
+        "no live instance consumes this signal; deploy its worker again (they wait, none is lost)",
+    );
+    // The stranded line of oke status says the same of them.
+    expect((await cli("status")).stdout).toContain(
+      "stranded: 5 pending messages on notify.send, oldest 0ms: no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
     );
   });
 });

@@ -62,6 +62,45 @@ const RECENT_FAILURES = 10;
 /** Held-back runs the overview lists (newest first); it reads one more to tell whether there are others. */
 const HELD_SHOWN = 20;
 
+/**
+ * Held-back runs the overview counts per flow when more are held back than it lists (pages of up to
+ * 500, newest first); past them the flows' `held` counts are of the newest ones only. A property so
+ * tests can lower it.
+ */
+export const heldLimits = { counted: 1_000 };
+
+/**
+ * Held-back runs per flow and status (running or compensating: counted in the flow's `runs` too), and
+ * whether every one was counted. The overview's page of HELD_SHOWN + 1 holds them all unless there
+ * are more: only then are more read.
+ */
+async function heldCounts(
+  host: ConsoleHost,
+  shown: readonly RunRecord[],
+): Promise<{ byFlow: Map<string, Partial<Record<RunStatus, number>>>; all: boolean }> {
+  let runs = shown;
+  let all = true;
+  if (shown.length > HELD_SHOWN) {
+    const read: RunRecord[] = [];
+    let cursor: string | null = null;
+    do {
+      const limit = Math.min(500, heldLimits.counted - read.length);
+      const page = await host.store.pageRuns({ held: true, cursor, limit });
+      read.push(...page.items);
+      cursor = page.next;
+    } while (cursor !== null && read.length < heldLimits.counted);
+    runs = read;
+    all = cursor === null;
+  }
+  const byFlow = new Map<string, Partial<Record<RunStatus, number>>>();
+  for (const r of runs) {
+    const counts = byFlow.get(r.flow) ?? {};
+    counts[r.status] = (counts[r.status] ?? 0) + 1;
+    byFlow.set(r.flow, counts);
+  }
+  return { byFlow, all };
+}
+
 /** The overview's advice for the held-back runs it shows: each reason's fix once, named by its code when there are several. */
 function heldBackFix(runs: readonly RunRecord[]): string {
   const codes = [...new Set(runs.flatMap((r) => (r.held === undefined ? [] : [r.held.code])))];
@@ -278,6 +317,25 @@ async function stillDead(host: ConsoleHost, signal: string, ids: readonly string
     if (m?.signal === signal && m.status === "dead") out.push(id);
   }
   return out;
+}
+
+/**
+ * A discard's word on the queue's messages that are not dead letters, which it never touches: how many
+ * are pending and inflight, whether a live instance consumes the signal (the overview's stranded rule;
+ * null when no instance is live, as nothing is judged then), and whether this app declares it.
+ */
+async function backlogOf(host: ConsoleHost, signal: string) {
+  const now = host.clock.now();
+  const [st, instances] = await Promise.all([
+    host.store.stats(signal, now),
+    host.store.listInstances(now - ALIVE_MS),
+  ]);
+  return {
+    pending: st.pending,
+    inflight: st.inflight,
+    liveConsumer: instances.length === 0 ? null : instances.some((i) => i.signals.includes(signal)),
+    declared: host.manifest.signals.some((s) => s.name === signal),
+  };
 }
 
 /** A message as every view shows it; `lapsed` and `history` are derived here only (attempt-history.ts). */
@@ -498,6 +556,18 @@ const runCounts = (host: ConsoleHost): ReturnType<ConsoleHost["store"]["runCount
 
 /** Run statuses that still need an instance with the run's flow. */
 const WAITING_RUNS: readonly RunStatus[] = ["running", "sleeping", "compensating"];
+/**
+ * The overview's rule for runs, one run at a time: it still needs an instance with its flow (running,
+ * sleeping or compensating), and no live instance has that flow.
+ */
+const strandedRun = (run: { flow: string; status: RunStatus }, liveFlows: ReadonlySet<string>): boolean =>
+  WAITING_RUNS.includes(run.status) && !liveFlows.has(run.flow);
+
+/** What to do about a stranded run: the run detail's `strandedFix`, printed by `oke run`. */
+const strandedRunFix = (runId: string): string =>
+  "It resumes where it stopped once an instance that has the flow runs (deploy it again). " +
+  `If the flow was removed on purpose, end the run with oke terminate ${runId} (its undos do not run).`;
+
 /** Stranded flows whose earliest deadline the overview looks up (one indexed read each). */
 const STRANDED_DEADLINES = 20;
 
@@ -531,7 +601,7 @@ async function strandedView(
   const liveSignals = new Set(instances.flatMap((i) => i.signals));
   const byFlow = new Map<string, Partial<Record<RunStatus, number>>>();
   for (const c of counts) {
-    if (c.count === 0 || !WAITING_RUNS.includes(c.status) || liveFlows.has(c.flow)) continue;
+    if (c.count === 0 || !strandedRun(c, liveFlows)) continue;
     const runs = byFlow.get(c.flow) ?? {};
     runs[c.status] = (runs[c.status] ?? 0) + c.count;
     byFlow.set(c.flow, runs);
@@ -616,6 +686,7 @@ export const handlers: Record<string, ApiHandler> = {
       host.store.listSchedules(),
     ]);
     const stranded = await strandedView(host, counts, instances, schedules, host.clock.now());
+    const held = await heldCounts(host, heldRuns.items);
     // The newest dead letters of all signals: each signal's newest few (an index walked backwards),
     // merged newest first — the same order as the failed runs beside them (newest created first).
     const deadLetters: Array<ReturnType<ReturnType<typeof messageView>>> = [];
@@ -649,6 +720,8 @@ export const handlers: Record<string, ApiHandler> = {
           durable: f.durable,
           triggers: f.triggers,
           runs: Object.fromEntries(counts.filter((c) => c.flow === f.name).map((c) => [c.status, c.count])),
+          // Its held-back runs, by status: counted in `runs` too, yet no one works them.
+          held: held.byFlow.get(f.name) ?? {},
         })),
         recentFailures: {
           deadLetters: deadLetters.slice(0, RECENT_FAILURES),
@@ -668,6 +741,8 @@ export const handlers: Record<string, ApiHandler> = {
           runs: heldRuns.items.slice(0, HELD_SHOWN).map(summary),
           more: heldRuns.items.length > HELD_SHOWN,
           fix: heldBackFix(heldRuns.items.slice(0, HELD_SHOWN)),
+          // False past heldLimits.counted held-back runs: the flows' `held` counts are of the newest ones.
+          allCounted: held.all,
         },
         audit: audit.items,
       },
@@ -796,6 +871,7 @@ export const handlers: Record<string, ApiHandler> = {
           count: picked.ids.length,
           more: picked.more,
           skipped: picked.skipped,
+          backlog: await backlogOf(host, signal),
         },
       };
     }
@@ -815,6 +891,7 @@ export const handlers: Record<string, ApiHandler> = {
         count: discarded.length,
         more: picked.more,
         skipped: target === "all" ? [] : without(target, discarded),
+        backlog: await backlogOf(host, signal),
       },
     };
   },
@@ -868,8 +945,22 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/runs/:id": async ({ host }, { params }) => {
     const detail = await runDetail(host, params.id ?? "");
     if (!detail) throw notFound(`no run "${params.id ?? ""}"`);
-    // Whether POST …/terminate would end it now, by the store's rule (the app's clock, not the page's).
-    return { body: { ...detail, terminable: terminable(host, detail.run) } };
+    const now = host.clock.now();
+    // Stranded by the overview's rule (strandedRun): null when no instance is live, as nothing is judged then.
+    const instances = await host.store.listInstances(now - ALIVE_MS);
+    const stranded =
+      instances.length === 0 ? null : strandedRun(detail.run, new Set(instances.flatMap((i) => i.flows)));
+    return {
+      body: {
+        ...detail,
+        // Whether POST …/terminate would end it now, by the store's rule (the app's clock, not the page's).
+        terminable: terminable(host, detail.run),
+        // The app's clock, so a reader can tell a wake time that has passed (`oke run`).
+        now,
+        stranded,
+        ...(stranded === true ? { strandedFix: strandedRunFix(detail.run.id) } : {}),
+      },
+    };
   },
 
   "POST /api/runs/:id/wake": async ({ host, audit }, { params, actor }) => {
@@ -882,7 +973,10 @@ export const handlers: Record<string, ApiHandler> = {
         "run",
         run === undefined
           ? undefined
-          : `"Not found" means no sleeping run "${runId}": it exists but is ${run.status}, and only a sleeping run can be woken (oke run ${runId} shows where it is).`,
+          : run.held !== undefined
+            ? // Running in the counts, yet no one works it: say why it waits, not "running".
+              `"Not found" means no sleeping run "${runId}": it exists but is held back (${run.held.code}): ${run.status} with no holder, waiting until an instance can take it again, and only a sleeping run can be woken. oke run ${runId} says why and what to do; oke terminate ${runId} ends it (its undos do not run).`
+            : `"Not found" means no sleeping run "${runId}": it exists but is ${run.status}, and only a sleeping run can be woken (oke run ${runId} shows where it is).`,
       );
     const result = await host.operator.wakeEarly(runId);
     await audit({

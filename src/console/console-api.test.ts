@@ -10,7 +10,7 @@ import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
 import { MISMATCH_FIX, UNKNOWN_FLOW_FIX, unknownFlowHold } from "../durable/mismatch-log.ts";
 import { spentSettlement } from "../signal/attempt-budget.ts";
-import { replayLimits } from "./api.ts";
+import { heldLimits, replayLimits } from "./api.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 
 const TOKEN = "alice-secret-0123456789";
@@ -104,6 +104,8 @@ const plainRelay = flow("trip.plainRelay", {
     await fx.emit(relay, { n });
   },
 });
+// A once signal this app emits and no instance consumes (its worker removed): its messages wait.
+const orphanJobs = signal.once<{ n: number }>("jobs.orphan", { retries: 0, optional: true });
 const napper = flow("trip.napper", {
   durable: true,
   do: async (_: { x: number }, fx) => {
@@ -592,10 +594,22 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       const dry = await post("discard", { all: true, dryRun: true });
       expect(dry.body).toMatchObject({ count: 3, more: true, wouldDiscard: oldest.slice(0, 3) });
       const disc = await post("discard", { all: true });
-      expect(disc.body).toEqual({ discarded: oldest.slice(0, 3), count: 3, more: true, skipped: [] });
+      expect(disc.body).toEqual({
+        discarded: oldest.slice(0, 3),
+        count: 3,
+        more: true,
+        skipped: [],
+        backlog: { pending: 0, inflight: 0, liveConsumer: true, declared: true },
+      });
       expect((await api("/api/signals/jobs.other")).body.dead).toBe(2);
       const rest = await post("discard", { all: true });
-      expect(rest.body).toEqual({ discarded: oldest.slice(3), count: 2, more: false, skipped: [] });
+      expect(rest.body).toEqual({
+        discarded: oldest.slice(3),
+        count: 2,
+        more: false,
+        skipped: [],
+        backlog: { pending: 0, inflight: 0, liveConsumer: true, declared: true },
+      });
     } finally {
       replayLimits.all = saved;
     }
@@ -617,6 +631,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       count: 1,
       more: false,
       skipped: ["nope1", "nope2"],
+      backlog: { pending: 0, inflight: 0, liveConsumer: true, declared: true },
     });
   });
 
@@ -1032,6 +1047,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       runs: [],
       more: false,
       fix: "Each waits with no holder, untouched, until an instance takes it again.",
+      allCounted: true,
     });
 
     // The previous version started the run and parked its child, then was replaced.
@@ -1081,6 +1097,11 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       runs: [expect.objectContaining({ id: childId, flow: "held.child", held })],
       more: false,
       fix: MISMATCH_FIX,
+      allCounted: true,
+    });
+    // Held back, as its flow's count says (its `runs` may be a shared read made a moment before).
+    expect(overview.flows.find((f: { name: string }) => f.name === "held.child").held).toEqual({
+      running: 1,
     });
     // The words of the log line: what happens to the run, and what to do.
     expect(MISMATCH_FIX).toBe(
@@ -1182,6 +1203,103 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(overview.heldBack.runs.map((r: { id: string }) => r.id)).toEqual(
       Array.from({ length: 20 }, (_, i) => `held-${String(20 - i).padStart(2, "0")}`),
     );
+  });
+
+  it("the overview counts each flow's held-back runs (held, by status, within runs); past the count's cap allCounted is false", async () => {
+    let store!: Store;
+    const { api, time } = await start({ store: (s) => (store = s) });
+    // Runs of a flow this app has, given back with a reason and a retry an hour away: no instance
+    // takes them while the test reads (the clock does not move).
+    const hold = { code: "OKE1301", message: "journal: the code changed" };
+    for (let i = 0; i < 25; i++) {
+      const id = `nap-held-${String(i).padStart(2, "0")}`;
+      await store.startRun({
+        id,
+        flow: "trip.napper",
+        input: {},
+        parentRunId: null,
+        owner: "old/1",
+        leaseMs: 30_000,
+        now: time.now(),
+      });
+      await store.releaseRun({
+        runId: id,
+        owner: "old/1",
+        now: time.now(),
+        retryAt: time.now() + 3_600_000,
+        hold,
+      });
+    }
+    const napperOf = (o: Body) => o.flows.find((f: { name: string }) => f.name === "trip.napper");
+    const overview = (await api("/api/overview")).body;
+    expect(napperOf(overview)).toMatchObject({ runs: { running: 25 }, held: { running: 25 } });
+    expect(overview.heldBack).toMatchObject({ more: true, allCounted: true });
+    // A flow with none: an empty count.
+    expect(overview.flows.find((f: { name: string }) => f.name === "trip.parent").held).toEqual({});
+
+    const saved = heldLimits.counted;
+    heldLimits.counted = 22;
+    try {
+      const capped = (await api("/api/overview")).body;
+      expect(napperOf(capped).held).toEqual({ running: 22 });
+      expect(capped.heldBack.allCounted).toBe(false);
+    } finally {
+      heldLimits.counted = saved;
+    }
+  });
+
+  it("a run's detail says whether it is stranded (no live instance has its flow), with what to do, and the app's clock", async () => {
+    let store!: Store;
+    const { app, api, time } = await start({ store: (s) => (store = s) });
+    await app.invoke(napper, { x: 1 });
+    const [nap] = (await api("/api/runs?flow=trip.napper")).body.items;
+    const live = (await api(`/api/runs/${nap.id}`)).body;
+    expect(live).toMatchObject({ now: time.now(), stranded: false });
+    expect(live).not.toHaveProperty("strandedFix");
+    // A run of a flow no instance has (removed by a deploy), given back with no holder.
+    await store.startRun({
+      id: "r-retired",
+      flow: "retired.flow",
+      input: null,
+      parentRunId: null,
+      owner: "old/1",
+      now: time.now(),
+      leaseMs: 30_000,
+    });
+    await store.releaseRun({ runId: "r-retired", owner: "old/1", now: time.now() });
+    const retired = (await api("/api/runs/r-retired")).body;
+    expect(retired).toMatchObject({
+      stranded: true,
+      strandedFix:
+        "It resumes where it stopped once an instance that has the flow runs (deploy it again). " +
+        "If the flow was removed on purpose, end the run with oke terminate r-retired (its undos do not run).",
+    });
+    // A finished run waits for no one, whatever its flow.
+    await store.terminateRun?.({ runId: "r-retired", now: time.now(), error: { code: "X", message: "x" } });
+    expect((await api("/api/runs/r-retired")).body.stranded).toBe(false);
+  });
+
+  it("a discard answers the queue's messages that are not dead letters (backlog): how many, whether a live instance consumes the signal, whether the app declares it", async () => {
+    const { app, api } = await start({ modules: { orphanJobs } });
+    for (let n = 0; n < 2; n++) await app.emit(orphanJobs, { n });
+    const post = (signal: string, body: unknown) =>
+      api(`/api/signals/${signal}/discard`, { method: "POST", body: JSON.stringify(body) });
+    const all = await post("jobs.orphan", { all: true });
+    expect(all.body).toEqual({
+      discarded: [],
+      count: 0,
+      more: false,
+      skipped: [],
+      backlog: { pending: 2, inflight: 0, liveConsumer: false, declared: true },
+    });
+    expect((await post("jobs.orphan", { all: true, dryRun: true })).body.backlog).toEqual({
+      pending: 2,
+      inflight: 0,
+      liveConsumer: false,
+      declared: true,
+    });
+    // The messages are untouched: discard removes dead letters only.
+    expect((await api("/api/signals/jobs.orphan")).body.pending).toBe(2);
   });
 
   it("lists this instance as alive with its version and what it runs; overview sums it up", async () => {
