@@ -289,6 +289,36 @@ function heldBackPanel(hb) {
   );
 }
 
+/**
+ * A flow's runs by status for the flows table. Held-back runs (`held`, counted in `runs` too) are taken
+ * out of running and compensating and shown apart, linked to them, so they are not read as worked on;
+ * "n+" when the overview counted the newest held-back runs only. `held` is absent from an older app.
+ */
+function flowRuns(f, allCounted) {
+  const held = f.held ?? {};
+  const nHeld = Object.values(held).reduce((a, b) => a + b, 0);
+  const parts = Object.entries(f.runs)
+    // Never below 0: the run counts may be read a moment before the held ones.
+    .map(([k, v]) => [k, Math.max(0, v - (held[k] ?? 0)), held[k] ?? 0])
+    .filter(([, v, wasHeld]) => v > 0 || wasHeld === 0)
+    .map(([k, v]) => `${k} ${v}`);
+  if (nHeld === 0) return parts.join(" · ") || "—";
+  const count = `${nHeld}${allCounted ? "" : "+"}`;
+  return [
+    parts.length ? `${parts.join(" · ")} · ` : "",
+    h(
+      "a",
+      {
+        href: `#/runs?flow=${enc(f.name)}&status=held`,
+        class: "held",
+        "aria-label": `${allCounted ? plural(nHeld, "held-back run") : `${count} held-back runs`} of ${f.name}`,
+        title: `Not worked: each waits with no holder for code that matches its journal${allCounted ? "" : " (more are held back than were counted)"}`,
+      },
+      `held back ${count}`,
+    ),
+  ];
+}
+
 /** " (1 web, 2 worker)" when an instance runs part of the app; nothing when all run everything (the default). */
 function rolesText(roles) {
   if (!roles || (!roles.web && !roles.worker)) return "";
@@ -369,13 +399,7 @@ async function overview() {
           h("td", {}, f.durable ? link(`#/runs?flow=${enc(f.name)}`, f.name, `runs of ${f.name}`) : f.name),
           h("td", {}, f.triggers.join(", ")),
           h("td", {}, f.durable ? "yes" : "no"),
-          h(
-            "td",
-            {},
-            Object.entries(f.runs)
-              .map(([k, v]) => `${k} ${v}`)
-              .join(" · ") || "—",
-          ),
+          h("td", {}, flowRuns(f, o.heldBack?.allCounted !== false)),
         ),
       ),
     ),
@@ -832,6 +856,10 @@ function emitted(e) {
 async function runView(id) {
   const d = await api(`/api/runs/${enc(id)}`);
   const r = d.run;
+  // A wake time the app's clock (`now`, absent from an older app) has passed is due, not pending.
+  const due = d.now !== undefined && r.wakeAt !== null && r.wakeAt !== undefined && r.wakeAt <= d.now;
+  // No live instance has its flow (false when one has; null when none is live, so nothing is judged).
+  const stranded = d.stranded === true;
   const item = (e) =>
     h(
       "li",
@@ -854,15 +882,17 @@ async function runView(id) {
       {},
       `flow ${r.flow} · status `,
       h("strong", { id: "run-status" }, r.status),
+      d.sleepingOn ? ` on "${d.sleepingOn}"${due ? ", due since" : " until"} ${time(r.wakeAt)}` : "",
       r.held ? " · held back" : "",
-      d.sleepingOn ? ` on "${d.sleepingOn}" until ${time(r.wakeAt)}` : "",
+      stranded ? " · stranded" : "",
       ` · created ${time(r.createdAt)}`,
       // Takeovers after its holder died or hung past its lease (durable.maxRecoveries bounds them).
       ` · recoveries ${r.recoveries ?? 0}`,
     ),
     // What they mean, when there were any: the time the entry after a takeover shows includes the lapse.
     d.recovered ? h("p", { id: "recovered", class: "warn" }, d.recovered) : null,
-    r.status === "sleeping"
+    // A wake only moves the wake time: while the run is stranded nothing would resume it (its banner says so).
+    r.status === "sleeping" && !stranded
       ? h(
           "p",
           {},
@@ -913,6 +943,25 @@ async function runView(id) {
               }),
             },
             "Terminate",
+          ),
+        )
+      : null,
+    stranded
+      ? h(
+          "section",
+          { id: "run-stranded", class: "warn", "aria-labelledby": "run-stranded-title" },
+          h("h2", { id: "run-stranded-title" }, `Stranded: no live instance has flow ${r.flow}`),
+          r.status === "sleeping"
+            ? h(
+                "p",
+                {},
+                "Waking it would only move its wake time: nothing resumes it while no live instance has its flow, so Wake now is not offered.",
+              )
+            : null,
+          h(
+            "p",
+            { class: "fix" },
+            d.strandedFix ?? "It resumes once an instance that has the flow runs (deploy it again).",
           ),
         )
       : null,
