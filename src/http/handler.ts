@@ -26,6 +26,7 @@ import {
 import { newId } from "../id.ts";
 import { createRouter, type RouteMatch } from "./router.ts";
 import type { SseHub } from "./sse.ts";
+import { outageOnce } from "../store/store-health.ts";
 import type { Store } from "../store/types.ts";
 import { isLiveStream } from "../signal/live-runtime.ts";
 import { BODY_METHODS, checkRequestInput, explainMissingBody } from "./request-input.ts";
@@ -230,8 +231,8 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     return app.store?.isUnavailable?.(e) ?? true;
   };
 
-  /** The `since` of the store outage whose 503s were already warned about: one warn per outage. */
-  let warned503: number | undefined;
+  /** One warn per store outage for its 503s, the rest at debug. */
+  const first503 = outageOnce(app.store);
 
   const failure = (method: string, path: string, e: unknown, local: boolean, flow?: string): Reply => {
     if (storeOutage(e)) {
@@ -239,10 +240,7 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
       // One warn line per outage, without a stack, the rest at debug: during an outage every request
       // fails (a full disk answered 26 000 in 13 s, each a line on that disk), and the store logs the
       // outage with its cause, and its end.
-      const health = app.store?.health?.();
-      const since = health === undefined || health.ok ? undefined : health.since;
-      const log = since !== undefined && warned503 === since ? app.logger.debug : app.logger.warn;
-      warned503 = since;
+      const log = first503() === false ? app.logger.debug : app.logger.warn;
       log.call(
         app.logger,
         {

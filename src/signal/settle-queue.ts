@@ -2,6 +2,7 @@
 import type { Clock } from "../clock/clock.ts";
 import type { Logger } from "../log/logger.ts";
 import { commitWithRetry, unlimitedAbort } from "../store/commit-retry.ts";
+import { outageOnce } from "../store/store-health.ts";
 import type {
   ClaimedMessage,
   FailureReason,
@@ -71,12 +72,14 @@ export class SettleQueue {
   private readonly settling = new Set<Promise<void>>();
   /** Ends settle retries at the shutdown deadline. */
   private readonly abort = unlimitedAbort();
-  /** The `since` of the store outage whose settle retries were already warned about. */
-  private warnedOutage: number | undefined;
+  /** One warn per store outage for the settle retries, the rest at debug. */
+  private readonly firstOfOutage: () => boolean | undefined;
   /** The claims a graceful stop left to their lease (leave); undefined but after such a stop. */
   private leaving: Leaving | undefined;
 
-  constructor(private readonly o: SettleQueueOptions) {}
+  constructor(private readonly o: SettleQueueOptions) {
+    this.firstOfOutage = outageOnce(o.store);
+  }
 
   /** Room promised to hand-offs, which a claim must not take. */
   get roomHeld(): number {
@@ -347,13 +350,11 @@ export class SettleQueue {
       onRetry: (err, attempt, delayMs) => {
         // During an outage the store knows of: one warn per outage with the error's text, the rest
         // at debug (the store logs the outage and its end); any other failure with its stack.
-        const health = this.o.store.health?.();
-        const since = health === undefined || health.ok ? undefined : health.since;
+        const first = this.firstOfOutage();
         const fields = { signal: name, messages: live.length, attempt, retryInMs: delayMs };
-        if (since === undefined) this.o.logger.warn({ err, ...fields }, "settle failed; retrying");
+        if (first === undefined) this.o.logger.warn({ err, ...fields }, "settle failed; retrying");
         else {
-          const log = this.warnedOutage === since ? this.o.logger.debug : this.o.logger.warn;
-          this.warnedOutage = since;
+          const log = first ? this.o.logger.warn : this.o.logger.debug;
           log.call(
             this.o.logger,
             { error: err instanceof Error ? err.message : String(err), ...fields },

@@ -135,6 +135,24 @@ export interface LoopLogger {
 }
 
 /**
+ * Tells a log which outage it already spoke of: the call returns true at the first failure of each
+ * outage the store reports (its health down, told apart by `since`), false at every later one of
+ * the same outage, and undefined while the store reports none (the failure is something else).
+ * One warn per outage, the rest at debug: the store logs the outage and its end itself.
+ */
+export function outageOnce(store: OutageAwareStore | undefined): () => boolean | undefined {
+  /** The `since` of the outage already spoken of. */
+  let warned: number | undefined;
+  return () => {
+    const health = store?.health?.();
+    if (health === undefined || health.ok) return undefined;
+    if (warned === health.since) return false;
+    warned = health.since;
+    return true;
+  };
+}
+
+/**
  * The failure log of a loop that retries a store call on a timer (a worker pool's claim, the wake
  * scheduler, the clock). An outage the store knows about (its `health()` down, and the error one
  * it calls unavailable) is logged once per outage at `warn`, without a stack — the store logs the
@@ -145,8 +163,7 @@ export function loopFailureLog(
   store: OutageAwareStore,
   logger: LoopLogger,
 ): (err: unknown, fields: object, msg: string) => void {
-  /** The `since` of the outage this loop already warned about. */
-  let warned: number | undefined;
+  const once = outageOnce(store);
   return (err, fields, msg) => {
     const health = store.health?.();
     const down = health !== undefined && !health.ok;
@@ -157,11 +174,10 @@ export function loopFailureLog(
       return;
     }
     const error = describe(err);
-    if (down && warned === health.since) {
+    if (once() === false) {
       logger.debug({ ...fields, error }, `${msg} (store unavailable: ${error})`);
       return;
     }
-    if (down) warned = health.since;
     logger.warn(
       { ...fields, error },
       `${msg} (store unavailable: ${error}; logged once per outage, the store logs when it is back)`,
