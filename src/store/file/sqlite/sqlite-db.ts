@@ -54,6 +54,30 @@ interface MigrationRow {
   okengine?: string | null;
 }
 
+/** A store's migrations against what this code knows. */
+export interface SchemaState {
+  /** The store's last migration (0: none). */
+  dbVersion: number;
+  /** The last migration this code knows. */
+  codeVersion: number;
+  /** The oldest code the store's unknown migrations leave working, as a migration id (0: none unknown). */
+  needs: number;
+  /** The okengine version that applied the store's last migration, when it recorded one. */
+  appliedBy: string | undefined;
+}
+
+/** The state of `rows` (the bookkeeping table, by id): one rule for the open and for `oke doctor`. */
+function schemaStateOf(rows: readonly MigrationRow[], migrations: readonly SqliteMigration[]): SchemaState {
+  const codeVersion = Math.max(0, ...migrations.map((m) => m.id));
+  const last = rows.at(-1);
+  return {
+    dbVersion: last?.id ?? 0,
+    codeVersion,
+    needs: Math.max(0, ...rows.filter((r) => r.id > codeVersion).map((r) => r.runs_with ?? r.id)),
+    appliedBy: last?.okengine ?? undefined,
+  };
+}
+
 /**
  * Applies the migrations the database has not seen, each in its own transaction. The bookkeeping
  * table records with each the oldest code it leaves working (runs_with) and who applied it
@@ -69,15 +93,12 @@ export function migrate(db: SqliteDb, migrations: readonly SqliteMigration[]): n
   );
   const rows = db.prepare("SELECT * FROM schema_migrations ORDER BY id").all() as MigrationRow[];
   const done = new Set(rows.map((r) => r.id));
-  const latestKnown = Math.max(0, ...migrations.map((m) => m.id));
-  const unknown = rows.filter((r) => r.id > latestKnown);
-  if (unknown.length > 0) {
+  const state = schemaStateOf(rows, migrations);
+  if (state.dbVersion > state.codeVersion) {
     // Newer than this code: it runs only if every migration it does not know leaves code this old
     // working; nothing is applied then (there is nothing it knows to add).
-    const needs = Math.max(...unknown.map((r) => r.runs_with ?? r.id));
-    const last = unknown.at(-1)!;
-    if (needs > latestKnown)
-      throw new NewerSchemaError(last.id, latestKnown, needs, last.okengine ?? undefined);
+    if (state.needs > state.codeVersion)
+      throw new NewerSchemaError(state.dbVersion, state.codeVersion, state.needs, state.appliedBy);
     return [];
   }
   const pending = [...migrations].sort((a, b) => a.id - b.id).filter((m) => !done.has(m.id));
@@ -106,20 +127,12 @@ export function migrate(db: SqliteDb, migrations: readonly SqliteMigration[]): n
 export function readSchemaState(
   file: string,
   migrations: readonly SqliteMigration[] = sqliteMigrations,
-): { dbVersion: number; codeVersion: number; needs: number; appliedBy: string | undefined } | undefined {
+): SchemaState | undefined {
   let db: SqliteDb | undefined;
   try {
     db = new Database(file, { readonly: true, fileMustExist: true });
     const rows = db.prepare("SELECT * FROM schema_migrations ORDER BY id").all() as MigrationRow[];
-    const codeVersion = Math.max(0, ...migrations.map((m) => m.id));
-    const last = rows.at(-1);
-    const unknown = rows.filter((r) => r.id > codeVersion);
-    return {
-      dbVersion: last?.id ?? 0,
-      codeVersion,
-      needs: Math.max(0, ...unknown.map((r) => r.runs_with ?? r.id)),
-      appliedBy: last?.okengine ?? undefined,
-    };
+    return schemaStateOf(rows, migrations);
   } catch {
     return undefined;
   } finally {
