@@ -238,6 +238,8 @@ const shapes = {
 
 /** What replay and discard answer (docs/console.md); `count`, `more`, `skipped` are absent from older apps. */
 interface ActedAnswer {
+  /** A discard of pending messages (`--pending`), not of dead letters (absent from an older app). */
+  pending?: boolean;
   replayed?: string[];
   discarded?: string[];
   wouldReplay?: string[];
@@ -726,13 +728,23 @@ const scheduleState = (s: Schedule): string =>
 const scheduleLine = (verb: string, s: Schedule): string =>
   `${verb} ${s.name}: ${scheduleState(s)}, next fire ${when(s.nextFireAt) ?? "-"}`;
 
-/** Target of replay/discard: the ids given, or every dead letter with --all, never both or neither. */
-function targetOf(ids: string[], all: boolean | undefined): { ids: string[] } | { all: true } {
+/** Target of replay/discard: the ids given, or every dead letter (pending message) with --all, never both or neither. */
+function targetOf(
+  ids: string[],
+  all: boolean | undefined,
+  what = "dead letters",
+): { ids: string[] } | { all: true } {
   if (all && ids.length > 0) throw usage("give message ids or --all, not both");
   if (all) return { all: true };
-  if (ids.length === 0) throw usage("name the dead letters to act on (message ids), or pass --all");
+  if (ids.length === 0) throw usage(`name the ${what} to act on (message ids), or pass --all`);
   return { ids };
 }
+
+/** What a replay or discard acts on, in words: dead letters, or pending messages (`discard --pending`). */
+const actedKind = (res: ActedAnswer): { one: string; many: string } =>
+  res.pending === true
+    ? { one: "pending message", many: "pending messages" }
+    : { one: "dead letter", many: "dead letters" };
 
 /** The ids named that were not dead letters: from the answer, or (an older app) what it did not list. */
 function skippedOf(res: ActedAnswer, body: { ids: string[] } | { all: true }): string[] {
@@ -744,7 +756,9 @@ function skippedOf(res: ActedAnswer, body: { ids: string[] } | { all: true }): s
 
 const skippedLine = (signal: string, res: ActedAnswer, body: { ids: string[] } | { all: true }): string => {
   const skipped = skippedOf(res, body);
-  return skipped.length > 0 ? `\nnot dead letters of ${signal} (skipped): ${skipped.join(", ")}` : "";
+  return skipped.length > 0
+    ? `\nnot ${actedKind(res).many} of ${signal} (skipped): ${skipped.join(", ")}`
+    : "";
 };
 
 /**
@@ -767,11 +781,17 @@ function nothingActed(
   if (n > 0) return undefined;
   const done = verb === "replay" ? "replayed" : "discarded";
   const head = dry !== undefined ? `nothing would be ${done}` : `nothing ${done}`;
+  const kind = actedKind(res).one;
   const why =
     body.ids.length === 1
-      ? `${body.ids[0]} is not a dead letter of ${signal}`
-      : `none of the ${body.ids.length} ids given is a dead letter of ${signal}`;
-  return new CommandError(`oke: ${head}: ${why} (oke dead ${shellWord(signal)} lists them)`, EXIT_REFUSED);
+      ? `${body.ids[0]} is not a ${kind} of ${signal}`
+      : `none of the ${body.ids.length} ids given is a ${kind} of ${signal}`;
+  // Pending messages have no listing command; the Console's signal page lists them.
+  const lists =
+    res.pending === true
+      ? `the Console's page of ${signal} lists them`
+      : `oke dead ${shellWord(signal)} lists them`;
+  return new CommandError(`oke: ${head}: ${why} (${lists})`, EXIT_REFUSED);
 }
 
 /** What a replay or discard did (or, dry, would do): the count, the cap, the ids, the ids skipped. */
@@ -784,13 +804,19 @@ function actedText(
   const dry = verb === "replay" ? res.wouldReplay : res.wouldDiscard;
   const ids = dry ?? (verb === "replay" ? res.replayed : res.discarded) ?? [];
   const n = res.count ?? ids.length;
-  const what = `${n} dead letter${n === 1 ? "" : "s"} of ${signal}`;
+  const kind = actedKind(res);
+  const what = `${n} ${n === 1 ? kind.one : kind.many} of ${signal}`;
   const more = res.more ? " (and more past the cap: run it again)" : "";
   const head =
     dry !== undefined
       ? `dry run: would ${verb} ${what}${more}; nothing changed`
       : `${verb === "replay" ? "replayed" : "discarded"} ${what}${more}`;
-  const backlog = "all" in body && res.backlog !== undefined ? backlogNote(res.backlog) : "";
+  const backlog =
+    "all" in body && res.backlog !== undefined
+      ? res.pending === true
+        ? pendingNote(res.backlog, dry !== undefined)
+        : backlogNote(res.backlog, signal)
+      : "";
   return `${head}${backlog}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
 }
 
@@ -798,7 +824,7 @@ function actedText(
  * A discard --all's word on the messages it left: pending and inflight ones are not dead letters, and
  * no command deletes them. Who delivers them, in the words of `oke status`'s stranded line.
  */
-function backlogNote(b: NonNullable<ActedAnswer["backlog"]>): string {
+function backlogNote(b: NonNullable<ActedAnswer["backlog"]>, signal: string): string {
   if (b.pending + b.inflight === 0) return "";
   const counts = [b.pending > 0 ? `${b.pending} pending` : "", b.inflight > 0 ? `${b.inflight} inflight` : ""]
     .filter((x) => x !== "")
@@ -811,8 +837,30 @@ function backlogNote(b: NonNullable<ActedAnswer["backlog"]>): string {
         ? `a live instance consumes this signal and delivers ${one ? "it" : "them"}`
         : "no live instance consumes this signal" +
           (b.declared ? "" : " and this app does not declare it (removed from the code?)") +
-          `; deploy its worker again (${one ? "it waits, it is not lost" : "they wait, none is lost"})`;
+          `; deploy its worker again (${one ? "it waits, it is not lost" : "they wait, none is lost"})` +
+          (b.pending > 0
+            ? `, or remove what is pending with oke discard ${shellWord(signal)} --pending --all`
+            : "");
   return `; its ${counts} ${one ? "message is not a dead letter" : "messages are not dead letters"} (discard removes dead letters only): ${who}`;
+}
+
+/**
+ * A discard --pending --all's word on the queue after it (or, dry, now): inflight messages are left
+ * to their attempt, and a live consumer may claim pending ones before the discard reaches them.
+ */
+function pendingNote(b: NonNullable<ActedAnswer["backlog"]>, dry: boolean): string {
+  const parts: string[] = [];
+  if (b.inflight > 0)
+    parts.push(
+      `${b.inflight} inflight ${b.inflight === 1 ? "message is" : "messages are"} left to ${b.inflight === 1 ? "its attempt" : "their attempts"}`,
+    );
+  if (!dry && b.pending > 0)
+    parts.push(`${b.pending} pending ${b.pending === 1 ? "message" : "messages"} left`);
+  if (b.liveConsumer === true)
+    parts.push(
+      "a live instance consumes this signal: it claims pending messages the discard has not reached",
+    );
+  return parts.length === 0 ? "" : `; ${parts.join("; ")}`;
 }
 
 /**
@@ -948,24 +996,49 @@ export function addOperatorCommands(program: Command): void {
   withConsole(
     program
       .command("discard")
-      .description("delete dead letters for good")
+      .description("delete dead letters (or, with --pending, pending messages) for good")
       .argument("<signal>", "the once signal")
       .argument("[ids...]", "dead letters to discard (message ids)")
-      .option("--all", "every dead letter of the signal")
+      .option("--all", "every dead letter of the signal (up to 100 000 per call)")
+      .option(
+        "--pending",
+        "pending messages instead of dead letters: a queue nothing consumes any more (inflight ones are never touched)",
+      )
       .option("--dry-run", "say what would be discarded and change nothing"),
   ).action(
-    act(async (c, signal: string, ids: string[], flags: ConnFlags & { all?: boolean; dryRun?: boolean }) => {
-      const body = { ...targetOf(ids, flags.all), ...(flags.dryRun ? { dryRun: true } : {}) };
-      const res = await c.post(
-        `/api/signals/${enc(signal)}/discard`,
-        body,
-        shapes.acted("discarded", "wouldDiscard"),
-      );
-      if (flags.json) printJson(res);
-      else print(actedText("discard", signal, res, body));
-      const none = nothingActed("discard", signal, res, body);
-      if (none !== undefined) throw none;
-    }),
+    act(
+      async (
+        c,
+        signal: string,
+        ids: string[],
+        flags: ConnFlags & { all?: boolean; dryRun?: boolean; pending?: boolean },
+      ) => {
+        const body = {
+          ...targetOf(ids, flags.all, flags.pending ? "pending messages" : "dead letters"),
+          ...(flags.dryRun ? { dryRun: true } : {}),
+        };
+        // Its own endpoint, not a field of discard's body: an older app would ignore the field and
+        // delete dead letters; it answers an endpoint it does not have with 404 OKE1606 instead.
+        const res = await c
+          .post(
+            `/api/signals/${enc(signal)}/${flags.pending ? "discard-pending" : "discard"}`,
+            body,
+            shapes.acted("discarded", "wouldDiscard"),
+          )
+          .catch((e: unknown) => {
+            if (flags.pending && e instanceof CommandError && e.message.includes("no endpoint POST"))
+              throw new CommandError(
+                `${e.message}\n  fix: this app's okengine is older than oke discard --pending; upgrade the app to use it`,
+                e.exitCode,
+              );
+            throw e;
+          });
+        if (flags.json) printJson(res);
+        else print(actedText("discard", signal, res, body));
+        const none = nothingActed("discard", signal, res, body);
+        if (none !== undefined) throw none;
+      },
+    ),
   );
 
   withConsole(

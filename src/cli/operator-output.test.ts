@@ -42,6 +42,26 @@ describe("answers that are not a Console's, or not whole", () => {
     return listen(s);
   };
 
+  it("discard --pending against an app older than it: says so, and deletes nothing (its own endpoint, which an older app does not have)", async () => {
+    const seen: string[] = [];
+    const url = await serve((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          error: { code: "OKE1606", message: `console: no endpoint ${req.method} ${req.url}` },
+        }),
+      );
+    });
+    const r = await oke("discard", "jobs.x", "--pending", "--all", "--url", url, "--token", TOKEN);
+    expect(seen).toEqual(["POST /api/signals/jobs.x/discard-pending"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      "oke: no endpoint POST /api/signals/jobs.x/discard-pending (404 OKE1606)\n" +
+        "  fix: this app's okengine is older than oke discard --pending; upgrade the app to use it",
+    );
+  });
+
   it("a connection dropped mid-body is exit 2 with a line, not a stack", async () => {
     const url = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
@@ -1232,18 +1252,51 @@ describe("oke run of a stranded sleeper, oke wake of a held-back run, oke discar
     expect([gone.code, gone.stderr]).toEqual([0, ""]);
     expect(gone.stdout).toBe(
       "discarded 0 dead letters of notify.send; its 5 pending messages are not dead letters (discard removes dead letters only): " +
-        "no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
+        "no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost), " +
+        "or remove what is pending with oke discard notify.send --pending --all",
     );
     const declared = await cli("discard", "legacy.jobs", "--all", "--dry-run");
     expect(declared.code).toBe(0);
     expect(declared.stdout).toBe(
       "dry run: would discard 0 dead letters of legacy.jobs; nothing changed; its 2 pending messages are not dead letters (discard removes dead letters only): " +
-        "no live instance consumes this signal; deploy its worker again (they wait, none is lost)",
+        "no live instance consumes this signal; deploy its worker again (they wait, none is lost), or remove what is pending with oke discard legacy.jobs --pending --all",
     );
     // The stranded line of oke status says the same of them.
     expect((await cli("status")).stdout).toContain(
       "stranded: 5 pending messages on notify.send, oldest 0ms: no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
     );
+
+    // --pending removes them: a dry run first, a named id that is not pending refused, then all of them.
+    const ids = (await store.pageMessages({ signal: "notify.send", status: "pending", limit: 10 })).items.map(
+      (m) => m.id,
+    );
+    expect(ids).toHaveLength(5);
+    const dry = await cli("discard", "notify.send", "--pending", "--all", "--dry-run");
+    expect([dry.code, dry.stderr]).toEqual([0, ""]);
+    expect(dry.stdout).toBe(
+      ["dry run: would discard 5 pending messages of notify.send; nothing changed", ...ids].join("\n"),
+    );
+    const named = await cli("discard", "notify.send", "--pending", "m_nope");
+    expect([named.code, named.stdout]).toEqual([
+      1,
+      "discarded 0 pending messages of notify.send\nnot pending messages of notify.send (skipped): m_nope",
+    ]);
+    expect(named.stderr).toBe(
+      "oke: nothing discarded: m_nope is not a pending message of notify.send (the Console's page of notify.send lists them)",
+    );
+    const one = await cli("discard", "notify.send", "--pending", ids[0]!);
+    expect([one.code, one.stdout]).toEqual([0, `discarded 1 pending message of notify.send\n${ids[0]!}`]);
+    const rest = await cli("discard", "notify.send", "--pending", "--all");
+    expect([rest.code, rest.stdout]).toEqual([
+      0,
+      ["discarded 4 pending messages of notify.send", ...ids.slice(1)].join("\n"),
+    ]);
+    expect(await store.stats("notify.send", time.now())).toMatchObject({ pending: 0, inflight: 0 });
+    expect((await cli("status")).stdout).not.toContain("notify.send");
+    // Naming ids and --all at once is a usage error, as for dead letters.
+    const both = await cli("discard", "legacy.jobs", "--pending", "--all", "x");
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain("give message ids or --all, not both");
   });
 });
 

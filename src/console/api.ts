@@ -131,6 +131,78 @@ const cannotTerminate = (driver: string): OkeError =>
     status: 501,
   });
 
+/**
+ * A discard of dead letters, or (`pending`) of pending messages: a signal removed from the code keeps
+ * its queue, and nothing else removes it. Inflight messages are never touched.
+ */
+async function discardIn(
+  { host, audit }: ApiDeps,
+  { params, body, actor }: ApiRequest,
+  status: ActedStatus,
+): ReturnType<ApiHandler> {
+  const signal = await storedSignal(host, params.signal);
+  const b = bodyObject(body);
+  const target = targetOf(b);
+  const dryRun = flagOf(b, "dryRun");
+  const pending = status === "pending";
+  const discardPending = host.store.discardPending?.bind(host.store);
+  if (pending && discardPending === undefined) throw cannotDiscardPending(host.store.driver);
+  const mode = pending ? { pending: true } : {};
+  const picked = await pick(host, signal, target, dryRun, status);
+  if (dryRun) {
+    await audit({
+      actor,
+      action: "discard",
+      target: `signal:${signal}`,
+      detail: { dryRun: true, ...mode, all: target === "all", count: picked.ids.length },
+    });
+    return {
+      body: {
+        dryRun: true,
+        ...mode,
+        wouldDiscard: picked.ids,
+        count: picked.ids.length,
+        more: picked.more,
+        skipped: picked.skipped,
+        backlog: await backlogOf(host, signal),
+      },
+    };
+  }
+  // As for replay: "all" is the ids picked above, at most replayLimits.all of them.
+  // The store's discard, not the operator API's: that one serves declared signals only, and storedSignal
+  // above has already admitted this queue (declared, or undeclared with messages still stored).
+  const discarded =
+    picked.ids.length === 0
+      ? []
+      : discardPending !== undefined && pending
+        ? await discardPending(signal, picked.ids)
+        : await host.store.discard(signal, picked.ids);
+  await audit({
+    actor,
+    action: "discard",
+    target: `signal:${signal}`,
+    detail: { ...mode, all: target === "all", count: discarded.length, ids: discarded.slice(0, 100) },
+  });
+  return {
+    body: {
+      ...mode,
+      discarded,
+      count: discarded.length,
+      more: picked.more,
+      skipped: target === "all" ? [] : without(target, discarded),
+      backlog: await backlogOf(host, signal),
+    },
+  };
+}
+
+/** 501 OKE1614: a store without the optional discardPending (a third-party driver). */
+const cannotDiscardPending = (driver: string): OkeError =>
+  new OkeError({
+    code: "OKE1614",
+    message: `console: the app's store (driver "${driver}") cannot discard pending messages: it has no discardPending`,
+    status: 501,
+  });
+
 /** The longest reason an operator may give for a terminate. */
 const MAX_REASON = 500;
 
@@ -265,10 +337,14 @@ function flagOf(body: Record<string, unknown>, name: string): boolean {
   return v;
 }
 
-/** Ids of the signal's dead letters, oldest first, up to `cap`. */
-async function deadIds(
+/** What a replay or discard acts on: dead letters, or (a discard with `pending`) pending messages. */
+type ActedStatus = "dead" | "pending";
+
+/** Ids of the signal's messages in `status` (dead letters, or pending messages), oldest first, up to `cap`. */
+async function idsIn(
   host: ConsoleHost,
   signal: string,
+  status: ActedStatus,
   cap: number,
 ): Promise<{ ids: string[]; more: boolean }> {
   const ids: string[] = [];
@@ -276,7 +352,7 @@ async function deadIds(
   while (ids.length < cap) {
     const page = await host.store.pageMessages({
       signal,
-      status: "dead",
+      status,
       cursor,
       limit: Math.min(500, cap - ids.length),
     });
@@ -296,10 +372,11 @@ async function pick(
   signal: string,
   target: string[] | "all",
   check: boolean,
+  status: ActedStatus = "dead",
 ): Promise<{ ids: string[]; more: boolean; skipped: string[] }> {
-  if (target === "all") return { ...(await deadIds(host, signal, replayLimits.all)), skipped: [] };
+  if (target === "all") return { ...(await idsIn(host, signal, status, replayLimits.all)), skipped: [] };
   if (!check) return { ids: target, more: false, skipped: [] };
-  const ids = await stillDead(host, signal, target);
+  const ids = await stillIn(host, signal, status, target);
   return { ids, more: false, skipped: without(target, ids) };
 }
 
@@ -309,12 +386,17 @@ const without = (named: readonly string[], done: readonly string[]): string[] =>
   return named.filter((id) => !hit.has(id));
 };
 
-/** Which of `ids` are dead letters of `signal` right now. */
-async function stillDead(host: ConsoleHost, signal: string, ids: readonly string[]): Promise<string[]> {
+/** Which of `ids` are messages of `signal` in `status` right now. */
+async function stillIn(
+  host: ConsoleHost,
+  signal: string,
+  status: ActedStatus,
+  ids: readonly string[],
+): Promise<string[]> {
   const out: string[] = [];
   for (const id of ids) {
     const m = await host.store.getMessage(id);
-    if (m?.signal === signal && m.status === "dead") out.push(id);
+    if (m?.signal === signal && m.status === status) out.push(id);
   }
   return out;
 }
@@ -851,50 +933,11 @@ export const handlers: Record<string, ApiHandler> = {
     };
   },
 
-  "POST /api/signals/:signal/discard": async ({ host, audit }, { params, body, actor }) => {
-    const signal = await storedSignal(host, params.signal);
-    const b = bodyObject(body);
-    const target = targetOf(b);
-    const dryRun = flagOf(b, "dryRun");
-    const picked = await pick(host, signal, target, dryRun);
-    if (dryRun) {
-      await audit({
-        actor,
-        action: "discard",
-        target: `signal:${signal}`,
-        detail: { dryRun: true, all: target === "all", count: picked.ids.length },
-      });
-      return {
-        body: {
-          dryRun: true,
-          wouldDiscard: picked.ids,
-          count: picked.ids.length,
-          more: picked.more,
-          skipped: picked.skipped,
-          backlog: await backlogOf(host, signal),
-        },
-      };
-    }
-    // As for replay: "all" is the ids picked above, at most replayLimits.all of them.
-    // The store's discard, not the operator API's: that one serves declared signals only, and storedSignal
-    // above has already admitted this queue (declared, or undeclared with messages still stored).
-    const discarded = picked.ids.length === 0 ? [] : await host.store.discard(signal, picked.ids);
-    await audit({
-      actor,
-      action: "discard",
-      target: `signal:${signal}`,
-      detail: { all: target === "all", count: discarded.length, ids: discarded.slice(0, 100) },
-    });
-    return {
-      body: {
-        discarded,
-        count: discarded.length,
-        more: picked.more,
-        skipped: target === "all" ? [] : without(target, discarded),
-        backlog: await backlogOf(host, signal),
-      },
-    };
-  },
+  "POST /api/signals/:signal/discard": (ctx, req) => discardIn(ctx, req, "dead"),
+
+  // A route of its own, not a field of discard's body: an app older than it ignores an unknown field
+  // and would delete dead letters instead; an unknown route it answers with a 404.
+  "POST /api/signals/:signal/discard-pending": (ctx, req) => discardIn(ctx, req, "pending"),
 
   "GET /api/replays": async ({ jobs }) => ({ body: { jobs: jobs.list() } }),
 

@@ -1302,6 +1302,100 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect((await api("/api/signals/jobs.orphan")).body.pending).toBe(2);
   });
 
+  it("discard-pending removes a queue's pending messages (a signal no longer in the code too), never inflight ones or dead letters; dry run, skipped ids, audit", async () => {
+    const { app, api, time } = await start();
+    const store = app.store;
+    // A signal this app does not declare and nothing consumes: its queue is what a removed worker left.
+    const signal = "jobs.gone";
+    await store.enqueue(
+      ["g1", "g2", "g3", "g4"].map((id) => ({ id, signal, key: null, payload: { id }, parentRunId: null })),
+      time.now(),
+    );
+    const [held] = await store.claim({ signal, worker: "w", max: 1, now: time.now(), leaseMs: 30_000 });
+    expect(held!.id).toBe("g1");
+    const [dying] = await store.claim({ signal, worker: "w", max: 1, now: time.now(), leaseMs: 30_000 });
+    await store.settle(
+      [
+        {
+          id: dying!.id,
+          worker: "w",
+          attempt: 1,
+          status: "dead",
+          failure: { code: "E", message: "x", at: time.now(), attempt: 1 },
+        },
+      ],
+      time.now(),
+    );
+    const post = (body: unknown, which = "discard-pending") =>
+      api(`/api/signals/${signal}/${which}`, { method: "POST", body: JSON.stringify(body) });
+
+    const dry = await post({ all: true, dryRun: true });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({
+      dryRun: true,
+      pending: true,
+      wouldDiscard: ["g3", "g4"],
+      count: 2,
+      more: false,
+      skipped: [],
+      backlog: { pending: 2, inflight: 1, declared: false },
+    });
+    expect((await api(`/api/signals/${signal}`)).body.pending).toBe(2);
+
+    const named = await post({ ids: ["g4", "g1", "g2", "nope"] });
+    expect(named.body).toMatchObject({
+      pending: true,
+      discarded: ["g4"],
+      count: 1,
+      more: false,
+      skipped: ["g1", "g2", "nope"],
+      backlog: { pending: 1, inflight: 1 },
+    });
+    expect((await post({ all: true })).body).toMatchObject({ discarded: ["g3"], count: 1 });
+    expect(await store.getMessage("g3")).toBeUndefined();
+    expect(await store.getMessage("g1")).toMatchObject({ status: "inflight" });
+    expect(await store.getMessage("g2")).toMatchObject({ status: "dead" });
+    // Plain discard is unchanged: dead letters only, and its answer has no "pending".
+    const dead = await post({ all: true }, "discard");
+    expect(dead.body).toMatchObject({ discarded: ["g2"], backlog: { pending: 0, inflight: 1 } });
+    expect(dead.body).not.toHaveProperty("pending");
+
+    const audit = (await api("/api/audit?limit=10")).body.items.filter(
+      (a: { action: string; target: string }) => a.action === "discard" && a.target === `signal:${signal}`,
+    );
+    expect(audit.map((a: { detail: unknown }) => a.detail)).toEqual([
+      { all: true, count: 1, ids: ["g2"] },
+      { pending: true, all: true, count: 1, ids: ["g3"] },
+      { pending: true, all: false, count: 1, ids: ["g4"] },
+      { dryRun: true, pending: true, all: true, count: 2 },
+    ]);
+    // Bad input is refused as a discard's is; an unknown signal is a 404.
+    expect((await post({ all: true, ids: ["g1"] })).status).toBe(400);
+    expect((await post({})).body.error.code).toBe("OKE1605");
+    const unknown = await api("/api/signals/jobs.never/discard-pending", {
+      method: "POST",
+      body: JSON.stringify({ all: true }),
+    });
+    expect([unknown.status, unknown.body.error.code]).toEqual([404, "OKE1606"]);
+  });
+
+  it("discard-pending answers 501 OKE1614 when the app's store has no discardPending (a third-party driver)", async () => {
+    const { app, api, time } = await start({
+      store: (s) => new Proxy(s, { get: (t, k) => (k === "discardPending" ? undefined : Reflect.get(t, k)) }),
+    });
+    await app.store.enqueue(
+      [{ id: "p1", signal: "jobs.gone", key: null, payload: {}, parentRunId: null }],
+      time.now(),
+    );
+    const res = await api("/api/signals/jobs.gone/discard-pending", {
+      method: "POST",
+      body: JSON.stringify({ all: true }),
+    });
+    expect([res.status, res.body.error.code]).toEqual([501, "OKE1614"]);
+    expect(res.body.error.message).toContain("cannot discard pending messages: it has no discardPending");
+    expect(await app.store.getMessage("p1")).toMatchObject({ status: "pending" });
+  });
+
   it("lists this instance as alive with its version and what it runs; overview sums it up", async () => {
     const { api, app } = await start();
     // The first heartbeat is written as the app boots; wait for it to commit.

@@ -414,6 +414,14 @@ export interface QueueStore {
   replay(signal: string, ids: readonly string[] | "all", now: number): Promise<string[]>;
   /** Operator: removes dead messages. Returns ids discarded. */
   discard(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
+  /**
+   * Operator: removes those of `ids` that are pending messages of `signal` right now (never one
+   * inflight, delivered or dead: a message claimed meanwhile is left to its attempt). A keyed one's
+   * successors keep their order: the next of its key becomes claimable when nothing of the key is
+   * inflight. Returns the ids removed, in the order given (duplicates dropped). Absent (a third-party driver): pending messages
+   * are never removed, and the Console answers 501.
+   */
+  discardPending?(signal: string, ids: readonly string[]): Promise<string[]>;
   stats(signal: string, now: number): Promise<SignalStats>;
   /** Earliest `leaseExpiresAt` of an inflight message of `signal`, or null. */
   nextLeaseExpiry(signal: string): Promise<number | null>;

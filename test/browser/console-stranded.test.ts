@@ -160,4 +160,45 @@ describe("stranded work on the Console page", () => {
     expect((await store.stats("gone.jobs", Date.now())).dead).toBe(0);
     expect(cp.pageErrors).toEqual([]);
   });
+
+  it("its pending tab discards pending messages (selected, or all), confirmed; the inflight one stays", async () => {
+    // A queue nothing in either app consumes: two pending messages and one held by a worker.
+    const signal = "gone.queue";
+    await store.enqueue(
+      ["q-1", "q-2", "q-3"].map((id) => ({ id, signal, key: null, payload: {}, parentRunId: null })),
+      Date.now(),
+    );
+    const [held] = await store.claim({ signal, worker: "w", max: 1, now: Date.now(), leaseMs: 3_600_000 });
+    expect(held!.id).toBe("q-1");
+    await page.goto(`${url}/#/signal/${signal}?status=pending`);
+    await page.locator("#signal-counts", { hasText: "pending 2 · in flight 1 " }).waitFor(LONG);
+    const actions = page.locator("p.actions");
+    expect(await actions.getByRole("button").allTextContents()).toEqual([
+      "Discard selected",
+      "Discard all pending",
+    ]);
+    await page.getByRole("checkbox", { name: "select message q-2" }).check(LONG);
+    await page.getByRole("button", { name: "Discard selected" }).click();
+    await page.locator("#status", { hasText: `Discarded 1 pending message(s) of ${signal}.` }).waitFor(LONG);
+    expect(cp.dialogs.at(-1)).toBe(
+      `Discard 1 pending message(s) of ${signal}? They are deleted for good and never delivered.`,
+    );
+    expect(await store.getMessage("q-2")).toBeUndefined();
+    await page.locator("#signal-counts", { hasText: "pending 1 · in flight 1 " }).waitFor(LONG);
+    // The same status line as before: wait for the store, not the line.
+    await page.getByRole("button", { name: "Discard all pending" }).click();
+    await until(async () => (await store.getMessage("q-3")) === undefined, "q-3 discarded");
+    expect(cp.dialogs.at(-1)).toBe(
+      `Discard all 1 pending message(s) of ${signal}? They are deleted for good and never delivered.`,
+    );
+    await page.locator("#signal-counts", { hasText: "pending 0 · in flight 1 " }).waitFor(LONG);
+    expect(await store.getMessage("q-3")).toBeUndefined();
+    expect(await store.getMessage("q-1")).toMatchObject({ status: "inflight" });
+    // Nothing left to discard: said, and no dialog asked.
+    const asked = cp.dialogs.length;
+    await page.getByRole("button", { name: "Discard all pending" }).click();
+    await page.locator("#status", { hasText: `No pending messages to discard on ${signal}.` }).waitFor(LONG);
+    expect(cp.dialogs.length).toBe(asked);
+    expect(cp.pageErrors).toEqual([]);
+  });
 });

@@ -523,6 +523,8 @@ async function signalView(name, params) {
     `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
   );
   const picks = () => [...main.querySelectorAll("input[name=pick]:checked")];
+  const pickable = status === "dead" || (status === "pending" && !copies);
+  // verb: replay, discard (dead letters) or discard-pending (the pending tab's messages).
   const act = (verb, all) =>
     action(`${verb === "replay" ? "Replay" : "Discard"}${all ? " all" : ""}`, async () => {
       const ids = picks().map((i) => i.value);
@@ -530,11 +532,18 @@ async function signalView(name, params) {
       const target = all ? { all: true } : { ids };
       const url = `/api/signals/${enc(name)}/${verb}`;
       const dry = await post(url, { ...target, dryRun: true });
-      if (dry.count === 0) return `No dead letters to ${verb} on ${name}.`;
+      const kind = verb === "discard-pending" ? "pending message(s)" : "dead letter(s)";
+      if (dry.count === 0)
+        return `No ${verb === "discard-pending" ? "pending messages" : "dead letters"} to ${verb === "replay" ? "replay" : "discard"} on ${name}.`;
       const question =
         verb === "replay"
           ? `Replay ${all ? "all " : ""}${dry.count} dead letter(s) of ${name}?`
-          : `Discard ${all ? "all " : ""}${dry.count} dead letter(s) of ${name}? They are deleted for good.`;
+          : verb === "discard"
+            ? `Discard ${all ? "all " : ""}${dry.count} dead letter(s) of ${name}? They are deleted for good.`
+            : `Discard ${all ? "all " : ""}${dry.count} ${kind} of ${name}? They are deleted for good and never delivered` +
+              (dry.backlog?.liveConsumer
+                ? " (a live instance consumes this signal: it may deliver some first)."
+                : ".");
       if (
         !window.confirm(
           dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question,
@@ -543,7 +552,7 @@ async function signalView(name, params) {
         return null;
       const done = await post(url, target);
       for (const box of picks()) box.checked = false;
-      return `${verb === "replay" ? "Replayed" : "Discarded"} ${(done.replayed ?? done.discarded).length} message(s) of ${name}.`;
+      return `${verb === "replay" ? "Replayed" : "Discarded"} ${(done.replayed ?? done.discarded).length} ${verb === "discard-pending" ? "pending " : ""}message(s) of ${name}.`;
     });
   return h(
     "div",
@@ -588,7 +597,7 @@ async function signalView(name, params) {
           "p",
           { id: "undeclared", class: "warn" },
           `This app does not declare ${name}: these messages were left by code that is no longer deployed. `,
-          "Deploy its worker again to deliver them, or discard its dead letters here; replay needs an app that declares the signal.",
+          "Deploy its worker again to deliver them, or discard them here (dead letters, and pending messages on the pending tab); replay needs an app that declares the signal.",
         )
       : null,
     status === "dead" && !copies
@@ -613,15 +622,32 @@ async function signalView(name, params) {
           h("button", { class: "danger", type: "button", onclick: act("discard", true) }, "Discard all"),
         )
       : null,
+    // Pending messages can be discarded too (a queue nothing consumes any more); inflight ones never.
+    status === "pending" && !copies
+      ? h(
+          "p",
+          { class: "actions" },
+          h(
+            "button",
+            { class: "danger", type: "button", onclick: act("discard-pending", false) },
+            "Discard selected",
+          ),
+          h(
+            "button",
+            { class: "danger", type: "button", onclick: act("discard-pending", true) },
+            "Discard all pending",
+          ),
+        )
+      : null,
     table(
-      [status === "dead" ? "Pick" : "", "Message", "Key", "Attempts", "Created", "Last failure"],
+      [pickable ? "Pick" : "", "Message", "Key", "Attempts", "Created", "Last failure"],
       page.items.map((m) =>
         row(
           m.id,
           h(
             "td",
             {},
-            status === "dead"
+            pickable
               ? h("input", {
                   type: "checkbox",
                   name: "pick",

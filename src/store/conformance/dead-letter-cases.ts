@@ -154,6 +154,73 @@ export function deadLetterCases(factory: StoreFactory, options: ConformanceOptio
       expect(await store().deadLetters("sig.a")).toEqual([]);
     });
 
+    describe("discardPending (optional: an operator empties a queue nothing consumes)", () => {
+      if (options.discardPending !== true) {
+        it("is absent", () => {
+          expect(Reflect.get(store(), "discardPending")).toBeUndefined();
+        });
+        return;
+      }
+      const discardPending = (signal: string, ids: readonly string[]): Promise<string[]> => {
+        const s = store();
+        if (s.discardPending === undefined) throw new Error("the driver has no discardPending");
+        return s.discardPending(signal, ids);
+      };
+
+      it("removes only pending messages of the signal, in the order given, and nothing inflight, dead or elsewhere", async () => {
+        await store().enqueue(
+          [msg("m1"), msg("m2"), msg("m3"), msg("m4"), msg("x1", { signal: "sig.b" })],
+          T0,
+        );
+        expect(idsOf(await claimOf(store(), "w", T0, 1))).toEqual(["m1"]);
+        await kill(store(), "m2", T0 + 1);
+        expect(await discardPending("sig.a", ["m3", "m1", "m2", "x1", "ghost", "m4", "m3"])).toEqual([
+          "m3",
+          "m4",
+        ]);
+        expect(await store().getMessage("m3")).toBeUndefined();
+        expect(await store().getMessage("m4")).toBeUndefined();
+        expect(await store().getMessage("m1")).toMatchObject({ status: "inflight" });
+        expect(await store().getMessage("m2")).toMatchObject({ status: "dead" });
+        expect(await store().getMessage("x1")).toMatchObject({ status: "pending" });
+        expect(await store().stats("sig.a", T0 + 2)).toMatchObject({
+          pending: 0,
+          inflight: 1,
+          dead: 1,
+          oldestPendingAgeMs: null,
+        });
+        expect(await claimOf(store(), "w", T0 + 2)).toEqual([]);
+        expect(await discardPending("sig.a", ["m3"])).toEqual([]);
+        // The queue goes on: a new emit is claimed as usual.
+        await store().enqueue([msg("m5")], T0 + 3);
+        expect(idsOf(await claimOf(store(), "w", T0 + 3))).toEqual(["m5"]);
+      });
+
+      it("keeps per-key order: the key's next becomes the head, and waits while the key is inflight", async () => {
+        await store().enqueue(
+          [
+            msg("a1", { key: "k" }),
+            msg("a2", { key: "k" }),
+            msg("a3", { key: "k" }),
+            msg("b1", { key: "j" }),
+            msg("b2", { key: "j" }),
+            msg("c1", { key: "z" }),
+          ],
+          T0,
+        );
+        const first = await claimOf(store(), "w", T0, 1);
+        expect(idsOf(first)).toEqual(["a1"]);
+        // a2 behind an inflight a1; b1 a ready head; c1 a head that is the key's only message.
+        expect(await discardPending("sig.a", ["a2", "b1", "c1"])).toEqual(["a2", "b1", "c1"]);
+        expect(idsOf(await claimOf(store(), "w", T0 + 1))).toEqual(["b2"]);
+        await store().settle([outcome(first[0]!, "delivered")], T0 + 2);
+        expect(idsOf(await claimOf(store(), "w", T0 + 2))).toEqual(["a3"]);
+        // A key emptied by the discard takes new messages as usual.
+        await store().enqueue([msg("c2", { key: "z" })], T0 + 3);
+        expect(idsOf(await claimOf(store(), "w", T0 + 3))).toEqual(["c2"]);
+      });
+    });
+
     it("stats counts each status and the oldest pending age at now", async () => {
       expect(await store().stats("sig.a", T0)).toEqual({
         signal: "sig.a",

@@ -73,6 +73,12 @@ export interface ConformanceOptions {
    * is absent.
    */
   deliveredFailed?: boolean;
+  /**
+   * The driver implements the optional `discardPending` (an operator removes pending messages: a
+   * queue nothing consumes any more): the suite checks it. When false (default) the suite checks it
+   * is absent.
+   */
+  discardPending?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

@@ -27,5 +27,6 @@ describeStoreConformance(
     terminateRun: true,
     lastTapePosition: true,
     deliveredFailed: true,
+    discardPending: true,
   },
 );

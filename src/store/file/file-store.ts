@@ -334,6 +334,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     replay: guarded("replay"),
     resettleDelivered: guarded("resettleDelivered"),
     discard: guarded("discard"),
+    discardPending: guarded("discardPending"),
     stats: guarded("stats"),
     nextLeaseExpiry: guarded("nextLeaseExpiry"),
     // In batches, each its own commit, yielding between them: one DELETE of 300 000 delivered messages

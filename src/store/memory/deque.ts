@@ -60,6 +60,19 @@ export class Deque<T> {
     this.buf[(this.head + i) & mask] = item;
   }
 
+  /** Drops every item `drop` picks, keeping the others' order: O(n), for rare operator calls only. */
+  removeWhere(drop: (item: T) => boolean): number {
+    const kept: T[] = [];
+    for (const item of this) if (!drop(item)) kept.push(item);
+    const removed = this.len - kept.length;
+    if (removed === 0) return 0;
+    this.buf.fill(undefined);
+    this.head = 0;
+    this.len = 0;
+    for (const item of kept) this.pushBack(item);
+    return removed;
+  }
+
   *[Symbol.iterator](): IterableIterator<T> {
     for (let i = 0; i < this.len; i++) yield this.buf[(this.head + i) & (this.buf.length - 1)]!;
   }

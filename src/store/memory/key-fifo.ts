@@ -93,6 +93,21 @@ export class KeyFifo<M extends Sequenced> {
     return head !== undefined && head.seq < seq;
   }
 
+  /**
+   * Removes pending messages of `key` that `drop` picks (an operator's discard); the rest keep their
+   * order. A lane left with nothing pending leaves the ready queue (its head was one of them).
+   */
+  removePending(key: string, drop: (m: M) => boolean): void {
+    const lane = this.lanes.get(key);
+    if (lane === undefined || lane.pending.removeWhere(drop) === 0) return;
+    if (lane.pending.size > 0) return;
+    if (lane.queued) {
+      this.ready.removeWhere((l) => l === lane);
+      lane.queued = false;
+    }
+    if (lane.inflight === null) this.lanes.delete(key);
+  }
+
   private laneFor(key: string): KeyLane<M> {
     let lane = this.lanes.get(key);
     if (lane === undefined) {

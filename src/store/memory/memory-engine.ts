@@ -95,6 +95,7 @@ export type EngineOp =
   | { op: "replay"; signal: string; ids: readonly string[] | "all"; now: number }
   | { op: "resettleDelivered"; req: ResettleDelivered; now: number }
   | { op: "discard"; signal: string; ids: readonly string[] | "all" }
+  | { op: "discardPending"; signal: string; ids: readonly string[] }
   | { op: "pruneDelivered"; before: number }
   | { op: "startRun"; req: StartRun }
   | { op: "acquireRun"; req: AcquireRequest }
@@ -199,6 +200,9 @@ export class MemoryEngine {
   }
   discard(signal: string, ids: readonly string[] | "all"): string[] {
     return this.queue.discard(signal, ids);
+  }
+  discardPending(signal: string, ids: readonly string[]): string[] {
+    return this.queue.discardPending(signal, ids);
   }
   stats(signal: string, now: number): SignalStats {
     return this.queue.stats(signal, now);
@@ -420,6 +424,8 @@ export function applyOp(engine: MemoryEngine, op: EngineOp): unknown {
       return engine.resettleDelivered(op.req, op.now);
     case "discard":
       return engine.discard(op.signal, op.ids);
+    case "discardPending":
+      return engine.discardPending(op.signal, op.ids);
     case "pruneDelivered":
       return engine.pruneDelivered(op.before);
     case "startRun":

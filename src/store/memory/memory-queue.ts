@@ -253,6 +253,19 @@ export class MemoryQueue {
     return out;
   }
 
+  discardPending(signal: string, ids: readonly string[]): string[] {
+    const q = this.signals.get(signal);
+    if (q === undefined) return [];
+    const targets: MsgRec[] = [];
+    for (const id of new Set(ids)) {
+      const m = this.messages.get(id);
+      if (m !== undefined && m.signal === signal && m.status === "pending") targets.push(m);
+    }
+    q.removePending(targets);
+    for (const m of targets) this.messages.delete(m.id);
+    return targets.map((m) => m.id);
+  }
+
   stats(signal: string, now: number): SignalStats {
     const q = this.signals.get(signal);
     const oldest = q?.ages.peek();

@@ -19,6 +19,7 @@ describeStoreConformance(
     terminateRun: true,
     lastTapePosition: true,
     deliveredFailed: true,
+    discardPending: true,
   },
 );
 
@@ -51,6 +52,7 @@ describeStoreConformance(
     terminateRun: true,
     lastTapePosition: true,
     deliveredFailed: true,
+    discardPending: true,
   },
 );
 

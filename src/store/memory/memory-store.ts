@@ -162,6 +162,11 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
       if (out.length > 0) await commit({ op: "discard", signal, ids: out });
       return out;
     },
+    async discardPending(signal, ids) {
+      const out = engine.discardPending(signal, ids);
+      if (out.length > 0) await commit({ op: "discardPending", signal, ids: out });
+      return out;
+    },
     async stats(signal, now) {
       return engine.stats(signal, now);
     },

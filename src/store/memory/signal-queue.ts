@@ -52,6 +52,20 @@ export class SignalQueue {
     return m;
   }
 
+  /** Takes the given pending messages out of every pending structure (an operator's discard). */
+  removePending(ms: readonly MsgRec[]): void {
+    const gone = new Set(ms);
+    const keys = new Set<string>();
+    let unkeyed = false;
+    for (const m of ms) {
+      this.ages.remove(m);
+      if (m.key === null) unkeyed = true;
+      else keys.add(m.key);
+    }
+    if (unkeyed) this.unkeyed.removeWhere((m) => gone.has(m));
+    for (const k of keys) this.keys.removePending(k, (m) => gone.has(m));
+  }
+
   /** Dead letters oldest first (by emit time, then emit order). */
   sortedDead(): MsgRec[] {
     return [...this.dead.values()].sort((a, b) => a.createdAt - b.createdAt || a.seq - b.seq);

@@ -127,6 +127,26 @@ export async function discard(
 }
 
 /**
+ * An operator's removal of pending messages. Racing a claim is safe: a row the claim locked waits
+ * here, and is then re-checked and left (it is inflight by then); a row deleted first is gone
+ * before the claim's SKIP LOCKED walk reaches it. A keyed head deleted leaves the key's next as the
+ * head the claim computes; nothing else records heads.
+ */
+export async function discardPending(
+  ctx: PgContext,
+  signal: string,
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await q<{ id: string }>(
+    ctx.pool,
+    `DELETE FROM ${ctx.s}.messages WHERE signal = $1 AND status = 'pending' AND id = ANY($2::text[]) RETURNING id`,
+    [signal, ids],
+  );
+  return inOrder(ids, rows);
+}
+
+/**
  * Each count is an index-only scan of that status's partial index (pending:
  * the two ready indexes; delivered: migration 0014; delivered with a failure:
  * migration 0031), never a read of the table's rows. The oldest pending message is the head of each ready index in

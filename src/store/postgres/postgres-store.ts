@@ -269,6 +269,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     replay: (signal, ids, now) => admin.replay(ctx, signal, ids, now),
     resettleDelivered: (req, now) => admin.resettleDelivered(ctx, req, now),
     discard: (signal, ids) => admin.discard(ctx, signal, ids),
+    discardPending: (signal, ids) => admin.discardPending(ctx, signal, ids),
     stats: (signal, now) => admin.stats(ctx, signal, now),
     nextLeaseExpiry: (signal) => admin.nextLeaseExpiry(ctx, signal),
     pruneDelivered: (before) => admin.pruneDelivered(ctx, before),

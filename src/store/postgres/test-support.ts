@@ -226,4 +226,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   terminateRun: true,
   lastTapePosition: true,
   deliveredFailed: true,
+  discardPending: true,
 } as const;

@@ -184,6 +184,9 @@ export class SqliteEngine {
   discard(signal: string, ids: readonly string[] | "all"): string[] {
     return this.queue.discard(signal, ids);
   }
+  discardPending(signal: string, ids: readonly string[]): string[] {
+    return this.queue.discardPending(signal, ids);
+  }
 
   stats(signal: string, now: number): SignalStats {
     return this.queue.stats(signal, now);

@@ -411,6 +411,26 @@ export class SqliteQueue {
     });
   }
 
+  /** Pending messages removed by an operator; each key touched gets its head marked ready again. */
+  discardPending(signal: string, ids: readonly string[]): string[] {
+    this.b.check();
+    const targets: MsgRow[] = [];
+    for (const id of new Set(ids)) {
+      const m = this.msg(id);
+      if (m !== undefined && m.signal === signal && m.status === "pending") targets.push(m);
+    }
+    if (targets.length === 0) return [];
+    return this.b.write(() => {
+      const keys = new Set<string>();
+      for (const m of targets) {
+        this.b.run("DELETE FROM messages WHERE seq = ?", m.seq);
+        if (m.key !== null) keys.add(m.key);
+      }
+      for (const k of keys) this.refreshKey(signal, k);
+      return targets.map((m) => m.id);
+    });
+  }
+
   stats(signal: string, now: number): SignalStats {
     this.b.check();
     const counts = new Map(
