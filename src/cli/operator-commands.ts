@@ -522,7 +522,10 @@ function strandedLines(o: Overview): string[] {
     out.push(
       `stranded: ${what} ${n === 1 ? "message" : "messages"} on ${oneLine(s.name)}${oldest}: no live instance consumes this signal` +
         (s.declared === false ? " and this app does not declare it (removed from the code?)" : "") +
-        "; deploy its worker again (they wait, none is lost)",
+        "; deploy its worker again (they wait, none is lost)" +
+        (s.pending > 0
+          ? `, or remove what is pending with oke discard ${shellWord(s.name)} --pending --all`
+          : ""),
     );
   }
   for (const c of st.clocks ?? []) {

@@ -149,7 +149,7 @@ describe("answers that are not a Console's, or not whole", () => {
     const undeclared = await oke("status", "--url", url, "--token", TOKEN);
     expect(undeclared.code).toBe(0);
     expect(undeclared.stdout.split("\n").at(-1)).toBe(
-      "stranded: 2 pending messages on gone.jobs, oldest 1m05s: no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost)",
+      "stranded: 2 pending messages on gone.jobs, oldest 1m05s: no live instance consumes this signal and this app does not declare it (removed from the code?); deploy its worker again (they wait, none is lost), or remove what is pending with oke discard gone.jobs --pending --all",
     );
     body = { ...overview, stranded: { checked: false, flows: [], signals: [] } };
     const r = await oke("status", "--url", url, "--token", TOKEN);
@@ -856,7 +856,7 @@ describe("stranded work in oke status", () => {
     expect(r.stdout).toMatch(/· 1 instance alive ·/);
     expect(r.stdout.split("\n").slice(-3)).toEqual([
       "stranded: 2 runs of legacy.wait (sleeping 2, next due 2026-12-01 13:00:00Z): no live instance runs this flow; deploy it again (they resume where they stopped), list them: oke runs --flow legacy.wait",
-      "stranded: 3 pending messages on legacy.jobs, oldest 1m05s: no live instance consumes this signal; deploy its worker again (they wait, none is lost)",
+      "stranded: 3 pending messages on legacy.jobs, oldest 1m05s: no live instance consumes this signal; deploy its worker again (they wait, none is lost), or remove what is pending with oke discard legacy.jobs --pending --all",
       // Its slot at 12:01 passed with nothing to fire it; it still reads active.
       "stranded: clock legacy.digest (every 1m, due since 2026-12-01 12:01:00Z, never fired): active, but no live instance declares it, so nothing fires it. " +
         "Deploy an instance whose code declares this clock: it fires the latest missed slot once at boot (missedRuns counts the others). " +
