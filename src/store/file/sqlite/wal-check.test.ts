@@ -94,6 +94,20 @@ describe("checkWal", () => {
     expect(rowsIn(db)).toBeLessThan(50);
   });
 
+  it("a WAL longer than one read (1 MB): every frame checked across reads, damage in a later read found at its frame", () => {
+    // One frame or more per transaction: 700 transactions are over 2.8 MB of WAL.
+    const { wal, db } = crashedDb(700);
+    const intact = checkWal(wal)!;
+    const frames = (intact.size - 32) / (24 + 4096);
+    expect(frames).toBeGreaterThan(600);
+    expect(intact).toEqual({ size: intact.size, validFrames: frames });
+    // A frame in the third read (frames 1-254 are the first: 1 MB holds 254 frames of 4 KiB pages).
+    damageFrame(wal, 600);
+    expect(checkWal(wal)!.damage).toMatchObject({ frame: 600, offset: 32 + 599 * (24 + 4096) });
+    expect(checkWal(wal)!.validFrames).toBeLessThan(600);
+    expect(rowsIn(db)).toBeLessThan(700);
+  });
+
   it("a damaged header with committed frames after it is found (SQLite would ignore the whole WAL)", () => {
     const { wal } = crashedDb(20);
     const buf = readFileSync(wal);
