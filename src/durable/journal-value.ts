@@ -35,10 +35,29 @@ export function journalValue(value: unknown, subject: string): string | undefine
   } catch (e) {
     const path = e instanceof TypeError ? bigIntPath(value, "$", 1) : undefined;
     if (path === undefined) throw e;
-    throw new OkeError({
-      code: "OKE1306",
-      message: `${subject}: value at ${path} is a BigInt, which JSON cannot hold`,
-      fix: "Return it as a string (String(n)) or a number, and convert it back after the step.",
-    });
+    throw bigIntRefused(subject, path);
   }
+}
+
+const bigIntRefused = (subject: string, path: string): OkeError =>
+  new OkeError({
+    code: "OKE1306",
+    message: `${subject}: value at ${path} is a BigInt, which JSON cannot hold`,
+    fix: "Return it as a string (String(n)) or a number, and convert it back after the step.",
+  });
+
+/**
+ * A plain flow's step value as a durable one's comes back: through JSON, without the journal's limits
+ * (nothing is stored). A BigInt is refused as OKE1306 naming the step, as a durable step refuses it.
+ */
+export function jsonRoundTrip(value: unknown, subject: string): unknown {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    const path = e instanceof TypeError ? bigIntPath(value, "$", 1) : undefined;
+    if (path === undefined) throw e;
+    throw bigIntRefused(subject, path);
+  }
+  return text === undefined ? undefined : JSON.parse(text);
 }

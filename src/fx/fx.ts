@@ -3,6 +3,7 @@ import type { FxRuntime } from "./runtime.ts";
 import type { Channel } from "../channel/channel.ts";
 import { parseDuration, type Duration } from "../clock/duration.ts";
 import type { UndoList } from "../durable/runner.ts";
+import { jsonRoundTrip } from "../durable/journal-value.ts";
 import type { JournalSession } from "../durable/session.ts";
 import { errors, OkeError } from "../errors.ts";
 import { isHandWritten } from "../flow/effects.ts";
@@ -13,6 +14,7 @@ import { emitContext, prepareEmit } from "../signal/emit.ts";
 import { checkIdEmit, checkSameSignal, isDuplicateMessage } from "../signal/emit-once.ts";
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
 import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
+import type { Jsonify } from "./jsonify.ts";
 import type { ResourceScope } from "./resources.ts";
 import { durationText, once, warnAboutSleep } from "./sleep-guards.ts";
 import type { DeadLetter, EmitOptions, Fx, FxClock, Resource, StepOptions } from "./types.ts";
@@ -180,11 +182,14 @@ class FxContext implements Fx {
     }));
   }
 
-  async step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<T> {
+  async step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<Jsonify<T>> {
     const { session } = this.frame;
-    // Not durable: nothing to journal; the step just runs.
-    if (!session) return await fn();
-    const { value } = await session.step(name, fn);
+    // Not durable: nothing to journal, but the value comes back through JSON as a durable step's
+    // does (Jsonify<T>), so making a flow durable changes nothing its code sees.
+    if (!session)
+      return jsonRoundTrip(await fn(), `step ${JSON.stringify(name)} of flow "${this.flow}"`) as Jsonify<T>;
+    // The session hands back the journaled JSON (every attempt, the first included).
+    const value = (await session.step(name, fn)).value as Jsonify<T>;
     const undo = options?.undo;
     if (undo) this.frame.undos?.push({ name, run: () => undo(value) });
     return value;

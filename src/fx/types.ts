@@ -6,6 +6,7 @@ import type { Logger } from "../log/logger.ts";
 import type { LiveStream } from "../signal/live-runtime.ts";
 import type { EmitInput, LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import type { FailureReason } from "../store/types.ts";
+import type { Jsonify } from "./jsonify.ts";
 
 /** An emit's arguments: the payload may be left out only when the signal's input allows undefined. */
 export type EmitArgs<In, O> = undefined extends In ? [payload?: In, options?: O] : [payload: In, options?: O];
@@ -32,8 +33,8 @@ export interface DeadLetter<P = unknown> {
 }
 
 export interface StepOptions<T> {
-  /** Compensation run (LIFO, journaled as `undo:<name>`) if the run later fails. */
-  undo?: (value: T) => Promise<void> | void;
+  /** Compensation run (LIFO, journaled as `undo:<name>`) if the run later fails; given the step's value as the step resolved it (JSON). */
+  undo?: (value: Jsonify<T>) => Promise<void> | void;
 }
 
 /** Anything with a dispose or close method, released when the attempt ends. */
@@ -91,8 +92,12 @@ export interface Fx {
   emit<P, In>(target: SignalHandle<P, In>, ...args: EmitArgs<EmitInput<P, In>, EmitOptions>): Promise<void>;
   /** Dead messages of a once signal. Needs `effects.reads: ["signal:<name>"]`. */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
-  /** Durable: runs `fn` once and journals its value; replay returns the journaled value. */
-  step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<T>;
+  /**
+   * Durable: runs `fn` once and journals its value; replay returns the journaled value. The value
+   * comes back through JSON on every attempt, the first included (and in a plain flow too): a
+   * `Date` is its ISO string, a `Map` is `{}`, methods are gone (`Jsonify<T>`).
+   */
+  step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<Jsonify<T>>;
   /** Sends a payload through a channel (schema checked). */
   send<P>(target: Channel<P>, payload: P): Promise<void>;
   /**
