@@ -15,6 +15,7 @@ import type pgTypes from "pg";
 import { benchLogger } from "./compare/logger.ts";
 import { dbosWorkflows } from "./compare/dbos.ts";
 import { DATABASE_URL, dropSchema, ensureDatabase, percentile, randomName, sleep } from "./compare/env.ts";
+import type { Duration } from "../src/index.ts";
 
 const args = process.argv.slice(2);
 const trees = args.filter((a) => !a.startsWith("--"));
@@ -71,7 +72,7 @@ for (const spec of trees) {
     do: async ({ i, ms }, fx) => {
       // Code before a sleep runs again on resume: only the first pass stamps the start.
       if (!sleptAt.has(i)) sleptAt.set(i, performance.now());
-      await fx.clock.sleep("nap", `${ms}ms`);
+      await fx.clock.sleep("nap", `${ms}ms` as Duration);
       waiters.get(i)?.(performance.now() - sleptAt.get(i)! - ms);
     },
   });

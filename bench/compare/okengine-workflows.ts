@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { benchLogger } from "./logger.ts";
-import { createApp, flow, type JournalDriverName } from "../../src/index.ts";
+import { createApp, flow, type Duration, type JournalDriverName } from "../../src/index.ts";
 import { dropSchema, randomName, signalled } from "./env.ts";
 import { okengineConfig } from "./okengine.ts";
 import type { WorkflowSystem } from "./types.ts";
@@ -42,7 +42,8 @@ export function okengineWorkflows(driver: JournalDriverName): WorkflowSystem {
         do: async ({ i, ms }, fx) => {
           // Code before a sleep runs again on resume: only the first pass stamps the start.
           if (!sleptAt.has(i)) sleptAt.set(i, performance.now());
-          await fx.clock.sleep("nap", `${ms}ms`);
+          // ms is a whole number of milliseconds: the cast the Duration type asks of a computed one.
+          await fx.clock.sleep("nap", `${ms}ms` as Duration);
           waiters.get(i)?.(performance.now() - sleptAt.get(i)! - ms);
         },
       });

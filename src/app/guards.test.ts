@@ -44,7 +44,18 @@ export const typeErrors = (fx: Fx): Array<Promise<void>> => [
   fx.clock.sleep("cooldown", "5 seconds"),
   // @ts-expect-error -- the duration is missing: "8h" would be the label
   fx.clock.sleep("8h"),
+  // @ts-expect-error -- not an integer: the grammar reads it as 0 ms
+  fx.clock.sleep("cooldown", "1.5h"),
+  // @ts-expect-error -- negative: 0 ms
+  fx.clock.sleep("cooldown", "-5m"),
+  // @ts-expect-error -- an exponent is not an integer in the grammar: 0 ms
+  fx.clock.sleep("cooldown", "1e3s"),
+  // @ts-expect-error -- no weeks
+  fx.clock.sleep("cooldown", "1w"),
   fx.clock.sleep("cooldown", "5s"),
+  fx.clock.sleep("cooldown", "200ms"),
+  fx.clock.sleep("cooldown", "1440m"),
+  fx.clock.sleep("cooldown", "0ms"),
 ];
 
 describe("unknown options are refused by name", () => {

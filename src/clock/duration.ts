@@ -2,8 +2,17 @@
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 
-/** A wait as a string: an integer and a unit, `"200ms"`, `"30s"`, `"2m"`, `"8h"`, `"7d"`. */
-export type Duration = `${number}${keyof typeof UNIT_MS}`;
+type Digit = "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9";
+type DurationUnit = keyof typeof UNIT_MS;
+
+/**
+ * A wait as a string: an integer and a unit, `"200ms"`, `"30s"`, `"2m"`, `"8h"`, `"7d"`. An integer
+ * (`${bigint}`) that starts with a digit, not `${number}`: that one took `"1.5h"`, `"-5m"` and
+ * `"1e3s"`, which the grammar reads as 0 ms, so the type let through what it exists to catch. The
+ * price: a duration built from a number (`` `${n}ms` ``) is `${number}ms` to TypeScript and needs
+ * `as Duration` once the number is known to be a whole one.
+ */
+export type Duration = `${bigint}${DurationUnit}` & `${Digit}${string}`;
 
 /** True for the texts parseDuration understands (anything else means 0 ms). */
 export const isDuration = (text: unknown): boolean => typeof text === "string" && DURATION.test(text);

@@ -1,6 +1,6 @@
 // A sleep whose wake time no Date can hold is refused at the call (OKE1304), nothing journaled, on every driver.
 import { describe, expect, it } from "vitest";
-import { flow, http, on } from "../../src/index.ts";
+import { flow, http, on, type Duration } from "../../src/index.ts";
 import { appFactory } from "./app-fixture.ts";
 import { drivers } from "./drivers.ts";
 
@@ -17,7 +17,7 @@ describe.each(drivers)(
           durable: true,
           do: async (_: unknown, fx) => {
             await fx.step("before", () => 1);
-            await fx.clock.sleep("nap", duration as `${number}d`);
+            await fx.clock.sleep("nap", duration as Duration);
             return "woke";
           },
         }),
