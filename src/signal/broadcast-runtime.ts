@@ -84,6 +84,8 @@ export class BroadcastRuntime {
   private holdUntil = -Infinity;
   /** The last heartbeat failed: retried every RETRY_MS and on the store's wake-up. */
   private tickFailed = false;
+  /** Per flow: when a missed copy was last logged at warn, and how many were missed since (logMissed). */
+  private readonly missedLog = new Map<string, { warnedAt: number; since: number }>();
   private unsubscribe: (() => void) | undefined;
   private refreshing: Promise<void> | undefined;
   private cancelTick: (() => void) | undefined;
@@ -209,7 +211,7 @@ export class BroadcastRuntime {
       const log = { signal: signal.name, flow: flow.name, eventId: eventIdOf(m.id) };
       const age = this.o.clock.now() - m.createdAt;
       if (age > BROADCAST_PHYSICS.MAX_WAIT_MS) {
-        this.o.logger.warn({ ...log, ageMs: age }, "broadcast: event waited too long for this flow; missed");
+        this.logMissed(flow.name!, { ...log, ageMs: age });
         // Not run, so recorded as the copy's failure: the Console counts it among the failed.
         return {
           kind: "error",
@@ -238,6 +240,27 @@ export class BroadcastRuntime {
       }
       return out;
     };
+  }
+
+  /**
+   * A missed copy's log line: the first of a flow at warn, the others of the next MAX_WAIT_MS at debug
+   * and counted into the next warn line. A backlog that waited out an outage is missed copy by copy,
+   * and one line per copy was thousands of lines (each copy is recorded as MISSED all the same).
+   */
+  private logMissed(flow: string, fields: Record<string, unknown>): void {
+    const now = this.o.clock.now();
+    const seen = this.missedLog.get(flow);
+    if (seen !== undefined && now - seen.warnedAt < BROADCAST_PHYSICS.MAX_WAIT_MS) {
+      seen.since++;
+      this.o.logger.debug(fields, "broadcast: event waited too long for this flow; missed");
+      return;
+    }
+    this.missedLog.set(flow, { warnedAt: now, since: 0 });
+    this.o.logger.warn(
+      { ...fields, ...(seen !== undefined && seen.since > 0 ? { alsoMissedSinceLastLine: seen.since } : {}) },
+      "broadcast: event waited too long for this flow; missed" +
+        (seen !== undefined && seen.since > 0 ? ` (and ${seen.since} more since the last such line)` : ""),
+    );
   }
 
   private armTick(delayMs: number): void {
@@ -354,12 +377,20 @@ export class BroadcastRuntime {
           leaseMs: this.o.leaseMs,
         });
         if (batch.length === 0) break;
+        // Not run, so recorded as each copy's failure (MISSED, as a copy that waited too long): the
+        // Console and `oke status` count them among the failed, not as plainly delivered.
+        const failure = {
+          code: BROADCAST_MISSED,
+          message: `missed: no running instance binds "${pair.flow}" any more (its last one stopped heartbeating); not run`,
+          at: now,
+        };
         await this.o.store.settle(
           batch.map((m) => ({
             id: m.id,
             worker: this.o.instanceId,
             attempt: m.attempts,
             status: "delivered",
+            failure: { ...failure, attempt: m.attempts },
           })),
           now,
         );

@@ -67,7 +67,11 @@ export interface TapeRead {
  * fleet-wide record of who runs which flow, and the tapes.
  */
 export interface FanoutStore {
-  /** Upserts `instance`'s subscriptions with their expiry and drops the ones it no longer lists. */
+  /**
+   * Upserts `instance`'s subscriptions with their expiry and drops the ones it no longer lists. It may
+   * also drop other instances' rows of the pairs it lists that expired at or before `now` (the
+   * PostgreSQL driver does, so restarts leave no rows behind): those pairs stay live through its own.
+   */
   heartbeatSubscriptions(req: SubscriptionHeartbeat): Promise<void>;
   /** Distinct (signal, flow) pairs with at least one instance whose expiry is after `now`. */
   liveSubscriptions(now: number): Promise<BroadcastSubscription[]>;

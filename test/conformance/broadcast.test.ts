@@ -193,11 +193,53 @@ describe.each(drivers)("signal.broadcast on the $name driver", (driver) => {
     expect((await store.stats(queue, a.clock.now())).pending).toBe(1);
     a.time.advance(BROADCAST_PHYSICS.SUBSCRIBER_TTL_MS + BROADCAST_PHYSICS.HEARTBEAT_MS);
     await until(
-      async () => (await store.stats(queue, a.clock.now())).pending === 0,
+      async () => (await store.stats(queue, a.clock.now())).delivered === 1,
       "janitor cleared the copy",
     );
+    // Not run, so not plainly delivered: recorded as MISSED, and counted among the failed.
+    expect(await store.stats(queue, a.clock.now())).toMatchObject({ delivered: 1, deliveredFailed: 1 });
+    const [cleared] = (await store.pageMessages({ signal: queue, status: "delivered", limit: 10 })).items;
+    expect(cleared!.failures).toEqual([
+      {
+        code: "MISSED",
+        message:
+          'missed: no running instance binds "orders.gone.audit" any more (its last one stopped heartbeating); not run',
+        at: expect.any(Number),
+        attempt: 1,
+      },
+    ]);
     const err = await a.emit(placed, {}).catch((e: unknown) => e);
     expect((err as OkeError).code).toBe("OKE1240");
+  });
+
+  it("copies missed after a long wait are logged once per flow at warn, the rest of the window at debug", async () => {
+    const { placed, seen, charge, ship } = fanout("orders.backlog");
+    const { logger, records } = recordingLogger();
+    const store = await apps.store();
+    const emitter = await apps.make([{ placed, charge, ship }], { store, boot: false, logger });
+    for (let i = 0; i < 4; i++) await emitter.emit(placed, { id: `old${i}` });
+    emitter.time.advance(BROADCAST_PHYSICS.MAX_WAIT_MS + 1_000);
+    await emitter.boot();
+    const queues = ["charge", "ship"].map((f) => broadcastQueue("orders.backlog", `orders.backlog.${f}`));
+    await until(
+      async () =>
+        (await Promise.all(queues.map((q) => store.stats(q, emitter.clock.now())))).every(
+          (st) => st.deliveredFailed === 4,
+        ),
+      "every copy missed",
+    );
+    const missed = (level: number) =>
+      records.filter(
+        (r) => r.msg === "broadcast: event waited too long for this flow; missed" && r.level === level,
+      );
+    // One warn line per flow, the other three copies of each at debug; none ran.
+    expect(
+      missed(40)
+        .map((r) => r.flow)
+        .sort(),
+    ).toEqual(["orders.backlog.charge", "orders.backlog.ship"]);
+    expect(missed(20)).toHaveLength(6);
+    expect(seen).toEqual([]);
   });
 
   it("copies an instance claimed but never started run on the other replica when it dies", async () => {

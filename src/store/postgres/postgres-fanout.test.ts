@@ -129,3 +129,51 @@ describe("postgres tape notifications when LISTEN cannot start", () => {
     }
   });
 });
+
+describe("postgres broadcast subscriber rows", () => {
+  const schema = freshSchema("subrows");
+  let store: Store;
+  let pool: pg.Pool;
+  beforeAll(async () => {
+    store = await openStore(schema);
+    pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  });
+  afterAll(async () => {
+    await pool.end();
+    await store.close();
+    await dropSchema(schema);
+  });
+
+  it("a heartbeat drops other instances' expired rows of the pairs it runs, so restarts leave none behind; other pairs' rows stay for the janitor", async () => {
+    const T0 = 1_700_000_000_000;
+    const sub = { signal: "b.x", flow: "f1" };
+    const other = { signal: "b.y", flow: "f2" };
+    // Thirty restarts of an instance that runs b.x/f1 (each a new id), the last one live; one gone
+    // instance that ran b.y/f2 alone.
+    for (let i = 0; i < 30; i++)
+      await store.heartbeatSubscriptions({
+        instance: `i${i}`,
+        subscriptions: [sub],
+        now: T0 + i * 20_000,
+        expiresAt: T0 + i * 20_000 + 15_000,
+      });
+    await store.heartbeatSubscriptions({
+      instance: "gone",
+      subscriptions: [other],
+      now: T0,
+      expiresAt: T0 + 15_000,
+    });
+    const rows = async (): Promise<string[]> =>
+      (
+        await pool.query<{ r: string }>(
+          `SELECT signal || '/' || flow || ' ' || instance AS r FROM "${schema}".broadcast_subscribers ORDER BY 1`,
+        )
+      ).rows.map((x) => x.r);
+    expect(await rows()).toEqual(["b.x/f1 i29", "b.y/f2 gone"]);
+    // The lapsed pair is still the janitor's to find (its copies must be cleared).
+    expect(await store.lapsedSubscriptions(T0 + 29 * 20_000, 10)).toEqual([
+      { ...other, expiredAt: T0 + 15_000 },
+    ]);
+    expect(await store.liveSubscriptions(T0 + 29 * 20_000)).toEqual([sub]);
+  });
+});

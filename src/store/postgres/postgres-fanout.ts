@@ -132,16 +132,24 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
     async heartbeatSubscriptions(req) {
       const signals = req.subscriptions.map((x) => x.signal);
       const flows = req.subscriptions.map((x) => x.flow);
+      // `stale`: other instances' rows of the pairs this one runs that have expired. The janitor forgets
+      // rows only of a pair whose every row lapsed, and a pair some instance always runs (through
+      // rolling deploys) never is: without this, each restart left a row behind for good. Such a pair
+      // stays live through this instance's own row, so no lapse is hidden from the janitor.
       await q(
         ctx.pool,
         `WITH gone AS (
            DELETE FROM ${s}.broadcast_subscribers
            WHERE instance = $1 AND (signal, flow) NOT IN (SELECT * FROM unnest($2::text[], $3::text[]))
+         ), stale AS (
+           DELETE FROM ${s}.broadcast_subscribers
+           WHERE instance <> $1 AND expires_at <= $5
+             AND (signal, flow) IN (SELECT * FROM unnest($2::text[], $3::text[]))
          )
          INSERT INTO ${s}.broadcast_subscribers (signal, flow, instance, expires_at)
          SELECT u.signal, u.flow, $1, $4 FROM unnest($2::text[], $3::text[]) AS u(signal, flow)
          ON CONFLICT (signal, flow, instance) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
-        [req.instance, signals, flows, req.expiresAt],
+        [req.instance, signals, flows, req.expiresAt, req.now],
       );
     },
     async liveSubscriptions(now) {
