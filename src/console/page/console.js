@@ -36,7 +36,7 @@ async function api(path, options = {}) {
         : { "x-oke-console": "1" },
     });
   } catch (e) {
-    throw new Error(`the Console did not answer (${e.message})`);
+    throw Object.assign(new Error(`the Console did not answer (${e.message})`), { network: true });
   }
   const body = await res.json().catch(() => undefined);
   if (!res.ok) {
@@ -51,6 +51,11 @@ async function api(path, options = {}) {
 }
 const post = (path, body) => api(path, { method: "POST", body: JSON.stringify(body ?? {}) });
 const describe = (e) => (e.fix ? `${e.message} (${e.fix})` : e.message);
+/**
+ * Whether asking again may answer otherwise: the Console or its store did not answer (network, 5xx).
+ * A refusal of the request itself (4xx: a bad filter or address) answers the same every time.
+ */
+const retryable = (e) => e.network === true || (e.status ?? 0) >= 500;
 
 const time = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "—");
 /** A schedule's slot or fire: to the millisecond when it has one (an `every("750ms")` slot), else like `time`. */
@@ -77,8 +82,14 @@ const when = (ms) => h("td", { class: "time" }, time(ms));
 const row = (key, ...cells) => h("tr", { "data-key": key }, cells);
 const nextLink = (href) => h("p", {}, link(href, "Next page →", "next page"));
 
-/** A table inside its own scrolling box: a wide table never widens the page. */
-function table(headers, rows, caption) {
+/**
+ * A table inside its own scrolling box: a wide table never widens the page. `narrowHide`: the indexes
+ * of columns a phone-width screen leaves out (class "narrow-hide"), so the ones that matter fit.
+ */
+function table(headers, rows, caption, narrowHide = []) {
+  for (const r of rows)
+    if (r.children.length === headers.length)
+      for (const i of narrowHide) r.children[i].classList.add("narrow-hide");
   return h(
     "div",
     { class: "scroll" },
@@ -92,7 +103,9 @@ function table(headers, rows, caption) {
         h(
           "tr",
           {},
-          headers.map((x) => h("th", { scope: "col" }, x)),
+          headers.map((x, i) =>
+            h("th", { scope: "col", class: narrowHide.includes(i) ? "narrow-hide" : null }, x),
+          ),
         ),
       ),
       h(
@@ -133,6 +146,8 @@ function action(what, run) {
     const button = event?.currentTarget;
     if (button) button.disabled = true;
     acting++;
+    // What the line said was about an earlier action: a cancelled one leaves it empty, never stale.
+    say("");
     let done;
     try {
       done = await run();
@@ -145,6 +160,8 @@ function action(what, run) {
       acting--;
       if (button) button.disabled = false;
     }
+    // The line sits under the header: an action taken lower down scrolls up to its outcome.
+    if (done && statusLine.getBoundingClientRect().top < 0) statusLine.scrollIntoView({ block: "nearest" });
     if (done) await render("action");
   };
 }
@@ -389,6 +406,9 @@ async function overview() {
           ),
         ),
       ]),
+      undefined,
+      // On a phone the counts come right after the name; the kind of delivery is the one left out.
+      [1],
     ),
     h("h2", {}, "Flows"),
     table(
@@ -773,14 +793,14 @@ function historyRows(m) {
             h("td", { class: "num" }, e.attempt),
             h("td", { class: "time" }, "—"),
             h("td", { class: "muted" }, "none"),
-            h("td", {}, e.message),
+            h("td", { class: "text" }, e.message),
           )
         : row(
             `failure ${failure++}`,
             h("td", { class: "num" }, e.attempt),
             when(e.at),
             h("td", {}, h("code", {}, e.code)),
-            h("td", {}, e.message),
+            h("td", { class: "text" }, e.message),
           ),
     );
   }
@@ -797,7 +817,15 @@ async function runsView(params) {
   if (q.get("status") === "held") q.delete("status");
   if (held) q.set("held", "true");
   q.set("limit", "50");
-  const page = await api(`/api/runs?${q}`);
+  let page;
+  let refused;
+  try {
+    page = await api(`/api/runs?${q}`);
+  } catch (e) {
+    // A filter the API refuses (a Since that is no time): said beside the form, the values kept to fix.
+    if (e.signIn || retryable(e)) throw e;
+    refused = e;
+  }
   const field = (label, el) => h("label", {}, label, el);
   const form = h(
     "form",
@@ -808,7 +836,10 @@ async function runsView(params) {
         e.preventDefault();
         const f = new URLSearchParams();
         for (const el of e.target.elements) if (el.name && el.value) f.set(el.name, el.value);
-        location.hash = `#/runs?${f}`;
+        const hash = `#/runs?${f}`;
+        // The same filters again (after a refusal): no hashchange comes, so read them here.
+        if (location.hash === hash) void render("navigate");
+        else location.hash = hash;
       },
     },
     field(
@@ -834,6 +865,20 @@ async function runsView(params) {
     field("Since (ISO)", h("input", { name: "since", value: params.get("since") ?? "" })),
     h("button", { type: "submit" }, "Filter"),
   );
+  if (refused)
+    return h(
+      "div",
+      // The same filters are refused the same way every time: no refresh until they change.
+      { "data-still": "" },
+      h("h1", {}, "Runs"),
+      form,
+      h(
+        "div",
+        { id: "runs-error", role: "alert" },
+        h("p", { class: "bad" }, `These filters were refused: ${refused.message}`),
+        refused.fix ? h("p", {}, refused.fix) : null,
+      ),
+    );
   return h(
     "div",
     {},
@@ -844,7 +889,7 @@ async function runsView(params) {
       page.items.map((r) =>
         row(
           r.id,
-          h("td", {}, runLink(r.id)),
+          h("td", { class: "id" }, runLink(r.id)),
           h("td", {}, r.flow),
           h(
             "td",
@@ -1293,16 +1338,18 @@ async function auditView(params) {
 }
 
 function errorView(e) {
+  const again = retryable(e);
   return h(
     "div",
-    { class: "error-view" },
+    // A refusal (4xx, a bad address) answers the same every time: asked again only when the Console did not answer.
+    { class: "error-view", "data-still": again ? null : "" },
     h("h1", {}, "Could not show this view"),
     h("p", { class: "bad", id: "view-error" }, e.message),
     e.fix ? h("p", {}, e.fix) : null,
     h(
       "p",
       { class: "muted" },
-      "The page tries again every 2 seconds. ",
+      again ? "The page tries again every 2 seconds. " : "",
       link("#/", "Back to the overview", "back to the overview"),
     ),
   );
@@ -1442,18 +1489,27 @@ function patchChildren(parent, freshKids) {
   });
 }
 
+/** Marks each table wider than its box (data-wide): on a phone the box then says that it scrolls sideways. */
+function markWide() {
+  for (const box of main.querySelectorAll(".scroll"))
+    box.toggleAttribute("data-wide", box.scrollWidth > box.clientWidth + 1);
+}
+window.addEventListener("resize", markWide);
+
 /** Shows a view: a navigation replaces the page and moves focus to it; a refresh patches in place. */
 function show(view, navigate) {
   view.setAttribute("data-key", `view ${location.hash}`);
   const current = main.firstElementChild;
   if (navigate || !current || current.getAttribute("data-key") !== view.getAttribute("data-key")) {
     main.replaceChildren(view);
+    markWide();
     if (navigate) main.focus();
     return;
   }
   const focused = main.contains(document.activeElement) ? document.activeElement : null;
   const focusKey = focused && focused !== main ? keyOf(focused) + focused.textContent : null;
   patchChildren(main, [view]);
+  markWide(); // the patch dropped the marks: the fresh nodes have none
   // A focused node that had to be moved or replaced: focus its successor with the same key.
   if (focusKey && !main.contains(document.activeElement)) {
     const again = [...main.querySelectorAll("a, button, input, select")].find(
@@ -1495,7 +1551,8 @@ async function render(why = "refresh") {
   if (why === "navigate") say(""); // a new page: what the last action said is done with
   show(view, why === "navigate");
   if (!whoLine.textContent) void whoAmI();
-  timer = setTimeout(() => void render(), POLL_MS);
+  // A view the API refused (data-still) stays as it is until the address changes.
+  if (!view.hasAttribute("data-still")) timer = setTimeout(() => void render(), POLL_MS);
 }
 
 let signIns = 0; // a sign-out in the meantime makes an answer about the old session stale
