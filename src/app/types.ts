@@ -69,7 +69,13 @@ export interface Sleeper {
 /** Operator API (the Console calls these). */
 export interface OperatorApi {
   signals(): Promise<SignalStats[]>;
+  /** A once signal's queue counts. */
   stats(signal: string): Promise<SignalStats>;
+  /**
+   * A broadcast signal's copies, one entry per flow this app binds to it: the counts of that flow's
+   * copies queue (`delivered` includes the copies that failed; `deliveredFailed` counts those).
+   */
+  copies(signal: string): Promise<Array<SignalStats & { flow: string }>>;
   deadLetters(signal: string, limit?: number): Promise<DeadLetter[]>;
   replay(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
   discard(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
