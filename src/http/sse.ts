@@ -1,13 +1,24 @@
 /** Server-sent events for live tapes: one stream per request, resumable by Last-Event-ID, bounded and capped. */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log/logger.ts";
-import type { LiveEntry, LiveListener, LiveOptionsRead, LiveStream } from "../signal/live-runtime.ts";
+import type {
+  LiveEntry,
+  LiveListener,
+  LiveOptionsRead,
+  LiveStream,
+  ReplayPace,
+} from "../signal/live-runtime.ts";
 import type { LiveSignal } from "../signal/signal.ts";
 import type { Store } from "../store/types.ts";
 
 /** Where streams read tapes from (the app's live runtime). */
 export interface LiveSource {
-  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
+  live<P>(
+    signal: LiveSignal<P>,
+    options: LiveOptionsRead,
+    listener: LiveListener<P>,
+    pace?: ReplayPace,
+  ): () => void;
   /**
    * The store the tapes are in: its last tape position bounds a resume (OKE1470). Without it, or a
    * driver without `lastTapePosition`, any position is followed.
@@ -18,8 +29,13 @@ export interface LiveSource {
 export interface SseLimits {
   /** Open streams per instance; one more is answered 503 with Retry-After. */
   maxConnections: number;
-  /** Bytes queued for one client before it counts as too slow and is disconnected. */
+  /**
+   * Bytes queued for one client. Following the tape, a client past it counts as too slow and is
+   * disconnected; replaying, the replay waits for the client to drain (up to `replayDrainMs`).
+   */
   maxBufferBytes: number;
+  /** How long a replay waits for a client past `maxBufferBytes` to drain before it is too slow. Default 30 s. */
+  replayDrainMs?: number;
   /** Period of the `: ping` comment that keeps idle connections open through proxies. */
   heartbeatMs: number;
 }
@@ -47,6 +63,8 @@ function refuseStream(
 
 /** What EventSource waits before reconnecting (ms), sent as the stream's `retry:` field. */
 const RETRY_MS = 1_000;
+/** How long a replay waits for a full client to drain (docs/signals.md) before it is too slow. */
+export const REPLAY_DRAIN_MS = 30_000;
 
 interface OpenStream {
   res: ServerResponse;
@@ -222,15 +240,34 @@ export class SseHub implements StreamCount {
       // nginx buffers responses unless told not to.
       "x-accel-buffering": "no",
     });
-    res.write(`retry: ${RETRY_MS}\n\n`);
+    // Every write counts until node has handed it to the kernel: a paused replay goes on once all
+    // are (the buffer drained: the moment node emits 'drain'), whatever the bound is next to node's
+    // own high-water mark, below which a full buffer emits no 'drain'.
+    let unflushed = 0;
+    let onFlushed: (() => void) | undefined;
+    const send = (text: string): void => {
+      unflushed++;
+      res.write(text, () => {
+        if (--unflushed > 0 || onFlushed === undefined) return;
+        const flushed = onFlushed;
+        onFlushed = undefined;
+        flushed();
+      });
+    };
+    send(`retry: ${RETRY_MS}\n\n`);
     // Small writes, sent as they come: no Nagle delay between an emit and the client.
     req.socket.setNoDelay(true);
     let done = false;
+    // Replaying, a full buffer pauses the replay (the client drains it); following, it cuts the client.
+    let replaying = true;
+    let drainTimer: NodeJS.Timeout | undefined;
     // Assigned below; declared first so close() can run before it exists (a subscribe that throws,
     // or a listener that finds the client too slow while the tape is still being subscribed).
     let unsubscribe = (): void => undefined;
+    const full = (): boolean => res.writableLength > this.limits.maxBufferBytes;
     const heartbeat = setInterval(() => {
-      if (!done && !tooSlow()) res.write(": ping\n\n");
+      if (done) return;
+      if (replaying ? !full() : !tooSlow()) send(": ping\n\n");
     }, this.limits.heartbeatMs);
     heartbeat.unref();
     const entry: OpenStream = {
@@ -241,21 +278,49 @@ export class SseHub implements StreamCount {
         this.open.delete(entry);
         this.changed();
         clearInterval(heartbeat);
+        clearTimeout(drainTimer);
+        onFlushed = undefined;
         unsubscribe();
         if (!res.writableEnded) res.end();
       },
     };
     this.open.add(entry);
     this.changed();
-    const tooSlow = (): boolean => {
-      if (res.writableLength <= this.limits.maxBufferBytes) return false;
+    const disconnect = (extra: Record<string, unknown>): void => {
       this.logger.warn(
-        { signal: stream.signal.name, key: stream.key, buffered: res.writableLength },
+        { signal: stream.signal.name, key: stream.key, buffered: res.writableLength, ...extra },
         "live: client too slow, disconnected (it resumes from its last id)",
       );
       entry.close();
       res.destroy();
+    };
+    const tooSlow = (): boolean => {
+      if (!full()) return false;
+      disconnect({});
       return true;
+    };
+    const replayDrainMs = this.limits.replayDrainMs ?? REPLAY_DRAIN_MS;
+    const pace: ReplayPace = {
+      full,
+      paused: (resume) => {
+        if (done) return;
+        // The tape's reads go on for everyone else meanwhile; only this stream's replay waits.
+        drainTimer = setTimeout(() => {
+          onFlushed = undefined;
+          if (!done) disconnect({ replaying: true, waitedMs: replayDrainMs });
+        }, replayDrainMs);
+        drainTimer.unref();
+        const drained = (): void => {
+          clearTimeout(drainTimer);
+          drainTimer = undefined;
+          if (!done) resume();
+        };
+        if (unflushed === 0) setImmediate(drained);
+        else onFlushed = drained;
+      },
+      following: () => {
+        replaying = false;
+      },
     };
     try {
       unsubscribe = this.source.live(
@@ -265,9 +330,12 @@ export class SseHub implements StreamCount {
           ...(after === undefined ? {} : { after }),
         },
         (e) => {
-          if (done || tooSlow()) return;
-          res.write(frame(e));
+          // A replayed entry comes only while the buffer has room (the pace), so this cuts only
+          // a client that falls behind the tape as it is followed.
+          if (done || (!replaying && tooSlow())) return;
+          send(frame(e));
         },
+        pace,
       );
     } catch (e) {
       // The 200 is already sent: ending the stream makes the client reconnect after `retry`, and the

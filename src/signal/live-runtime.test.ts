@@ -6,7 +6,7 @@ import { createTimeTravel } from "../clock/time-travel.ts";
 import { createLogger } from "../log/logger.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
 import type { Store } from "../store/types.ts";
-import { LiveRuntime } from "./live-runtime.ts";
+import { LiveRuntime, type ReplayPace } from "./live-runtime.ts";
 import { signal, type LiveSignal, type SignalHandle } from "./signal.ts";
 
 /** Waits, re-checking every 10 ms, until `check` holds (a generous deadline: speed never decides). */
@@ -111,5 +111,88 @@ describe("LiveRuntime.stop", () => {
     expect(t.state.calls.get("pruneTape")).toBe(1);
     const left = await t.raw.readTape({ signal: b.name, key: "", after: 0, notBefore: 0, limit: 10 });
     expect(left.map((e) => e.id)).toEqual(["b1"]);
+  });
+});
+
+describe("LiveRuntime replay with a pace", () => {
+  /** A pace that takes `room` entries, then is full until the test resumes it. */
+  function pacedReader(room: number) {
+    const got: number[] = [];
+    const state = { taken: 0, resume: undefined as (() => void) | undefined, following: 0 };
+    const pace: ReplayPace = {
+      full: () => state.taken >= room,
+      paused: (resume) => {
+        state.resume = resume;
+      },
+      following: () => void state.following++,
+    };
+    const listener = (e: { payload: unknown }): void => {
+      state.taken++;
+      got.push((e.payload as { n: number }).n);
+    };
+    const resume = (): void => {
+      const r = state.resume;
+      state.resume = undefined;
+      state.taken = 0;
+      r?.();
+    };
+    return { got, state, pace, listener, resume };
+  }
+
+  async function setup() {
+    const store = createMemoryStore();
+    await store.open();
+    const feed = signal.live("rt.paced");
+    const rt = new LiveRuntime({
+      store,
+      clock: systemClock,
+      logger: createLogger({ format: "silent" }),
+      signals: new Map([[feed.name, feed]]),
+    });
+    const emit = (n: number) => rt.emit(feed, { n }, undefined, { flow: "test", runId: null });
+    return { store, feed, rt, emit };
+  }
+
+  it("a full reader waits without holding up the tape's other readers, then gets the rest in order, once", async () => {
+    const { store, feed, rt, emit } = await setup();
+    for (let n = 0; n < 10; n++) await emit(n);
+    const slow = pacedReader(3);
+    rt.live(feed, {}, slow.listener, slow.pace);
+    await until(() => slow.state.resume !== undefined, "the replay to pause");
+    expect(slow.got).toEqual([0, 1, 2]);
+
+    // Another reader replays and follows meanwhile; the paused one is not given what it follows.
+    const other: number[] = [];
+    rt.live(feed, { after: 0 }, (e) => void other.push((e.payload as { n: number }).n));
+    await until(() => other.length === 10, "the other reader's replay");
+    await emit(10);
+    await until(() => other.length === 11, "the other reader to follow");
+    expect(slow.got).toEqual([0, 1, 2]);
+    expect(slow.state.following).toBe(0);
+
+    for (let i = 0; i < 10 && slow.state.following === 0; i++) {
+      slow.resume();
+      await until(() => slow.state.resume !== undefined || slow.state.following === 1, "the next round");
+    }
+    expect(slow.state.following).toBe(1);
+    expect(slow.got).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    await emit(11);
+    await until(() => slow.got.length === 12, "the entry appended after the replay");
+    expect(slow.got.at(-1)).toBe(11);
+    await rt.stop();
+    await store.close();
+  });
+
+  it("stop ends a paused replay: the stop does not wait for it, and a late resume delivers nothing", async () => {
+    const { store, feed, rt, emit } = await setup();
+    for (let n = 0; n < 5; n++) await emit(n);
+    const slow = pacedReader(2);
+    rt.live(feed, {}, slow.listener, slow.pace);
+    await until(() => slow.state.resume !== undefined, "the replay to pause");
+    await rt.stop(); // no timeout: it must not wait on the paused reader
+    slow.resume();
+    await new Promise((r) => setImmediate(r));
+    expect(slow.got).toEqual([0, 1]);
+    await store.close();
   });
 });

@@ -33,6 +33,21 @@ export interface LiveOptionsRead {
 
 export type LiveListener<P> = (entry: LiveEntry<P>) => void;
 
+/**
+ * Backpressure on a reader's replay (an SSE stream's catch-up). Checked before each replayed entry:
+ * while `full()` the replay of that reader stops where it is — the tape's other readers and its
+ * follow go on, nothing waits on a slow client — and goes on once the reader calls `resume`.
+ * Following (entries as they are appended) is not paced: the reader bounds it itself.
+ */
+export interface ReplayPace {
+  /** True while the reader takes no more entries (its buffer is past its bound). */
+  full(): boolean;
+  /** The replay stopped because the reader was full: call `resume` once it can take more. */
+  paused(resume: () => void): void;
+  /** The replay is over (the reader was not full): entries now come as the tape is followed. */
+  following(): void;
+}
+
 export const retentionMs = (s: LiveSignal): number => parseDuration(s.retention ?? DEFAULT_LIVE_RETENTION);
 
 interface Reader {
@@ -40,6 +55,11 @@ interface Reader {
   live: boolean;
   closed: boolean;
   listener: LiveListener<unknown>;
+  pace: ReplayPace | undefined;
+  /** Waiting for its pace's resume: no replay round for it until then. */
+  paused: boolean;
+  /** The rest of the replay page it was paused in (at most one page: memory stays bounded). */
+  pending: TapeEntry[];
 }
 
 /**
@@ -99,6 +119,51 @@ class TapeFeed {
     }
   }
 
+  /**
+   * Replays (cursor, head] to one reader, page by page, until it is caught up — then it follows — or
+   * its pace says it is full: then it keeps the rest of the page and waits for its resume, holding
+   * up no one (the next round reads on from its cursor, up to the head of then).
+   */
+  private async replay(r: Reader, head: number): Promise<void> {
+    // Kept entries that expired while the reader was paused are not sent (retention holds on read).
+    const notBefore = this.rt.clock.now() - retentionMs(this.signal);
+    let page = r.pending.filter((e) => e.createdAt >= notBefore);
+    r.pending = [];
+    // A kept page was read up to an older head: only a page read now, short of a full one, says the
+    // reader is caught up to this round's head.
+    let caughtUp = false;
+    const pause = (rest: TapeEntry[]): void => {
+      r.pending = rest;
+      r.paused = true;
+      r.pace?.paused(() => {
+        if (r.closed || !r.paused) return;
+        r.paused = false;
+        this.wake();
+      });
+    };
+    for (;;) {
+      if (r.closed || this.rt.stopped) return;
+      if (page.length === 0) {
+        page = await this.read(r.cursor, head);
+        if (r.closed || this.rt.stopped) return;
+        caughtUp = page.length < PAGE;
+      }
+      for (let i = 0; i < page.length; i++) {
+        if (r.closed) return;
+        if (r.pace?.full() === true) return pause(page.slice(i));
+        this.deliver(r, page[i]!);
+      }
+      page = [];
+      if (caughtUp) break;
+    }
+    // Caught up; it follows only with room, else the slow-client bound of following would cut it
+    // for what the replay queued (the round after its resume finds nothing left and lets it follow).
+    if (r.pace?.full() === true) return pause([]);
+    r.cursor = Math.max(r.cursor, head);
+    r.live = true;
+    r.pace?.following();
+  }
+
   add(r: Reader): void {
     this.readers.add(r);
     this.wake();
@@ -132,17 +197,11 @@ class TapeFeed {
       this.head = await this.rt.store.tapeHead(this.signal.name, this.key);
     }
     const head = this.head;
-    // A new reader replays (cursor, head]; what was appended since is everyone's next read.
+    // A new reader replays (cursor, head]; what was appended since is everyone's next read. A paused
+    // reader is skipped: its resume wakes the feed again.
     for (const r of this.readers) {
-      if (r.live) continue;
-      for (;;) {
-        if (r.closed || this.rt.stopped) break;
-        const page = await this.read(r.cursor, head);
-        for (const e of page) this.deliver(r, e);
-        if (page.length < PAGE) break;
-      }
-      r.cursor = Math.max(r.cursor, head);
-      r.live = true;
+      if (r.live || r.paused) continue;
+      await this.replay(r, head);
     }
     for (;;) {
       if (this.rt.stopped) return;
@@ -275,8 +334,16 @@ export class LiveRuntime {
     }
   }
 
-  /** Replays the tape after a position, then follows it. Returns the unsubscribe. */
-  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
+  /**
+   * Replays the tape after a position, then follows it. Returns the unsubscribe. With a `pace` the
+   * replay waits while the reader is full (an SSE stream), without holding up the tape's other readers.
+   */
+  live<P>(
+    signal: LiveSignal<P>,
+    options: LiveOptionsRead,
+    listener: LiveListener<P>,
+    pace?: ReplayPace,
+  ): () => void {
     if (
       typeof signal !== "object" ||
       signal === null ||
@@ -306,11 +373,15 @@ export class LiveRuntime {
       live: false,
       closed: false,
       listener: listener as LiveListener<unknown>,
+      pace,
+      paused: false,
+      pending: [],
     };
     feed.add(reader);
     const f = feed;
     return () => {
       reader.closed = true;
+      reader.pending = [];
       f.readers.delete(reader);
       if (f.readers.size === 0 && this.feeds.get(name) === f) this.feeds.delete(name);
     };
