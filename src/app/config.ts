@@ -112,7 +112,10 @@ export interface OkeSettings {
   live?: {
     /** Open streams per instance; one more is answered 503 with Retry-After. Default 10 000. */
     maxConnections?: number;
-    /** Bytes queued for one client before it is disconnected as too slow (it resumes from its last id). Default 1 MiB. */
+    /**
+     * Bytes queued for one client. Following the tape, one past it is disconnected as too slow (it
+     * resumes from its last id); a resume's replay waits for it to drain instead (up to 30 s). Default 1 MiB.
+     */
     maxBufferBytes?: number;
     /** Period of the heartbeat comment on idle streams, in ms. Default 15 000. */
     heartbeatMs?: number;
