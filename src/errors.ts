@@ -150,10 +150,10 @@ export const errors = {
       message: `Once signal "${signal}" is bound to more than one Flow (${flows.join(", ")}).`,
       fix: "Use signal.broadcast if each flow should independently receive this event, or bind only one flow if these should compete for the same work.",
     }),
-  unnamedSignalFlow: (trigger: string) =>
+  unnamedSignalFlow: (trigger: string, where: string) =>
     new OkeError({
       code: "OKE1072",
-      message: `A signal flow on "${trigger}" has no name.`,
+      message: `A signal flow on "${trigger}" has no name (${where}).`,
       fix: 'Pass an explicit name — on(handle, flow("workers.email", { do })).',
     }),
   orphanEmit: (flow: string, signal: string) =>

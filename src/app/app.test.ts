@@ -58,7 +58,7 @@ describe("createApp: adopting modules", () => {
     const w = on(task, flow({ do: () => undefined }));
     expect(() =>
       createApp({ env: "test", modules: [{ path: "src/flows/workers/email.ts", exports: { w } }] }),
-    ).toThrow('A signal flow on "tasks.email" has no name.');
+    ).toThrow('A signal flow on "tasks.email" has no name (exported as src/flows/workers/email.ts#w).');
   });
 
   it("fails on duplicate routes, naming both flows", () => {

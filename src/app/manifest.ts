@@ -208,7 +208,8 @@ export function buildRegistry(input: ReadonlyArray<ModuleInput | Record<string, 
     if (existing) return existing;
     let name = f.name;
     if (name === undefined) {
-      if (required !== undefined) throw errors.unnamedSignalFlow(required);
+      if (required !== undefined)
+        throw errors.unnamedSignalFlow(required, at ? `exported as ${whereOf(at)}` : "a flow built in code");
       if (!at?.path && routePath !== undefined) {
         // Built in code with an explicit path: "/orders/:id/cancel" → "orders.id.cancel".
         name =
