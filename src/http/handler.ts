@@ -29,7 +29,12 @@ import type { SseHub } from "./sse.ts";
 import { outageOnce } from "../store/store-health.ts";
 import type { Store } from "../store/types.ts";
 import { isLiveStream } from "../signal/live-runtime.ts";
-import { BODY_METHODS, checkRequestInput, explainMissingBody } from "./request-input.ts";
+import {
+  BODY_METHODS,
+  checkRequestInput,
+  explainMissingBody,
+  explainMissingFields,
+} from "./request-input.ts";
 import {
   createIdempotency,
   DEFAULT_IDEMPOTENCY_WINDOW_MS,
@@ -367,7 +372,13 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     const named = runId !== undefined && durableFlows.has(route.flow) ? runId : undefined;
     t.runId = named;
     const failed = (e: unknown): Reply => {
-      const reply = failure(method, path, explainMissingBody(e, method, route, request), local, route.flow);
+      const explained = explainMissingFields(
+        explainMissingBody(e, method, route, request),
+        method,
+        route,
+        request,
+      );
+      const reply = failure(method, path, explained, local, route.flow);
       // The store is down: nothing can tell whether the run was created, and nobody asks it now.
       return named === undefined || storeOutage(e) ? reply : { ...reply, runId: named };
     };

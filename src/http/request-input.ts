@@ -44,6 +44,51 @@ export function explainMissingBody(
   });
 }
 
+/**
+ * The route's own schema refused fields the request does not carry at all (not in the path, the query
+ * or the body): the validator's words ("noteId: expected string, received undefined") say nothing of
+ * where to send them. The fix says so and, when the path gives parameters, that one of them may be the
+ * field under another name (`[id]/get.ts` beside `in: z.object({ noteId })`, a mistake tsc cannot see).
+ */
+export function explainMissingFields(
+  e: unknown,
+  method: string,
+  route: HttpRoute,
+  request: RouteRequest,
+): unknown {
+  // The route's own input check (fx/execute.ts checkInput), not a callee's, and not explained already.
+  if (!(e instanceof FlowInputError) || e.flow !== route.flow || e.fix !== undefined) return e;
+  if (!Array.isArray(e.details)) return e;
+  const params = Object.keys(request.params);
+  const given = new Set([...params, ...Object.keys(request.query), ...objectKeys(request.body)]);
+  const missing = [
+    ...new Set(
+      (e.details as Array<{ path?: unknown }>)
+        .map((i) => (typeof i.path === "string" ? i.path.split(".")[0]! : ""))
+        .filter((k) => k !== "" && !given.has(k)),
+    ),
+  ];
+  if (missing.length === 0) return e;
+  const names = (xs: readonly string[]): string => xs.map((x) => `"${x}"`).join(", ");
+  const where = BODY_METHODS.has(method) ? "the JSON body or the query string" : "the query string";
+  return new OkeError({
+    code: e.code,
+    status: e.status,
+    message: e.message,
+    fix:
+      `The request carries no ${names(missing)}` +
+      (params.length === 0
+        ? ""
+        : `; this route's path (${route.method} ${route.path}) gives ${names(params)}: if ${missing.length === 1 ? "it is" : "one of them is"} meant to be the same field, give them the same name (the file's [name] or :name, or the schema's field)`) +
+      `. Otherwise send ${missing.length === 1 ? "it" : "them"} in ${where}.`,
+    details: e.details,
+    cause: e,
+  });
+}
+
+const objectKeys = (v: unknown): string[] =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? Object.keys(v) : [];
+
 const show = (v: unknown): string => {
   const s = typeof v === "string" ? JSON.stringify(v) : (JSON.stringify(v) ?? String(v));
   return s.length > 60 ? `${s.slice(0, 60)}…` : s;
