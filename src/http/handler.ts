@@ -372,12 +372,18 @@ export function createHttpHandler(app: HttpApp, options: HttpHandlerOptions): Ht
     const named = runId !== undefined && durableFlows.has(route.flow) ? runId : undefined;
     t.runId = named;
     const failed = (e: unknown): Reply => {
-      const explained = explainMissingFields(
-        explainMissingBody(e, method, route, request),
-        method,
-        route,
-        request,
-      );
+      let explained: unknown = e;
+      try {
+        explained = explainMissingFields(
+          explainMissingBody(e, method, route, request),
+          method,
+          route,
+          request,
+        );
+      } catch (bug) {
+        // Only words added to a refusal: a fault in them must not leave the request unanswered.
+        app.logger.error({ err: bug }, "http: explaining a refused request failed; answering it as it was");
+      }
       const reply = failure(method, path, explained, local, route.flow);
       // The store is down: nothing can tell whether the run was created, and nobody asks it now.
       return named === undefined || storeOutage(e) ? reply : { ...reply, runId: named };
