@@ -7,6 +7,7 @@ import { processClock } from "../clock/process-clock.ts";
 import { createScheduleOperator } from "../clock/schedule-operator.ts";
 import { ScheduleRuntime } from "../clock/schedule-runtime.ts";
 import { startConsole, startHeartbeat, type ConsoleServer, type Heartbeat } from "../console/index.ts";
+import { warnStrandedWork } from "../console/stranded-work.ts";
 import { checkFleetEnv } from "./fleet-env.ts";
 import { DurableRuntime, durableConsumers, type WakeEarlyResult } from "../durable/durable-runtime.ts";
 import { RunRetention } from "../durable/run-retention.ts";
@@ -340,6 +341,11 @@ class OkeApp implements App, FxRuntime {
       this.stoppedDuringBoot("schedules started");
       this.schedulePrune();
     }
+    // A web instance resumes no run: listing its flows would hide runs no worker serves (oke status).
+    const serves = {
+      flows: this.consumes ? [...this.registry.flows.keys()] : [],
+      signals: this.signals.onceSignals,
+    };
     this.heartbeat = startHeartbeat({
       store: this.store,
       clock: this.clock,
@@ -347,9 +353,7 @@ class OkeApp implements App, FxRuntime {
       instanceId: this.instanceId,
       env: this.env,
       root: this.root,
-      // A web instance resumes no run: listing its flows would hide runs no worker serves (oke status).
-      flows: this.consumes ? [...this.registry.flows.keys()] : [],
-      signals: this.signals.onceSignals,
+      ...serves,
       role: this.role,
     });
     if (this.consumes) this.retention.start();
@@ -358,6 +362,15 @@ class OkeApp implements App, FxRuntime {
     // test that failed before its app.stop() hung the whole run).
     if (this.env !== "test") this.keepAlive = setInterval(() => undefined, 1 << 30);
     this.state = "ready";
+    // Dev only, once, after boot: a renamed durable flow or a removed worker reboots cleanly and its runs
+    // and messages wait unseen. Not in test, nor in prod: a fleet (roles, several apps on one store) has
+    // the Console and oke status for that. Never fails the boot: a store error is noted at debug.
+    if (this.env === "dev")
+      this.track(
+        warnStrandedWork(this, { id: this.instanceId, ...serves }).catch((err: unknown) =>
+          this.logger.debug({ err }, "okengine: could not check for stranded work"),
+        ),
+      );
   }
 
   /**

@@ -2,13 +2,10 @@
 import { ClockResourceNotFoundError, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AuditEntry } from "../store/console-types.ts";
 import { clockSignalName } from "../clock/schedule.ts";
-import { baseOf } from "../clock/schedule-runtime.ts";
-import { compiledSpec } from "../clock/schedule-spec.ts";
 import { holdFix } from "../durable/mismatch-log.ts";
 import { settleTerminatedMessage, TERMINATED, terminatedError } from "../durable/terminate.ts";
 import { leased, leaseLive } from "../store/wake-rules.ts";
 import { decodeAuditCursor, decodeCursor, decodeSeqCursor } from "../store/console-cursor.ts";
-import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import { broadcastQueue } from "../signal/broadcast-runtime.ts";
 import {
   entryName,
@@ -23,6 +20,13 @@ import { ALIVE_MS, roleOf } from "./heartbeat.ts";
 import type { ConsoleHost } from "./host.ts";
 import type { ReplayJobs } from "./replay-jobs.ts";
 import { sharedRead } from "./shared-read.ts";
+import {
+  BROADCAST_QUEUE_PREFIX,
+  STRANDED_CLOCK_FIX,
+  strandedClocks,
+  strandedRun,
+  strandedView,
+} from "./stranded-work.ts";
 import { runDetail, summary } from "./timeline.ts";
 
 export interface ApiRequest {
@@ -636,125 +640,10 @@ const runCounts = (host: ConsoleHost): ReturnType<ConsoleHost["store"]["runCount
   return read();
 };
 
-/** Run statuses that still need an instance with the run's flow. */
-const WAITING_RUNS: readonly RunStatus[] = ["running", "sleeping", "compensating"];
-/**
- * The overview's rule for runs, one run at a time: it still needs an instance with its flow (running,
- * sleeping or compensating), and no live instance has that flow.
- */
-const strandedRun = (run: { flow: string; status: RunStatus }, liveFlows: ReadonlySet<string>): boolean =>
-  WAITING_RUNS.includes(run.status) && !liveFlows.has(run.flow);
-
 /** What to do about a stranded run: the run detail's `strandedFix`, printed by `oke run`. */
 const strandedRunFix = (runId: string): string =>
   "It resumes where it stopped once an instance that has the flow runs (deploy it again). " +
   `If the flow was removed on purpose, end the run with oke terminate ${runId} (its undos do not run).`;
-
-/** Stranded flows whose earliest deadline the overview looks up (one indexed read each). */
-const STRANDED_DEADLINES = 20;
-
-/** Queues of broadcast copies (`~broadcast:<signal>:<flow>`): the janitor clears them, never stranded. */
-const BROADCAST_QUEUE_PREFIX = broadcastQueue("", "").slice(0, -1);
-
-/**
- * Work no live instance can do: runs of flows, pending messages of once signals, and due slots of
- * clocks, that no instance heard from in the last 30 s lists (a flow removed or renamed by a deploy, a
- * worker removed, only web instances left). Nobody claims them — every claim is filtered to the
- * claimer's own flows and pools, and only an instance that declares a clock fires it — so they wait,
- * untouched, until an instance that has them comes back.
- *
- * Both come from the store, not from this app's manifest: flows from the run counts the overview
- * reads anyway, signals from the store's backlog (every queue with pending or inflight messages), so
- * a signal removed from the code entirely — its worker and its declaration gone — is still seen.
- * Broadcast copies are left out: copies of a flow without live subscribers expire and the janitor
- * clears them (broadcast-runtime.ts).
- */
-async function strandedView(
-  host: ConsoleHost,
-  counts: Awaited<ReturnType<ConsoleHost["store"]["runCounts"]>>,
-  instances: ReadonlyArray<{ flows: readonly string[]; signals: readonly string[] }>,
-  schedules: readonly ScheduleRecord[],
-  now: number,
-) {
-  // No heartbeat at all (a Console run from a script, a fleet still booting): nothing can be told
-  // apart, and flagging every run and message would be noise.
-  if (instances.length === 0) return { checked: false, flows: [], signals: [], clocks: [] };
-  const liveFlows = new Set(instances.flatMap((i) => i.flows));
-  const liveSignals = new Set(instances.flatMap((i) => i.signals));
-  const byFlow = new Map<string, Partial<Record<RunStatus, number>>>();
-  for (const c of counts) {
-    if (c.count === 0 || !strandedRun(c, liveFlows)) continue;
-    const runs = byFlow.get(c.flow) ?? {};
-    runs[c.status] = (runs[c.status] ?? 0) + c.count;
-    byFlow.set(c.flow, runs);
-  }
-  const flows = [];
-  // One after the other: a burst of reads would take as many pool connections from the app.
-  for (const name of [...byFlow.keys()].sort())
-    flows.push({
-      name,
-      runs: byFlow.get(name)!,
-      // The earliest wake time or lease expiry among them: overdue since then when in the past.
-      dueAt: flows.length < STRANDED_DEADLINES ? await host.store.nextWakeAt({ flows: [name] }) : null,
-    });
-  const declared = new Set(host.manifest.signals.map((s) => s.name));
-  const stranded = [];
-  for (const b of await host.store.queueBacklog()) {
-    if (b.signal.startsWith(BROADCAST_QUEUE_PREFIX) || liveSignals.has(b.signal)) continue;
-    // Inflight messages count once their lease lapsed: until then a stopped instance may still settle them.
-    const lease = b.earliestLeaseExpiry;
-    const leaseLapsedAt = lease !== null && lease <= now ? lease : null;
-    if (b.pending === 0 && leaseLapsedAt === null) continue;
-    stranded.push({
-      name: b.signal,
-      pending: b.pending,
-      inflight: b.inflight,
-      leaseLapsedAt,
-      oldestPendingAgeMs:
-        b.oldestPendingCreatedAt === null ? null : Math.max(0, now - b.oldestPendingCreatedAt),
-      // false: the Console's app does not declare it (removed from the code, or only another app's):
-      // its messages can be read and its dead letters discarded here, not replayed.
-      declared: declared.has(b.signal),
-    });
-  }
-  return { checked: true, flows, signals: stranded, clocks: strandedClocks(schedules, liveSignals, now) };
-}
-
-/** What to do about a clock nothing fires: the same words on the page, in the API and in `oke status`. */
-const STRANDED_CLOCK_FIX =
-  "Deploy an instance whose code declares this clock: it fires the latest missed slot once at boot (missedRuns counts the others). " +
-  "If the clock was removed from the code on purpose, pause it: the next boot of the app marks it orphaned.";
-
-/**
- * Clocks that are active (neither paused nor orphaned), have a slot due, and that no live instance
- * declares: only an instance that declares a clock fires it, so once all of them are gone the clock
- * still reads `active` and nothing fires it until it is deployed again or a boot orphans it
- * (docs/clock.md). An instance declares clock `x` exactly when it runs a pool for its once signal
- * `clock:x`, which its heartbeat lists among its `signals`. One store read (the schedules) beside the
- * heartbeats the overview reads anyway; the due slot is the runtime's own spec arithmetic, one step
- * per clock (never the count of missed slots, which walks a frequent cron slot by slot).
- */
-function strandedClocks(schedules: readonly ScheduleRecord[], liveSignals: ReadonlySet<string>, now: number) {
-  const out = [];
-  for (const r of schedules) {
-    if (r.paused || r.orphaned || liveSignals.has(clockSignalName(r.name))) continue;
-    const spec = effectiveSpec(r);
-    // The first slot after the last fire (or the anchor): nothing has fired it when it is past.
-    const dueAt = compiledSpec(spec).next(baseOf(r));
-    if (dueAt === null || dueAt > now) continue;
-    out.push({
-      name: r.name,
-      flow: r.flow,
-      cron: spec.cron,
-      every: spec.every,
-      timezone: spec.timezone,
-      dueAt,
-      lastFiredAt: r.lastFiredAt,
-      fix: STRANDED_CLOCK_FIX,
-    });
-  }
-  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-}
 
 export const handlers: Record<string, ApiHandler> = {
   "GET /api/overview": async ({ host }) => {
