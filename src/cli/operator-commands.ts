@@ -161,6 +161,9 @@ interface Schedule {
   nextFireAt: number | null;
   lastFiredAt: number | null;
   lastError: { code: string; message: string } | null;
+  /** The last fire's delay after its slot, and the slots it skipped (absent from an older app). */
+  lagMs?: number | null;
+  missedRuns?: number;
   /** Active with a slot due, and no live instance declares it (absent from an older app). */
   stranded?: boolean;
   /** The stored declaration when another version's code set it (null, or absent from an older app). */
@@ -714,7 +717,7 @@ function formatSchedules(list: Schedule[]): string {
       s.cron !== null ? s.timezone : undefined,
       scheduleState(s),
       when(s.nextFireAt),
-      when(s.lastFiredAt),
+      lastFired(s),
       s.lastError ? short(`${s.lastError.code} ${s.lastError.message}`, 40) : undefined,
     ]),
   );
@@ -722,6 +725,20 @@ function formatSchedules(list: Schedule[]): string {
     isStr(s.declaredElsewhereNote) ? [`note: ${oneLine(s.name)}: ${oneLine(s.declaredElsewhereNote)}`] : [],
   );
   return notes.length === 0 ? out : `${out}\n\n${notes.join("\n")}`;
+}
+
+/**
+ * The last fire, and how it went when not on time: a fire a second or more after its slot (a catch-up
+ * after downtime, a busy fleet) says how late, and slots skipped before it (catch-up "one") how many.
+ */
+function lastFired(s: Schedule): string | undefined {
+  const at = when(s.lastFiredAt);
+  if (at === undefined) return undefined;
+  const how = [
+    typeof s.lagMs === "number" && s.lagMs >= 1_000 ? `${age(s.lagMs) ?? ""} after its slot` : undefined,
+    typeof s.missedRuns === "number" && s.missedRuns > 0 ? `${s.missedRuns} missed` : undefined,
+  ].filter((x) => x !== undefined);
+  return how.length === 0 ? at : `${at} (${how.join(", ")})`;
 }
 
 /** orphaned, paused, stranded (active, due, and no live instance declares it: see oke status) or active. */

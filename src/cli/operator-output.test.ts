@@ -62,6 +62,52 @@ describe("answers that are not a Console's, or not whole", () => {
     );
   });
 
+  it("oke schedules says how late the last fire came after its slot and how many slots it skipped, when it was not on time", async () => {
+    const base = {
+      flow: "ops.tick",
+      cron: null,
+      every: "1m",
+      timezone: "UTC",
+      overridden: false,
+      paused: false,
+      orphaned: false,
+      nextFireAt: Date.UTC(2026, 11, 5, 1, 26),
+      lastError: null,
+    };
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          schedules: [
+            // A catch-up after downtime: 37 s after its slot, five slots skipped.
+            {
+              ...base,
+              name: "late",
+              lastFiredAt: Date.UTC(2026, 11, 5, 1, 25, 37),
+              lagMs: 37_000,
+              missedRuns: 5,
+            },
+            // On time (a few ms late is on time).
+            { ...base, name: "ontime", lastFiredAt: Date.UTC(2026, 11, 5, 1, 25), lagMs: 12, missedRuns: 0 },
+            // An older app's answer: no lagMs, no missedRuns.
+            { ...base, name: "older", lastFiredAt: Date.UTC(2026, 11, 5, 1, 25) },
+          ],
+        }),
+      );
+    });
+    const r = await oke("schedules", "--url", url, "--token", TOKEN);
+    expect(r.code).toBe(0);
+    const lastFired = (name: string): string | undefined =>
+      r.stdout
+        .split("\n")
+        .find((l) => l.startsWith(`${name} `))
+        ?.trim()
+        .split(/ {2,}/)[6];
+    expect(lastFired("late")).toBe("2026-12-05 01:25:37Z (37s after its slot, 5 missed)");
+    expect(lastFired("ontime")).toBe("2026-12-05 01:25:00Z");
+    expect(lastFired("older")).toBe("2026-12-05 01:25:00Z");
+  });
+
   it("a connection dropped mid-body is exit 2 with a line, not a stack", async () => {
     const url = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
