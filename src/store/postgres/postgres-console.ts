@@ -20,6 +20,7 @@ import type {
 import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "../console-cursor.ts";
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
+import { migrations } from "./migrations/index.ts";
 import { type MessageRow, type RunRow, toRunRecord, toStoredMessage } from "./postgres-rows.ts";
 
 /** Every run status; a new status must be added here (the record makes the compiler say so). */
@@ -218,12 +219,19 @@ export async function throughput(
   return [...out.values()].sort((a, b) => (a.signal < b.signal ? -1 : 1));
 }
 
+/**
+ * The last migration this code knows: each heartbeat records it in the row's info (`storeMigration`,
+ * the driver's own note: listInstances leaves it out), so a newer version's boot can tell which live
+ * instances cannot run with its migrations (postgres-migrate.ts).
+ */
+const KNOWN_MIGRATION = migrations.at(-1)?.id ?? 0;
+
 export async function heartbeat(ctx: PgContext, info: InstanceInfo, now: number): Promise<void> {
   await q(
     ctx.pool,
     `INSERT INTO ${ctx.s}.instances (id, info, started_at, seen_at) VALUES ($1, $2, $3, $4)
      ON CONFLICT (id) DO UPDATE SET info = EXCLUDED.info, seen_at = EXCLUDED.seen_at`,
-    [info.id, JSON.stringify(info), info.startedAt, now],
+    [info.id, JSON.stringify({ ...info, storeMigration: KNOWN_MIGRATION }), info.startedAt, now],
   );
 }
 
@@ -233,7 +241,11 @@ export async function listInstances(ctx: PgContext, since: number): Promise<Inst
     `SELECT info, seen_at FROM ${ctx.s}.instances WHERE seen_at >= $1 ORDER BY started_at, id COLLATE "C"`,
     [since],
   );
-  return rows.map((r) => ({ ...r.info, seenAt: r.seen_at }));
+  // storeMigration is the driver's own note (see heartbeat), not part of what the app told.
+  return rows.map(({ info, seen_at }) => {
+    const { storeMigration: _, ...told } = info as InstanceInfo & { storeMigration?: number };
+    return { ...told, seenAt: seen_at };
+  });
 }
 
 export async function removeInstance(ctx: PgContext, id: string): Promise<void> {

@@ -36,6 +36,29 @@ export const postgresStoreErrors = {
         `after ${codeVersion} need it: they do not leave older code working), or point it at another schema.`,
       details: { schema, dbVersion, codeVersion, needs, ...(appliedBy === undefined ? {} : { appliedBy }) },
     }),
+  olderCodeLive: (
+    schema: string,
+    migration: number,
+    name: string,
+    needs: number,
+    older: ReadonlyArray<{ id: string; host: string; pid: number; okengine: string; knows: number }>,
+  ) =>
+    new OkeError({
+      code: "OKE1335",
+      message:
+        `Postgres schema ${schema}: migration ${migration} (${name}) needs code that knows migration ${needs}, ` +
+        `but ${older.length === 1 ? "a live instance runs" : `${older.length} live instances run`} older code: ` +
+        older
+          .slice(0, 5)
+          .map((i) => `${i.host} pid ${i.pid} (okengine ${i.okengine}, knows ${i.knows})`)
+          .join(", ") +
+        `${older.length > 5 ? `, and ${older.length - 5} more` : ""}. Nothing was migrated.`,
+      fix:
+        "This migration changes the schema in a way older code cannot run with, so it is not a rolling deploy: stop the " +
+        "instances running the older code first, then boot this version (an instance that stopped without a clean stop " +
+        "counts as live for 30 s after its last heartbeat). Until then they go on as they were.",
+      details: { schema, migration, needs, instances: older },
+    }),
   badSchemaName: (schema: string) =>
     new OkeError({
       code: "OKE1333",

@@ -91,6 +91,75 @@ describe("postgres migrations", () => {
     });
   });
 
+  it("a migration older live code cannot run with is not applied while that code runs (OKE1335); one it runs with is", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const last = migrations.at(-1)!.id;
+    // A live instance of the current code: its heartbeat records the last migration it knows.
+    const store = await openStore(schema);
+    const info = {
+      id: "i-live",
+      version: "1.0.0",
+      okengineVersion: "0.1.0",
+      host: "web-1",
+      pid: 4242,
+      env: "prod",
+      startedAt: Date.now(),
+      flows: [],
+      signals: [],
+      console: null,
+    };
+    await store.heartbeat(info, Date.now());
+    await store.close();
+    const { rows } = await pool().query<{ info: { storeMigration?: number } }>(
+      `SELECT info FROM ${s}.instances`,
+    );
+    expect(rows[0]!.info.storeMigration).toBe(last);
+
+    const kind = {
+      id: last + 1,
+      name: "kind",
+      sql: (q: string) => `CREATE TABLE ${q}.kind (x int)`,
+      runsWith: last,
+    };
+    const breaking = {
+      id: last + 2,
+      name: "breaking",
+      sql: (q: string) => `CREATE TABLE ${q}.breaking (x int)`,
+    };
+    // One it runs with goes ahead; in the same call a breaking one stops both, nothing applied.
+    const err = await migrate(pool(), schema, s, [...migrations, kind, breaking]).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: "OKE1335",
+      message:
+        `Postgres schema ${schema}: migration ${last + 2} (breaking) needs code that knows migration ${last + 2}, ` +
+        `but a live instance runs older code: web-1 pid 4242 (okengine 0.1.0, knows ${last}). Nothing was migrated.`,
+      details: {
+        migration: last + 2,
+        needs: last + 2,
+        instances: [expect.objectContaining({ id: "i-live", knows: last })],
+      },
+    });
+    expect((err as { fix: string }).fix).toMatch(
+      /^This migration changes the schema in a way older code cannot run with/,
+    );
+    const latest = async (): Promise<number> =>
+      (await pool().query<{ id: number }>(`SELECT max(id) AS id FROM ${s}.migrations`)).rows[0]!.id;
+    expect(await latest()).toBe(last);
+    expect(await migrate(pool(), schema, s, [...migrations, kind])).toEqual([last + 1]);
+
+    // An instance from before the field is taken to know the schema's latest migration.
+    await pool().query(`UPDATE ${s}.instances SET info = info - 'storeMigration'`);
+    await expect(migrate(pool(), schema, s, [...migrations, kind, breaking])).rejects.toMatchObject({
+      code: "OKE1335",
+      details: { instances: [expect.objectContaining({ knows: last + 1 })] },
+    });
+    // Its heartbeat lapsed (31 s ago): not live, and the migration goes ahead.
+    await pool().query(`UPDATE ${s}.instances SET seen_at = $1`, [Date.now() - 31_000]);
+    expect(await migrate(pool(), schema, s, [...migrations, kind, breaking])).toEqual([last + 2]);
+  });
+
   it("the refusal names the okengine version that applied the newest migration, recorded with each (a table made before the column gets it)", async () => {
     const schema = freshSchema("mig");
     schemas.push(schema);

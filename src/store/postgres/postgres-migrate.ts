@@ -28,6 +28,44 @@ export function migrationPermissionError(
   });
 }
 
+/** An instance counts as live this long after its last heartbeat (the Console's ALIVE_MS). */
+const LIVE_INSTANCE_MS = 30_000;
+
+/**
+ * A migration whose `runsWith` is above what a live instance's code knows would change the schema
+ * under that instance: its statements could fail, or do the wrong thing, mid-flight. Such a migration
+ * is not applied while one is live (OKE1335): the older instances keep running as they were, and the
+ * new code boots once they have stopped. Each heartbeat records the last migration its code knows
+ * (`storeMigration`); an instance from before that field is taken to know the schema's latest
+ * migration (a fleet all on one version, the usual case). Live: a heartbeat within 30 s, wall clock.
+ */
+async function refuseWhileOlderCodeRuns(
+  client: pg.PoolClient,
+  schemaName: string,
+  s: string,
+  pending: readonly Migration[],
+  latestDb: number,
+): Promise<void> {
+  const needs = Math.max(...pending.map((m) => m.runsWith ?? m.id));
+  const { rows } = await client.query<{ info: Record<string, unknown> }>(
+    `SELECT info FROM ${s}.instances WHERE seen_at >= $1 ORDER BY started_at, id COLLATE "C"`,
+    [Date.now() - LIVE_INSTANCE_MS],
+  );
+  const text = (v: unknown): string => (typeof v === "string" ? v : "?");
+  const older = rows
+    .map(({ info }) => ({
+      id: text(info.id),
+      host: text(info.host),
+      pid: typeof info.pid === "number" ? info.pid : 0,
+      okengine: text(info.okengineVersion),
+      knows: typeof info.storeMigration === "number" ? info.storeMigration : latestDb,
+    }))
+    .filter((i) => i.knows < needs);
+  if (older.length === 0) return;
+  const breaking = pending.find((m) => (m.runsWith ?? m.id) === needs)!;
+  throw postgresStoreErrors.olderCodeLive(schemaName, breaking.id, breaking.name, needs, older);
+}
+
 const isPermissionDenied = (e: unknown): e is Error =>
   e instanceof Error && (e as { code?: unknown }).code === "42501";
 
@@ -82,6 +120,7 @@ export async function migrate(
       table: boolean;
       runsWith: boolean;
       okengine: boolean;
+      instances: boolean;
     }>(
       `SELECT current_user AS role,
               EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS schema,
@@ -94,7 +133,9 @@ export async function migrate(
               EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
                        JOIN pg_namespace n ON n.oid = c.relnamespace
                        WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'okengine'
-                         AND NOT a.attisdropped) AS okengine`,
+                         AND NOT a.attisdropped) AS okengine,
+              EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relname = 'instances') AS instances`,
       [schemaName],
     );
     const state = found.rows[0]!;
@@ -143,6 +184,13 @@ export async function migrate(
       await client.query("COMMIT");
       return [];
     }
+    const pending = migrations.filter((m) => !done.has(m.id));
+    if (pending.length > 0 && state.instances)
+      await step(
+        `read ${schemaName}.instances`,
+        `SELECT on ${schemaName}.instances (an app's role has it: it heartbeats there)`,
+        () => refuseWhileOlderCodeRuns(client, schemaName, s, pending, latestDb),
+      );
     const applied: number[] = [];
     // Who applied a migration (bookkeeping like runs_with): added with the first migration this code
     // applies, which needs the same right; a boot with nothing to apply changes nothing.
