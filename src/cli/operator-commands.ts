@@ -280,8 +280,10 @@ const parseLimit = (v: string): number => {
 };
 const parseRate = (v: string): number => {
   const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0 || n > 10_000)
-    throw new InvalidArgumentError("expected messages per second, above 0 and at most 10000");
+  if (!Number.isFinite(n) || n < 1 / 3600 || n > 10_000)
+    throw new InvalidArgumentError(
+      "expected messages per second, at least 0.0003 (one an hour) and at most 10000",
+    );
   return n;
 };
 const parseStatus = (v: string): string => {

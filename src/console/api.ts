@@ -133,6 +133,8 @@ const cannotTerminate = (driver: string): OkeError =>
     code: "OKE1612",
     message: `console: the app's store (driver "${driver}") cannot terminate runs: it has no terminateRun`,
     status: 501,
+    // What the store can do, not an internal fault: said to the operator as it is.
+    expose: true,
   });
 
 /**
@@ -199,12 +201,17 @@ async function discardIn(
   };
 }
 
+/** The slowest paced replay: one message an hour. */
+const MIN_RATE = 1 / 3600;
+
 /** 501 OKE1614: a store without the optional discardPending (a third-party driver). */
 const cannotDiscardPending = (driver: string): OkeError =>
   new OkeError({
     code: "OKE1614",
     message: `console: the app's store (driver "${driver}") cannot discard pending messages: it has no discardPending`,
     status: 501,
+    // What the store can do, not an internal fault: said to the operator as it is.
+    expose: true,
   });
 
 /** The longest reason an operator may give for a terminate. */
@@ -773,8 +780,11 @@ export const handlers: Record<string, ApiHandler> = {
     const target = targetOf(b);
     const dryRun = flagOf(b, "dryRun");
     const rate = b.rate;
-    if (rate !== undefined && (typeof rate !== "number" || !(rate > 0) || rate > 10_000))
-      throw badRequest('"rate" must be a number of messages per second, above 0 and at most 10 000');
+    // At least one an hour: a rate of 1e-300 made a job that never sent a message and never ended.
+    if (rate !== undefined && (typeof rate !== "number" || !(rate >= MIN_RATE) || rate > 10_000))
+      throw badRequest(
+        '"rate" must be a number of messages per second, at least 1/3600 (one an hour) and at most 10 000',
+      );
     const picked = await pick(host, signal, target, dryRun || rate !== undefined);
     if (dryRun) {
       await audit({
@@ -833,7 +843,8 @@ export const handlers: Record<string, ApiHandler> = {
   "GET /api/runs": async ({ host }, { query }) => {
     // An empty filter field is no filter.
     const status = query.get("status") || undefined;
-    if (status !== undefined && !(status in RUN_STATUSES))
+    // Own keys only: `in` also finds "__proto__", "constructor", "toString" on every object.
+    if (status !== undefined && !Object.hasOwn(RUN_STATUSES, status))
       throw badRequest(`status must be one of ${Object.keys(RUN_STATUSES).join(", ")}, got "${status}"`);
     const held = query.get("held") || undefined;
     if (held !== undefined && held !== "true")

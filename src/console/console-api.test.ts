@@ -8,6 +8,7 @@ import { clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
+import { OkeError } from "../errors.ts";
 import { MISMATCH_FIX, UNKNOWN_FLOW_FIX, unknownFlowHold } from "../durable/mismatch-log.ts";
 import { spentSettlement } from "../signal/attempt-budget.ts";
 import { heldLimits, replayLimits } from "./api.ts";
@@ -465,7 +466,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect((await api("/api/signals/jobs.run")).body).toMatchObject({ dead: 0, delivered: 5 });
   });
 
-  it("replays at a fractional rate: 2.5 a second is 2 then 3; 0.5 a second is one every 2 s; refuses a rate that is not above 0", async () => {
+  it("replays at a fractional rate: 2.5 a second is 2 then 3; 0.5 a second is one every 2 s; refuses a rate below one an hour", async () => {
     const { app, api, time } = await start();
     const post = (body: unknown) =>
       api("/api/signals/jobs.run/replay", { method: "POST", body: JSON.stringify(body) });
@@ -504,7 +505,8 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     await until(async () => (await jobOf(slowId)).state === "done", "the second one at 2 s");
     expect((await jobOf(slowId)).replayed).toBe(2);
 
-    for (const rate of [0, -1, "2", 20_000]) {
+    // 1e-300 and 1e-7 (a job that would never end, or end in months): below one an hour.
+    for (const rate of [0, -1, "2", 20_000, 1e-300, 1e-7]) {
       const bad = await post({ all: true, rate });
       expect([rate, bad.status, bad.body.error?.code]).toEqual([rate, 400, "OKE1605"]);
     }
@@ -1377,6 +1379,40 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       body: JSON.stringify({ all: true }),
     });
     expect([unknown.status, unknown.body.error.code]).toEqual([404, "OKE1606"]);
+  });
+
+  it("a driver's 5xx meant for the log only (a path, SQL) is answered as OKE1600; the 501s about what the store can do are said as they are", async () => {
+    const { api } = await start({
+      store: (s) =>
+        new Proxy(s, {
+          get: (t, k) =>
+            k === "pageRuns"
+              ? () =>
+                  Promise.reject(
+                    new OkeError({
+                      code: "OKE1399",
+                      message: "driver failed at /srv/secret/store.db",
+                      status: 500,
+                    }),
+                  )
+              : Reflect.get(t, k),
+        }),
+    });
+    const res = await api("/api/runs");
+    expect(res.status).toBe(500);
+    expect(res.body.error).toEqual({
+      code: "OKE1600",
+      message: "console: internal error (the app's log has the cause)",
+    });
+    expect(JSON.stringify(res.body)).not.toContain("/srv/secret");
+  });
+
+  it("a run status that is an Object.prototype name is refused like any unknown status", async () => {
+    const { api } = await start();
+    for (const status of ["__proto__", "constructor", "toString"]) {
+      const res = await api(`/api/runs?status=${status}`);
+      expect([res.status, res.body.error?.code]).toEqual([400, "OKE1605"]);
+    }
   });
 
   it("discard-pending answers 501 OKE1614 when the app's store has no discardPending (a third-party driver)", async () => {

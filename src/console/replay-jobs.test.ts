@@ -87,3 +87,28 @@ describe("ReplayJobs.stopAll", () => {
     expect(ended.map((j) => j.state)).toEqual(["stopped"]);
   });
 });
+
+describe("ReplayJobs.list", () => {
+  it("keeps the newest 20 finished jobs even when a long job still runs at the head of the list", async () => {
+    const { host: h, time } = host();
+    const jobs = new ReplayJobs(h, () => undefined);
+    // One an hour over 1 000 messages: it runs for weeks and stays first in the list.
+    jobs.start(
+      "s",
+      Array.from({ length: 1_000 }, (_, i) => `slow${i}`),
+      1 / 3600,
+      "op",
+    );
+    for (let i = 0; i < 30; i++) {
+      jobs.start("s", [`m${i}`], 1, "op");
+      time.advance("1s");
+      await until(() => jobs.list().at(-1)!.state === "done", `job ${i} done`);
+    }
+    const list = jobs.list();
+    expect(list[0]).toMatchObject({ total: 1_000, state: "running" });
+    // Trimmed at each start to 20 finished; the last one started has finished since.
+    expect(list.filter((j) => j.state === "done")).toHaveLength(21);
+    expect(list).toHaveLength(22);
+    jobs.stopAll();
+  });
+});

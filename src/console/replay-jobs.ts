@@ -55,7 +55,14 @@ export class ReplayJobs {
       nextAt: null,
     };
     this.jobs.push(job);
-    while (this.jobs.length > KEEP_FINISHED && this.jobs[0]!.state !== "running") this.jobs.shift();
+    // The oldest finished jobs go past KEEP_FINISHED, wherever they stand: a long job still running at
+    // the head of the list no longer keeps every later finished one.
+    let finished = this.jobs.filter((j) => j.state !== "running").length;
+    for (let i = 0; finished > KEEP_FINISHED && i < this.jobs.length;)
+      if (this.jobs[i]!.state !== "running") {
+        this.jobs.splice(i, 1);
+        finished--;
+      } else i++;
     const periodMs = rate >= 1 ? TICK_MS : Math.ceil(TICK_MS / rate);
     const perPeriod = rate >= 1 ? rate : 1;
     let ticks = 0;

@@ -252,10 +252,16 @@ export async function startConsoleServer(
         else res.destroy();
         return;
       }
+      // A 5xx not meant for clients (expose false: a driver's message may carry a path or SQL) is
+      // answered as OKE1600; the error itself goes to the log below.
       const err =
-        e instanceof OkeError
+        e instanceof OkeError && e.expose
           ? e
-          : new OkeError({ code: "OKE1600", message: "console: internal error", cause: e });
+          : new OkeError({
+              code: "OKE1600",
+              message: "console: internal error (the app's log has the cause)",
+              cause: e,
+            });
       // The error, never the request body.
       host.logger.error(
         { err: e, method: req.method, path: req.url?.split("?")[0] },
