@@ -60,6 +60,8 @@ export class ConsoleAuth {
     tokens: Map<string, string>,
     readonly open: boolean,
     private readonly now: () => number = Date.now,
+    /** Where a lockout is said (once per address and window): failed sign-ins leave a trace. */
+    private readonly onLockout: (addr: string, failures: number) => void = () => undefined,
   ) {
     this.tokens = [...tokens].map(([label, secret]) => ({ label, digest: digest(secret) }));
   }
@@ -86,7 +88,7 @@ export class ConsoleAuth {
     const f = this.failures.get(addr);
     if (f === undefined || this.now() - f.since >= FAILURE_WINDOW_MS)
       this.failures.set(addr, { count: 1, since: this.now() });
-    else f.count++;
+    else if (++f.count === MAX_FAILURES) this.onLockout(addr, f.count);
     // Bounded: a flood of addresses cannot grow the map without limit.
     if (this.failures.size > 10_000) this.failures.delete(this.failures.keys().next().value!);
   }

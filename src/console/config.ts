@@ -98,6 +98,12 @@ export function decideConsole(
   // this deployment): the Console stays off rather than running open or half-locked.
   const tokens = new Map<string, string>();
   const problems: string[] = [];
+  // A token must travel in an Authorization header: visible ASCII only. Spaces around it are stripped
+  // by HTTP and other characters cannot be sent at all, so such a token worked on the page's sign-in
+  // and never as `oke --token` (a 401, or "cannot reach the Console").
+  const BEARER_SAFE = /^[\x21-\x7e]+$/;
+  const notBearerSafe =
+    "has a character a header cannot carry (a space, or one outside visible ASCII): `oke` could never send it";
   for (const [label, secret] of Object.entries(c.tokens ?? {}) as Array<[string, unknown]>) {
     if (secret === undefined || secret === null || secret === "")
       problems.push(`console token "${label}" is empty (is the variable it is read from set?)`);
@@ -105,12 +111,14 @@ export function decideConsole(
       problems.push(`console token "${label}" is a ${typeof secret}, not a string`);
     else if (secret.length < MIN_TOKEN_LENGTH)
       problems.push(`console token "${label}" is ${characters(secret.length)}, under ${MIN_TOKEN_LENGTH}`);
+    else if (!BEARER_SAFE.test(secret)) problems.push(`console token "${label}" ${notBearerSafe}`);
     else tokens.set(label, secret);
   }
   const envToken = vars.OKE_CONSOLE_TOKEN;
   if (envToken !== undefined && envToken !== "") {
     if (envToken.length < MIN_TOKEN_LENGTH)
       problems.push(`OKE_CONSOLE_TOKEN is ${characters(envToken.length)}, under ${MIN_TOKEN_LENGTH}`);
+    else if (!BEARER_SAFE.test(envToken)) problems.push(`OKE_CONSOLE_TOKEN ${notBearerSafe}`);
     else tokens.set(vars.OKE_CONSOLE_TOKEN_LABEL || "operator", envToken);
   }
   if (problems.length > 0)

@@ -1661,8 +1661,20 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(login.status).toBe(200);
     const cookie = login.headers.get("set-cookie")!;
     expect(cookie).toMatch(/HttpOnly; SameSite=Strict/);
+    expect(cookie).not.toMatch(/Secure/);
     const who = await fetch(`${url}/api/whoami`, { headers: { cookie: cookie.split(";")[0]! } });
     expect(await who.json()).toMatchObject({ label: "alice", open: false });
+    // Behind an https proxy (a chain of two names the client's scheme first): the cookie is Secure.
+    const proxied = await fetch(`${url}/api/login`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-oke-console": "1",
+        "x-forwarded-proto": "https, http",
+      },
+      body: JSON.stringify({ token: TOKEN }),
+    });
+    expect(proxied.headers.get("set-cookie")).toMatch(/; Secure/);
 
     let status = 0;
     for (let i = 0; i < 12 && status !== 429; i++)

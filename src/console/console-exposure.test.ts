@@ -311,6 +311,16 @@ describe("a misconfigured Console stays off and the app runs on", () => {
       run: false,
       message: expect.stringContaining("console.port is 70000, not a port number"),
     });
+    // A token an Authorization header cannot carry: spaces around it (HTTP strips them) or characters
+    // outside visible ASCII (Node refuses to send them). The page took them; oke never could.
+    expect(dev({ tokens: { pad: "  padded-token-0123456789  " } })).toMatchObject({
+      run: false,
+      message: expect.stringContaining(`console token "pad" has a character a header cannot carry`),
+    });
+    expect(dev({}, { OKE_CONSOLE_TOKEN: "ключ-секрет-0123456789" })).toMatchObject({
+      run: false,
+      message: expect.stringContaining("OKE_CONSOLE_TOKEN has a character a header cannot carry"),
+    });
     // In production, a token that is set but short is named, not reported as missing.
     expect(decideConsole({ console: { tokens: { alice: "x" } } }, "prod", {})).toMatchObject({
       run: false,

@@ -156,7 +156,12 @@ export async function startConsoleServer(
   open: boolean,
 ): Promise<ConsoleServer> {
   const page = await loadPage();
-  const auth = new ConsoleAuth(config.tokens, open);
+  const auth = new ConsoleAuth(config.tokens, open, Date.now, (addr, failures) =>
+    host.logger.warn(
+      { addr, failures },
+      `console: ${failures} failed sign-ins from ${addr} within a minute; its sign-ins are refused (429 OKE1604) until the minute is over`,
+    ),
+  );
   const jobs = new ReplayJobs(host, (job) => {
     host.logger.info(
       { job: job.id, signal: job.signal, replayed: job.replayed, state: job.state },
@@ -220,7 +225,11 @@ export async function startConsoleServer(
       const token = (body as { token?: unknown } | undefined)?.token;
       if (open) return send(res, 200, { label: "dev (open)", open: true });
       const { sid, label } = auth.login(req, token);
-      const secure = req.headers["x-forwarded-proto"] === "https";
+      // The client's scheme: the first of a proxy chain's list ("https, http").
+      const secure =
+        String(req.headers["x-forwarded-proto"] ?? "")
+          .split(",")[0]!
+          .trim() === "https";
       return send(res, 200, { label, open: false }, { "set-cookie": sessionCookie(sid, secure) });
     }
     if (route.kind === "logout") {
