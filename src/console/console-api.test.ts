@@ -1407,6 +1407,22 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(JSON.stringify(res.body)).not.toContain("/srv/secret");
   });
 
+  it("HEAD on an API path answers as its GET would, without a body; an unknown one is still a 404", async () => {
+    const { api, url } = await start();
+    const head = (path: string, token: string | null = TOKEN) =>
+      fetch(`${url}${path}`, {
+        method: "HEAD",
+        headers: token === null ? {} : { authorization: `Bearer ${token}` },
+      });
+    expect((await api("/api/overview")).status).toBe(200);
+    const ok = await head("/api/overview");
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(await ok.text()).toBe("");
+    expect((await head("/api/overview", null)).status).toBe(401);
+    expect((await head("/api/nope")).status).toBe(404);
+  });
+
   it("a run status that is an Object.prototype name is refused like any unknown status", async () => {
     const { api } = await start();
     for (const status of ["__proto__", "constructor", "toString"]) {

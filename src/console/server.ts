@@ -91,7 +91,8 @@ function send(
     "x-content-type-options": "nosniff",
     ...headers,
   });
-  res.end(text);
+  // HEAD: the GET's status and headers, no body (HTTP's rule; a monitor's probe asks this way).
+  res.end(res.req.method === "HEAD" ? undefined : text);
 }
 
 function sendError(res: ServerResponse, e: OkeError): void {
@@ -209,7 +210,7 @@ export async function startConsoleServer(
       res.end();
       return;
     }
-    const found = router.find(method as FindMyWay.HTTPMethod, url.pathname);
+    const found = router.find((method === "HEAD" ? "GET" : method) as FindMyWay.HTTPMethod, url.pathname);
     if (!found) {
       throw new OkeError({
         code: "OKE1606",
