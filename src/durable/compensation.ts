@@ -3,7 +3,8 @@ import { JournalLeaseBusy } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
 import { beginCompensationRetried, finishRetried } from "./journal-retry.ts";
 import type { DurableDeps, UndoList } from "./types.ts";
-import { errorRecord, type JournalSession, StepError } from "./session.ts";
+import type { JournalSession } from "./session.ts";
+import { journaledFailure, restoreFailure } from "./step-errors.ts";
 
 /**
  * Runs the registered undos (status `compensating` meanwhile, so a crash
@@ -22,8 +23,11 @@ export async function compensateAndFail(
   const runId = acquired.run.id;
   const resumed = acquired.run.status === "compensating";
   const stored = resumed ? acquired.run.error : undefined;
-  const failure = stored ?? errorRecord(error);
-  const finalError = stored ? new StepError(stored.code, stored.message) : error;
+  // The run keeps the error as the journal does (name, own fields, cause, an OkeError's status): a
+  // parent whose fx.call reads this run's end from the store (the child ended on another instance)
+  // rebuilds the same error its first attempt caught, and takes the same branch.
+  const failure = stored ?? journaledFailure(error);
+  const finalError = stored ? restoreFailure(stored) : error;
   try {
     if (!resumed && undos.length > 0) await beginCompensationRetried(deps, runId, owner, session, failure);
     await session.compensate(undos);

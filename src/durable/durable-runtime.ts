@@ -17,6 +17,7 @@ import { TERMINATED } from "./terminate.ts";
 import { MismatchLog, UNKNOWN_FLOW_RETRY_MS, unknownFlowHold } from "./mismatch-log.ts";
 import { driveRun, type DurableDeps, type UndoList } from "./runner.ts";
 import type { JournalSession } from "./session.ts";
+import { restoreFailure } from "./step-errors.ts";
 import { WakeScheduler } from "./wake-scheduler.ts";
 
 /** Orphan scan page size. */
@@ -1121,11 +1122,10 @@ function foreignRun(runId: string, flow: AnyFlow, run: RunRecord): OkeError {
 function outcomeOf(runId: string, flow: AnyFlow, run: RunRecord): InvokeResult | undefined {
   if (run.flow !== flow.name) throw foreignRun(runId, flow, run);
   if (run.status === "completed") return { kind: "returned", value: run.output };
+  // Rebuilt as the journal rebuilds a failure (the run keeps its detail since compensation.ts does):
+  // the same error the caller would have caught had it driven the child itself.
   if (run.status === "failed")
-    throw new OkeError({
-      code: run.error?.code ?? "Error",
-      message: run.error?.message ?? `run "${runId}" failed`,
-    });
+    throw restoreFailure(run.error ?? { code: "Error", message: `run "${runId}" failed` });
   if (run.status === "sleeping") return { kind: "parked", runId };
   return undefined;
 }
@@ -1137,7 +1137,11 @@ function outcomeOf(runId: string, flow: AnyFlow, run: RunRecord): InvokeResult |
  * its attempts.
  */
 function failedDelivery(run: RunRecord): DurableDelivery {
-  const failure = run.error ?? { code: "Error", message: "run failed" };
+  // The message's failure: code and message (the run's error may carry its journal detail too).
+  const failure =
+    run.error === undefined
+      ? { code: "Error", message: "run failed" }
+      : { code: run.error.code, message: run.error.message };
   // Ended by an operator too (terminate): every redelivery would only read the same failure.
   const final = failure.code === RECOVERIES_EXCEEDED || failure.code === TERMINATED;
   return { kind: "error", failure, ...(final ? { final: true } : {}) };

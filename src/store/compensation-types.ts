@@ -1,11 +1,12 @@
 /** Store contract for the `compensating` status: a failed run whose undos are running. */
+import type { RunError } from "./record-types.ts";
 
 export interface BeginCompensationRequest {
   runId: string;
   owner: string;
   now: number;
   /** The failure being compensated; kept as the run's error, and the one it ends `failed` with. */
-  error: { code: string; message: string };
+  error: RunError;
 }
 
 export interface CompensationStore {

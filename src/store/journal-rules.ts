@@ -9,6 +9,7 @@ import type {
   TerminateOutcome,
 } from "./types.ts";
 import type { BeginCompensationRequest } from "./compensation-types.ts";
+import type { RunError } from "./record-types.ts";
 import { leased, leaseLive, runState, type RunState, type RunStateOf } from "./wake-rules.ts";
 
 /**
@@ -39,14 +40,21 @@ export const parkState = (r: RunState, req: ParkRequest): RunState => ({
 
 /**
  * What finishing the run writes: its terminal status, lease given up, and its
- * error as `{ code, message }` only (the driver stores `req.output` as given).
+ * error as `{ code, message, detail? }` only (the driver stores `req.output` as given).
  */
 export const finishState = (
   r: RunState,
   req: FinishRequest,
-): { state: RunState; error: { code: string; message: string } | undefined } => ({
+): { state: RunState; error: RunError | undefined } => ({
   state: { ...runState(r), status: req.status, leaseOwner: null, leaseExpiresAt: null, updatedAt: req.now },
-  error: req.error === undefined ? undefined : { code: req.error.code, message: req.error.message },
+  error: req.error === undefined ? undefined : runError(req.error),
+});
+
+/** The run error a driver stores: code, message and (when given) detail, nothing else of the object. */
+export const runError = (e: RunError): RunError => ({
+  code: e.code,
+  message: e.message,
+  ...(e.detail === undefined ? {} : { detail: e.detail }),
 });
 
 /**
@@ -113,11 +121,11 @@ export const renewState = (r: RunState, req: { now: number; leaseMs: number }): 
 export function compensateState(
   r: RunStateOf,
   req: BeginCompensationRequest,
-): { state: RunState; error: { code: string; message: string } } {
+): { state: RunState; error: RunError } {
   if (r.status !== "running") throw new JournalLeaseBusy(r.id);
   return {
     state: { ...runState(r), status: "compensating", updatedAt: req.now },
-    error: { code: req.error.code, message: req.error.message },
+    error: runError(req.error),
   };
 }
 

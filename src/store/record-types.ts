@@ -47,6 +47,17 @@ export interface StoredMessage extends NewMessage {
 /** `compensating`: the run failed and its `undo`s are running; it ends `failed`. */
 export type RunStatus = "running" | "sleeping" | "compensating" | "completed" | "failed";
 
+/**
+ * A failed run's error: its code and message, and `detail` when the runtime gave one — the journal's
+ * form of the error (its name, own fields, cause, an OkeError's status), which rebuilds the error a
+ * caller catches. A driver stores it as given (JSON) and returns it as stored.
+ */
+export interface RunError {
+  code: string;
+  message: string;
+  detail?: unknown;
+}
+
 export interface RunRecord {
   id: string;
   flow: string;
@@ -54,8 +65,8 @@ export interface RunRecord {
   input: unknown;
   /** Return value once completed. */
   output?: unknown;
-  /** Error once failed. */
-  error?: { code: string; message: string };
+  /** Error once failed (and while compensating): see RunError. */
+  error?: RunError;
   parentRunId: string | null;
   leaseOwner: string | null;
   leaseExpiresAt: number | null;

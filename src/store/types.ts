@@ -22,6 +22,7 @@ import type {
   StoredMessage,
   RunStatus,
   RunRecord,
+  RunError,
   Unsubscribe,
 } from "./record-types.ts";
 
@@ -35,6 +36,7 @@ export type {
   StoredMessage,
   RunStatus,
   RunRecord,
+  RunError,
   RunHold,
   Unsubscribe,
 } from "./record-types.ts";
@@ -265,7 +267,7 @@ export interface FinishRequest {
   now: number;
   status: "completed" | "failed";
   output?: unknown;
-  error?: { code: string; message: string };
+  error?: RunError;
 }
 
 /**

@@ -263,7 +263,7 @@ describe.each(drivers)("durable flows on the $name driver", (driver) => {
     const [run] = await app.operator.runs({ status: "failed" });
     const journal = (await app.operator.run(run!.id))!.journal;
     expect(journal.map(entryName)).toEqual(["reserve", "charge", "ship", "undo:charge", "undo:reserve"]);
-    expect(run!.error).toEqual({ code: "Error", message: "no stock" });
+    expect(run!.error).toEqual({ code: "Error", message: "no stock", detail: { name: "Error" } });
   });
 
   it("fx.call of a durable sleeper returns undefined; the child wakes alone", async () => {

@@ -28,6 +28,7 @@ import {
   assertTakeable,
   compensateState,
   finishState,
+  runError,
   parkState,
   releaseState,
   holdOf,
@@ -210,7 +211,7 @@ export class MemoryJournal {
     const r = this.holder(req.runId, req.owner);
     const { state, error } = finishState(r, req);
     r.output = cloneJson(req.output);
-    r.error = error;
+    r.error = cloneJson(error);
     this.apply(r, state);
   }
 
@@ -218,7 +219,7 @@ export class MemoryJournal {
   beginCompensation(req: BeginCompensationRequest): void {
     const r = this.holder(req.runId, req.owner);
     const { state, error } = compensateState(r, req);
-    r.error = error;
+    r.error = cloneJson(error);
     this.apply(r, state);
   }
 
@@ -425,7 +426,7 @@ export class MemoryJournal {
         status: s.status,
         input: cloneJson(s.input),
         output: cloneJson(s.output),
-        error: s.error === undefined ? undefined : { code: s.error.code, message: s.error.message },
+        error: s.error === undefined ? undefined : cloneJson(runError(s.error)),
         parentRunId: s.parentRunId,
         leaseOwner: s.leaseOwner,
         leaseExpiresAt: s.leaseExpiresAt,

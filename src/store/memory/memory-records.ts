@@ -1,7 +1,7 @@
 /** The records the memory engine keeps for messages and runs. */
 import { cloneJson } from "./clone-json.ts";
 import { storedError } from "../journal-same.ts";
-import { shownHold, type KeptHold } from "../journal-rules.ts";
+import { runError, shownHold, type KeptHold } from "../journal-rules.ts";
 import type { HeapSlot } from "./min-heap.ts";
 import type {
   ClaimedMessage,
@@ -9,6 +9,7 @@ import type {
   JournalEntry,
   MessageStatus,
   NewMessage,
+  RunError,
   RunRecord,
   RunStatus,
   StoredMessage,
@@ -43,7 +44,7 @@ export interface RunRec extends HeapSlot {
   status: RunStatus;
   input: unknown;
   output: unknown;
-  error: { code: string; message: string } | undefined;
+  error: RunError | undefined;
   parentRunId: string | null;
   leaseOwner: string | null;
   leaseExpiresAt: number | null;
@@ -175,7 +176,7 @@ export function toRunRecord(r: RunRec): RunRecord {
     updatedAt: r.updatedAt,
   };
   if (r.output !== undefined) out.output = cloneJson(r.output);
-  if (r.error !== undefined) out.error = { code: r.error.code, message: r.error.message };
+  if (r.error !== undefined) out.error = cloneJson(runError(r.error));
   const held = shownHold(r.status, r.leaseOwner, r.hold);
   if (held !== undefined) out.held = held;
   return out;

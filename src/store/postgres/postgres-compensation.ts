@@ -1,4 +1,5 @@
 /** PostgreSQL side of CompensationStore: a fenced running → compensating. */
+import { runError } from "../journal-rules.ts";
 import type { BeginCompensationRequest } from "../compensation-types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { refusal } from "./postgres-runs.ts";
@@ -8,7 +9,7 @@ export async function beginCompensation(ctx: PgContext, req: BeginCompensationRe
     ctx.pool,
     `UPDATE ${ctx.s}.runs SET status = 'compensating', error = $4::jsonb, updated_at = $3
      WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
-    [req.runId, req.owner, req.now, JSON.stringify({ code: req.error.code, message: req.error.message })],
+    [req.runId, req.owner, req.now, JSON.stringify(runError(req.error))],
   );
   if (rowCount === 0) throw await refusal(ctx, req.runId, true);
 }

@@ -1,4 +1,5 @@
 /** Group commit for journal appends, finishes and starts of concurrent runs. */
+import { runError } from "../journal-rules.ts";
 import type { AcquiredRun, AppendRequest, FinishRequest, StartRun } from "../types.ts";
 import { type PgContext, preparedName, q } from "./postgres-context.ts";
 import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";
@@ -116,9 +117,7 @@ const finishes = groupCommit<FinishRequest, void>({
         reqs.map((r) => r.now),
         reqs.map((r) => r.status),
         reqs.map((r) => jsonParam(r.output)),
-        reqs.map((r) =>
-          r.error === undefined ? null : JSON.stringify({ code: r.error.code, message: r.error.message }),
-        ),
+        reqs.map((r) => (r.error === undefined ? null : JSON.stringify(runError(r.error)))),
       ],
       preparedName("finishN", sql),
     );

@@ -1,4 +1,5 @@
 /** Journal writes on postgres, each one fenced statement. */
+import { runError } from "../journal-rules.ts";
 import { entryName, type AppendRequest, type FinishRequest, type ParkRequest } from "../types.ts";
 import { type PgContext, preparedName, q, unique, wakePayload } from "./postgres-context.ts";
 import { enqueuedEvents, insertMessagesParams, insertMessagesSql } from "./postgres-enqueue.ts";
@@ -169,7 +170,7 @@ export async function finish(ctx: PgContext, req: FinishRequest): Promise<void> 
       req.now,
       req.status,
       jsonParam(req.output),
-      req.error === undefined ? null : JSON.stringify({ code: req.error.code, message: req.error.message }),
+      req.error === undefined ? null : JSON.stringify(runError(req.error)),
     ],
     preparedName("finish1", sql),
   );
