@@ -28,8 +28,9 @@ export const storableErrors = {
   journalTooLarge: (subject: string, bytes: number) =>
     new OkeError({
       code: "OKE1253",
-      message: `${subject}: value is ${bytes} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a journal entry may hold`,
-      fix: "Keep large content elsewhere and return a reference to it from the step.",
+      // The subject names what (a step's value, a call's result, a run's output): the limit is per value.
+      message: `${subject}: value is ${bytes} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a durable run may store per value`,
+      fix: "Keep large content elsewhere and return a reference to it (from the step, the call or the flow).",
     }),
   keyTooLong: (subject: string, bytes: number) =>
     new OkeError({

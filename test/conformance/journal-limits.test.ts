@@ -57,7 +57,7 @@ describe.each(drivers)("journaled values on the $name driver", (driver) => {
     [
       "big",
       "OKE1253",
-      `value is ${MAX_PAYLOAD_BYTES + 8} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a journal entry may hold`,
+      `value is ${MAX_PAYLOAD_BYTES + 8} bytes as JSON, more than the ${MAX_PAYLOAD_BYTES} a durable run may store per value`,
     ],
   ])(
     "a step returning %s fails the step with %s naming it; no value is journaled",
