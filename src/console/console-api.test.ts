@@ -512,6 +512,49 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     }
   });
 
+  it("stops a paced replay: nothing more is sent, what was replayed stays; audited; an unknown job is a 404", async () => {
+    const { app, api, time } = await start();
+    const jobOf = async (id: number) =>
+      (await api("/api/replays")).body.jobs.find((j: { id: number }) => j.id === id);
+    // Numbers no other driver's run of this case used: `delivered` is shared by the module.
+    const first = 1_000 + 10 * drivers.indexOf(driver);
+    for (let n = first; n < first + 3; n++) await app.emit(jobs, { n, fail: true });
+    await until(
+      async () => (await api("/api/signals/jobs.run/dead")).body.items.length === 3,
+      "three dead letters",
+    );
+    for (let n = first; n < first + 3; n++) delivered.push(-n);
+    const started = await api("/api/signals/jobs.run/replay", {
+      method: "POST",
+      body: JSON.stringify({ all: true, rate: 0.5 }),
+    });
+    const id: number = started.body.job.id;
+    await until(async () => (await jobOf(id)).replayed === 1, "the first one replayed");
+    const stop = (job: string | number) => api(`/api/replays/${job}/stop`, { method: "POST" });
+    const stopped = await stop(id);
+    expect(stopped.status).toBe(200);
+    expect(stopped.body).toMatchObject({
+      stopped: true,
+      job: { id, state: "stopped", replayed: 1, total: 3, nextAt: null },
+    });
+    time.advance("10s");
+    await app.idle();
+    expect(await jobOf(id)).toMatchObject({ state: "stopped", replayed: 1 });
+    expect((await api("/api/signals/jobs.run/dead")).body.items).toHaveLength(2);
+    // Stopping it again changes nothing and says so.
+    expect((await stop(id)).body).toMatchObject({ stopped: false, job: { state: "stopped" } });
+    for (const bad of [999, "abc"]) {
+      const res = await stop(bad);
+      expect([res.status, res.body.error?.code]).toEqual([404, "OKE1606"]);
+    }
+    const audit = (await api("/api/audit?limit=5")).body.items;
+    expect(audit[0]).toMatchObject({
+      action: "replay",
+      target: "signal:jobs.run",
+      detail: { job: id, stopped: true, replayed: 1, total: 3 },
+    });
+  });
+
   it("filters runs by sleep label in the query: matches from the first page, next cursors among them", async () => {
     const { app, api, time } = await start();
     await app.invoke(parent, { x: 1 });

@@ -111,6 +111,17 @@ export class ReplayJobs {
   }
 
   /**
+   * Stops one job (an operator's call): no batch goes out after this, one already sent still lands.
+   * Returns the job as it stands (a finished one unchanged), or undefined for an unknown id.
+   */
+  stop(id: number): ReplayJob | undefined {
+    const job = this.jobs.find((j) => j.id === id);
+    if (job === undefined) return undefined;
+    if (job.state === "running") this.finish(job, "stopped");
+    return { ...job };
+  }
+
+  /**
    * Stops every running job (Console shutdown); what was replayed stays replayed. A batch already
    * sent still lands (settled() waits for it), and none goes out after this.
    */
