@@ -405,6 +405,43 @@ describe.each(drivers)(
       expect((await app.api<Json>(`/api/messages/${poison}`)).status).toBe("dead");
       expect((await json("discard", "jobs.run", poison)).discarded).toEqual([poison]);
 
+      // A slow paced replay is listed by oke replays and ended by oke replays stop.
+      for (const n of [91, 92]) expect(await app.post("/emit", { n, fail: "always" })).toBe(200);
+      await until(
+        async () => (await app.api<Json>("/api/signals/jobs.run/dead")).items.length === 2,
+        "two poison messages dead",
+      );
+      const slow = await json("replay", "jobs.run", "--all", "--rate", "0.001");
+      const jobId = String(slow.job.id);
+      await until(
+        async () =>
+          (await app.api<Json>("/api/replays")).jobs.find((j: Json) => String(j.id) === jobId).replayed === 1,
+        "the first batch of the slow replay",
+      );
+      const listed = await run("replays");
+      expect(listed.stdout.split("\n")[0]).toMatch(
+        /^JOB\s+SIGNAL\s+RATE\/S\s+REPLAYED\s+SKIPPED\s+STATE\s+NEXT BATCH\s+BY$/,
+      );
+      expect(listed.stdout).toMatch(
+        new RegExp(`^\\s*${jobId}\\s+jobs\\.run\\s+0\\.001\\s+1 of 2\\s+0\\s+running\\s`, "m"),
+      );
+      const stopped = await run("replays", "stop", jobId);
+      expect([stopped.code, stopped.stdout]).toEqual([
+        0,
+        `stopped replay job ${jobId} of jobs.run: 1 of 2 replayed`,
+      ]);
+      expect((await run("replays", "stop", jobId)).stdout).toBe(
+        `replay job ${jobId} of jobs.run had already ended (stopped): 1 of 2 replayed`,
+      );
+      const unknown = await run("replays", "stop", "999999");
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('no replay job "999999"');
+      await until(
+        async () => (await app.api<Json>("/api/signals/jobs.run/dead")).items.length === 2,
+        "the replayed one dead again",
+      );
+      expect((await json("discard", "jobs.run", "--all")).count).toBe(2);
+
       // Every action above is in the audit log under the token's label.
       const audit = await app.api<Json>("/api/audit?limit=20");
       expect(audit.items.every((a: Json) => a.actor === "operator")).toBe(true);

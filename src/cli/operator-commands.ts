@@ -186,6 +186,22 @@ const isPage = (v: unknown, item: (x: Obj) => boolean): boolean =>
   isObj(v) && listOf(v.items, item) && (v.next === null || isStr(v.next));
 const isMessage = (m: Obj): boolean => isStr(m.id) && Array.isArray(m.failures);
 const isRun = (r: Obj): boolean => isStr(r.id) && isStr(r.flow) && isStr(r.status);
+/** A paced replay job as GET /api/replays lists it (docs/console.md). */
+interface ReplayJob {
+  id: number;
+  signal: string;
+  actor: string;
+  rate: number;
+  total: number;
+  replayed: number;
+  skipped: number;
+  state: string;
+  startedAt: number;
+  nextAt: number | null;
+}
+const isReplayJob = (j: Obj): boolean =>
+  isNum(j.id) && isStr(j.signal) && isNum(j.total) && isNum(j.replayed) && isStr(j.state);
+
 const isSchedule = (s: unknown): s is Schedule => isObj(s) && isStr(s.name) && isStr(s.flow);
 const shapes = {
   overview: ((v) =>
@@ -228,6 +244,12 @@ const shapes = {
     schedules: Schedule[];
   }>,
   schedule: isSchedule as Shape<Schedule>,
+  replays: ((v) => isObj(v) && listOf(v.jobs, isReplayJob)) as Shape<{ jobs: ReplayJob[] }>,
+  replayStop: ((v) =>
+    isObj(v) && isObj(v.job) && isReplayJob(v.job) && typeof v.stopped === "boolean") as Shape<{
+    job: ReplayJob;
+    stopped: boolean;
+  }>,
   /** A replay's or discard's answer: the ids done (or that would be), or a paced job. */
   acted: (key: string, dry: string) =>
     ((v) =>
@@ -743,6 +765,23 @@ function lastFired(s: Schedule): string | undefined {
   return how.length === 0 ? at : `${at} (${how.join(", ")})`;
 }
 
+function formatReplays(jobs: ReplayJob[]): string {
+  if (jobs.length === 0) return "no paced replays (oke replay <signal> --all --rate <n> starts one)";
+  return table(
+    ["JOB", "SIGNAL", "RATE/S", "REPLAYED", "SKIPPED", "STATE", "NEXT BATCH", "BY"],
+    jobs.map((j) => [
+      j.id,
+      j.signal,
+      j.rate,
+      `${j.replayed} of ${j.total}`,
+      j.skipped,
+      j.state,
+      when(j.nextAt),
+      j.actor,
+    ]),
+  );
+}
+
 /** orphaned, paused, stranded (active, due, and no live instance declares it: see oke status) or active. */
 const scheduleState = (s: Schedule): string =>
   s.orphaned ? "orphaned" : s.paused ? "paused" : s.stranded === true ? "stranded" : "active";
@@ -1195,6 +1234,33 @@ export function addOperatorCommands(program: Command): void {
         );
         if (res.message !== undefined) print(terminatedMessageLine(res.message));
       }
+    }),
+  );
+
+  const replays = withConsole(
+    program.command("replays").description("paced replays (replay --rate): list them; stop one"),
+  ).action(
+    act(async (c, flags: ConnFlags) => {
+      const res = await c.get("/api/replays", shapes.replays);
+      if (flags.json) printJson(res);
+      else print(formatReplays(res.jobs));
+    }),
+  );
+  withConsole(
+    replays
+      .command("stop")
+      .description("end a paced replay: nothing more is sent, what was replayed stays")
+      .argument("<job>", "the job's id (oke replays lists them)"),
+  ).action(
+    act(async (c, job: string, flags: ConnFlags) => {
+      const r = await c.post(`/api/replays/${enc(job)}/stop`, undefined, shapes.replayStop);
+      if (flags.json) printJson(r);
+      else
+        print(
+          r.stopped
+            ? `stopped replay job ${r.job.id} of ${r.job.signal}: ${r.job.replayed} of ${r.job.total} replayed`
+            : `replay job ${r.job.id} of ${r.job.signal} had already ended (${r.job.state}): ${r.job.replayed} of ${r.job.total} replayed`,
+        );
     }),
   );
 
