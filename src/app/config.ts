@@ -141,6 +141,14 @@ export interface OkeSettings {
     host?: string;
     /** Operator tokens by label (the label is who the audit log names). OKE_CONSOLE_TOKEN adds one labelled "operator". */
     tokens?: Record<string, string>;
+    /**
+     * How many reverse proxies in front of the Console to trust (their X-Forwarded-For and
+     * X-Forwarded-Host). With 1, the sign-in limit counts the address the proxy saw the client at (the
+     * last X-Forwarded-For entry), not the proxy's, and the page's actions are checked against
+     * X-Forwarded-Host. Default: OKE_CONSOLE_TRUST_PROXY, else 0 (the headers are ignored: a client
+     * can write them).
+     */
+    trustProxy?: number;
   };
   /** What this instance runs (docs/cli.md#web-and-worker-processes). */
   instance?: {
@@ -189,7 +197,7 @@ export const CONFIG_SECTIONS = {
   signals: { leaseMs: true, concurrency: true, prefetch: true, claimAtEmit: true, retentionMs: true },
   durable: { retentionMs: true, leaseMs: true, concurrency: true, maxRecoveries: true },
   live: { maxConnections: true, maxBufferBytes: true, heartbeatMs: true },
-  console: { port: true, host: true, tokens: true },
+  console: { port: true, host: true, tokens: true, trustProxy: true },
   instance: { role: true },
 } as const satisfies { [K in Section]: KeysOf<NonNullable<OkeSettings[K]>> };
 /** Top-level settings that are plain values, not sections. */

@@ -1,7 +1,7 @@
 // ConsoleAuth's failure limiter: ten failed sign-ins from one address lock it for the minute, and the lockout is said once.
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
-import { ConsoleAuth } from "./auth.ts";
+import { checkSameSite, clientAddress, ConsoleAuth } from "./auth.ts";
 
 const TOKEN = "right-token-0123456789";
 const req = (addr: string, token: string): IncomingMessage =>
@@ -39,5 +39,51 @@ describe("ConsoleAuth lockout", () => {
     expect(auth.authenticate(req("10.0.0.7", TOKEN))).toEqual({ label: "alice" });
     now += 60_000;
     expect(auth.authenticate(req("10.0.0.9", TOKEN))).toEqual({ label: "alice" });
+  });
+});
+
+describe("behind trusted proxies (console.trustProxy)", () => {
+  const via = (socket: string, headers: Record<string, string>): IncomingMessage =>
+    ({ socket: { remoteAddress: socket }, headers }) as unknown as IncomingMessage;
+
+  it("counts the address the trusted proxy saw, never the entries a client can write", () => {
+    const fwd = (xff: string) => via("10.0.0.1", { "x-forwarded-for": xff });
+    expect(clientAddress(fwd("203.0.113.7"), 0)).toBe("10.0.0.1");
+    expect(clientAddress(fwd("203.0.113.7"), 1)).toBe("203.0.113.7");
+    // A client writing its own X-Forwarded-For: the proxy appends what it saw, and only that counts.
+    expect(clientAddress(fwd("1.2.3.4, 203.0.113.7"), 1)).toBe("203.0.113.7");
+    // Two proxies: the farther one's entry.
+    expect(clientAddress(fwd("1.2.3.4, 203.0.113.7, 10.0.0.2"), 2)).toBe("203.0.113.7");
+    expect(clientAddress(via("10.0.0.1", {}), 1)).toBe("10.0.0.1");
+  });
+
+  it("ten bad tokens from one client behind the proxy lock that client out, not every operator", () => {
+    const auth = new ConsoleAuth(new Map([["alice", TOKEN]]), false, () => 1_000, undefined, 1);
+    const from = (client: string, token: string) =>
+      via("10.0.0.1", { "x-forwarded-for": client, authorization: `Bearer ${token}` });
+    for (let i = 0; i < 10; i++)
+      expect(codeOf(() => auth.authenticate(from("198.51.100.9", `bad-${i}`)))).toBe("OKE1602");
+    expect(codeOf(() => auth.authenticate(from("198.51.100.9", TOKEN)))).toBe("OKE1604");
+    expect(auth.authenticate(from("203.0.113.7", TOKEN))).toEqual({ label: "alice" });
+  });
+
+  it("checks a page's action against X-Forwarded-Host when the proxy rewrote Host", () => {
+    const post = (headers: Record<string, string>) =>
+      via("10.0.0.1", {
+        "x-oke-console": "1",
+        origin: "https://console.example.com",
+        host: "127.0.0.1:6533",
+        ...headers,
+      });
+    expect(codeOf(() => checkSameSite(post({}), false, 0))).toBe("OKE1603");
+    expect(codeOf(() => checkSameSite(post({ "x-forwarded-host": "console.example.com" }), false, 0))).toBe(
+      "OKE1603",
+    );
+    expect(
+      codeOf(() => checkSameSite(post({ "x-forwarded-host": "console.example.com" }), false, 1)),
+    ).toBeUndefined();
+    expect(codeOf(() => checkSameSite(post({ "x-forwarded-host": "evil.example" }), false, 1))).toBe(
+      "OKE1603",
+    );
   });
 });

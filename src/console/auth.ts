@@ -62,6 +62,8 @@ export class ConsoleAuth {
     private readonly now: () => number = Date.now,
     /** Where a lockout is said (once per address and window): failed sign-ins leave a trace. */
     private readonly onLockout: (addr: string, failures: number) => void = () => undefined,
+    /** Reverse proxies in front whose X-Forwarded-For counts (console.trustProxy). */
+    private readonly trustProxy = 0,
   ) {
     this.tokens = [...tokens].map(([label, secret]) => ({ label, digest: digest(secret) }));
   }
@@ -111,7 +113,7 @@ export class ConsoleAuth {
       this.checkHost(req);
       return { label: "dev (open)" };
     }
-    const addr = req.socket.remoteAddress ?? "?";
+    const addr = clientAddress(req, this.trustProxy);
     const auth = req.headers.authorization;
     if (auth !== undefined) {
       this.checkLimit(addr);
@@ -132,7 +134,7 @@ export class ConsoleAuth {
 
   /** Exchanges a token for a session id (the page's cookie). */
   login(req: IncomingMessage, token: unknown): { sid: string; label: string } {
-    const addr = req.socket.remoteAddress ?? "?";
+    const addr = clientAddress(req, this.trustProxy);
     this.checkLimit(addr);
     const label = typeof token === "string" ? this.match(token) : undefined;
     if (label === undefined) {
@@ -155,7 +157,7 @@ export class ConsoleAuth {
  * when a browser sends them. An open Console also wants the Origin's name to be loopback: a page
  * served under a rebound name is same-origin with itself, so matching Host alone proves nothing.
  */
-export function checkSameSite(req: IncomingMessage, open: boolean): void {
+export function checkSameSite(req: IncomingMessage, open: boolean, trustProxy = 0): void {
   if (req.headers[CSRF_HEADER] === undefined) throw consoleErrors.crossSite(`no ${CSRF_HEADER} header`);
   const site = req.headers["sec-fetch-site"];
   if (site !== undefined && site !== "same-origin" && site !== "none")
@@ -169,7 +171,9 @@ export function checkSameSite(req: IncomingMessage, open: boolean): void {
   } catch {
     throw consoleErrors.crossSite("malformed Origin");
   }
-  if (url.host !== req.headers.host) throw consoleErrors.crossSite(`Origin ${origin}`);
+  // Behind trusted proxies the page's origin is the name the proxy was asked for (X-Forwarded-Host),
+  // which a proxy that rewrites Host (nginx's default) no longer sends as Host.
+  if (url.host !== forwardedHost(req, trustProxy)) throw consoleErrors.crossSite(`Origin ${origin}`);
   if (open) {
     const name = hostName(url.host);
     if (name === undefined || !isLoopbackName(name)) throw consoleErrors.crossSite(`Origin ${origin}`);
@@ -180,6 +184,35 @@ export function checkSameSite(req: IncomingMessage, open: boolean): void {
  * The name in a Host header, without its port or IPv6 brackets; undefined when the header is
  * missing or not `name[:port]` / `[v6][:port]`.
  */
+/** One header's comma-separated list, trimmed (repeated headers joined). */
+const headerList = (v: string | string[] | undefined): string[] =>
+  (Array.isArray(v) ? v.join(",") : (v ?? ""))
+    .split(",")
+    .map((x) => x.trim())
+    .filter((x) => x !== "");
+
+/**
+ * The client's address: the connection's, or behind `trustProxy` proxies the X-Forwarded-For entry the
+ * farthest trusted one appended (each appends the address it saw). Entries further left are the
+ * client's to write, so they are never read; a list shorter than the proxies trusted gives its first.
+ */
+export function clientAddress(req: IncomingMessage, trustProxy: number): string {
+  const socket = req.socket.remoteAddress ?? "?";
+  if (trustProxy === 0) return socket;
+  const list = headerList(req.headers["x-forwarded-for"]);
+  if (list.length === 0) return socket;
+  return list[Math.max(0, list.length - trustProxy)]!;
+}
+
+/** The Host the client asked for: X-Forwarded-Host (its last value, the nearest proxy's) behind trusted proxies, else Host. */
+function forwardedHost(req: IncomingMessage, trustProxy: number): string | undefined {
+  if (trustProxy > 0) {
+    const fwd = headerList(req.headers["x-forwarded-host"]).at(-1);
+    if (fwd !== undefined) return fwd;
+  }
+  return req.headers.host;
+}
+
 export function hostName(host: string | undefined): string | undefined {
   if (host === undefined) return undefined;
   const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(host);

@@ -11,6 +11,8 @@ export interface ConsoleConfig {
   /** The port was set explicitly (config or OKE_CONSOLE_PORT): failing to bind it is an error, not a warning. */
   portExplicit: boolean;
   host: string;
+  /** Reverse proxies in front of the Console whose X-Forwarded-For / X-Forwarded-Host count (0: none). */
+  trustProxy: number;
   /** label → secret. Empty: the Console runs open (dev on loopback only). */
   tokens: Map<string, string>;
 }
@@ -93,6 +95,12 @@ export function decideConsole(
       `${portFrom}, not a port number (0–65535). Set it to a port, or to false (OKE_CONSOLE_PORT=off) to turn the Console off.`,
     );
   const host = c.host ?? vars.OKE_CONSOLE_HOST ?? "127.0.0.1";
+  const proxyVar = vars.OKE_CONSOLE_TRUST_PROXY;
+  const trustProxy = c.trustProxy ?? (proxyVar === undefined || proxyVar === "" ? 0 : Number(proxyVar));
+  if (!Number.isInteger(trustProxy) || trustProxy < 0 || trustProxy > 10)
+    return refused(
+      `${c.trustProxy !== undefined ? "console.trustProxy" : "OKE_CONSOLE_TRUST_PROXY"} is ${JSON.stringify(c.trustProxy ?? proxyVar)}, not a number of proxies (0–10). Set it to how many reverse proxies stand in front of the Console (1 for one nginx), or leave it unset.`,
+    );
 
   // A token that is empty or short is a secret that was meant and is missing (its variable unset in
   // this deployment): the Console stays off rather than running open or half-locked.
@@ -135,7 +143,7 @@ export function decideConsole(
         `it would listen on ${host} without a token. Set OKE_CONSOLE_TOKEN, or bind it to 127.0.0.1.`,
       );
   }
-  return { run: true, config: { port, portExplicit, host, tokens }, open: tokens.size === 0 };
+  return { run: true, config: { port, portExplicit, host, tokens, trustProxy }, open: tokens.size === 0 };
 }
 
 const characters = (n: number): string => `${n} character${n === 1 ? "" : "s"}`;

@@ -321,6 +321,19 @@ describe("a misconfigured Console stays off and the app runs on", () => {
       run: false,
       message: expect.stringContaining("OKE_CONSOLE_TOKEN has a character a header cannot carry"),
     });
+    // How many proxies to trust: a whole number, from config or OKE_CONSOLE_TRUST_PROXY.
+    expect(dev({ tokens: { alice: TOKEN }, trustProxy: -1 })).toMatchObject({
+      run: false,
+      message: expect.stringContaining("console.trustProxy is -1, not a number of proxies (0–10)"),
+    });
+    expect(dev({ tokens: { alice: TOKEN } }, { OKE_CONSOLE_TRUST_PROXY: "yes" })).toMatchObject({
+      run: false,
+      message: expect.stringContaining('OKE_CONSOLE_TRUST_PROXY is "yes", not a number of proxies'),
+    });
+    expect(dev({ tokens: { alice: TOKEN } }, { OKE_CONSOLE_TRUST_PROXY: "1" })).toMatchObject({
+      run: true,
+      config: { trustProxy: 1 },
+    });
     // In production, a token that is set but short is named, not reported as missing.
     expect(decideConsole({ console: { tokens: { alice: "x" } } }, "prod", {})).toMatchObject({
       run: false,

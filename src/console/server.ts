@@ -157,11 +157,16 @@ export async function startConsoleServer(
   open: boolean,
 ): Promise<ConsoleServer> {
   const page = await loadPage();
-  const auth = new ConsoleAuth(config.tokens, open, Date.now, (addr, failures) =>
-    host.logger.warn(
-      { addr, failures },
-      `console: ${failures} failed sign-ins from ${addr} within a minute; its sign-ins are refused (429 OKE1604) until the minute is over`,
-    ),
+  const auth = new ConsoleAuth(
+    config.tokens,
+    open,
+    Date.now,
+    (addr, failures) =>
+      host.logger.warn(
+        { addr, failures },
+        `console: ${failures} failed sign-ins from ${addr} within a minute; its sign-ins are refused (429 OKE1604) until the minute is over`,
+      ),
+    config.trustProxy,
   );
   const jobs = new ReplayJobs(host, (job) => {
     host.logger.info(
@@ -220,7 +225,7 @@ export async function startConsoleServer(
     }
     const route = found.store as Route;
     const mutating = method !== "GET" && method !== "HEAD";
-    if (mutating) checkSameSite(req, open);
+    if (mutating) checkSameSite(req, open, config.trustProxy);
     const body = mutating ? await readJson(req) : undefined;
     if (route.kind === "login") {
       const token = (body as { token?: unknown } | undefined)?.token;
