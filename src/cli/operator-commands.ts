@@ -663,7 +663,10 @@ function detailOf(t: TimelineItem): string | undefined {
 const unstoredRun = (id: string): string =>
   `flow invocation ${oneLine(id)} (no run stored: not durable, or pruned — no timeline)`;
 
-function formatRun(d: RunDetail): string {
+/** A timeline longer than this prints its head and tail only (`oke run --all` prints every entry). */
+const TIMELINE_SHOWN = { over: 100, head: 10, tail: 40 };
+
+function formatRun(d: RunDetail, all = false): string {
   const r = d.run;
   const out: string[] = [`run ${r.id}  flow ${r.flow}  ${runStatus(r)}`];
   out.push(`created ${when(r.createdAt)}  updated ${when(r.updatedAt)}  recoveries ${r.recoveries ?? 0}`);
@@ -691,14 +694,27 @@ function formatRun(d: RunDetail): string {
     out.push(`children: ${d.children.map((c) => `${c.id} (${c.flow}, ${runStatus(c)})`).join(", ")}`);
   out.push("");
   if (d.timeline.length === 0) out.push("no journal entries yet");
-  else
-    out.push(
-      table(
-        // tookMs is the time since the entry before (or the run's start): a step after a sleep shows the sleep.
-        ["SEQ", "KIND", "NAME", "AT", "SINCE PREV", "DETAIL"],
-        d.timeline.map((t) => [t.seq, t.kind, t.name, when(t.at), age(t.tookMs), detailOf(t)]),
-      ),
-    );
+  else {
+    // A run of thousands of steps printed thousands of lines: the start and the latest entries, the
+    // ones an operator reads, and a line saying how many are left out and how to see them.
+    const { over, head, tail } = TIMELINE_SHOWN;
+    const cut = !all && d.timeline.length > over;
+    const rows = (ts: TimelineItem[]) =>
+      ts.map((t) => [t.seq, t.kind, t.name, when(t.at), age(t.tookMs), detailOf(t)]);
+    const lines = table(
+      // tookMs is the time since the entry before (or the run's start): a step after a sleep shows the sleep.
+      ["SEQ", "KIND", "NAME", "AT", "SINCE PREV", "DETAIL"],
+      cut ? [...rows(d.timeline.slice(0, head)), ...rows(d.timeline.slice(-tail))] : rows(d.timeline),
+    ).split("\n");
+    // Between the head's rows and the tail's, after the header line; the columns stay aligned.
+    if (cut)
+      lines.splice(
+        1 + head,
+        0,
+        `… ${d.timeline.length - head - tail} entries left out (oke run ${shellWord(r.id)} --all, or --json) …`,
+      );
+    out.push(lines.join("\n"));
+  }
   return out.join("\n");
 }
 
@@ -1180,12 +1196,16 @@ export function addOperatorCommands(program: Command): void {
       .command("run")
       .alias("timeline")
       .description("one run: its journal as a timeline, its parent chain and children")
-      .argument("<runId>", "the run"),
+      .argument("<runId>", "the run")
+      .option(
+        "--all",
+        `every journal entry (over ${TIMELINE_SHOWN.over}, the first ${TIMELINE_SHOWN.head} and the last ${TIMELINE_SHOWN.tail} are printed)`,
+      ),
   ).action(
-    act(async (c, runId: string, flags: ConnFlags) => {
+    act(async (c, runId: string, flags: ConnFlags & { all?: boolean }) => {
       const d = await c.get(`/api/runs/${enc(runId)}`, shapes.run);
       if (flags.json) printJson(d);
-      else print(formatRun(d));
+      else print(formatRun(d, flags.all === true));
     }),
   );
 

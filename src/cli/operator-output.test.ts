@@ -108,6 +108,49 @@ describe("answers that are not a Console's, or not whole", () => {
     expect(lastFired("older")).toBe("2026-12-05 01:25:00Z");
   });
 
+  it("oke run of a run with hundreds of entries prints the first 10 and the last 40, and says how to see the rest; --all prints every one", async () => {
+    const timeline = Array.from({ length: 300 }, (_, i) => ({
+      seq: i,
+      kind: "step",
+      name: `s${i}`,
+      at: Date.UTC(2026, 11, 5) + i,
+      tookMs: 1,
+    }));
+    const run = {
+      id: "r_big",
+      flow: "batch.big",
+      status: "completed",
+      createdAt: Date.UTC(2026, 11, 5),
+      updatedAt: Date.UTC(2026, 11, 5),
+      wakeAt: null,
+      recoveries: 0,
+    };
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ run, timeline, sleepingOn: null, ancestors: [], children: [] }));
+    });
+    const names = (stdout: string): string[] =>
+      stdout
+        .split("\n")
+        .map((l) => /^\s*\d+\s+step\s+(s\d+)\s/.exec(l)?.[1])
+        .filter((x): x is string => x !== undefined);
+    const short = await oke("run", "r_big", "--url", url, "--token", TOKEN);
+    expect(short.code).toBe(0);
+    const shown = names(short.stdout);
+    expect(shown).toEqual([
+      ...Array.from({ length: 10 }, (_, i) => `s${i}`),
+      ...Array.from({ length: 40 }, (_, i) => `s${260 + i}`),
+    ]);
+    const lines = short.stdout.split("\n");
+    const gap = lines.findIndex((l) => l.startsWith("… "));
+    expect(lines[gap]).toBe("… 250 entries left out (oke run r_big --all, or --json) …");
+    expect(lines[gap - 1]).toMatch(/\ss9\s/);
+    expect(lines[gap + 1]).toMatch(/\ss260\s/);
+    const all = await oke("run", "r_big", "--all", "--url", url, "--token", TOKEN);
+    expect(names(all.stdout)).toHaveLength(300);
+    expect(all.stdout).not.toContain("entries left out");
+  });
+
   it("a connection dropped mid-body is exit 2 with a line, not a stack", async () => {
     const url = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
