@@ -10,6 +10,8 @@ import {
   type Shape,
 } from "./console-client.ts";
 import { recoveriesNote, type TimelineItem } from "../console/timeline.ts";
+import type { ReplayJob } from "../console/replay-jobs.ts";
+import { oneLine, plural, shellWord } from "../console/words.ts";
 import { holdFix, UNKNOWN_FLOW } from "../durable/mismatch-log.ts";
 import { deliveriesOf } from "../console/attempt-history.ts";
 import { age, short, table, when } from "./table.ts";
@@ -186,19 +188,6 @@ const isPage = (v: unknown, item: (x: Obj) => boolean): boolean =>
   isObj(v) && listOf(v.items, item) && (v.next === null || isStr(v.next));
 const isMessage = (m: Obj): boolean => isStr(m.id) && Array.isArray(m.failures);
 const isRun = (r: Obj): boolean => isStr(r.id) && isStr(r.flow) && isStr(r.status);
-/** A paced replay job as GET /api/replays lists it (docs/console.md). */
-interface ReplayJob {
-  id: number;
-  signal: string;
-  actor: string;
-  rate: number;
-  total: number;
-  replayed: number;
-  skipped: number;
-  state: string;
-  startedAt: number;
-  nextAt: number | null;
-}
 const isReplayJob = (j: Obj): boolean =>
   isNum(j.id) && isStr(j.signal) && isNum(j.total) && isNum(j.replayed) && isStr(j.state);
 
@@ -276,9 +265,6 @@ interface ActedAnswer {
   /** A discard's: the queue's messages that are not dead letters (absent from an older app). */
   backlog?: { pending: number; inflight: number; liveConsumer: boolean | null; declared: boolean };
 }
-
-/** A word as a POSIX shell reads it back: quoted unless it is plainly safe. */
-const shellWord = (w: string): string => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
 
 /**
  * The same command for the next page: every option the operator gave (--url when typed, never the
@@ -493,11 +479,6 @@ function rolesText(o: Overview): string {
   const parts = (["web", "worker", "all"] as const).filter((k) => (r[k] ?? 0) > 0).map((k) => `${r[k]} ${k}`);
   return ` (${parts.join(", ")})`;
 }
-
-/** A name from the store on one terminal line: no control characters. */
-const oneLine = (name: string): string =>
-  [...name].map((c) => (c < " " || c === "\u007f" ? " " : c)).join("");
-const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 
 /**
  * How many runs are held back (the overview lists the newest 20, and says when there are more), why

@@ -843,20 +843,18 @@ export const handlers: Record<string, ApiHandler> = {
   // A paced replay an operator wants ended: what was replayed stays replayed, nothing more is sent.
   "POST /api/replays/:id/stop": async ({ jobs, audit }, { params, actor }) => {
     const id = Number(params.id);
-    const running = Number.isSafeInteger(id)
-      ? jobs.list().find((j) => j.id === id)?.state === "running"
-      : false;
-    const job = Number.isSafeInteger(id) ? jobs.stop(id) : undefined;
-    if (job === undefined)
+    const out = Number.isSafeInteger(id) ? jobs.stop(id) : undefined;
+    if (out === undefined)
       throw notFound(`no replay job ${JSON.stringify(params.id ?? "")} (GET /api/replays lists them)`);
-    if (running)
+    const { job, stopped } = out;
+    if (stopped)
       await audit({
         actor,
         action: "replay",
         target: `signal:${job.signal}`,
         detail: { job: job.id, stopped: true, replayed: job.replayed, total: job.total },
       });
-    return { body: { job, stopped: running } };
+    return { body: { job, stopped } };
   },
 
   "GET /api/runs": async ({ host }, { query }) => {

@@ -112,13 +112,15 @@ export class ReplayJobs {
 
   /**
    * Stops one job (an operator's call): no batch goes out after this, one already sent still lands.
-   * Returns the job as it stands (a finished one unchanged), or undefined for an unknown id.
+   * Returns the job as it stands (a finished one unchanged) and whether this call stopped it, or
+   * undefined for an unknown id.
    */
-  stop(id: number): ReplayJob | undefined {
+  stop(id: number): { job: ReplayJob; stopped: boolean } | undefined {
     const job = this.jobs.find((j) => j.id === id);
     if (job === undefined) return undefined;
-    if (job.state === "running") this.finish(job, "stopped");
-    return { ...job };
+    const stopped = job.state === "running";
+    if (stopped) this.finish(job, "stopped");
+    return { job: { ...job }, stopped };
   }
 
   /**

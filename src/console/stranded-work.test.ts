@@ -1,15 +1,9 @@
 // The dev boot's stranded-work warnings: runs of a renamed flow and messages of a removed worker are named in the log.
-import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { createApp, flow, http, on, signal } from "../index.ts";
 import type { Store } from "../store/types.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
-
-function captured() {
-  const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
-  const logger = pino({ level: "debug" }, { write: (l: string) => lines.push(JSON.parse(l)) });
-  return { logger, lines };
-}
+import { recordingLogger } from "../../test/conformance/app-fixture.ts";
 
 const task = signal.once("tasks.mail");
 const worker = on(task, flow("workers.mail", { do: () => undefined }));
@@ -36,13 +30,18 @@ const renamed = on(
 /** A store holding one parked run of trials.start and one pending message on tasks.mail, its app stopped. */
 async function storeWithWork(): Promise<Store> {
   const store = createMemoryStore();
-  const app = createApp({ env: "test", modules: [{ trial }], store, logger: captured().logger });
+  const app = createApp({ env: "test", modules: [{ trial }], store, logger: recordingLogger().logger });
   await app.boot();
   await app.request("/trials/start", { method: "POST" });
   expect(await app.operator.runs({ status: "sleeping" })).toHaveLength(1);
   await app.stop();
   // Its worker never booted (an emit before boot only opens the store), so the message stays pending.
-  const emitter = createApp({ env: "test", modules: [{ task, worker }], store, logger: captured().logger });
+  const emitter = createApp({
+    env: "test",
+    modules: [{ task, worker }],
+    store,
+    logger: recordingLogger().logger,
+  });
   await emitter.emit(task, { to: "a@example.com" });
   await emitter.stop();
   expect((await store.stats("tasks.mail", 0)).pending).toBe(1);
@@ -55,11 +54,11 @@ async function warnsAtBoot(
   env: "dev" | "test",
   modules: Array<Record<string, unknown>>,
 ): Promise<string[]> {
-  const { logger, lines } = captured();
+  const { logger, records } = recordingLogger();
   const app = createApp({ env, modules, store, logger });
   await app.boot();
   await app.stop();
-  return lines.filter((l) => l.level === 40).map((l) => l.msg);
+  return records.filter((l) => l.level === 40).map((l) => String(l.msg));
 }
 
 const stranded = (msgs: string[]): string[] => msgs.filter((m) => m.includes("stranded"));
@@ -77,7 +76,7 @@ describe("stranded work at a dev boot", () => {
 
   it("counts every live instance: a flow another instance has is not stranded", async () => {
     const store = await storeWithWork();
-    const other = createApp({ env: "dev", modules: [{ trial }], store, logger: captured().logger });
+    const other = createApp({ env: "dev", modules: [{ trial }], store, logger: recordingLogger().logger });
     await other.boot();
     try {
       expect(stranded(await warnsAtBoot(store, "dev", [{ renamed }]))).toEqual([

@@ -7,6 +7,7 @@ import { effectiveSpec, type ScheduleRecord } from "../store/schedule-types.ts";
 import type { RunStatus } from "../store/types.ts";
 import { ALIVE_MS } from "./heartbeat.ts";
 import type { ConsoleHost } from "./host.ts";
+import { oneLine, plural, shellWord } from "./words.ts";
 
 /** Run statuses that still need an instance with the run's flow. */
 export const WAITING_RUNS: readonly RunStatus[] = ["running", "sleeping", "compensating"];
@@ -128,13 +129,6 @@ export function strandedClocks(
   }
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
-
-/** A name from the store on one log line: no control characters. */
-const oneLine = (name: string): string =>
-  [...name].map((c) => (c < " " || c === "\u007f" ? " " : c)).join("");
-/** A word as a POSIX shell reads it back, so the command in the line can be pasted: quoted unless plainly safe. */
-const shellWord = (w: string): string => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
-const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 
 /** The warn lines for what `strandedView` found: one per flow, signal and clock, each saying what to do. */
 export function strandedWarnings(
