@@ -1,7 +1,7 @@
-// ConsoleAuth's failure limiter: ten failed sign-ins from one address lock it for the minute, and the lockout is said once.
+// ConsoleAuth: the failed-sign-in limit, trusted proxies, and browser sessions (bounded, per-port cookie).
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
-import { checkSameSite, clientAddress, ConsoleAuth } from "./auth.ts";
+import { checkSameSite, clientAddress, ConsoleAuth, MAX_SESSIONS, sessionCookieName } from "./auth.ts";
 
 const TOKEN = "right-token-0123456789";
 const req = (addr: string, token: string): IncomingMessage =>
@@ -85,5 +85,52 @@ describe("behind trusted proxies (console.trustProxy)", () => {
     expect(codeOf(() => checkSameSite(post({ "x-forwarded-host": "evil.example" }), false, 1))).toBe(
       "OKE1603",
     );
+  });
+});
+
+describe("browser sessions", () => {
+  const noAddr = { socket: { remoteAddress: "127.0.0.1" }, headers: {} } as unknown as IncomingMessage;
+  const withCookie = (auth: ConsoleAuth, sid: string): IncomingMessage =>
+    ({
+      socket: { remoteAddress: "127.0.0.1" },
+      headers: { cookie: `other=1; ${auth.cookieName}=${sid}` },
+    }) as unknown as IncomingMessage;
+
+  it("keeps at most MAX_SESSIONS: signing in past it ends the oldest, the newest stay signed in", () => {
+    const auth = new ConsoleAuth(new Map([["alice", TOKEN]]), false, () => 1_000);
+    const sids = Array.from({ length: MAX_SESSIONS + 5 }, () => auth.login(noAddr, TOKEN).sid);
+    expect(auth.liveSessions).toBe(MAX_SESSIONS);
+    for (const sid of sids.slice(0, 5))
+      expect(codeOf(() => auth.authenticate(withCookie(auth, sid)))).toBe("OKE1601");
+    expect(auth.authenticate(withCookie(auth, sids[5]!))).toEqual({ label: "alice" });
+    expect(auth.authenticate(withCookie(auth, sids.at(-1)!))).toEqual({ label: "alice" });
+  });
+
+  it("drops expired sessions at the next sign-in even when their cookie never comes back", () => {
+    let now = 1_000;
+    const auth = new ConsoleAuth(new Map([["alice", TOKEN]]), false, () => now);
+    for (let i = 0; i < 50; i++) auth.login(noAddr, TOKEN);
+    now += 12 * 3_600_000 + 1;
+    const fresh = auth.login(noAddr, TOKEN).sid;
+    expect(auth.liveSessions).toBe(1);
+    expect(auth.authenticate(withCookie(auth, fresh))).toEqual({ label: "alice" });
+  });
+
+  it("names the cookie after the Console's port, so two Consoles on one host keep their own sessions", () => {
+    expect(sessionCookieName(6533)).toBe("oke_console_6533");
+    const a = new ConsoleAuth(new Map([["alice", TOKEN]]), false, () => 1_000);
+    const b = new ConsoleAuth(new Map([["alice", TOKEN]]), false, () => 1_000);
+    a.cookieName = sessionCookieName(6533);
+    b.cookieName = sessionCookieName(6543);
+    const sa = a.login(noAddr, TOKEN).sid;
+    const sb = b.login(noAddr, TOKEN).sid;
+    // The browser sends both cookies to both ports: each Console reads its own.
+    const both = {
+      socket: { remoteAddress: "127.0.0.1" },
+      headers: { cookie: `oke_console_6533=${sa}; oke_console_6543=${sb}` },
+    } as unknown as IncomingMessage;
+    expect(a.authenticate(both)).toEqual({ label: "alice" });
+    expect(b.authenticate(both)).toEqual({ label: "alice" });
+    expect(a.sessionCookie(sa, false)).toMatch(/^oke_console_6533=/);
   });
 });

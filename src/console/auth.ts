@@ -4,10 +4,21 @@ import type { IncomingMessage } from "node:http";
 import { OkeError } from "../errors.ts";
 import { isLoopbackName } from "./config.ts";
 
-export const SESSION_COOKIE = "oke_console";
+/**
+ * The session cookie's name on a Console port. Browsers keep cookies per host, not per port, so two
+ * apps' Consoles on one machine (localhost:6533 and localhost:6543) would overwrite each other's
+ * session under one name; a name per port keeps each signed in.
+ */
+export const sessionCookieName = (port: number): string => `oke_console_${port}`;
 /** Mutating calls must carry this header: a cross-site form or fetch cannot set it without a CORS preflight we never grant. */
 export const CSRF_HEADER = "x-oke-console";
 const SESSION_MS = 12 * 3_600_000;
+/**
+ * Live sessions kept at most; signing in past it ends the oldest. Sessions live in memory, and a
+ * script that signs in on every run (instead of sending its bearer token) would otherwise grow the
+ * map for twelve hours per sign-in.
+ */
+export const MAX_SESSIONS = 1_000;
 /** Failed logins allowed per client address per window, then 429 until the window ends. */
 const MAX_FAILURES = 10;
 const FAILURE_WINDOW_MS = 60_000;
@@ -54,6 +65,8 @@ export interface Actor {
 export class ConsoleAuth {
   private readonly tokens: Array<{ label: string; digest: Buffer }>;
   private readonly sessions = new Map<string, { label: string; expires: number }>();
+  /** The session cookie's name: per port (sessionCookieName), set once the server has its port. */
+  cookieName = "oke_console";
   private readonly failures = new Map<string, { count: number; since: number }>();
 
   constructor(
@@ -125,7 +138,7 @@ export class ConsoleAuth {
       }
       return { label };
     }
-    const sid = cookie(req, SESSION_COOKIE);
+    const sid = cookie(req, this.cookieName);
     const s = sid === undefined ? undefined : this.sessions.get(sid);
     if (s !== undefined && s.expires > this.now()) return { label: s.label };
     if (s !== undefined) this.sessions.delete(sid!);
@@ -142,13 +155,42 @@ export class ConsoleAuth {
       throw consoleErrors.badToken();
     }
     const sid = randomBytes(32).toString("base64url");
+    this.dropExpired();
+    // Oldest first: a Map iterates in insertion order, and every session lives equally long.
+    while (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     this.sessions.set(sid, { label, expires: this.now() + SESSION_MS });
     return { sid, label };
   }
 
+  /** Sessions signed in and not yet expired or ended. */
+  get liveSessions(): number {
+    this.dropExpired();
+    return this.sessions.size;
+  }
+
+  /** Expired sessions leave the map at the next sign-in even when their cookie never comes back. */
+  private dropExpired(): void {
+    const now = this.now();
+    // Insertion order is expiry order, so the scan stops at the first live one.
+    for (const [sid, s] of this.sessions) {
+      if (s.expires > now) break;
+      this.sessions.delete(sid);
+    }
+  }
+
   logout(req: IncomingMessage): void {
-    const sid = cookie(req, SESSION_COOKIE);
+    const sid = cookie(req, this.cookieName);
     if (sid !== undefined) this.sessions.delete(sid);
+  }
+
+  /** The Set-Cookie header of a new session. */
+  sessionCookie(sid: string, secure: boolean): string {
+    return `${this.cookieName}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_MS / 1000}${secure ? "; Secure" : ""}`;
+  }
+
+  /** The Set-Cookie header that ends the session in the browser. */
+  clearedCookie(): string {
+    return `${this.cookieName}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`;
   }
 }
 
@@ -226,7 +268,3 @@ function cookie(req: IncomingMessage, name: string): string | undefined {
   }
   return undefined;
 }
-
-export const sessionCookie = (sid: string, secure: boolean): string =>
-  `${SESSION_COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_MS / 1000}${secure ? "; Secure" : ""}`;
-export const clearedCookie = `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`;

@@ -1711,7 +1711,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect((await api("/api/signals/nope/dead")).status).toBe(404);
     expect((await api("/api/runs?status=zzz")).status).toBe(400);
 
-    // Browser sign-in: a session cookie, HttpOnly and SameSite=Strict.
+    // Browser sign-in: a session cookie named after the Console's port, HttpOnly and SameSite=Strict.
     const login = await fetch(`${url}/api/login`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-oke-console": "1" },
@@ -1720,6 +1720,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(login.status).toBe(200);
     const cookie = login.headers.get("set-cookie")!;
     expect(cookie).toMatch(/HttpOnly; SameSite=Strict/);
+    expect(cookie.startsWith(`oke_console_${new URL(url).port}=`)).toBe(true);
     expect(cookie).not.toMatch(/Secure/);
     const who = await fetch(`${url}/api/whoami`, { headers: { cookie: cookie.split(";")[0]! } });
     expect(await who.json()).toMatchObject({ label: "alice", open: false });

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import FindMyWay from "find-my-way";
 import { OkeError } from "../errors.ts";
 import { handlers, type ApiDeps } from "./api.ts";
-import { checkSameSite, clearedCookie, ConsoleAuth, sessionCookie } from "./auth.ts";
+import { checkSameSite, ConsoleAuth, sessionCookieName } from "./auth.ts";
 import type { ConsoleConfig } from "./config.ts";
 import type { ConsoleHost } from "./host.ts";
 import { ReplayJobs } from "./replay-jobs.ts";
@@ -236,11 +236,11 @@ export async function startConsoleServer(
         String(req.headers["x-forwarded-proto"] ?? "")
           .split(",")[0]!
           .trim() === "https";
-      return send(res, 200, { label, open: false }, { "set-cookie": sessionCookie(sid, secure) });
+      return send(res, 200, { label, open: false }, { "set-cookie": auth.sessionCookie(sid, secure) });
     }
     if (route.kind === "logout") {
       auth.logout(req);
-      return send(res, 200, { ok: true }, { "set-cookie": clearedCookie });
+      return send(res, 200, { ok: true }, { "set-cookie": auth.clearedCookie() });
     }
     const actor = auth.authenticate(req);
     if (route.kind === "whoami") return send(res, 200, { label: actor.label, open, env: host.env });
@@ -295,6 +295,7 @@ export async function startConsoleServer(
   });
   server.on("error", (e) => host.logger.error({ err: e }, "console: server error"));
   const port = (server.address() as AddressInfo).port;
+  auth.cookieName = sessionCookieName(port);
   const shownHost = config.host.includes(":") ? `[${config.host}]` : config.host;
   let closed: Promise<void> | undefined;
   return {
