@@ -130,7 +130,7 @@ describe("the Console page on a 375 px phone", () => {
     // "Replay all", cancelled in the confirm: the line no longer says what an earlier click did.
     cp.answer = false;
     const asked = cp.dialogs.length;
-    await page.getByRole("button", { name: "Replay all" }).click();
+    await page.getByRole("button", { name: "Replay all", exact: true }).click();
     await expect.poll(() => cp.dialogs.length, LONG).toBe(asked + 1);
     expect(cp.dialogs.at(-1)).toBe("Replay all 2 dead letter(s) of jobs.run?");
     await expect.poll(() => statusLine().textContent(), LONG).toBe("");

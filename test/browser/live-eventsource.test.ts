@@ -105,5 +105,6 @@ describe("EventSource in headless Chromium", () => {
     // The stream did drop at the restart (so the resume above was a reconnect, not luck).
     expect(await page.evaluate("window.errors")).toBeGreaterThan(0);
     await page.close();
-  });
+    // Three instance starts (tsx) and a browser reconnect: more than the default 30 s on a loaded machine.
+  }, 90_000);
 });

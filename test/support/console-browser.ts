@@ -1,4 +1,4 @@
-// The Console page in headless Chromium for the browser tests: a signed-in page that records page errors, CSP violations and the dialogs it answered.
+// The Console page in headless Chromium for the browser tests: a signed-in page that records page errors, CSP violations and the dialogs (confirm, prompt) it answered.
 import type { Browser, Page } from "playwright-core";
 import { expect } from "vitest";
 import { launchChromium } from "./chromium.ts";
@@ -26,6 +26,8 @@ export interface ConsolePage {
   dialogs: string[];
   /** What the next confirm() gets: true accepts it, false cancels. */
   answer: boolean;
+  /** What the next prompt() gets: the text typed, or null to cancel it. */
+  typed: string | null;
   /** Goes to `#/…` and waits for that address's view (not the previous one) and its heading. */
   open(hash: string, heading: string | RegExp): Promise<void>;
   /** Closes the browser. */
@@ -50,6 +52,7 @@ export async function openConsolePage(
     cspViolations: [],
     dialogs: [],
     answer: true,
+    typed: null,
     async open(hash, heading) {
       await opened.page.goto(`${url}/${hash}`);
       await opened.page.locator("main h1", { hasText: heading }).waitFor(LONG);
@@ -74,7 +77,8 @@ export async function openConsolePage(
   page.on("pageerror", (e) => opened.pageErrors.push(e.message));
   page.on("dialog", (d) => {
     opened.dialogs.push(d.message());
-    void (opened.answer ? d.accept() : d.dismiss());
+    if (d.type() === "prompt") void (opened.typed === null ? d.dismiss() : d.accept(opened.typed));
+    else void (opened.answer ? d.accept() : d.dismiss());
   });
   await page.goto(url + "/");
   await page.getByLabel("Operator token").fill(token);

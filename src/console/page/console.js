@@ -343,8 +343,75 @@ function rolesText(roles) {
   return ` (${parts.join(", ")})`;
 }
 
+/** "1 000", "0.5": a rate or count as the page writes numbers. */
+const num = (n) => n.toLocaleString("en-US", { maximumFractionDigits: 4 });
+
+/**
+ * Paced replays (a replay with a rate): progress, and Stop for one still running. What was replayed
+ * stays replayed; Stop only ends the sending. `signal` set: that signal's jobs only, without the column.
+ */
+function replaysPanel(jobs, signal) {
+  const shown = signal === undefined ? jobs : jobs.filter((j) => j.signal === signal);
+  if (shown.length === 0) return null;
+  const stop = (j) =>
+    action(`Stop replay ${j.id}`, async () => {
+      if (!window.confirm(`Stop paced replay ${j.id} of ${j.signal}? Those replayed so far stay replayed.`))
+        return null;
+      const out = await post(`/api/replays/${enc(j.id)}/stop`, {});
+      const r = out.job;
+      return out.stopped
+        ? `Stopped paced replay ${r.id} of ${r.signal}: ${num(r.replayed)} of ${num(r.total)} replayed.`
+        : `Paced replay ${r.id} of ${r.signal} had already ended (${r.state}).`;
+    });
+  return [
+    h("h2", { id: "paced-replays" }, "Paced replays"),
+    table(
+      [
+        "Job",
+        ...(signal === undefined ? ["Signal"] : []),
+        "Progress",
+        "Rate",
+        "State",
+        "Next batch",
+        "By",
+        "",
+      ],
+      shown.map((j) =>
+        row(
+          `replay ${j.id}`,
+          h("td", { class: "num" }, j.id),
+          signal === undefined
+            ? h("td", {}, link(`#/signal/${enc(j.signal)}`, j.signal, `signal ${j.signal}`))
+            : null,
+          h(
+            "td",
+            {},
+            `${num(j.replayed)} of ${num(j.total)} replayed`,
+            j.skipped > 0 ? ` (${num(j.skipped)} skipped: no longer dead)` : "",
+          ),
+          h("td", {}, j.rate >= 1 ? `${num(j.rate)}/s` : `one every ${num(1 / j.rate)} s`),
+          h("td", { class: j.state === "failed" ? "bad" : "" }, j.state, j.error ? `: ${j.error}` : ""),
+          when(j.nextAt),
+          h("td", {}, j.actor),
+          h(
+            "td",
+            {},
+            j.state === "running"
+              ? h(
+                  "button",
+                  { type: "button", class: "danger", onclick: stop(j), "aria-label": `stop replay ${j.id}` },
+                  "Stop",
+                )
+              : "",
+          ),
+        ),
+      ),
+    ),
+  ];
+}
+
 async function overview() {
-  const o = await api("/api/overview");
+  const [o, replays] = await Promise.all([api("/api/overview"), api("/api/replays")]);
   const audit = Array.isArray(o.audit) ? o.audit : (await api("/api/audit?limit=10")).items;
   return h(
     "div",
@@ -410,6 +477,7 @@ async function overview() {
       // On a phone the counts come right after the name; the kind of delivery is the one left out.
       [1],
     ),
+    replaysPanel(replays.jobs),
     h("h2", {}, "Flows"),
     table(
       ["Flow", "Triggers", "Durable", "Runs"],
@@ -539,9 +607,12 @@ async function signalView(name, params) {
   // A copies queue holds no dead letters (broadcast never dead-letters): its delivered copies show first.
   const copies = s.delivery === "copies";
   const status = params.get("status") ?? (copies ? "delivered" : "dead");
-  const page = await api(
-    `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
-  );
+  const [page, replays] = await Promise.all([
+    api(
+      `/api/signals/${enc(name)}/messages?status=${enc(status)}&limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`,
+    ),
+    api("/api/replays"),
+  ]);
   const picks = () => [...main.querySelectorAll("input[name=pick]:checked")];
   const pickable = status === "dead" || (status === "pending" && !copies);
   // verb: replay, discard (dead letters) or discard-pending (the pending tab's messages).
@@ -574,6 +645,29 @@ async function signalView(name, params) {
       for (const box of picks()) box.checked = false;
       return `${verb === "replay" ? "Replayed" : "Discarded"} ${(done.replayed ?? done.discarded).length} ${verb === "discard-pending" ? "pending " : ""}message(s) of ${name}.`;
     });
+  // A replay with a rate: the dead letters go back a few at a time in the background (a worker that
+  // failed them all on a dependency now back would otherwise get the whole backlog at once).
+  const paced = action("Replay all at a pace", async () => {
+    const answer = window.prompt(
+      `Replay all dead letters of ${name} at how many a second? (0.5 is one every 2 s)`,
+      "10",
+    );
+    if (answer === null) return null;
+    // Anything but a number goes as null, and the API's refusal says what it accepts.
+    const rate = answer.trim() === "" ? null : Number(answer.trim());
+    const url = `/api/signals/${enc(name)}/replay`;
+    const dry = await post(url, { all: true, dryRun: true, rate });
+    if (dry.count === 0) return `No dead letters to replay on ${name}.`;
+    const question = `Replay ${dry.count} dead letter(s) of ${name} at ${num(rate)} a second, in the background?`;
+    if (
+      !window.confirm(
+        dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question,
+      )
+    )
+      return null;
+    const { job } = await post(url, { all: true, rate });
+    return `Replaying ${num(job.total)} dead letter(s) of ${name} at ${num(job.rate)} a second (job ${job.id}); its progress is under Paced replays.`;
+  });
   return h(
     "div",
     {},
@@ -633,6 +727,7 @@ async function signalView(name, params) {
                   "Replay selected",
                 ),
                 h("button", { type: "button", onclick: act("replay", true) }, "Replay all"),
+                h("button", { type: "button", onclick: paced }, "Replay all at a pace…"),
               ],
           h(
             "button",
@@ -659,6 +754,7 @@ async function signalView(name, params) {
           ),
         )
       : null,
+    replaysPanel(replays.jobs, name),
     table(
       [pickable ? "Pick" : "", "Message", "Key", "Attempts", "Created", "Last failure"],
       page.items.map((m) =>
