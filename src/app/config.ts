@@ -50,6 +50,12 @@ export interface OkeSettings {
      * bound. Default 5 000.
      */
     connectAttemptTimeoutMs?: number;
+    /**
+     * A store call PostgreSQL has not answered after this many ms (it waits on a lock another session
+     * holds, or the server is overloaded) is logged at `warn` naming the calls waiting, again each
+     * minute it lasts, and its end at `info`. `0` = off. Default 10 000.
+     */
+    stallWarnMs?: number;
   };
   file?: {
     /** Directory of the file driver, relative to the project root. Default `.oke`. */
@@ -181,6 +187,7 @@ export const CONFIG_SECTIONS = {
     pollIntervalMs: true,
     connectTimeoutMs: true,
     connectAttemptTimeoutMs: true,
+    stallWarnMs: true,
   },
   file: { dir: true },
   http: {
@@ -255,6 +262,7 @@ export interface ResolvedConfig {
   pollIntervalMs: number;
   connectTimeoutMs: number;
   connectAttemptTimeoutMs: number;
+  stallWarnMs: number;
   fileDir: string;
   port: number;
   host: string;
@@ -401,6 +409,8 @@ export function resolveConfig(
       // The postgres store's own default (CONNECT_ATTEMPT_TIMEOUT_MS, which says why 5 s).
       database.connectAttemptTimeoutMs ?? 5_000,
     ),
+    // The postgres store's own default (STALL_WARN_MS, which says why 10 s).
+    stallWarnMs: nonNegative("database.stallWarnMs", database.stallWarnMs ?? 10_000),
     fileDir: file.dir ?? ".oke",
     port,
     host: bindHost(httpS.host, env, vars),

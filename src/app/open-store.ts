@@ -36,6 +36,7 @@ export function openStore(
         notify: config.notify,
         pollIntervalMs: config.pollIntervalMs,
         connectAttemptTimeoutMs: config.connectAttemptTimeoutMs,
+        stallWarnMs: config.stallWarnMs,
         logger,
       });
       const url = config.databaseUrl!;

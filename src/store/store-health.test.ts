@@ -1,4 +1,4 @@
-// The health monitor measures outages on the monotonic clock; loopFailureLog logs a retrying loop once per outage.
+// The health monitor measures outages on the monotonic clock and says when calls stall; loopFailureLog logs a retrying loop once per outage.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { gate } from "../../test/conformance/app-fixture.ts";
 import { hostClockSteps, within } from "../../test/support/host-clock-step.ts";
@@ -95,5 +95,95 @@ describe("loopFailureLog: a retrying loop's failures during a store outage", () 
     const up = setup({ classify: false });
     up.log(new Error("boom"), {}, "clock: schedule check failed");
     expect(up.levels()).toEqual(["error"]);
+  });
+});
+
+describe("health monitor: calls the store is up for but never answers (stalls)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function setup(stallWarnMs: number, probeFails = false) {
+    vi.useFakeTimers({
+      toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout", "performance"],
+    });
+    const lines: Array<{ level: string; msg: string; obj: Record<string, unknown> }> = [];
+    const monitor = createHealthMonitor({
+      name: "postgres",
+      probe: () => (probeFails ? Promise.reject(new Error("still down")) : Promise.resolve()),
+      isOutage: (e) => (e as { code?: string }).code === "ECONNREFUSED",
+      stallWarnMs,
+      stallHint: "pg_stat_activity shows what they wait on",
+      logger: {
+        warn: (obj, msg) =>
+          lines.push({ level: "warn", msg: msg ?? "", obj: obj as Record<string, unknown> }),
+        info: (obj, msg) =>
+          lines.push({ level: "info", msg: msg ?? "", obj: obj as Record<string, unknown> }),
+      },
+    });
+    return { monitor, lines };
+  }
+
+  it("says once which calls wait past the bound, again each minute, and when they answer", async () => {
+    const { monitor, lines } = setup(10_000);
+    try {
+      const lock = gate<void>();
+      const calls = [
+        monitor.watch(lock.promise, "enqueue"),
+        monitor.watch(lock.promise, "enqueue"),
+        monitor.watch(lock.promise, "settle"),
+      ];
+      // A call that answers at once is no stall, and one not named is not watched.
+      await monitor.watch(Promise.resolve(1), "claim");
+      void monitor.watch(new Promise(() => undefined));
+      await vi.advanceTimersByTimeAsync(9_000);
+      expect(lines).toEqual([]);
+      await vi.advanceTimersByTimeAsync(3_000);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]!.level).toBe("warn");
+      expect(lines[0]!.msg).toMatch(
+        /^postgres store: 3 call\(s\) unanswered for 1\d s or more \(enqueue ×2, settle\); the store is up but does not answer them — a lock another session holds, or an overloaded server\. pg_stat_activity shows what they wait on$/,
+      );
+      expect(lines[0]!.obj).toMatchObject({ waiting: 3, calls: "enqueue ×2, settle" });
+      // Not once per check: again a minute later.
+      await vi.advanceTimersByTimeAsync(30_000);
+      expect(lines).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(31_000);
+      expect(lines).toHaveLength(2);
+      expect(lines[1]!.msg).toMatch(/unanswered for 7\d s or more/);
+      lock.open();
+      await Promise.all(calls);
+      await vi.advanceTimersByTimeAsync(3_000);
+      expect(lines).toHaveLength(3);
+      expect(lines[2]!.level).toBe("info");
+      expect(lines[2]!.msg).toMatch(/^postgres store calls answer again; the longest waited 7\d{4} ms$/);
+      // Quiet again: nothing more is said.
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(lines).toHaveLength(3);
+    } finally {
+      monitor.stop();
+    }
+  });
+
+  it("says nothing of a stall during an outage (the outage is said), and nothing with the bound at 0", async () => {
+    const { monitor, lines } = setup(1_000, true);
+    try {
+      monitor.failed(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
+      const waiting = monitor.watch(new Promise(() => undefined), "claim");
+      void waiting;
+      await vi.advanceTimersByTimeAsync(1_500);
+      // The outage's own line only.
+      expect(lines.map((l) => l.msg.split(" (")[0])).toEqual(["postgres store unavailable"]);
+    } finally {
+      monitor.stop();
+    }
+    const off = setup(0);
+    try {
+      void off.monitor.watch(new Promise(() => undefined), "claim");
+      await vi.advanceTimersByTimeAsync(120_000);
+      expect(off.lines).toEqual([]);
+    } finally {
+      off.monitor.stop();
+    }
   });
 });

@@ -1,4 +1,4 @@
-/** Tracks a store's health from its failing calls and probes, with backoff, until it can commit again. */
+/** Tracks a store's health from its failing calls and probes, with backoff, until it can commit again; says when calls stall. */
 import type { StoreHealth } from "./health-types.ts";
 
 const OK: StoreHealth = Object.freeze({ ok: true });
@@ -19,14 +19,22 @@ export interface HealthMonitorOptions {
   /** First probe this long after a failure, doubling to `maxDelayMs`. */
   minDelayMs?: number;
   maxDelayMs?: number;
+  /**
+   * A call (one `watch` names) still unanswered after this long is a stall, logged at `warn` with
+   * the calls waiting — a database that waits on a lock fails nothing, so without it a table lock
+   * held for minutes hangs every emit with not one log line — and its end at `info`. 0: off.
+   */
+  stallWarnMs?: number;
+  /** Said with a stall: where to look (PostgreSQL: pg_stat_activity). */
+  stallHint?: string;
 }
 
 export interface HealthMonitor {
   health(): StoreHealth;
   /** A call failed with `e`: if it is an outage, the store is unavailable until a probe succeeds. */
   failed(e: unknown): void;
-  /** `p`, with an outage it rejects with reported to the monitor. */
-  watch<T>(p: Promise<T>): Promise<T>;
+  /** `p`, with an outage it rejects with reported to the monitor; `call` named, watched for a stall too. */
+  watch<T>(p: Promise<T>, call?: string): Promise<T>;
   /** Stops probing (store closed). */
   stop(): void;
 }
@@ -80,11 +88,79 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
     schedule();
   };
 
+  // Stalls: the calls in flight by start (a Map iterates in insertion order, so the first is the
+  // oldest), checked by a timer that runs only while some are in flight.
+  const stallMs = o.stallWarnMs ?? 0;
+  const inFlight = new Map<number, { call: string; at: number }>();
+  let nextCall = 0;
+  let stallTimer: NodeJS.Timeout | undefined;
+  /** The stall being reported: when its oldest call started, and when it was last said. */
+  let stall: { from: number; saidAt: number; longest: number } | undefined;
+
+  const checkStall = (): void => {
+    const now = performance.now();
+    const late = [...inFlight.values()].filter((c) => now - c.at >= stallMs);
+    if (late.length === 0) {
+      if (stall !== undefined) {
+        const waitedMs = Math.round(stall.longest);
+        o.logger?.info?.(
+          { driver: o.name, waitedMs },
+          `${o.name} store calls answer again; the longest waited ${waitedMs} ms`,
+        );
+        stall = undefined;
+      }
+      if (inFlight.size === 0) {
+        clearInterval(stallTimer);
+        stallTimer = undefined;
+      }
+      return;
+    }
+    const waitedMs = Math.round(now - late[0]!.at);
+    // An outage is said already (and its calls fail on their own); a stall is a store that is up.
+    if (!state.ok) return;
+    if (stall !== undefined) {
+      stall.longest = Math.max(stall.longest, now - late[0]!.at);
+      // Said again each minute it lasts, never once per check.
+      if (now - stall.saidAt < 60_000) return;
+      stall.saidAt = now;
+    } else stall = { from: late[0]!.at, saidAt: now, longest: now - late[0]!.at };
+    const counts = new Map<string, number>();
+    for (const c of late) counts.set(c.call, (counts.get(c.call) ?? 0) + 1);
+    const calls = [...counts].map(([call, n]) => (n === 1 ? call : `${call} ×${n}`)).join(", ");
+    o.logger?.warn(
+      { driver: o.name, waitedMs, waiting: late.length, calls },
+      `${o.name} store: ${late.length} call(s) unanswered for ${Math.round(waitedMs / 1000)} s or more (${calls}); ` +
+        `the store is up but does not answer them — a lock another session holds, or an overloaded server` +
+        (o.stallHint === undefined ? "" : `. ${o.stallHint}`),
+    );
+  };
+
+  const watchStall = <T>(p: Promise<T>, call: string): Promise<T> => {
+    const id = nextCall++;
+    inFlight.set(id, { call, at: performance.now() });
+    if (stallTimer === undefined && !stopped) {
+      // Checked at a fraction of the bound: a stall is said at most a quarter late.
+      stallTimer = setInterval(checkStall, Math.max(10, Math.floor(stallMs / 4)));
+      stallTimer.unref();
+    }
+    const done = (): void => void inFlight.delete(id);
+    return p.then(
+      (v) => {
+        done();
+        return v;
+      },
+      (e: unknown) => {
+        done();
+        throw e;
+      },
+    );
+  };
+
   return {
     health: () => state,
     failed,
-    watch: (p) =>
-      p.catch((e: unknown) => {
+    watch: (p, call) =>
+      (call !== undefined && stallMs > 0 ? watchStall(p, call) : p).catch((e: unknown) => {
         failed(e);
         throw e;
       }),
@@ -92,6 +168,8 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
       stopped = true;
       clearTimeout(timer);
       timer = undefined;
+      clearInterval(stallTimer);
+      stallTimer = undefined;
     },
   };
 }
@@ -104,19 +182,22 @@ const describe = (e: unknown): string => {
 
 /**
  * `methods` with every promise-returning function reporting its failures to
- * `monitor`; the functions named in `skip` are left as they are.
+ * `monitor`; the functions named in `skip` are left as they are. Every other one is watched for a
+ * stall too, by name, except those in `longCalls` (reads and sweeps that may take long by design).
  */
 export function reportOutages<T extends object>(
   methods: T,
   monitor: HealthMonitor,
   skip: readonly string[],
+  longCalls: readonly string[] = [],
 ): T {
   const out = { ...methods } as Record<string, unknown>;
   for (const [name, fn] of Object.entries(methods)) {
     if (typeof fn !== "function" || skip.includes(name)) continue;
+    const call = longCalls.includes(name) ? undefined : name;
     out[name] = (...args: unknown[]): unknown => {
       const r: unknown = (fn as (...a: unknown[]) => unknown).apply(methods, args);
-      return r instanceof Promise ? monitor.watch(r) : r;
+      return r instanceof Promise ? monitor.watch(r, call) : r;
     };
   }
   return out as T;

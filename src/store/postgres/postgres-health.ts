@@ -8,6 +8,9 @@ export const PROBE_TIMEOUT_MS = 2_000;
 // SQLSTATE classes of an unavailable server: connection exception, insufficient resources (disk full,
 // out of memory), operator intervention (shutdown, cannot connect now), system error, internal error.
 const OUTAGE_CLASSES = new Set(["08", "53", "57", "58", "XX"]);
+// Class 57 but a server that is up: a statement cancelled (statement_timeout, pg_cancel_backend).
+// Counted as an outage, a 50 ms statement_timeout flipped the store down and up 78 times in 35 s.
+const NOT_OUTAGE = new Set(["57014"]);
 const NODE_NET = /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)$/;
 // `timeout expired`: pg's own connectionTimeoutMillis ending a connect (see connectTimedOut below).
 const PG_CLIENT =
@@ -29,7 +32,8 @@ export function isPostgresOutage(e: unknown): boolean {
   if (e instanceof OkeError) return e.cause !== undefined && isPostgresOutage(e.cause);
   if (typeof e !== "object" || e === null) return false;
   const code = (e as { code?: unknown }).code;
-  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return OUTAGE_CLASSES.has(code.slice(0, 2));
+  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
+    return OUTAGE_CLASSES.has(code.slice(0, 2)) && !NOT_OUTAGE.has(code);
   if (typeof code === "string" && NODE_NET.test(code)) return true;
   return e instanceof Error && PG_CLIENT.test(e.message);
 }
