@@ -246,3 +246,56 @@ describe("schedule runtime on fleet time (fleetTime: true) and host clock steps"
     }
   });
 });
+
+describe("a failed schedule check", () => {
+  it("is tried again after 100 ms, doubling to 1 s, so a store back within the second fires the slot on its own (no missed run)", async () => {
+    const inner = createMemoryStore();
+    const time = createTimeTravel(Date.parse("2026-05-01T10:00:00.500Z"));
+    const S = Date.parse("2026-05-01T10:00:01Z");
+    let failures = 0;
+    const tries: number[] = [];
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        const v: unknown = Reflect.get(target, prop, receiver);
+        if (prop !== "fireBatch" || typeof v !== "function") return v;
+        return (...args: unknown[]) => {
+          tries.push(time.now() - S);
+          if (failures-- > 0)
+            return Promise.reject(
+              Object.assign(new Error("Connection terminated unexpectedly"), { code: "57P01" }),
+            );
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const rt = new ScheduleRuntime({
+      store,
+      clock: time,
+      logger: createLogger({ format: "silent" }),
+      clocks: [{ name: "tick", schedule: every("1s"), flow: "f.tick" }],
+    });
+    await rt.start();
+    await settle(rt);
+    // The slot at S: its fire fails three times (a connection dropped and replaced), then lands.
+    failures = 3;
+    time.set(S);
+    await settle(rt);
+    for (let t = 50; t <= 950; t += 50) {
+      time.set(S + t);
+      await settle(rt);
+    }
+    expect(tries).toEqual([0, 100, 300, 700]);
+    const [fire] = await inner.listFires("tick", 1);
+    expect(fire).toMatchObject({ slot: S, firedAt: S + 700, missedRuns: 0 });
+
+    // A longer outage: the waits double up to 1 s, never more.
+    tries.length = 0;
+    failures = 6;
+    for (let t = 1_000; t <= 5_000; t += 50) {
+      time.set(S + t);
+      await settle(rt);
+    }
+    expect(tries.slice(0, 7)).toEqual([1_000, 1_100, 1_300, 1_700, 2_500, 3_500, 4_500]);
+    await rt.stop();
+  });
+});

@@ -48,6 +48,12 @@ export interface ScheduleRuntimeOptions {
 
 /** After a failed store call, or a fire refused without the state changing, try again this much later. */
 const RETRY_MS = 1_000;
+/**
+ * A failed check is tried again first this soon, doubling to RETRY_MS: a dropped connection is
+ * replaced in well under a second, and a first retry a whole second later let an every("1s") slot
+ * be folded into the next (missedRuns 1) with both instances up (an audit's kill of one connection).
+ */
+const FIRST_RETRY_MS = 100;
 
 /**
  * How long after a slot an instance that won none of its last fires checks it (a follower). Every
@@ -153,6 +159,8 @@ export class ScheduleRuntime {
 
   /** A failed check's log line: once per store outage at warn, else error (store-health.ts). */
   private readonly checkFailed: ReturnType<typeof loopFailureLog>;
+  /** Checks failed in a row: the next retry waits FIRST_RETRY_MS doubled that many times (RETRY_MS at most). */
+  private failedChecks = 0;
 
   constructor(private readonly o: ScheduleRuntimeOptions) {
     this.checkFailed = loopFailureLog(o.store, o.logger);
@@ -308,10 +316,11 @@ export class ScheduleRuntime {
         if (fired === "refused") break;
       }
       this.arm();
+      this.failedChecks = 0;
     } catch (e) {
       this.checkFailed(e, {}, "clock: schedule check failed; retrying");
       this.timerStale = true;
-      this.armAt(this.now() + RETRY_MS);
+      this.armAt(this.now() + Math.min(RETRY_MS, FIRST_RETRY_MS * 2 ** this.failedChecks++));
     }
   }
 
