@@ -32,6 +32,11 @@ export function isPostgresOutage(e: unknown): boolean {
   if (e instanceof OkeError) return e.cause !== undefined && isPostgresOutage(e.cause);
   if (typeof e !== "object" || e === null) return false;
   const code = (e as { code?: unknown }).code;
+  // A database an administrator closed to connections (ALLOW_CONNECTIONS false, as a restore or a
+  // maintenance window does): the connect fails with class 55, which otherwise means a statement
+  // refused for the state of an object.
+  if (code === "55000" && e instanceof Error && /not currently accepting connections/.test(e.message))
+    return true;
   if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
     return OUTAGE_CLASSES.has(code.slice(0, 2)) && !NOT_OUTAGE.has(code);
   if (typeof code === "string" && NODE_NET.test(code)) return true;

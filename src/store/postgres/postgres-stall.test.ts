@@ -1,4 +1,4 @@
-// A statement PostgreSQL holds on a lock fails nothing: the store says so in its log (a stall) and its end; a cancelled statement is no outage.
+// PostgreSQL faults short of an outage and outages that look like statement errors: a stall on a lock is logged, a cancelled statement is no outage, a database closed to connections is one.
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { recordingLogger } from "../../../test/conformance/app-fixture.ts";
@@ -71,5 +71,30 @@ describe("postgres store: stalls and cancelled statements", () => {
     expect(
       isPostgresOutage(Object.assign(new Error("the database system is starting up"), { code: "57P03" })),
     ).toBe(true);
+  });
+
+  it("counts a database closed to connections (ALLOW_CONNECTIONS false, 55000) as an outage", async () => {
+    const db = `oke_closed_${process.pid}_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE "${db}"`);
+      await admin.query(`ALTER DATABASE "${db}" ALLOW_CONNECTIONS false`);
+      const url = new URL(PG_URL);
+      url.pathname = `/${db}`;
+      const c = new pg.Client({ connectionString: url.toString() });
+      const err = await c.connect().catch((e: unknown) => e);
+      await c.end().catch(() => undefined);
+      expect(err).toMatchObject({
+        code: "55000",
+        message: expect.stringMatching(/not currently accepting connections/),
+      });
+      expect(isPostgresOutage(err)).toBe(true);
+      // Class 55 otherwise is a statement refused, not an outage.
+      expect(isPostgresOutage(Object.assign(new Error("lock not available"), { code: "55P03" }))).toBe(false);
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS "${db}"`);
+      await admin.end();
+    }
   });
 });
