@@ -5,8 +5,11 @@ import { isPostgresOutage } from "./postgres-health.ts";
 /** Requests one shared statement carries at most; the rest wait for the next one. */
 export const MAX_GROUP = 1_000;
 
-/** What the shared statement decided for one caller: its value, or a follow-up to run alone. */
-export type BatchOutcome<T> = { value: T } | { alone: () => Promise<T> };
+/**
+ * What the shared statement decided for one caller: its value, its refusal (what `single` would
+ * have thrown for it, e.g. a duplicate message id the statement skipped), or a follow-up to run alone.
+ */
+export type BatchOutcome<T> = { value: T } | { error: unknown } | { alone: () => Promise<T> };
 
 export interface GroupCommit<R, T> {
   /** What the statements carry, for the log line of a fallback ("emits", "journal appends" …). */
@@ -19,8 +22,9 @@ export interface GroupCommit<R, T> {
   single(ctx: PgContext, req: R): Promise<T>;
   /**
    * The shared statement for two or more requests, one outcome per request in
-   * order. Throwing sends each request through `single`, so one caller's
-   * conflict (a duplicate key) fails that caller only.
+   * order. A conflict it can answer per caller (a duplicate key it skipped) is
+   * that caller's `error`; throwing sends each request through `single`, logged
+   * as a failed shared statement, so a conflict it cannot fails that caller only.
    */
   batch(ctx: PgContext, reqs: R[]): Promise<BatchOutcome<T>[]>;
 }
@@ -82,10 +86,11 @@ export function groupCommit<R, T>(g: GroupCommit<R, T>): Grouped<R, T> {
     for (const [i, w] of waiters.entries()) {
       const o = outcomes[i]!;
       if ("value" in o) w.resolve(o.value);
+      else if ("error" in o) w.reject(o.error);
     }
     for (const [i, w] of waiters.entries()) {
       const o = outcomes[i]!;
-      if (!("value" in o)) await o.alone().then(w.resolve, w.reject);
+      if ("alone" in o) await o.alone().then(w.resolve, w.reject);
     }
   };
   /**

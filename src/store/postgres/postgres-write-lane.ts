@@ -5,8 +5,9 @@ import type {
   CompleteOutcome,
   IdempotencyClaim,
 } from "../idempotency-types.ts";
+import { storeErrors } from "../index.ts";
 import { type PgContext, preparedName, q } from "./postgres-context.ts";
-import { enqueue, enqueuedEvents, insertPlan, type Outgoing } from "./postgres-enqueue.ts";
+import { enqueue, enqueuedEvents, type InsertPlan, insertPlan, type Outgoing } from "./postgres-enqueue.ts";
 import { mapConflict } from "./postgres-errors.ts";
 import { type BatchOutcome, groupCommit } from "./postgres-group-commit.ts";
 import {
@@ -33,22 +34,108 @@ type WriteItem = { emit: EmitRequest } | LaneItem;
 type WriteOutcome = number | LaneOutcome;
 
 /**
+ * A stored id is the documented idempotent re-emit (signals.md, "Idempotent emits"): the lone
+ * statement refuses it with OKE1261, which emitOnce resolves as the first emit did. A shared
+ * statement that failed on it went to the fallback, every caller alone, logged as a failure
+ * (152 such warnings in 100 s of a load that re-emitted ids). So when each emit of the batch
+ * carries one message, the shared INSERT skips a stored id (ON CONFLICT on the primary key only:
+ * any other error still fails the statement) and names it, and that caller alone gets the
+ * OKE1261 its own statement would have. Not with an emit of several messages: skipping one of
+ * them would commit the others, where its own statement commits none.
+ */
+const skipTaken = (insert: string): string => `${insert}
+  ON CONFLICT (id) DO NOTHING RETURNING id`;
+
+/**
+ * The ids of the INSERT's id array (`$p`) it did not insert, once per skipped row: EXCEPT ALL, so
+ * an id twice in the batch and new is named once (its first row, in emit order, was inserted).
+ */
+const takenSql = (p: number): string =>
+  `ARRAY(SELECT u.id FROM unnest($${p}::text[]) AS u(id) EXCEPT ALL SELECT id FROM ins) AS taken`;
+
+/**
+ * The positions in the batch of the messages skipped: per id named `n` times in `taken`, its last
+ * `n` rows (of an id new to the table, the first row was the one inserted).
+ */
+function skippedOf(messages: readonly Outgoing[], taken: readonly string[]): Set<number> {
+  const skipped = new Set<number>();
+  if (taken.length === 0) return skipped;
+  const left = new Map<string, number>();
+  for (const id of taken) left.set(id, (left.get(id) ?? 0) + 1);
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const { id } = messages[i]!.message;
+    const n = left.get(id) ?? 0;
+    if (n === 0) continue;
+    skipped.add(i);
+    left.set(id, n - 1);
+  }
+  return skipped;
+}
+
+/** Tells this process's subscribers of the announced messages the statement inserted. */
+function announce(
+  ctx: PgContext,
+  messages: readonly Outgoing[],
+  plan: InsertPlan,
+  skipped: ReadonlySet<number>,
+): void {
+  const announced =
+    skipped.size === 0
+      ? plan.announced
+      : messages.filter((o, i) => o.claim === undefined && !skipped.has(i)).map((o) => o.message);
+  if (announced.length > 0) ctx.emit(enqueuedEvents(announced));
+}
+
+/**
+ * Emits of one message each as one multi-row INSERT that skips stored ids (skipTaken), its NOTIFY
+ * in the same statement. Unprepared, as enqueue's multi-row INSERT. The messages it skipped.
+ */
+async function sendEmits(ctx: PgContext, messages: readonly Outgoing[], now: number): Promise<Set<number>> {
+  const plan = insertPlan(ctx, messages, now, 1);
+  const params = [...plan.params];
+  let notify = "";
+  if (plan.payload !== null) {
+    params.push(ctx.channel, plan.payload);
+    notify = `, pg_notify($${params.length - 1}::text, $${params.length}::text)`;
+  }
+  let rows: { taken: string[] }[];
+  try {
+    ({ rows } = await q<{ taken: string[] }>(
+      ctx.pool,
+      `WITH ins AS (${skipTaken(plan.insert)}) SELECT ${takenSql(1)}${notify}`,
+      params,
+    ));
+  } catch (err) {
+    throw mapConflict(err);
+  }
+  const skipped = skippedOf(messages, rows[0]?.taken ?? []);
+  announce(ctx, messages, plan, skipped);
+  return skipped;
+}
+
+/**
  * Emits and idempotency items in one statement: the idempotency rows (idempotencyRowsSql,
  * parameters $1-$9) and the messages (insertMessagesSql from $10) as two writable CTEs, one
  * commit. Synchronous: the emits' callers wait for their messages to be durable, and the claims
  * and completions riding along are then durable too. The RETURNING of the idempotency rows is
  * the result (with the NOTIFY, a left join keeps one row when no key was written). Prepared: two
  * INSERT … SELECT FROM unnest with their conflicts found by the primary keys have no plan to
- * choose (see q()); four texts per schema (claimed messages or not, a NOTIFY or not).
+ * choose (see q()); eight texts per schema (claimed messages or not, a NOTIFY or not, stored ids
+ * skipped or not). Skipping (`skip`, see skipTaken), every row also carries the skipped ids, and
+ * a left join keeps one row for them.
  */
-const combinedSql = (s: string, insert: string, notifyAt: number | undefined): string => `
+const combinedSql = (s: string, insert: string, notifyAt: number | undefined, skip: boolean): string => {
+  const notify = notifyAt === undefined ? undefined : `pg_notify($${notifyAt}::text, $${notifyAt + 1}::text)`;
+  const from = skip
+    ? `(SELECT ${takenSql(10)}${notify === undefined ? "" : `, ${notify}`}) AS t LEFT JOIN idem i ON true`
+    : notify === undefined
+      ? "idem i"
+      : `(SELECT ${notify}) AS n LEFT JOIN idem i ON true`;
+  return `
 WITH idem AS (${idempotencyRowsSql(s, 1, false)}),
-ins AS (${insert})
-SELECT i.key, i.inserted FROM ${
-  notifyAt === undefined
-    ? "idem i"
-    : `(SELECT pg_notify($${notifyAt}::text, $${notifyAt + 1}::text)) AS n LEFT JOIN idem i ON true`
-}`;
+ins AS (${skip ? skipTaken(insert) : insert})
+SELECT ${skip ? "t.taken, " : ""}i.key, i.inserted FROM ${from}`;
+};
 const combinedStatements = new Map<string, { text: string; name: string }>();
 
 async function sendCombined(
@@ -56,26 +143,28 @@ async function sendCombined(
   messages: readonly Outgoing[],
   now: number,
   idem: readonly LaneItem[],
-): Promise<(LaneOutcome | undefined)[]> {
+  skip: boolean,
+): Promise<{ outcomes: (LaneOutcome | undefined)[]; skipped: Set<number> }> {
   const plan = insertPlan(ctx, messages, now, 10);
   const params: unknown[] = [...laneValues(idem), ...plan.params];
   const notifyAt = plan.payload === null ? undefined : params.length + 1;
   if (plan.payload !== null) params.push(ctx.channel, plan.payload);
-  const id = `${ctx.s}\0${plan.claimed}\0${notifyAt !== undefined}`;
+  const id = `${ctx.s}\0${plan.claimed}\0${notifyAt !== undefined}\0${skip}`;
   let st = combinedStatements.get(id);
   if (st === undefined) {
-    const text = combinedSql(ctx.s, plan.insert, notifyAt);
+    const text = combinedSql(ctx.s, plan.insert, notifyAt, skip);
     st = { text, name: preparedName("wlane", text) };
     combinedStatements.set(id, st);
   }
-  let rows: LaneRow[];
+  let rows: (LaneRow & { taken?: string[] })[];
   try {
-    ({ rows } = await q<LaneRow>(ctx.pool, st.text, params, st.name));
+    ({ rows } = await q<LaneRow & { taken?: string[] }>(ctx.pool, st.text, params, st.name));
   } catch (err) {
     throw mapConflict(err);
   }
-  if (plan.announced.length > 0) ctx.emit(enqueuedEvents(plan.announced));
-  return laneOutcomes(idem, rows);
+  const skipped = skippedOf(messages, rows[0]?.taken ?? []);
+  announce(ctx, messages, plan, skipped);
+  return { outcomes: laneOutcomes(idem, rows), skipped };
 }
 
 /**
@@ -117,13 +206,26 @@ const writeLane = groupCommit<WriteItem, WriteOutcome>({
       } else if (!first.has(idempotencyKeyOfItem(item))) first.set(idempotencyKeyOfItem(item), item);
     }
     const idem = [...first.values()];
+    // Stored ids skipped only when no emit carries several messages (see skipTaken).
+    const skip = items.every((item) => !("emit" in item) || item.emit.batch.length === 1);
     let sent: (LaneOutcome | undefined)[] = [];
-    if (idem.length === 0) await enqueue(ctx, messages, now);
-    else if (messages.length === 0) sent = await sendLane(ctx, idem);
-    else sent = await sendCombined(ctx, messages, now, idem);
+    let skipped = new Set<number>();
+    if (idem.length === 0) {
+      if (skip) skipped = await sendEmits(ctx, messages, now);
+      else await enqueue(ctx, messages, now);
+    } else if (messages.length === 0) sent = await sendLane(ctx, idem);
+    else ({ outcomes: sent, skipped } = await sendCombined(ctx, messages, now, idem, skip));
     const outcomes = new Map(idem.map((item, i) => [item, sent[i]]));
+    // Each emit's first message's position in `messages` (in skip mode its only one).
+    let at = 0;
     return items.map((item): BatchOutcome<WriteOutcome> => {
-      if ("emit" in item) return { value: now };
+      if ("emit" in item) {
+        const i = at;
+        at += item.emit.batch.length;
+        // What its own statement would have thrown (enqueue's mapConflict): emitOnce resolves it.
+        if (skipped.has(i)) return { error: storeErrors.duplicateMessage(item.emit.batch[0]!.message.id) };
+        return { value: now };
+      }
       // Not back through the lane: its one statement in flight is this one, until these follow-ups end.
       if (!outcomes.has(item)) return { alone: () => laneSingle(ctx, item) };
       const outcome = outcomes.get(item);
