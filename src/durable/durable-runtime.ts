@@ -4,7 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, RunRecord, Store, StoredMessage } from "../store/types.ts";
-import { unlimitedAbort } from "../store/commit-retry.ts";
+import { commitWithRetry, unlimitedAbort } from "../store/commit-retry.ts";
 import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
@@ -694,6 +694,64 @@ export class DurableRuntime {
     }
   }
 
+  /**
+   * A delivery's start (or take) of its run, retried while the store says it is unavailable
+   * (store.isUnavailable: a killed connection, a restart), with the backoff of journal writes:
+   * a transient outage must not cost the message one of its attempts, four killed connections
+   * in a row dead-lettered a message whose handler never ran. Safe to repeat: every try takes
+   * the run as the same owner, and a start finds the run a lost reply created and takes it again
+   * (a take by its own holder). Any other error fails the attempt at once, as before; so does the
+   * last outage error once the message's lease (or a run lease) ran out or the app stops.
+   */
+  private async startThroughOutage(
+    m: ClaimedMessage,
+    runId: string,
+    take: () => Promise<AcquiredRun>,
+  ): Promise<AcquiredRun> {
+    const { store, clock, logger } = this.o;
+    const outage = (e: unknown): boolean => store.isUnavailable?.(e) === true;
+    // The first try outside the retry loop, as retryJournalWrite does: nearly every start commits at once.
+    let first: { error: unknown };
+    try {
+      return await take();
+    } catch (e) {
+      if (!outage(e)) throw e;
+      first = { error: e };
+    }
+    const started = clock.now();
+    let refused: { error: unknown } | undefined;
+    const r = await commitWithRetry(
+      async () => {
+        try {
+          return await take();
+        } catch (e) {
+          if (outage(e)) throw e;
+          refused = { error: e };
+          return undefined;
+        }
+      },
+      {
+        firstFailure: first,
+        signal: this.stopping.signal,
+        giveUp: () =>
+          clock.now() >= m.leaseExpiresAt
+            ? "its message's lease ran out"
+            : clock.now() - started >= this.o.leaseMs
+              ? "a run lease went by"
+              : undefined,
+        onRetry: (err, n, delayMs) =>
+          logger.warn(
+            { err, runId, messageId: m.id, attempt: m.attempts, try: n, retryInMs: delayMs },
+            "durable delivery: starting its run failed (the store is unavailable); retrying",
+          ),
+      },
+    );
+    if (refused !== undefined) throw refused.error;
+    if (!r.ok) throw r.error;
+    // Defined: a try that returned nothing was refused, thrown above.
+    return r.value!;
+  }
+
   private async deliverOnce(
     flow: AnyFlow,
     m: ClaimedMessage,
@@ -703,15 +761,18 @@ export class DurableRuntime {
     const { store, clock } = this.o;
     this.delivering.set(runId, (this.delivering.get(runId) ?? 0) + 1);
     try {
-      const acquired = await store.startRun({
-        id: runId,
-        flow: flow.name!,
-        input: m.payload,
-        parentRunId: m.parentRunId,
-        owner: this.nextOwner(),
-        now: clock.now(),
-        leaseMs: this.o.leaseMs,
-      });
+      const owner = this.nextOwner();
+      const acquired = await this.startThroughOutage(m, runId, () =>
+        store.startRun({
+          id: runId,
+          flow: flow.name!,
+          input: m.payload,
+          parentRunId: m.parentRunId,
+          owner,
+          now: clock.now(),
+          leaseMs: this.o.leaseMs,
+        }),
+      );
       const outcome = await this.drive(
         this.deps,
         acquired,
