@@ -18,6 +18,7 @@ export type {
   PayloadOf,
   SignalHandle,
 } from "./signal/signal.ts";
+export type { LiveEntry, LiveGap, LiveListener, LiveOptionsRead } from "./signal/live-runtime.ts";
 export { channel } from "./channel/channel.ts";
 export type { Channel, ChannelOptions, SendDriverName } from "./channel/channel.ts";
 export { defineConfig } from "./app/config.ts";

@@ -331,7 +331,7 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
             "  const store = createAcmeStore();",
             "  await store.open();",
             "  return { store, cleanup: () => store.close() };",
-            "}, { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true, terminateRun: true, lastTapePosition: true, deliveredFailed: true, discardPending: true });",
+            "}, { leaveToLease: true, leaveClaimsToLease: true, resettleDelivered: true, releaseHold: true, terminateRun: true, lastTapePosition: true, deliveredFailed: true, discardPending: true, tapeGap: true });",
             "",
           ].join("\n"),
         },

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { OkeConfig } from "../app/config.ts";
 import type { App } from "../app/types.ts";
-import { createApp, flow, http, on, signal } from "../index.ts";
+import { createApp, createTimeTravel, flow, http, on, signal } from "../index.ts";
 import { LiveStream } from "../signal/live-runtime.ts";
 import { createFileStore } from "../store/file/file-store.ts";
 import { createMemoryStore } from "../store/memory/memory-store.ts";
@@ -123,6 +123,41 @@ describe("live routes over SSE", () => {
     again.close();
     const bad = connect(port, "/orders/o1/status", { "last-event-id": "yesterday" });
     expect((await bad.ready).statusCode).toBe(400);
+  });
+
+  it("a resume past entries retention took gets an event `gap` first (no id, so Last-Event-ID stays), then what is left; a client that missed nothing gets none", async () => {
+    const time = createTimeTravel(Date.parse("2026-05-01T10:00:00Z"));
+    const app = createApp({ modules, env: "test", clock: time, logger: pino({ level: "silent" }) });
+    apps.push(app);
+    const { port } = await app.start({ port: 0, host: "127.0.0.1" });
+    for (const state of ["a", "b"]) await app.emit(orderStatus, { state }, { key: "o1" });
+    const first = connect(port, "/orders/o1/status");
+    await until(() => first.events.length === 2, "both");
+    first.close();
+    const seenA = first.events[0]!.id!;
+    const seenB = first.events[1]!.id!;
+    // A day and more later (retention 24 h): "b" expired while the client was away; "c" and "d" are left.
+    time.advance("20h");
+    await app.emit(orderStatus, { state: "c" }, { key: "o1" });
+    time.advance("5h");
+    await app.emit(orderStatus, { state: "d" }, { key: "o1" });
+    const back = connect(port, "/orders/o1/status", { "last-event-id": seenA });
+    await until(() => back.events.length === 3, "the gap, c and d");
+    expect(back.events[0]).toMatchObject({ event: "gap", id: undefined });
+    const gap = JSON.parse(back.events[0]!.data) as { after: number; through: number };
+    expect(gap.after).toBe(Number(seenA));
+    expect(gap.through).toBe(Number(seenB));
+    expect(back.events.slice(1).map((e) => [e.event, e.data])).toEqual([
+      [undefined, JSON.stringify({ state: "c" })],
+      [undefined, JSON.stringify({ state: "d" })],
+    ]);
+    back.close();
+    // Resuming at "d": nothing after it is gone, so no gap.
+    const current = connect(port, "/orders/o1/status", { "last-event-id": back.events[2]!.id! });
+    await app.emit(orderStatus, { state: "e" }, { key: "o1" });
+    await until(() => current.events.length === 1, "e");
+    expect(current.events.map((e) => e.event)).toEqual([undefined]);
+    current.close();
   });
 
   it("a Last-Event-ID or ?after= above every position given is 400 OKE1470 naming that input, not a stream that waits in silence; the head itself resumes", async () => {

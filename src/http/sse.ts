@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log/logger.ts";
 import type {
   LiveEntry,
+  LiveGap,
   LiveListener,
   LiveOptionsRead,
   LiveStream,
@@ -100,6 +101,13 @@ export interface StreamCount {
   /** Called with the new count whenever a stream opens or closes; returns the unwatch. */
   watch(listener: (size: number) => void): () => void;
 }
+
+/**
+ * Sent before the replay when retention took entries after the client's last id: a named event (no
+ * `id`, so the client's Last-Event-ID stays), which `onmessage` never sees; a client that keeps state
+ * from the stream listens for it (`addEventListener("gap", …)`) and reads its state afresh.
+ */
+const gapFrame = (gap: LiveGap): string => `event: gap\ndata: ${JSON.stringify(gap)}\n\n`;
 
 const frame = (e: LiveEntry): string =>
   `id: ${e.position}\ndata: ${JSON.stringify(e.payload === undefined ? null : e.payload)}\n\n`;
@@ -328,6 +336,9 @@ export class SseHub implements StreamCount {
         {
           ...(stream.key === undefined ? {} : { key: stream.key }),
           ...(after === undefined ? {} : { after }),
+          onGap: (gap) => {
+            if (!done) send(gapFrame(gap));
+          },
         },
         (e) => {
           // A replayed entry comes only while the buffer has room (the pace), so this cuts only

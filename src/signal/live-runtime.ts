@@ -29,6 +29,23 @@ export interface LiveOptionsRead {
   key?: string;
   /** Replay entries after this position (default 0: every retained entry), then follow. */
   after?: number;
+  /**
+   * Called once, before the first entry, when entries after `after` are gone for good — pruned or
+   * expired by retention while the reader was away — with the highest such position: the reader
+   * missed something and should read its state afresh. Not called for `after` 0 (a reader that asks
+   * for everything retained expects nothing older), nor on a driver without `Store.tapeGap`. For a
+   * keyed signal the prune it knows of is the signal's, so it may be called for a key that lost
+   * nothing; it is never left out when one did.
+   */
+  onGap?: (gap: LiveGap) => void;
+}
+
+/** What `onGap` is told: entries in (after, through] may be gone. */
+export interface LiveGap {
+  /** The reader's position. */
+  after: number;
+  /** The highest position retention removed (or expired) after it. */
+  through: number;
 }
 
 export type LiveListener<P> = (entry: LiveEntry<P>) => void;
@@ -58,6 +75,8 @@ interface Reader {
   pace: ReplayPace | undefined;
   /** Waiting for its pace's resume: no replay round for it until then. */
   paused: boolean;
+  /** Told of a gap before its first entry, then cleared (LiveOptionsRead.onGap). */
+  onGap: ((gap: LiveGap) => void) | undefined;
   /** The rest of the replay page it was paused in (at most one page: memory stays bounded). */
   pending: TapeEntry[];
 }
@@ -125,6 +144,10 @@ class TapeFeed {
    * up no one (the next round reads on from its cursor, up to the head of then).
    */
   private async replay(r: Reader, head: number): Promise<void> {
+    if (r.onGap !== undefined) {
+      await this.checkGap(r);
+      if (r.closed || this.rt.stopped) return;
+    }
     // Kept entries that expired while the reader was paused are not sent (retention holds on read).
     const notBefore = this.rt.clock.now() - retentionMs(this.signal);
     let page = r.pending.filter((e) => e.createdAt >= notBefore);
@@ -162,6 +185,26 @@ class TapeFeed {
     r.cursor = Math.max(r.cursor, head);
     r.live = true;
     r.pace?.following();
+  }
+
+  /** Before a resuming reader's first entry: whether retention took entries after its position. */
+  private async checkGap(r: Reader): Promise<void> {
+    const onGap = r.onGap!;
+    r.onGap = undefined;
+    const store = this.rt.store;
+    if (r.cursor === 0 || store.tapeGap === undefined) return;
+    const through = await store.tapeGap({
+      signal: this.signal.name,
+      key: this.key,
+      after: r.cursor,
+      notBefore: this.rt.clock.now() - retentionMs(this.signal),
+    });
+    if (through === 0 || r.closed) return;
+    try {
+      onGap({ after: r.cursor, through });
+    } catch (err) {
+      this.rt.logger.error({ err, signal: this.signal.name, key: this.key }, "live: an onGap listener threw");
+    }
   }
 
   add(r: Reader): void {
@@ -361,6 +404,8 @@ export class LiveRuntime {
         `app.live: after must be a tape position (a non-negative integer), got ${String(after)}`,
       );
     if (typeof listener !== "function") throw new TypeError("app.live: listener must be a function");
+    if (options.onGap !== undefined && typeof options.onGap !== "function")
+      throw new TypeError("app.live: onGap must be a function");
     // After stop nothing is read or delivered: a reader then gets nothing, and the store is not
     // subscribed again (the app refuses its callers once stopping; an SSE stream is being closed).
     if (this.halted) return () => undefined;
@@ -376,6 +421,7 @@ export class LiveRuntime {
       pace,
       paused: false,
       pending: [],
+      onGap: options.onGap,
     };
     feed.add(reader);
     const f = feed;

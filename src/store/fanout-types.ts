@@ -60,6 +60,16 @@ export interface TapeRead {
   upTo?: number;
 }
 
+/** What a reader resuming after `after` can no longer get (Store.tapeGap). */
+export interface TapeGapRead {
+  signal: string;
+  key: string;
+  /** The reader's last position. */
+  after: number;
+  /** Entries created before this are expired (as TapeRead.notBefore). */
+  notBefore: number;
+}
+
 /**
  * The fan-out half of the Store. Broadcast events themselves travel as once
  * messages (one copy per subscribed flow, see signal/broadcast-runtime.ts), so
@@ -99,8 +109,21 @@ export interface FanoutStore {
    * silence until the positions catch up (the live hub says so once, at its first such resume).
    */
   lastTapePosition?(): Promise<number>;
-  /** Deletes up to `limit` entries of `signal` created before `before`; returns how many. */
+  /**
+   * Deletes up to `limit` entries of `signal` created before `before`; returns how many. A driver
+   * with `tapeGap` records the highest position it deleted of the signal (kept for good, one
+   * number per signal).
+   */
   pruneTape(signal: string, before: number, limit: number): Promise<number>;
+  /**
+   * The highest position after `req.after` that a reader of the tape can no longer get, 0 when it
+   * gets everything after it: the highest position pruned of the signal, when above `after` (one
+   * number per signal, so for a keyed tape it may name a gap another key's entries made: a gap is
+   * never missed, and may be reported where the key had none), or the tape's highest expired entry
+   * above `after` not pruned yet. Optional (it came after the first drivers; every built-in driver
+   * has it): without it a resume past pruned entries is followed in silence.
+   */
+  tapeGap?(req: TapeGapRead): Promise<number>;
   /**
    * Hears committed appends, from any process sharing the store: the tape, or
    * "all" when every tape should be re-read (a poll tick, a reconnect, a

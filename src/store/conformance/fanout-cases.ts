@@ -158,6 +158,67 @@ export function fanoutCases(factory: StoreFactory, options: ConformanceOptions =
       expect(ids(await read(s, 0, { key: "k2" }))).toEqual(["x2"]);
     });
 
+    describe("tapeGap (optional: what a resuming reader can no longer get)", () => {
+      if (options.tapeGap !== true) {
+        it("is absent", () => {
+          expect(Reflect.get(store(), "tapeGap")).toBeUndefined();
+        });
+        return;
+      }
+      const gap = (after: number, opts: { key?: string; notBefore?: number; signal?: string } = {}) => {
+        const s = store();
+        if (s.tapeGap === undefined) throw new Error("the driver has no tapeGap");
+        return s.tapeGap({
+          signal: opts.signal ?? "live.a",
+          key: opts.key ?? "k1",
+          after,
+          notBefore: opts.notBefore ?? 0,
+        });
+      };
+
+      it("is 0 while everything after the position is still on the tape", async () => {
+        const s = store();
+        const [a, b] = await s.appendTape([entry("g1"), entry("g2")], T0);
+        expect(await gap(0)).toBe(0);
+        expect(await gap(a!.position)).toBe(0);
+        expect(await gap(b!.position)).toBe(0);
+      });
+
+      it("names the last expired entry after the position, pruned or not yet", async () => {
+        const s = store();
+        const [o1, o2] = await s.appendTape([entry("o1"), entry("o2")], T0);
+        const [n1] = await s.appendTape([entry("n1")], T0 + 10_000);
+        // Expired on read, not pruned yet: a reader after o1 would never get o2.
+        expect(await gap(o1!.position, { notBefore: T0 + 5_000 })).toBe(o2!.position);
+        expect(await gap(o2!.position, { notBefore: T0 + 5_000 })).toBe(0);
+        // Pruned: the same answer without the expiry in the request.
+        expect(await s.pruneTape("live.a", T0 + 5_000, 10)).toBe(2);
+        expect(await gap(0)).toBe(o2!.position);
+        expect(await gap(o1!.position)).toBe(o2!.position);
+        expect(await gap(o2!.position)).toBe(0);
+        expect(await gap(n1!.position)).toBe(0);
+        // Pruning more raises it, never lowers it; another signal has none.
+        await s.appendTape([entry("o3", "k2")], T0 + 1);
+        const [late] = await s.appendTape([entry("o4", "k2")], T0 + 2);
+        expect(await s.pruneTape("live.a", T0 + 5_000, 10)).toBe(2);
+        expect(await gap(0, { key: "k2" })).toBe(late!.position);
+        await s.pruneTape("live.a", T0, 10);
+        expect(await gap(0, { key: "k2" })).toBe(late!.position);
+        expect(await gap(0, { signal: "live.b" })).toBe(0);
+      });
+
+      it("counts a prune of the signal for each of its tapes (one number per signal: never a gap missed)", async () => {
+        const s = store();
+        const [b] = await s.appendTape([entry("b1", "B")], T0);
+        const [a] = await s.appendTape([entry("a1", "A")], T0 + 10_000);
+        await s.pruneTape("live.a", T0 + 5_000, 10);
+        // Tape A lost nothing, but a reader of it resuming below b1 is told of a possible gap; one
+        // at a1, after everything pruned, is not.
+        expect(await gap(0, { key: "A" })).toBe(b!.position);
+        expect(await gap(a!.position, { key: "A" })).toBe(0);
+      });
+    });
+
     it("pruning one signal leaves the others", async () => {
       const s = store();
       await s.appendTape([entry("a1"), entry("b1", "k1", "live.b")], T0);

@@ -79,6 +79,12 @@ export interface ConformanceOptions {
    * is absent.
    */
   discardPending?: boolean;
+  /**
+   * The driver implements the optional `tapeGap` (what a live reader resuming after a position can no
+   * longer get: pruned or expired entries): the suite checks it. When false (default) the suite
+   * checks it is absent.
+   */
+  tapeGap?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

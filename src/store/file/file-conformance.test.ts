@@ -28,5 +28,6 @@ describeStoreConformance(
     lastTapePosition: true,
     deliveredFailed: true,
     discardPending: true,
+    tapeGap: true,
   },
 );

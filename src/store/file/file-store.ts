@@ -250,7 +250,8 @@ export function createFileStore(options: FileStoreOptions): FileStore {
 
   /** Runs a Store method, then waits until everything it saw or did is committed. */
   const guarded = <
-    K extends keyof Methods | "readTape" | "tapeHead" | "lastTapePosition" | "appendTape" | "pruneTape",
+    K extends
+      keyof Methods | "readTape" | "tapeHead" | "tapeGap" | "lastTapePosition" | "appendTape" | "pruneTape",
   >(
     name: K,
   ): Store[K] =>
@@ -314,6 +315,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     appendTape: guarded("appendTape"),
     readTape: guarded("readTape"),
     tapeHead: guarded("tapeHead"),
+    tapeGap: guarded("tapeGap"),
     lastTapePosition: guarded("lastTapePosition"),
     pruneTape: guarded("pruneTape"),
     subscribeTapes: (listener) => {

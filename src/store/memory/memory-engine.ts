@@ -44,7 +44,7 @@ import { consumerRunId } from "../resettle-rules.ts";
 import { MemorySchedules, type SchedulesSnapshot } from "./memory-schedules.ts";
 import { MemoryIdempotency } from "./memory-idempotency.ts";
 import { MemoryTapes, type TapeCut, type TapesSnapshot } from "./memory-tapes.ts";
-import type { NewTapeEntry, TapeEntry, TapeRead } from "../fanout-types.ts";
+import type { NewTapeEntry, TapeEntry, TapeGapRead, TapeRead } from "../fanout-types.ts";
 import type {
   ClaimIdempotencyRequest,
   CompleteIdempotencyRequest,
@@ -393,6 +393,9 @@ export class MemoryEngine {
   }
   tapeHead(signal: string, key: string): number {
     return this.tapes.head(signal, key);
+  }
+  tapeGap(req: TapeGapRead): number {
+    return this.tapes.gap(req);
   }
   lastTapePosition(): number {
     return this.tapes.lastPosition();

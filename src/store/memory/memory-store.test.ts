@@ -20,6 +20,7 @@ describeStoreConformance(
     lastTapePosition: true,
     deliveredFailed: true,
     discardPending: true,
+    tapeGap: true,
   },
 );
 
@@ -53,6 +54,7 @@ describeStoreConformance(
     lastTapePosition: true,
     deliveredFailed: true,
     discardPending: true,
+    tapeGap: true,
   },
 );
 

@@ -86,6 +86,9 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async tapeHead(signal, key) {
       return engine.tapeHead(signal, key);
     },
+    async tapeGap(req) {
+      return engine.tapeGap(req);
+    },
     async lastTapePosition() {
       return engine.lastTapePosition();
     },

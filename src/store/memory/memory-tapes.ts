@@ -1,5 +1,5 @@
 // The live-tape half of the memory engine: one ordered tape per (signal, key), synchronous and replayable.
-import type { NewTapeEntry, TapeEntry, TapeRead } from "../fanout-types.ts";
+import type { NewTapeEntry, TapeEntry, TapeGapRead, TapeRead } from "../fanout-types.ts";
 import { cloneJson } from "./clone-json.ts";
 
 interface Tape {
@@ -15,6 +15,8 @@ export interface TapesSnapshot {
   /** The last position given on any tape (positions are one counter for all tapes). */
   last: number;
   tapes: Array<{ signal: string; key: string; head: number; entries: TapeEntry[] }>;
+  /** Per signal, the highest position pruned (absent in snapshots from before it was kept). */
+  pruned?: Record<string, number>;
 }
 
 /** What one prune removed: per tape, every entry up to a position (a prefix, since a tape is in position order). */
@@ -35,10 +37,13 @@ const tapeKey = (signal: string, key: string): string => JSON.stringify([signal,
 export class MemoryTapes {
   private readonly tapes = new Map<string, Tape>();
   private last = 0;
+  /** Per signal, the highest position a prune removed: a resume below it may have missed entries. */
+  private readonly pruned = new Map<string, number>();
 
   load(s: TapesSnapshot | undefined): void {
     if (s === undefined) return;
     this.last = s.last;
+    for (const [signal, through] of Object.entries(s.pruned ?? {})) this.pruned.set(signal, through);
     for (const t of s.tapes) {
       this.tapes.set(tapeKey(t.signal, t.key), {
         signal: t.signal,
@@ -59,6 +64,7 @@ export class MemoryTapes {
         head: t.head,
         entries: t.entries.map((e) => cloneJson(e)),
       })),
+      pruned: Object.fromEntries(this.pruned),
     };
   }
 
@@ -122,6 +128,18 @@ export class MemoryTapes {
     return this.tapes.get(tapeKey(signal, key))?.head ?? 0;
   }
 
+  /** Store.tapeGap: the signal's pruned-through when above `after`, else the tape's last expired entry above it. */
+  gap(req: TapeGapRead): number {
+    const pruned = this.pruned.get(req.signal) ?? 0;
+    let gap = pruned > req.after ? pruned : 0;
+    for (const e of this.tapes.get(tapeKey(req.signal, req.key))?.entries ?? []) {
+      // In position order, and entries expire oldest first: the expired ones are a prefix.
+      if (e.createdAt >= req.notBefore) break;
+      if (e.position > req.after) gap = Math.max(gap, e.position);
+    }
+    return gap;
+  }
+
   /** The last position given on any tape (0 before the first): the counter, which a prune never lowers. */
   lastPosition(): number {
     return this.last;
@@ -154,7 +172,9 @@ export class MemoryTapes {
       const t = this.tapes.get(tapeKey(signal, c.key));
       if (t === undefined) continue;
       while (t.entries.length > 0 && t.entries[0]!.position <= c.upTo) {
-        t.ids.delete(t.entries.shift()!.id);
+        const gone = t.entries.shift()!;
+        t.ids.delete(gone.id);
+        if (gone.position > (this.pruned.get(signal) ?? 0)) this.pruned.set(signal, gone.position);
         n++;
       }
       if (t.entries.length === 0) this.tapes.delete(tapeKey(signal, c.key));

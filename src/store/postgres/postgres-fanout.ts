@@ -243,13 +243,33 @@ export function createPostgresFanout(ctx: PgContext, o: PgFanoutOptions): PgFano
       );
       return rows[0]?.last ?? 0;
     },
+    async tapeGap(req) {
+      // Two index probes: the signal's row of tape_pruned, and the tape's oldest entries through its
+      // primary key (expired ones are its oldest). GREATEST ignores NULLs; 0 when neither has one.
+      const { rows } = await q<{ gap: number }>(
+        ctx.pool,
+        `SELECT COALESCE(GREATEST(
+           (SELECT through FROM ${s}.tape_pruned WHERE signal = $1 AND through > $3),
+           (SELECT max(position) FROM ${s}.tape_entries
+             WHERE signal = $1 AND key = $2 AND position > $3 AND created_at < $4)), 0) AS gap`,
+        [req.signal, req.key, req.after, req.notBefore],
+      );
+      return rows[0]?.gap ?? 0;
+    },
     async pruneTape(signal, before, limit) {
-      // One batch per call (the caller loops): a big backlog never holds one long DELETE.
+      // One batch per call (the caller loops): a big backlog never holds one long DELETE. The same
+      // statement raises the signal's pruned-through, so no prune commits without it.
       const { rows } = await q<{ key: string }>(
         ctx.pool,
-        `DELETE FROM ${s}.tape_entries WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM ${s}.tape_entries WHERE signal = $1 AND created_at < $2 LIMIT $3))
-         RETURNING key`,
+        `WITH gone AS (
+           DELETE FROM ${s}.tape_entries WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM ${s}.tape_entries WHERE signal = $1 AND created_at < $2 LIMIT $3))
+           RETURNING key, position),
+         through AS (
+           INSERT INTO ${s}.tape_pruned (signal, through)
+           SELECT $1, max(position) FROM gone HAVING count(*) > 0
+           ON CONFLICT (signal) DO UPDATE SET through = GREATEST(${s}.tape_pruned.through, excluded.through))
+         SELECT key FROM gone`,
         [signal, before, limit],
       );
       // Heads of the tapes this emptied go too (a second statement: the first one's snapshot still

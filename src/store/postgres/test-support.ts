@@ -227,4 +227,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   lastTapePosition: true,
   deliveredFailed: true,
   discardPending: true,
+  tapeGap: true,
 } as const;

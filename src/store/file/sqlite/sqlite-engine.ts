@@ -37,7 +37,7 @@ import type {
   Throughput,
 } from "../../console-types.ts";
 import type { BeginCompensationRequest } from "../../compensation-types.ts";
-import type { NewTapeEntry, TapeEntry, TapeRead } from "../../fanout-types.ts";
+import type { NewTapeEntry, TapeEntry, TapeGapRead, TapeRead } from "../../fanout-types.ts";
 import type {
   ClaimIdempotencyRequest,
   CompleteIdempotencyRequest,
@@ -400,6 +400,10 @@ export class SqliteEngine {
 
   tapeHead(signal: string, key: string): number {
     return this.tapes.tapeHead(signal, key);
+  }
+
+  tapeGap(req: TapeGapRead): number {
+    return this.tapes.tapeGap(req);
   }
 
   lastTapePosition(): number {

@@ -1,5 +1,5 @@
 /** The file engine's live tapes: entries with positions from one counter for all tapes, kept in meta. */
-import type { NewTapeEntry, TapeEntry, TapeRead } from "../../fanout-types.ts";
+import type { NewTapeEntry, TapeEntry, TapeGapRead, TapeRead } from "../../fanout-types.ts";
 import type { TapeCut } from "../../memory/memory-tapes.ts";
 import { enc, dec, toTape, type TapeRow } from "./sqlite-rows.ts";
 import type { SqliteBatch } from "./sqlite-batch.ts";
@@ -86,6 +86,25 @@ export class SqliteTapes {
     );
   }
 
+  /**
+   * Store.tapeGap. The signal's pruned-through lives in meta (`tape_pruned:<signal>`), one row per
+   * signal ever pruned; the expired entries are the tape's oldest, read through its primary key.
+   */
+  tapeGap(req: TapeGapRead): number {
+    this.b.check();
+    const pruned = this.b.get<{ v: number }>("SELECT v FROM meta WHERE k = ?", prunedKey(req.signal))?.v ?? 0;
+    const expired =
+      this.b.get<{ p: number | null }>(
+        `SELECT max(position) AS p FROM tape_entries
+         WHERE signal = ? AND key = ? AND position > ? AND created_at < ?`,
+        req.signal,
+        req.key,
+        req.after,
+        req.notBefore,
+      )?.p ?? 0;
+    return Math.max(pruned > req.after ? pruned : 0, expired);
+  }
+
   /** The last position given on any tape (0 before the first): meta's counter, which a prune never lowers. */
   lastTapePosition(): number {
     this.b.check();
@@ -129,7 +148,16 @@ export class SqliteTapes {
           c.key,
           c.upTo,
         );
+      // A cut removes a tape's prefix up to c.upTo, which was on the tape: the highest is pruned-through.
+      this.b.run(
+        "INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = max(v, excluded.v)",
+        prunedKey(signal),
+        Math.max(...cuts.map((c) => c.upTo)),
+      );
       return n;
     });
   }
 }
+
+/** The meta row holding a signal's pruned-through position. */
+const prunedKey = (signal: string): string => `tape_pruned:${signal}`;

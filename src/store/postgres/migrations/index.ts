@@ -25,6 +25,7 @@ import { m0028 } from "./0028-json-keeps-key-order.ts";
 import { m0029 } from "./0029-claim-after-stop.ts";
 import { m0030 } from "./0030-run-hold.ts";
 import { m0031 } from "./0031-delivered-failed.ts";
+import { m0032 } from "./0032-tape-pruned.ts";
 
 // The type lives in migration.ts; migrations 0001–0014 import it from here and stay as shipped (frozen).
 export type { Migration } from "./migration.ts";
@@ -58,4 +59,5 @@ export const migrations: readonly Migration[] = [
   m0029,
   m0030,
   m0031,
+  m0032,
 ];
