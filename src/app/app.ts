@@ -53,7 +53,7 @@ import { createOperatorApi } from "./operator.ts";
 import { checkCreateAppOptions, type App, type CreateAppOptions, type OperatorApi } from "./types.ts";
 import { warnUnconsumedSignals } from "./declaration-checks.ts";
 import { logServes, logStopped } from "./lifecycle-log.ts";
-import { openStoreWaiting } from "./store-wait.ts";
+import { openStoreWaiting, storeStepWaiting } from "./store-wait.ts";
 
 /** Builds an app from the bindings its modules export. Throws boot errors (OKE10xx) at once. */
 export function createApp(options: CreateAppOptions): App {
@@ -264,10 +264,12 @@ class OkeApp implements App, FxRuntime {
 
   readiness(): Readiness {
     if (this.state === "ready") return this.store.health().ok ? { ready: true } : STORE_UNAVAILABLE;
-    if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
     if (this.state === "draining" || this.state === "stopping" || this.state === "stopped")
       return { ready: false, reason: "stopping" };
-    return this.waitingForStore ? STORE_UNAVAILABLE : { ready: false, reason: "booting" };
+    // Boot (the orphan scan included) or an early emit waiting through an outage: the store is why.
+    if (this.waitingForStore) return STORE_UNAVAILABLE;
+    if (this.state === "orphan_scan") return { ready: false, reason: "orphan_scan" };
+    return { ready: false, reason: "booting" };
   }
 
   boot(): Promise<void> {
@@ -288,10 +290,7 @@ class OkeApp implements App, FxRuntime {
           timeoutMs: this.config.connectTimeoutMs,
           logger: this.logger,
           stopped: this.stopped,
-          fix:
-            this.store.driver === "postgres"
-              ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
-              : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).",
+          fix: this.storeWaitFix(),
           onWaiting: () => (this.waitingForStore = true),
         });
       } catch (e) {
@@ -302,6 +301,37 @@ class OkeApp implements App, FxRuntime {
       }
     })();
     return this.storeOpening;
+  }
+
+  /** OKE1096's fix: which setting names the store, which bounds the wait. */
+  private storeWaitFix(): string {
+    return this.store.driver === "postgres"
+      ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
+      : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).";
+  }
+
+  /**
+   * A boot step after open() that calls the store, waited through an outage as open() is
+   * (storeStepWaiting): a database that let open() through can refuse the next connection (53300 at
+   * its connection limit) or drop one, and that must not end the process. Only that step runs again.
+   */
+  private async bootStep<T>(step: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await storeStepWaiting(
+        {
+          store: this.store,
+          timeoutMs: this.config.connectTimeoutMs,
+          logger: this.logger,
+          stopped: this.stopped,
+          fix: this.storeWaitFix(),
+          onWaiting: () => (this.waitingForStore = true),
+          step,
+        },
+        run,
+      );
+    } finally {
+      this.waitingForStore = false;
+    }
   }
 
   private async doBoot(): Promise<void> {
@@ -315,29 +345,33 @@ class OkeApp implements App, FxRuntime {
     if (this.role !== "all") this.logger.info({ role: this.role }, ROLE_LINES[this.role]);
     logServes(this.logger, this.role === "all" ? this.manifest : servedBy(this.manifest, this.role));
     // Before anything is taken or served: a dev instance on production's store must not join it.
-    await checkFleetEnv({
-      store: this.store,
-      clock: this.clock,
-      logger: this.logger,
-      env: this.env,
-      instanceId: this.instanceId,
-      where:
-        this.store.driver === "postgres" && this.ownsStore
-          ? `PostgreSQL schema "${this.config.databaseSchema}"`
-          : `the ${this.store.driver} store`,
-    });
+    await this.bootStep("checking the fleet's environments", () =>
+      checkFleetEnv({
+        store: this.store,
+        clock: this.clock,
+        logger: this.logger,
+        env: this.env,
+        instanceId: this.instanceId,
+        where:
+          this.store.driver === "postgres" && this.ownsStore
+            ? `PostgreSQL schema "${this.config.databaseSchema}"`
+            : `the ${this.store.driver} store`,
+      }),
+    );
     this.stoppedDuringBoot("the fleet's environments were checked");
     if (this.consumes) {
       this.state = "orphan_scan";
-      await this.durable.orphanScan();
+      // Runs it took before a failure hold live leases now: a second scan does not list them again.
+      await this.bootStep("scanning for orphaned runs", () => this.durable.orphanScan());
       this.stoppedDuringBoot("the orphan scan");
     }
     // A web instance starts no worker pool and no broadcast consumer here, only its live readers.
-    await this.signals.start();
+    // Its broadcast heartbeat is the one store call it awaits; a retried start starts no pool twice.
+    await this.bootStep("announcing the broadcast consumers", () => this.signals.start());
     this.stoppedDuringBoot("workers started");
     if (this.consumes) {
       this.durable.startScheduler();
-      await this.schedules.start();
+      await this.bootStep("reconciling the schedules", () => this.schedules.start());
       this.stoppedDuringBoot("schedules started");
       this.schedulePrune();
     }

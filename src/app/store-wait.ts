@@ -1,4 +1,4 @@
-/** Boot's wait for an unreachable store: open() retried with backoff on connection-class errors, bounded, logged, stoppable. */
+/** Boot's wait for an unreachable store: open() and each later boot step retried with backoff on connection-class errors, bounded, logged, stoppable. */
 import { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
 import type { Store } from "../store/types.ts";
@@ -53,58 +53,81 @@ export function describeFailure(err: unknown): string {
  * per failure saying what failed, where, the attempt, the next try and the time left (no stack). Any other
  * error (a bad migration, permission denied, a schema newer than this code) is thrown at once.
  */
-export async function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
+export function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
+  return waitThroughOutage(options, () => options.store.open(), undefined);
+}
+
+/**
+ * One step of boot after open() (the fleet check, the orphan scan, the schedules' reconcile): run
+ * again, with openStoreWaiting's backoff, bound and log lines, while it fails with an error the store
+ * calls unavailable — a database that let open() through can still refuse the next connection
+ * (53300 at a connection limit) or drop one. `step` names it in the log and in OKE1096. Unlike
+ * open(), a step in flight is awaited to its end, even after stop(): the runtimes' stop() waits for
+ * their own start(), and boot's next check says it was stopped. Only the sleep between tries ends at
+ * a stop.
+ */
+export function storeStepWaiting<T>(
+  options: StoreWaitOptions & { step: string },
+  run: () => Promise<T>,
+): Promise<T> {
+  return waitThroughOutage(options, run, options.step);
+}
+
+/** `attempt` until it succeeds or fails with a non-outage; `step` undefined: it is open() (raced with the stop and the bound). */
+async function waitThroughOutage<T>(
+  options: StoreWaitOptions,
+  attempt: () => Promise<T>,
+  step: string | undefined,
+): Promise<T> {
   const { store, timeoutMs, logger, stopped } = options;
   const address = store.address ?? store.driver;
+  const during = step === undefined ? "" : ` while ${step}`;
+  // A step's failure is seen after its whole attempt: whether the app stopped meanwhile is read then.
+  let isStopped = false;
+  void stopped.then(() => (isStopped = true));
   // Elapsed time on the monotonic clock: a host clock step must neither end the wait nor stretch it.
   const startedAt = performance.now();
   const waited = (): number => Math.round(performance.now() - startedAt);
   const stoppedError = (): OkeError =>
     new OkeError({
       code: "OKE1097",
-      message: `oke boot: stopped while waiting for the store at ${address}`,
+      message:
+        step === undefined
+          ? `oke boot: stopped while waiting for the store at ${address}`
+          : `oke boot: stopped while ${step}, waiting for the store at ${address}`,
     });
   let delay = FIRST_DELAY_MS;
-  for (let attempt = 1; ; attempt++) {
-    // An open still in flight when the app stops or the bound passes is left to settle on its own
-    // (close() waits for it). A connect that hangs (a host that drops packets) ends at the bound.
-    const left = timeoutMs - waited();
-    let deadline: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      store.open().then(
-        () => ({ ok: true as const }),
-        (err: unknown) => ({ ok: false as const, err }),
-      ),
-      stopped.then(() => "stopped" as const),
-      ...(left > 0 ? [new Promise<"hung">((r) => (deadline = setTimeout(() => r("hung"), left)))] : []),
-    ]);
-    clearTimeout(deadline);
+  for (let n = 1; ; n++) {
+    const outcome = await (step === undefined
+      ? raced(attempt, stopped, timeoutMs - waited())
+      : settled(attempt));
     if (outcome === "stopped") throw stoppedError();
-    if (outcome === "hung")
+    if (outcome.kind === "hung")
       throw new OkeError({
         code: "OKE1096",
-        message: `oke boot: could not reach the store at ${address} in ${timeoutMs} ms (${attempt} attempt${attempt === 1 ? "" : "s"}; last: open() still running after ${left} ms)`,
+        message: `oke boot: could not reach the store at ${address} in ${timeoutMs} ms (${n} attempt${n === 1 ? "" : "s"}; last: open() still running after ${outcome.afterMs} ms)`,
         fix: options.fix,
       });
-    if (outcome.ok) {
-      if (attempt > 1)
+    if (outcome.kind === "ok") {
+      if (n > 1)
         logger.info(
-          { address, attempt, waitedMs: waited() },
-          `okengine: the store at ${address} is reachable (attempt ${attempt})`,
+          { address, attempt: n, waitedMs: waited(), ...(step === undefined ? {} : { step }) },
+          `okengine: the store at ${address} is reachable (attempt ${n})`,
         );
-      return;
+      return outcome.value;
     }
     const { err } = outcome;
     if (store.isUnavailable?.(err) !== true) throw err;
+    if (isStopped) throw stoppedError();
     const remaining = timeoutMs - waited();
     if (remaining <= 0)
       throw new OkeError({
         code: "OKE1096",
         message:
-          `oke boot: could not reach the store at ${address} ` +
+          `oke boot: could not reach the store at ${address}${during} ` +
           (timeoutMs === 0
             ? `(${describeFailure(err)})`
-            : `in ${timeoutMs} ms (${attempt} attempts; last: ${describeFailure(err)})`),
+            : `in ${timeoutMs} ms (${n} attempts; last: ${describeFailure(err)})`),
         fix: options.fix,
         cause: err,
       });
@@ -113,8 +136,15 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
     // nothing about an unreachable host, and up to 20 of them in a row buried the one line that did.
     const error = describeFailure(err);
     logger.warn(
-      { code: codeOf(err), address, attempt, nextTryMs: next, givesUpInMs: remaining },
-      `okengine: the store at ${address} is unavailable (${error}); attempt ${attempt}, next try in ${next} ms, giving up in ${remaining} ms`,
+      {
+        code: codeOf(err),
+        address,
+        attempt: n,
+        nextTryMs: next,
+        givesUpInMs: remaining,
+        ...(step === undefined ? {} : { step }),
+      },
+      `okengine: the store at ${address} is unavailable (${error}); attempt ${n}, next try in ${next} ms, giving up in ${remaining} ms`,
     );
     options.onWaiting?.();
     let timer: NodeJS.Timeout | undefined;
@@ -126,4 +156,41 @@ export async function openStoreWaiting(options: StoreWaitOptions): Promise<void>
     if (!slept) throw stoppedError();
     delay = Math.min(delay * 2, MAX_DELAY_MS);
   }
+}
+
+type Outcome<T> =
+  { kind: "ok"; value: T } | { kind: "failed"; err: unknown } | { kind: "hung"; afterMs: number };
+
+/** The attempt to its end. */
+function settled<T>(attempt: () => Promise<T>): Promise<Outcome<T>> {
+  return attempt().then(
+    (value) => ({ kind: "ok" as const, value }),
+    (err: unknown) => ({ kind: "failed" as const, err }),
+  );
+}
+
+/**
+ * The attempt, or the stop, or the bound (`left` ms): an open still in flight when the app stops or
+ * the bound passes is left to settle on its own (close() waits for it). A connect that hangs (a host
+ * that drops packets) ends at the bound.
+ */
+async function raced<T>(
+  attempt: () => Promise<T>,
+  stopped: Promise<void>,
+  left: number,
+): Promise<Outcome<T> | "stopped"> {
+  let deadline: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    settled(attempt),
+    stopped.then(() => "stopped" as const),
+    ...(left > 0
+      ? [
+          new Promise<Outcome<T>>(
+            (r) => (deadline = setTimeout(() => r({ kind: "hung", afterMs: left }), left)),
+          ),
+        ]
+      : []),
+  ]);
+  clearTimeout(deadline);
+  return outcome;
 }

@@ -76,6 +76,8 @@ export interface SignalRuntimeOptions {
  */
 export class SignalRuntime {
   private readonly pools: WorkerPool[] = [];
+  /** start() started the once pools already (a retried start must not start them twice). */
+  private poolsStarted = false;
   /** The pool of each once signal bound in this app (claim at emit). */
   private readonly poolBySignal = new Map<string, WorkerPool>();
   private readonly broadcasts: BroadcastRuntime;
@@ -101,9 +103,22 @@ export class SignalRuntime {
   }
 
   /** Starts one pool per once-bound flow, then the broadcast runtime. */
+  /**
+   * Starts the worker pools, then the broadcast runtime (its first heartbeat is the one store call
+   * awaited here), then the live readers. Safe to call again after it failed (boot retries it through
+   * a store outage): the pools start once, and a broadcast start that failed started nothing.
+   */
   async start(): Promise<void> {
     if (this.stopped) return;
     if (this.o.consume === false) return this.lives.start();
+    if (!this.poolsStarted) this.startPools();
+    await this.broadcasts.start();
+    if (this.stopped) return;
+    this.lives.start();
+  }
+
+  private startPools(): void {
+    this.poolsStarted = true;
     for (const [signalName, flows] of this.o.subscribers) {
       const s = this.o.signals.get(signalName)!;
       if (s.delivery !== "once") continue;
@@ -129,9 +144,6 @@ export class SignalRuntime {
       this.poolBySignal.set(signalName, pool);
       pool.start();
     }
-    await this.broadcasts.start();
-    if (this.stopped) return;
-    this.lives.start();
   }
 
   /**
