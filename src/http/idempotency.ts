@@ -100,7 +100,7 @@ export function createIdempotency(deps: IdempotencyDeps) {
   let lastPrune = Number.NEGATIVE_INFINITY;
   const pruneEvery = Math.min(deps.windowMs, 3_600_000);
 
-  // Pruning rides on requests (no timer to stop): at most once per hour, in the background.
+  // Pruning rides on requests (no timer to stop): at most once per window or hour, in the background.
   const maybePrune = (now: number): void => {
     if (now - lastPrune < pruneEvery) return;
     lastPrune = now;
