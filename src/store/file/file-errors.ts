@@ -25,6 +25,14 @@ export const fileStoreErrors = {
       details: { dir },
       cause,
     }),
+  noNativeBinary: (cause: unknown) =>
+    new OkeError({
+      code: "OKE1340",
+      message:
+        "The file store needs better-sqlite3's compiled binary, and this install has none: its install script did not run (npm install --ignore-scripts, or npm 12 without the script approved) or it was built for another Node.js.",
+      fix: "Run `npm approve-scripts better-sqlite3 esbuild` (npm 11.x and later) and `npm rebuild better-sqlite3` (it downloads a prebuilt binary, or compiles one with python3, make and a C++ compiler); or run on PostgreSQL (DATABASE_URL), which needs no native module.",
+      cause,
+    }),
   closed: (dir: string) =>
     new OkeError({
       code: "OKE1322",

@@ -1,6 +1,7 @@
 /** The file driver's lock: one process per .oke directory, by a kernel lock and a lock file naming the holder. */
 import { randomBytes } from "node:crypto";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite } from "./sqlite/native.ts";
 import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ensureDir, errnoCode } from "./durable-fs.ts";
@@ -20,7 +21,7 @@ const GUARD_FILE = "lock.db";
  * lock file alone let a second container take over a live store; the kernel lock does not.
  */
 function takeGuard(dir: string): Database.Database | undefined {
-  const db = new Database(join(dir, GUARD_FILE));
+  const db = openSqlite(join(dir, GUARD_FILE));
   try {
     db.pragma("busy_timeout = 0");
     db.pragma("locking_mode = EXCLUSIVE");

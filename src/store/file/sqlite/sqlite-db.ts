@@ -1,5 +1,6 @@
 /** Opens the file driver's SQLite database: WAL, synchronous=FULL, the numbered migrations. */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite } from "./native.ts";
 import { okengineVersion } from "../../../okengine-version.ts";
 import { sqliteMigrations, type SqliteMigration } from "./migrations/index.ts";
 
@@ -15,7 +16,7 @@ export const DB_FILE = "store.db";
  * SQLite's automatic checkpoint (every ~1 000 pages) and on close.
  */
 export function openDb(file: string, migrations: readonly SqliteMigration[] = sqliteMigrations): SqliteDb {
-  const db = new Database(file);
+  const db = openSqlite(file);
   try {
     db.pragma("journal_mode = WAL");
     db.pragma("synchronous = FULL");
@@ -130,7 +131,7 @@ export function readSchemaState(
 ): SchemaState | undefined {
   let db: SqliteDb | undefined;
   try {
-    db = new Database(file, { readonly: true, fileMustExist: true });
+    db = openSqlite(file, { readonly: true, fileMustExist: true });
     const rows = db.prepare("SELECT * FROM schema_migrations ORDER BY id").all() as MigrationRow[];
     return schemaStateOf(rows, migrations);
   } catch {
@@ -148,7 +149,7 @@ export function readSchemaState(
 export function checkDb(file: string): string[] {
   let db: SqliteDb | undefined;
   try {
-    db = new Database(file, { readonly: true, fileMustExist: true });
+    db = openSqlite(file, { readonly: true, fileMustExist: true });
     const rows = db.pragma("quick_check") as { quick_check: string }[];
     const problems = rows.map((r) => r.quick_check).filter((r) => r !== "ok");
     return problems;

@@ -1,7 +1,7 @@
 /** Reads a SQLite WAL before SQLite does: a damaged frame followed by transactions committed after it (disk damage, not a torn tail), which SQLite's recovery would silently drop. */
 import { closeSync, copyFileSync, fsyncSync, openSync, readSync, statSync } from "node:fs";
 import { endianness } from "node:os";
-import Database from "better-sqlite3";
+import { openSqlite } from "./native.ts";
 
 /** What a WAL holds: the frames SQLite will recover, and the damage that hides committed ones. */
 export interface WalCheck {
@@ -189,7 +189,7 @@ export function salvageWal(dbFile: string, sideFile: string): void {
   } finally {
     closeSync(fd);
   }
-  const db = new Database(dbFile);
+  const db = openSqlite(dbFile);
   try {
     db.pragma("wal_checkpoint(TRUNCATE)");
   } finally {
