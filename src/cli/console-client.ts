@@ -16,7 +16,10 @@ export function quietOnClosedStdout(): void {
   });
 }
 
-/** Exit codes of the operator commands: 1 the Console answered with an error, 2 it could not be reached or what answered is not a Console. */
+/**
+ * Exit codes of the operator commands: 1 the Console answered with an error, or the command was
+ * malformed (a bad --url too); 2 it could not be reached or what answered is not a Console.
+ */
 export const EXIT_REFUSED = 1;
 export const EXIT_UNREACHABLE = 2;
 
@@ -25,6 +28,8 @@ export class CommandError extends Error {
   constructor(
     message: string,
     readonly exitCode: number,
+    /** The Console's answer, when it answered with an error: its status and code. */
+    readonly answer?: { status: number; code: string },
   ) {
     super(message);
     this.name = "CommandError";
@@ -51,16 +56,24 @@ interface ApiErrorBody {
   error?: { code?: string; message?: string; fix?: string };
 }
 
+/** The Console's base URL; a malformed one is a malformed command (exit 1), not an unreachable Console. */
 function baseUrl(raw: string | undefined): string {
-  const text = raw === undefined || raw === "" ? DEFAULT_CONSOLE_URL : raw;
+  // An empty address is refused, not read as the default: a script whose variable is unset would
+  // otherwise act on whatever app listens on this machine.
+  if (raw !== undefined && raw.trim() === "")
+    throw new CommandError(
+      `oke: the Console URL is empty: give the Console's address (e.g. ${DEFAULT_CONSOLE_URL}), or leave it out for that default`,
+      EXIT_REFUSED,
+    );
+  const text = raw ?? DEFAULT_CONSOLE_URL;
   let u: URL;
   try {
     u = new URL(/^[a-z]+:\/\//i.test(text) ? text : `http://${text}`);
   } catch {
-    throw new CommandError(`oke: "${text}" is not a Console URL (e.g. ${DEFAULT_CONSOLE_URL})`, 2);
+    throw new CommandError(`oke: "${text}" is not a Console URL (e.g. ${DEFAULT_CONSOLE_URL})`, EXIT_REFUSED);
   }
   if (u.protocol !== "http:" && u.protocol !== "https:")
-    throw new CommandError(`oke: the Console URL must be http:// or https://, got "${text}"`, 2);
+    throw new CommandError(`oke: the Console URL must be http:// or https://, got "${text}"`, EXIT_REFUSED);
   return u.href.replace(/\/+$/, "");
 }
 
@@ -114,11 +127,18 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
         EXIT_UNREACHABLE,
       );
     }
-    const notConsole = (what: string): CommandError =>
-      new CommandError(
-        `oke: ${url} is not a Console: it answered ${res.status} with ${what} (is --url the Console port, 6533 by default, rather than the app's?)`,
-        EXIT_UNREACHABLE,
-      );
+    const notConsole = (what: string, appAnswer = false): CommandError =>
+      // A gateway's error (a proxy in front of the Console, the app behind it down): not a Console
+      // at the wrong port, but one that cannot be reached through it.
+      !appAnswer && (res.status === 502 || res.status === 503 || res.status === 504)
+        ? new CommandError(
+            `oke: the Console at ${url} cannot be reached: what answered is in front of it (a proxy or load balancer?) and said ${res.status} ${res.statusText || "(no reason)"}: the app behind it is down or unreachable`,
+            EXIT_UNREACHABLE,
+          )
+        : new CommandError(
+            `oke: ${url} is not a Console: it answered ${res.status} with ${what} (is --url the Console port, 6533 by default, rather than the app's?)`,
+            EXIT_UNREACHABLE,
+          );
     let parsed: unknown;
     try {
       parsed = text === "" ? undefined : JSON.parse(text);
@@ -130,7 +150,7 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
     const answer = typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : {};
     if (typeof answer.ok === "boolean" && ("data" in answer || "error" in answer)) {
       const appCode = (answer as ApiErrorBody).error?.code;
-      throw notConsole(`an okengine app's answer${appCode === undefined ? "" : ` (${appCode})`}`);
+      throw notConsole(`an okengine app's answer${appCode === undefined ? "" : ` (${appCode})`}`, true);
     }
     if (res.ok) {
       // A 200 in JSON that is not what this command reads (`{"status":"ok"}` from a health check).
@@ -144,10 +164,11 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
     const code = err.code;
     // The Console's own messages start "console: ", which this line already says.
     const message = err.message.replace(/^console: /, "");
-    // What happened, said as the status means it: a 404 is not a refusal, and a 5xx is the Console
-    // failing to answer (try again), not a judgement on the request.
+    // What happened, said as the status means it: a 404 is not a refusal, a 501 is what the app's
+    // store cannot do (its message says so; trying again does not help), and another 5xx is the
+    // Console failing to answer (try again), not a judgement on the request.
     const said =
-      res.status === 404
+      res.status === 404 || res.status === 501
         ? ""
         : res.status >= 500
           ? "the Console could not answer: "
@@ -159,7 +180,7 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
           ? "\n  fix: pass --token <token> or set OKE_CONSOLE_TOKEN to an operator token of that app"
           : "\n  fix: that token is not one of the app's operator tokens (console.tokens / OKE_CONSOLE_TOKEN)";
     else if (err.fix) line += `\n  fix: ${err.fix}`;
-    throw new CommandError(line, EXIT_REFUSED);
+    throw new CommandError(line, EXIT_REFUSED, { status: res.status, code });
   }
 
   return {

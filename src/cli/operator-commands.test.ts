@@ -526,7 +526,10 @@ describe.each(drivers)(
       await until(() => app.read("nightly.log").length === 1, "the triggered fire ran");
       const missing = await run("schedules", "pause", "nope");
       expect(missing.code).toBe(1);
-      expect(missing.stderr).toContain('cron "nope" not found (404');
+      // A schedule, as the command calls it (the spec's 404 says "cron"), and the command that lists them.
+      expect(missing.stderr).toBe(
+        'oke: schedule "nope" not found (404 ClockResourceNotFoundError)\n  fix: oke schedules lists them',
+      );
     });
   },
 );

@@ -262,7 +262,10 @@ interface ActedAnswer {
   more?: boolean;
   skipped?: string[];
   job?: { id: string; total: number; rate: number };
-  /** A discard's: the queue's messages that are not dead letters (absent from an older app). */
+  /**
+   * The queue's messages that are not dead letters, and whether a live instance consumes the signal
+   * (a discard's; a replay's too, absent from an older app).
+   */
   backlog?: { pending: number; inflight: number; liveConsumer: boolean | null; declared: boolean };
 }
 
@@ -288,11 +291,21 @@ const parseLimit = (v: string): number => {
 };
 const parseRate = (v: string): number => {
   const n = Number(v);
-  if (!Number.isFinite(n) || n < 1 / 3600 || n > 10_000)
+  // Decimal only: Number() also reads "0x10" as 16, "1e3" as 1000 and "" as 0.
+  if (!/^(\d+(\.\d*)?|\.\d+)$/.test(v) || n < 1 / 3600 || n > 10_000)
     throw new InvalidArgumentError(
       "expected messages per second, at least 0.0003 (one an hour) and at most 10000",
     );
   return n;
+};
+/** `--since`: epoch ms (digits) or an ISO date; a negative number is neither (Date.parse reads "-5" as a year). */
+const parseSince = (v: string): string => {
+  const ok = /^\d+$/.test(v) || (/^\d{4}-\d{2}/.test(v) && Number.isFinite(Date.parse(v)));
+  if (!ok)
+    throw new InvalidArgumentError(
+      'expected epoch ms (e.g. 1764590400000) or an ISO date (e.g. 2026-12-01 or "2026-12-01 12:00")',
+    );
+  return v;
 };
 const parseStatus = (v: string): string => {
   if (!RUN_STATUSES.includes(v)) throw new InvalidArgumentError(`expected one of ${RUN_STATUSES.join(", ")}`);
@@ -315,6 +328,55 @@ function withConsole(cmd: Command): Command {
     .option("--json", "print the Console's JSON answer instead of a table");
 }
 
+/** Where to find a value for each argument the commands take, said when one is given empty. */
+const ARGUMENT_LISTS: Record<string, string> = {
+  signal: "oke status lists the signals",
+  ids: "oke dead <signal> lists the dead letters",
+  runId: "oke runs lists the runs",
+  job: "oke replays lists the jobs",
+  name: "oke schedules lists them",
+};
+
+/** Options whose empty value is refused: the Console would read it as no filter (or no cursor) and list everything again. */
+const EMPTY_OPTION: Record<string, string> = {
+  flow: "name a flow, or leave --flow out to list runs of every flow",
+  label: "name a sleep label, or leave --label out",
+  parent: "name the parent run, or leave --parent out",
+  since: "give epoch ms or an ISO date, or leave --since out",
+  cursor:
+    "pass the next of a previous page (its more: line prints it), or leave --cursor out for the first page",
+  cron: 'give a cron, e.g. "0 7 * * *"',
+  every: 'give an interval, e.g. "1h"',
+  timezone: 'give an IANA zone, e.g. "Europe/Paris"',
+};
+
+/**
+ * An empty argument or option is a malformed command (exit 1), refused before any request: `oke run ""`
+ * asked for the runs list, and `--cursor ""` or `--flow ""` listed everything from page 1.
+ */
+function refuseEmpty(cmd: Command, positional: unknown[], flags: Record<string, unknown>): void {
+  cmd.registeredArguments.forEach((a, i) => {
+    const v = positional[i];
+    if (v === "" || (Array.isArray(v) && v.includes(""))) {
+      const list = ARGUMENT_LISTS[a.name()];
+      throw usage(`<${a.name()}> is empty${list === undefined ? "" : `: ${list}`}`);
+    }
+  });
+  for (const [k, why] of Object.entries(EMPTY_OPTION))
+    if (flags[k] === "") throw usage(`--${k} is empty: ${why}`);
+  if (typeof flags.url === "string" && flags.url.trim() === "") {
+    // From the environment when this command or one above it took it from there.
+    let fromEnv = false;
+    for (let c: Command | null = cmd; c !== null; c = c.parent)
+      if (c.getOptionValueSource("url") === "env") fromEnv = true;
+    throw usage(
+      fromEnv
+        ? `OKE_CONSOLE_URL is set but empty: set it to the Console's address (e.g. ${DEFAULT_CONSOLE_URL}), or unset it for that default`
+        : `--url is empty: give the Console's address (e.g. ${DEFAULT_CONSOLE_URL}), or leave --url out for that default`,
+    );
+  }
+}
+
 /** Runs one operator action; a CommandError becomes its message on stderr and its exit code. */
 const act =
   <A extends unknown[]>(run: (client: ConsoleClient, ...args: A) => Promise<void>) =>
@@ -326,6 +388,7 @@ const act =
     args[args.length - 2] = { ...(args[args.length - 2] as object), ...flags };
     quietOnClosedStdout();
     try {
+      refuseEmpty(cmd, args.slice(0, -2), args[args.length - 2] as Record<string, unknown>);
       await run(createConsoleClient({ url: flags.url, token: flags.token }), ...args);
     } catch (e) {
       if (!(e instanceof CommandError)) throw e;
@@ -844,10 +907,10 @@ function nothingActed(
     body.ids.length === 1
       ? `${body.ids[0]} is not a ${kind} of ${signal}`
       : `none of the ${body.ids.length} ids given is a ${kind} of ${signal}`;
-  // Pending messages have no listing command; the Console's signal page lists them.
+  // Pending messages have no listing command of their own: a dry run of --all lists them.
   const lists =
     res.pending === true
-      ? `the Console's page of ${signal} lists them`
+      ? `oke discard ${shellWord(signal)} --pending --all --dry-run lists them`
       : `oke dead ${shellWord(signal)} lists them`;
   return new CommandError(`oke: ${head}: ${why} (${lists})`, EXIT_REFUSED);
 }
@@ -870,11 +933,13 @@ function actedText(
       ? `dry run: would ${verb} ${what}${more}; nothing changed`
       : `${verb === "replay" ? "replayed" : "discarded"} ${what}${more}`;
   const backlog =
-    "all" in body && res.backlog !== undefined
-      ? res.pending === true
-        ? pendingNote(res.backlog, dry !== undefined)
-        : backlogNote(res.backlog, signal)
-      : "";
+    verb === "replay"
+      ? replayNote(res.backlog, n, dry !== undefined)
+      : "all" in body && res.backlog !== undefined
+        ? res.pending === true
+          ? pendingNote(res.backlog, dry !== undefined)
+          : backlogNote(res.backlog, signal)
+        : "";
   return `${head}${backlog}${ids.length > 0 ? `\n${ids.join("\n")}` : ""}${skippedLine(signal, res, body)}`;
 }
 
@@ -900,6 +965,19 @@ function backlogNote(b: NonNullable<ActedAnswer["backlog"]>, signal: string): st
             ? `, or remove what is pending with oke discard ${shellWord(signal)} --pending --all`
             : "");
   return `; its ${counts} ${one ? "message is not a dead letter" : "messages are not dead letters"} (discard removes dead letters only): ${who}`;
+}
+
+/**
+ * A replay's word on who delivers what it replayed (or, dry, would): replayed messages are pending
+ * again, and with no live instance consuming the signal (its worker removed by a deploy) they wait
+ * there. Nothing when a live instance consumes it, nothing was replayed, or the app is older.
+ */
+function replayNote(b: ActedAnswer["backlog"], n: number, dry: boolean): string {
+  if (b === undefined || n === 0 || b.liveConsumer === true) return "";
+  if (b.liveConsumer === null)
+    return "; no live instance heartbeats to this store, so whether one consumes this signal cannot be told";
+  const they = n === 1 ? (dry ? "it would wait" : "it waits") : dry ? "they would wait" : "they wait";
+  return `; no live instance consumes this signal: ${they} pending until its worker is deployed again (${n === 1 ? "it is not lost" : "none is lost"})`;
 }
 
 /**
@@ -946,6 +1024,23 @@ async function wokeLater(c: ConsoleClient, runId: string): Promise<string> {
   if (stranded?.flows.some((f) => f.name === flow))
     return `${moved}, but no live instance has flow ${flow} (stranded): it resumes once an instance that has the flow runs (deploy it again)`;
   return `${moved}; an instance resumes it as soon as one is free`;
+}
+
+/**
+ * The run read once after a wake that resumed it: an error saying it is held back, with why and what
+ * to do as `oke run` says it, when it is; undefined otherwise (or when the read fails: the wake is done).
+ * One read, no waiting: a hold found after it is not seen here (oke run shows it).
+ */
+async function heldAfterWake(c: ConsoleClient, runId: string): Promise<CommandError | undefined> {
+  const d = await c.get(`/api/runs/${enc(runId)}`, shapes.run).catch(() => undefined);
+  const held = d?.run.held;
+  if (d === undefined || held === undefined) return undefined;
+  const fix = d.heldFix === undefined ? holdFix(held.code) : d.heldFix;
+  return new CommandError(
+    `oke: run ${runId} was resumed, then held back (${held.code}): ${oneLine(held.message)}` +
+      (fix === null ? "" : `\n  fix: ${oneLine(fix)}`),
+    EXIT_REFUSED,
+  );
 }
 
 /** Adds the operator commands to the `oke` program. */
@@ -1018,7 +1113,7 @@ export function addOperatorCommands(program: Command): void {
       .option("--dry-run", "say what would be replayed and change nothing")
       .option(
         "--rate <n>",
-        "replay n per second in the background (follow it with --json on GET /api/replays)",
+        "replay n per second in the background (oke replays follows it; oke replays stop <job> ends it)",
         parseRate,
       ),
   ).action(
@@ -1042,7 +1137,7 @@ export function addOperatorCommands(program: Command): void {
         if (flags.json) printJson(res);
         else if (res.job)
           print(
-            `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})${res.more ? "; more past the cap: run it again once this job is done" : ""}${skippedLine(signal, res, body)}`,
+            `replaying ${res.job.total} dead letter${res.job.total === 1 ? "" : "s"} of ${signal} at ${res.job.rate}/s in the background (job ${res.job.id})${res.more ? "; more past the cap: run it again once this job is done" : ""}${replayNote(res.backlog, res.job.total, false)}${skippedLine(signal, res, body)}`,
           );
         else print(actedText("replay", signal, res, body));
         const none = nothingActed("replay", signal, res, body);
@@ -1103,12 +1198,16 @@ export function addOperatorCommands(program: Command): void {
     program
       .command("runs")
       .description("durable runs, newest first")
-      .addOption(new Option("--status <status>", "only runs in this status").argParser(parseStatus))
+      .addOption(
+        new Option("--status <status>", `only runs in this status: ${RUN_STATUSES.join(", ")}`).argParser(
+          parseStatus,
+        ),
+      )
       .option("--flow <flow>", "only runs of this flow")
       .option("--label <label>", "only sleeping runs whose current sleep has this label")
       .option("--parent <runId>", "only children of this run")
       .option("--held", "only runs held back (their journal does not match the code; oke run <id> says why)")
-      .option("--since <time>", "created at or after (ISO date or epoch ms)")
+      .option("--since <time>", "created at or after (ISO date or epoch ms)", parseSince)
       .option("--limit <n>", "at most this many (1-500, default 50)", parseLimit)
       .option("--cursor <cursor>", "the next page (printed under a full page)"),
   ).action(
@@ -1203,7 +1302,15 @@ export function addOperatorCommands(program: Command): void {
         ((v) => isObj(v) && isStr(v.outcome)) as Shape<{ outcome: string }>,
       );
       if (flags.json) printJson(res);
-      else print(res.outcome === "resumed" ? `woke ${runId}: resumed` : await wokeLater(c, runId));
+      if (res.outcome !== "resumed") {
+        if (!flags.json) print(await wokeLater(c, runId));
+        return;
+      }
+      if (!flags.json) print(`woke ${runId}: resumed`);
+      // A resume whose replay finds the journal no longer matches the code gives the run back held
+      // (OKE1301) at once: read it again, so "resumed" is not the last word on a run that waits.
+      const held = await heldAfterWake(c, runId);
+      if (held !== undefined) throw held;
     }),
   );
 
@@ -1241,7 +1348,8 @@ export function addOperatorCommands(program: Command): void {
   const replays = withConsole(
     program.command("replays").description("paced replays (replay --rate): list them; stop one"),
   ).action(
-    act(async (c, flags: ConnFlags) => {
+    act(async (c, flags: ConnFlags, cmd: Command) => {
+      unknownSubcommand(cmd);
       const res = await c.get("/api/replays", shapes.replays);
       if (flags.json) printJson(res);
       else print(formatReplays(res.jobs));
@@ -1254,7 +1362,18 @@ export function addOperatorCommands(program: Command): void {
       .argument("<job>", "the job's id (oke replays lists them)"),
   ).action(
     act(async (c, job: string, flags: ConnFlags) => {
-      const r = await c.post(`/api/replays/${enc(job)}/stop`, undefined, shapes.replayStop);
+      const r = await c
+        .post(`/api/replays/${enc(job)}/stop`, undefined, shapes.replayStop)
+        .catch((e: unknown) => {
+          // The Console names its API for API users; here the command that lists them.
+          if (e instanceof CommandError && e.answer?.status === 404)
+            throw new CommandError(
+              e.message.replace("(GET /api/replays lists them)", "(oke replays lists them)"),
+              e.exitCode,
+              e.answer,
+            );
+          throw e;
+        });
       if (flags.json) printJson(r);
       else
         print(
@@ -1270,7 +1389,8 @@ export function addOperatorCommands(program: Command): void {
       .command("schedules")
       .description("schedules (clocks): list them; pause, resume, trigger, edit or reset one"),
   ).action(
-    act(async (c, flags: ConnFlags) => {
+    act(async (c, flags: ConnFlags, cmd: Command) => {
+      unknownSubcommand(cmd);
       const res = await c.get("/api/schedules", shapes.schedules);
       if (flags.json) printJson(res);
       else print(formatSchedules(res.schedules));
@@ -1283,7 +1403,9 @@ export function addOperatorCommands(program: Command): void {
   ] as const) {
     withConsole(schedules.command(verb).description(what).argument("<name>", "the schedule")).action(
       act(async (c, name: string, flags: ConnFlags) => {
-        const s = await c.post(`/api/schedules/${enc(name)}/${verb}`, undefined, shapes.schedule);
+        const s = await c
+          .post(`/api/schedules/${enc(name)}/${verb}`, undefined, shapes.schedule)
+          .catch(scheduleNotFound);
         if (flags.json) printJson(s);
         else print(scheduleLine(past, s));
       }),
@@ -1293,11 +1415,13 @@ export function addOperatorCommands(program: Command): void {
     schedules.command("trigger").description("fire it once now").argument("<name>", "the schedule"),
   ).action(
     act(async (c, name: string, flags: ConnFlags) => {
-      const r = await c.post(
-        `/api/schedules/${enc(name)}/trigger`,
-        undefined,
-        ((v) => isObj(v) && isStr(v.messageId)) as Shape<{ messageId: string }>,
-      );
+      const r = await c
+        .post(
+          `/api/schedules/${enc(name)}/trigger`,
+          undefined,
+          ((v) => isObj(v) && isStr(v.messageId)) as Shape<{ messageId: string }>,
+        )
+        .catch(scheduleNotFound);
       if (flags.json) printJson(r);
       else print(`triggered ${name}: message ${r.messageId}`);
     }),
@@ -1315,9 +1439,39 @@ export function addOperatorCommands(program: Command): void {
       const edit: Record<string, string> = {};
       for (const k of ["cron", "every", "timezone"] as const) if (flags[k] !== undefined) edit[k] = flags[k];
       if (Object.keys(edit).length === 0) throw usage("schedules edit needs --cron, --every or --timezone");
-      const s = await c.post(`/api/schedules/${enc(name)}/edit`, edit, shapes.schedule);
+      const s = await c
+        .post(`/api/schedules/${enc(name)}/edit`, edit, shapes.schedule)
+        .catch(scheduleNotFound);
       if (flags.json) printJson(s);
       else print(scheduleLine("edited", s));
     }),
   );
+  // Set after their subcommands were added (which inherit the setting): a word that is none of them
+  // reaches the action, which names the subcommands, instead of commander's "too many arguments".
+  replays.allowExcessArguments(true);
+  schedules.allowExcessArguments(true);
+}
+
+/** `oke schedules frobnicate`: an unknown subcommand, named with the ones there are (exit 1). */
+function unknownSubcommand(cmd: Command): void {
+  const word = cmd.args[0];
+  if (word === undefined) return;
+  const subs = cmd.commands.map((c) => c.name());
+  throw usage(
+    `unknown subcommand "${oneLine(word)}" for oke ${cmd.name()}: ${subs.join(", ")} (oke ${cmd.name()} alone lists them)`,
+  );
+}
+
+/**
+ * A schedule the app does not have: the durable-sleep spec's 404 names it a "cron"; said here as the
+ * schedule it is, with the command that lists them.
+ */
+function scheduleNotFound(e: unknown): never {
+  if (e instanceof CommandError && e.answer?.code === "ClockResourceNotFoundError")
+    throw new CommandError(
+      `${e.message.replace(/^oke: cron "/, 'oke: schedule "')}${e.message.includes("\n  fix:") ? "" : "\n  fix: oke schedules lists them"}`,
+      e.exitCode,
+      e.answer,
+    );
+  throw e;
 }

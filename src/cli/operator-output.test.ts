@@ -1371,7 +1371,7 @@ describe("oke run of a stranded sleeper, oke wake of a held-back run, oke discar
       "discarded 0 pending messages of notify.send\nnot pending messages of notify.send (skipped): m_nope",
     ]);
     expect(named.stderr).toBe(
-      "oke: nothing discarded: m_nope is not a pending message of notify.send (the Console's page of notify.send lists them)",
+      "oke: nothing discarded: m_nope is not a pending message of notify.send (oke discard notify.send --pending --all --dry-run lists them)",
     );
     const one = await cli("discard", "notify.send", "--pending", ids[0]!);
     expect([one.code, one.stdout]).toEqual([0, `discarded 1 pending message of notify.send\n${ids[0]!}`]);

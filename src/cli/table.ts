@@ -1,7 +1,57 @@
 // Terminal output for the operator commands: padded tables, ages, times and short previews.
 
+/** User-perceived characters: an emoji with its modifiers, a flag, a letter with its accents. */
+const graphemes = new Intl.Segmenter("en", { granularity: "grapheme" });
+
 /**
- * Columns padded to their widest cell; numbers right-aligned, and the columns `right` names (ages
+ * East Asian Wide and Fullwidth code points (Unicode's EastAsianWidth W and F), the blocks a name or
+ * message uses: Hangul, CJK, kana, fullwidth forms. Kept short on purpose; rarer wide code points
+ * read as one column (a misaligned row, never a cut character).
+ */
+const WIDE: ReadonlyArray<readonly [number, number]> = [
+  [0x1100, 0x115f],
+  [0x2e80, 0x303e],
+  [0x3041, 0x33ff],
+  [0x3400, 0x4dbf],
+  [0x4e00, 0x9fff],
+  [0xa000, 0xa4cf],
+  [0xa960, 0xa97f],
+  [0xac00, 0xd7a3],
+  [0xf900, 0xfaff],
+  [0xfe10, 0xfe19],
+  [0xfe30, 0xfe6f],
+  [0xff00, 0xff60],
+  [0xffe0, 0xffe6],
+  [0x1f300, 0x1f64f],
+  [0x1f900, 0x1f9ff],
+  [0x20000, 0x2fffd],
+  [0x30000, 0x3fffd],
+];
+
+/** Columns one grapheme takes in a terminal: 2 for wide characters and emoji, 0 for controls and format characters. */
+function graphemeWidth(g: string): number {
+  const cp = g.codePointAt(0) ?? 0;
+  if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || /^[\p{Cf}\p{Mn}\p{Me}]+$/u.test(g)) return 0;
+  // An emoji shown as one (its default, or asked for by U+FE0F), a flag, a ZWJ sequence: two columns.
+  if (/\p{Emoji_Presentation}/u.test(g) || (g.includes("\uFE0F") && /\p{Extended_Pictographic}/u.test(g)))
+    return 2;
+  return WIDE.some(([a, b]) => cp >= a && cp <= b) ? 2 : 1;
+}
+
+/** The columns `text` takes in a terminal (not its length in UTF-16 units). */
+export function displayWidth(text: string): number {
+  let w = 0;
+  for (const { segment } of graphemes.segment(text)) w += graphemeWidth(segment);
+  return w;
+}
+
+const padEnd = (text: string, width: number): string =>
+  text + " ".repeat(Math.max(0, width - displayWidth(text)));
+const padStart = (text: string, width: number): string =>
+  " ".repeat(Math.max(0, width - displayWidth(text))) + text;
+
+/**
+ * Columns padded to their widest cell (in terminal columns: a CJK character or an emoji takes two); numbers right-aligned, and the columns `right` names (ages
  * such as "1m05s", read as amounts); empty cells shown as "-".
  */
 export function table(
@@ -16,15 +66,15 @@ export function table(
       (rows.some((r) => typeof r[i] === "number") &&
         rows.every((r) => typeof r[i] === "number" || r[i] === null || r[i] === undefined)),
   );
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const widths = headers.map((h, i) => Math.max(displayWidth(h), ...cells.map((c) => displayWidth(c[i]!))));
   const line = (c: readonly string[]): string =>
     c
       .map((text, i) =>
-        numeric[i] ? text.padStart(widths[i]!) : i === c.length - 1 ? text : text.padEnd(widths[i]!),
+        numeric[i] ? padStart(text, widths[i]!) : i === c.length - 1 ? text : padEnd(text, widths[i]!),
       )
       .join("  ")
       .trimEnd();
-  return [line(headers.map((h, i) => (numeric[i] ? h.padStart(widths[i]!) : h))), ...cells.map(line)].join(
+  return [line(headers.map((h, i) => (numeric[i] ? padStart(h, widths[i]!) : h))), ...cells.map(line)].join(
     "\n",
   );
 }
@@ -60,9 +110,21 @@ export function when(t: number | null | undefined): string | undefined {
   return `${new Date(t).toISOString().slice(0, 19).replace("T", " ")}Z`;
 }
 
-/** At most `n` characters on one line. */
+/**
+ * At most `n` terminal columns on one line, "…" ending a cut one. Cut between graphemes, never inside
+ * one: a surrogate pair cut in two printed U+FFFD, an emoji cut from its modifier another emoji.
+ */
 export function short(text: string | null | undefined, n = 60): string | undefined {
   if (text === null || text === undefined) return undefined;
   const one = text.replace(/\s+/g, " ");
-  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+  if (displayWidth(one) <= n) return one;
+  let out = "";
+  let w = 0;
+  for (const { segment } of graphemes.segment(one)) {
+    const gw = graphemeWidth(segment);
+    if (w + gw > n - 1) break;
+    out += segment;
+    w += gw;
+  }
+  return `${out}…`;
 }

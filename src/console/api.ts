@@ -247,11 +247,16 @@ function limitOf(q: URLSearchParams, dflt = 50, max = 500): number {
 
 /**
  * `?cursor=`: a previous page's `next`, which `decode` (the rule the drivers seek with) must read;
- * empty or absent is the first page. Anything else is refused rather than passed on: a driver reads
- * a cursor it cannot decode as none, so a script paging with a damaged cursor would loop on page 1.
+ * absent is the first page. Anything else is refused rather than passed on: a driver reads a cursor
+ * it cannot decode as none, so a script paging with a damaged cursor would loop on page 1. An empty
+ * one too: a script whose cursor variable came out empty would start again at page 1, forever.
  */
 function cursorOf(q: URLSearchParams, decode: (cursor: string) => unknown): string | null {
-  const v = q.get("cursor") || null;
+  const v = q.get("cursor");
+  if (v === "")
+    throw badRequest(
+      'cursor is empty: pass the "next" of a previous page, or leave cursor out for the first page',
+    );
   if (v !== null && decode(v) === undefined)
     throw badRequest(`cursor must be the "next" of a previous page, got "${v}"`);
   return v;
@@ -413,8 +418,8 @@ async function stillIn(
 }
 
 /**
- * A discard's word on the queue's messages that are not dead letters, which it never touches: how many
- * are pending and inflight, whether a live instance consumes the signal (the overview's stranded rule;
+ * A discard's (and a replay's) word on the queue's messages that are not dead letters, which a discard
+ * never touches and a replay adds to: how many are pending and inflight, whether a live instance consumes the signal (the overview's stranded rule;
  * null when no instance is live, as nothing is judged then), and whether this app declares it.
  */
 async function backlogOf(host: ConsoleHost, signal: string) {
@@ -800,6 +805,7 @@ export const handlers: Record<string, ApiHandler> = {
           count: picked.ids.length,
           more: picked.more,
           skipped: picked.skipped,
+          backlog: await backlogOf(host, signal),
         },
       };
     }
@@ -811,7 +817,10 @@ export const handlers: Record<string, ApiHandler> = {
         target: `signal:${signal}`,
         detail: { all: target === "all", count: picked.ids.length, rate, job: job.id },
       });
-      return { status: 202, body: { job, more: picked.more, skipped: picked.skipped } };
+      return {
+        status: 202,
+        body: { job, more: picked.more, skipped: picked.skipped, backlog: await backlogOf(host, signal) },
+      };
     }
     // "all" acts on the ids picked above (at most replayLimits.all), never on the whole signal in one
     // statement: a signal with millions of dead letters would otherwise be one unbounded UPDATE.
@@ -828,6 +837,8 @@ export const handlers: Record<string, ApiHandler> = {
         count: replayed.length,
         more: picked.more,
         skipped: target === "all" ? [] : without(target, replayed),
+        // As a discard's: replayed messages are pending again, and with no live consumer they wait.
+        backlog: await backlogOf(host, signal),
       },
     };
   },

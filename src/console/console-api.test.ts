@@ -260,7 +260,14 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       method: "POST",
       body: JSON.stringify({ ids: [first.id, "nope"] }),
     });
-    expect(rep.body).toEqual({ replayed: [first.id], count: 1, more: false, skipped: ["nope"] });
+    expect(rep.body).toEqual({
+      replayed: [first.id],
+      count: 1,
+      more: false,
+      skipped: ["nope"],
+      // As a discard's: who delivers what the replay made pending (this app's own worker, live).
+      backlog: expect.objectContaining({ liveConsumer: true, declared: true }),
+    });
     await app.idle();
     expect(delivered.filter((n) => n === 2)).toHaveLength(1);
     const after = await api(`/api/messages/${first.id}`);
@@ -275,7 +282,13 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
           body: JSON.stringify({ ids: [first.id] }),
         })
       ).body,
-    ).toEqual({ replayed: [], count: 0, more: false, skipped: [first.id] });
+    ).toEqual({
+      replayed: [],
+      count: 0,
+      more: false,
+      skipped: [first.id],
+      backlog: expect.objectContaining({ liveConsumer: true }),
+    });
 
     const disc = await api("/api/signals/jobs.run/discard", {
       method: "POST",
@@ -620,7 +633,13 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       expect(oldest).toHaveLength(5);
 
       const rep = await post("replay", { all: true });
-      expect(rep.body).toEqual({ replayed: oldest.slice(0, 3), count: 3, more: true, skipped: [] });
+      expect(rep.body).toEqual({
+        replayed: oldest.slice(0, 3),
+        count: 3,
+        more: true,
+        skipped: [],
+        backlog: expect.objectContaining({ liveConsumer: true }),
+      });
       await app.idle(); // they fail again (the handler always throws) and are dead once more
       const replays = await Promise.all(
         oldest.map(async (id: string) => (await api(`/api/messages/${id}`)).body.replays),
@@ -885,7 +904,8 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       "/api/signals/jobs.run/dead?limit=1",
       "/api/audit?limit=1",
     ];
-    // Each of them takes its own next back (and an empty cursor is the first page).
+    // Each of them takes its own next back; an empty cursor is refused (a script whose cursor came
+    // out empty would start again at page 1, forever), while no cursor at all is the first page.
     for (const path of paged) {
       const first = await api(path);
       expect([path, first.status]).toEqual([path, 200]);
@@ -893,7 +913,13 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
         const second = await api(`${path}&cursor=${encodeURIComponent(first.body.next)}`);
         expect([path, second.status]).toEqual([path, 200]);
       }
-      expect([path, (await api(`${path}&cursor=`)).status]).toEqual([path, 200]);
+      const empty = await api(`${path}&cursor=`);
+      expect([path, empty.status, empty.body.error?.code, empty.body.error?.message]).toEqual([
+        path,
+        400,
+        "OKE1605",
+        'console: cursor is empty: pass the "next" of a previous page, or leave cursor out for the first page',
+      ]);
     }
     const runsNext = (await api("/api/runs?limit=1")).body.next as string;
     const deadNext = (await api("/api/signals/jobs.run/dead?limit=1")).body.next as string;
