@@ -1,6 +1,7 @@
 // A clock's stored declaration against this instance's code: when it counts as another version's, and what operators are told.
 import { describe, expect, it } from "vitest";
 import type { ScheduleRecord, ScheduleSpec } from "../store/schedule-types.ts";
+import { planReconcile } from "../store/schedule-rules.ts";
 import { declaredElsewhere, declaredElsewhereNote } from "./schedule-runtime.ts";
 
 const spec = (s: Partial<ScheduleSpec>): ScheduleSpec => ({ cron: null, every: null, timezone: "UTC", ...s });
@@ -23,6 +24,48 @@ const record = (declared: ScheduleSpec, more: Partial<ScheduleRecord> = {}): Sch
   createdAt: 0,
   updatedAt: 0,
   ...more,
+});
+
+describe("an interval's stored zone", () => {
+  it("is no spec change: a clock declared every 2m keeps its anchor and catch-up whatever zone is stored", () => {
+    const existing = {
+      ...record(spec({ every: "2m", timezone: "Europe/Paris" })),
+      anchorAt: 1_000,
+      lastSlot: 120_000,
+    };
+    const changed = planReconcile(
+      [existing],
+      [
+        {
+          name: existing.name,
+          spec: spec({ every: "2m" }),
+          overridable: true,
+          flow: existing.flow,
+          description: null,
+        },
+      ],
+      10_000_000,
+    );
+    // Nothing to write: the slots are the same, so the anchor (and the catch-up from lastSlot) stays.
+    expect(changed).toEqual([]);
+    // A cron's zone is a change, as before.
+    const cron = record(spec({ cron: "0 7 * * *", timezone: "Europe/Paris" }));
+    expect(
+      planReconcile(
+        [cron],
+        [
+          {
+            name: cron.name,
+            spec: spec({ cron: "0 7 * * *" }),
+            overridable: true,
+            flow: cron.flow,
+            description: null,
+          },
+        ],
+        10_000_000,
+      ),
+    ).toHaveLength(1);
+  });
 });
 
 describe("declared elsewhere", () => {

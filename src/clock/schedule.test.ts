@@ -338,3 +338,12 @@ describe("slot maths", () => {
     });
   });
 });
+
+describe("a zone given with every", () => {
+  it("is a TypeError at declaration: an interval's slots are UTC, whatever zone is written", () => {
+    expect(() => clock("x.daily", { every: "1d", timezone: "Europe/Paris" })).toThrow(
+      'clock("x.daily"): timezone applies to cron only; every("1d") slots are multiples of the interval since the epoch, in UTC',
+    );
+    expect(() => clock("x.daily", { every: "1d" })).not.toThrow();
+  });
+});

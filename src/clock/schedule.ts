@@ -87,6 +87,12 @@ function declare(where: string, name: string | undefined, options: ClockOptions)
   if (interval !== undefined && typeof interval !== "string")
     throw new TypeError(`${where}: every must be a duration string such as "1h"`);
   if (typeof timezone !== "string") throw new TypeError(`${where}: timezone must be an IANA zone name`);
+  // An interval's slots are multiples of it since the epoch: a zone changes none of them, and one
+  // given would read as if it did ("every 1d at midnight Paris" fires at UTC midnight).
+  if (interval !== undefined && options.timezone !== undefined)
+    throw new TypeError(
+      `${where}: timezone applies to cron only; every("${String(interval)}") slots are multiples of the interval since the epoch, in UTC`,
+    );
   const spec: ScheduleSpec = { cron: cron?.trim() ?? null, every: interval ?? null, timezone };
   const problem = specProblem(spec);
   if (problem !== undefined) throw new TypeError(`${where}: ${problem}`);

@@ -1077,11 +1077,13 @@ export const handlers: Record<string, ApiHandler> = {
     else if (action === "edit") {
       const b = bodyObject(body);
       const edit: { cron?: string; every?: string; timezone?: string } = {};
-      for (const k of ["cron", "every", "timezone"] as const) {
-        const v = b[k];
+      // Every field goes to the edit, which refuses one it does not know (OKE1701 unknown field): a
+      // mistyped "timeZone" dropped here applied the cron in the zone stored before, answering 200.
+      for (const [k, v] of Object.entries(b)) {
         if (v === undefined) continue;
-        if (typeof v !== "string") throw badRequest(`"${k}" must be a string`);
-        edit[k] = v;
+        if ((k === "cron" || k === "every" || k === "timezone") && typeof v !== "string")
+          throw badRequest(`"${k}" must be a string`);
+        (edit as Record<string, unknown>)[k] = v;
       }
       result = await host.operator.schedules.edit(name, edit);
       await audit({ actor, action, target: `schedule:${name}`, detail: { ...edit } });

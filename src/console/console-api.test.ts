@@ -1652,6 +1652,24 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     const badSpec = await post("/api/schedules/reports.nightly/edit", { cron: "not a cron" });
     expect(badSpec.status).toBe(400);
     expect(badSpec.body.error.code).toBe("OKE1701");
+    // A mistyped field is refused, never dropped: the cron would apply in the zone stored before.
+    const typo = await post("/api/schedules/reports.nightly/edit", {
+      cron: "0 5 * * *",
+      timeZone: "America/New_York",
+    });
+    expect(typo.status).toBe(400);
+    expect(typo.body.error).toMatchObject({
+      code: "OKE1701",
+      message: expect.stringContaining('unknown field "timeZone"'),
+    });
+    expect(
+      (await api("/api/schedules")).body.schedules.find(
+        (x: { name: string }) => x.name === "reports.nightly",
+      ),
+    ).toMatchObject({
+      cron: "30 6 * * *",
+      timezone: "Europe/Paris",
+    });
     const badType = await post("/api/schedules/reports.nightly/edit", { every: 5 });
     expect(badType.status).toBe(400);
     expect(badType.body.error.code).toBe("OKE1605");

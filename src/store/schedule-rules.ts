@@ -8,9 +8,14 @@ import type {
   ScheduleSpec,
 } from "./schedule-types.ts";
 
+/** The same slots: an interval's zone (left stored by an edit from a cron) changes none, so it is not compared. */
 const sameSpec = (a: ScheduleSpec | null, b: ScheduleSpec | null): boolean =>
   a === b ||
-  (a !== null && b !== null && a.cron === b.cron && a.every === b.every && a.timezone === b.timezone);
+  (a !== null &&
+    b !== null &&
+    a.cron === b.cron &&
+    a.every === b.every &&
+    (a.every !== null || a.timezone === b.timezone));
 
 const copySpec = (s: ScheduleSpec): ScheduleSpec => ({ cron: s.cron, every: s.every, timezone: s.timezone });
 
