@@ -424,5 +424,6 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
         expect(warned[0]).toContain("process.env.EMAIL_WEBHOOK_URL");
       } else expect(warned).toEqual([]);
     }
-  });
+    // Three starts of the installed CLI: more than the default 30 s on a loaded machine.
+  }, 90_000);
 });
