@@ -133,6 +133,8 @@ interface Overview {
 interface RunDetail {
   run: RunRow & { input?: unknown; output?: unknown };
   timeline: TimelineItem[];
+  /** Entries the Console left out of a long timeline (absent when whole, and from an older app). */
+  timelineOmitted?: { count: number; afterSeq: number; beforeSeq: number };
   sleepingOn: string | null;
   ancestors: RunRow[];
   /** Whether `run.parentRunId` names a stored run (absent from an older app). */
@@ -742,7 +744,10 @@ function formatRun(d: RunDetail, all = false): string {
     // A run of thousands of steps printed thousands of lines: the start and the latest entries, the
     // ones an operator reads, and a line saying how many are left out and how to see them.
     const { over, head, tail } = TIMELINE_SHOWN;
-    const cut = !all && d.timeline.length > over;
+    // The Console sends a long timeline's head and tail only (50 and 100, more than printed here)
+    // unless asked for all: the total counts what it left out.
+    const total = d.timeline.length + (d.timelineOmitted?.count ?? 0);
+    const cut = !all && total > over;
     const rows = (ts: TimelineItem[]) =>
       ts.map((t) => [t.seq, t.kind, t.name, when(t.at), age(t.tookMs), detailOf(t)]);
     const lines = table(
@@ -755,7 +760,7 @@ function formatRun(d: RunDetail, all = false): string {
       lines.splice(
         1 + head,
         0,
-        `… ${d.timeline.length - head - tail} entries left out (oke run ${shellWord(r.id)} --all, or --json) …`,
+        `… ${total - head - tail} entries left out (oke run ${shellWord(r.id)} --all, or --json) …`,
       );
     out.push(lines.join("\n"));
   }
@@ -1283,7 +1288,9 @@ export function addOperatorCommands(program: Command): void {
       ),
   ).action(
     act(async (c, runId: string, flags: ConnFlags & { all?: boolean }) => {
-      const d = await c.get(`/api/runs/${enc(runId)}`, shapes.run);
+      // Every entry only when it is printed: the Console sends a long timeline's head and tail else.
+      const whole = flags.all === true || flags.json === true;
+      const d = await c.get(`/api/runs/${enc(runId)}${whole ? "?timeline=all" : ""}`, shapes.run);
       if (flags.json) printJson(d);
       else print(formatRun(d, flags.all === true));
     }),

@@ -125,9 +125,22 @@ describe("answers that are not a Console's, or not whole", () => {
       wakeAt: null,
       recoveries: 0,
     };
-    const url = await serve((_req, res) => {
+    // As the Console answers: the head (50) and the tail (100) and what it left out, unless asked for all.
+    const asked: string[] = [];
+    const url = await serve((req, res) => {
+      asked.push(req.url ?? "");
+      const whole = (req.url ?? "").endsWith("?timeline=all");
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ run, timeline, sleepingOn: null, ancestors: [], children: [] }));
+      res.end(
+        JSON.stringify({
+          run,
+          timeline: whole ? timeline : [...timeline.slice(0, 50), ...timeline.slice(-100)],
+          ...(whole ? {} : { timelineOmitted: { count: 150, afterSeq: 49, beforeSeq: 200 } }),
+          sleepingOn: null,
+          ancestors: [],
+          children: [],
+        }),
+      );
     });
     const names = (stdout: string): string[] =>
       stdout
@@ -149,6 +162,15 @@ describe("answers that are not a Console's, or not whole", () => {
     const all = await oke("run", "r_big", "--all", "--url", url, "--token", TOKEN);
     expect(names(all.stdout)).toHaveLength(300);
     expect(all.stdout).not.toContain("entries left out");
+    // --json is every entry too; the plain view asks for the Console's cut.
+    expect(
+      JSON.parse((await oke("run", "r_big", "--json", "--url", url, "--token", TOKEN)).stdout).timeline,
+    ).toHaveLength(300);
+    expect(asked).toEqual([
+      "/api/runs/r_big",
+      "/api/runs/r_big?timeline=all",
+      "/api/runs/r_big?timeline=all",
+    ]);
   });
 
   it("a connection dropped mid-body is exit 2 with a line, not a stack", async () => {

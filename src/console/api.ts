@@ -913,8 +913,11 @@ export const handlers: Record<string, ApiHandler> = {
     };
   },
 
-  "GET /api/runs/:id": async ({ host }, { params }) => {
-    const detail = await runDetail(host, params.id ?? "");
+  "GET /api/runs/:id": async ({ host }, { params, query }) => {
+    const whole = query.get("timeline");
+    if (whole !== null && whole !== "all")
+      throw badRequest(`timeline must be "all" (every journal entry) or left out, got "${whole}"`);
+    const detail = await runDetail(host, params.id ?? "", { wholeTimeline: whole === "all" });
     if (!detail) throw notFound(`no run "${params.id ?? ""}"`);
     const now = host.clock.now();
     // Stranded by the overview's rule (strandedRun): null when no instance is live, as nothing is judged then.

@@ -218,6 +218,37 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     };
   }
 
+  it("sends a long run's timeline as its first 50 and last 100 entries and what it left out; ?timeline=all sends every one", async () => {
+    const longRun = flow("long.steps", {
+      durable: true,
+      do: async (_: { n: number }, fx) => {
+        for (let i = 0; i < 230; i++) await fx.step(`s${i}`, () => i);
+        return "done";
+      },
+    });
+    const { app, api } = await start({ modules: { longRun } });
+    expect(await app.invoke(longRun, { n: 1 })).toBe("done");
+    const id = (await api("/api/runs?flow=long.steps")).body.items[0].id as string;
+    const all = await api(`/api/runs/${id}?timeline=all`);
+    expect(all.status).toBe(200);
+    const n = all.body.timeline.length;
+    expect(n).toBeGreaterThanOrEqual(230);
+    expect(all.body.timelineOmitted).toBeUndefined();
+    const cut = await api(`/api/runs/${id}`);
+    // The same items as the whole timeline's head and tail, each with its time since the entry before.
+    expect(cut.body.timeline).toEqual([...all.body.timeline.slice(0, 50), ...all.body.timeline.slice(-100)]);
+    expect(cut.body.timelineOmitted).toEqual({
+      count: n - 150,
+      afterSeq: all.body.timeline[49].seq,
+      beforeSeq: all.body.timeline[n - 100].seq,
+    });
+    const bad = await api(`/api/runs/${id}?timeline=everything`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toBe(
+      'console: timeline must be "all" (every journal entry) or left out, got "everything"',
+    );
+  });
+
   it("lists signals with counts and throughput; pages messages; shows a dead letter's failures; replays it once", async () => {
     delivered.length = 0;
     const { app, api, time } = await start();

@@ -49,9 +49,24 @@ export interface RunSummary {
   held?: RunHold;
 }
 
+/**
+ * A run's timeline longer than this is sent as its first TIMELINE_HEAD and last TIMELINE_TAIL entries
+ * unless all are asked for (`?timeline=all`): a 20 000-step run sent every entry, each emit's message
+ * looked up, on every 2 s refresh of its page.
+ */
+export const TIMELINE_MAX = 200;
+export const TIMELINE_HEAD = 50;
+export const TIMELINE_TAIL = 100;
+
 export interface RunDetail {
   run: RunRecord;
+  /** The journal as a timeline: every entry, or the head and tail of a long one (`timelineOmitted`). */
   timeline: TimelineItem[];
+  /**
+   * Entries left out between the head and the tail (a timeline over TIMELINE_MAX entries, all not
+   * asked for): how many, and the seqs either side. Absent when the timeline is whole.
+   */
+  timelineOmitted?: { count: number; afterSeq: number; beforeSeq: number };
   /** The sleep label while sleeping. */
   sleepingOn: string | null;
   /** Parent first, up to the root (at most 20). */
@@ -158,7 +173,11 @@ async function childrenOf(host: ConsoleHost, runId: string): Promise<{ runs: Run
   return { runs, more: true };
 }
 
-export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDetail | undefined> {
+export async function runDetail(
+  host: ConsoleHost,
+  runId: string,
+  options: { wholeTimeline?: boolean } = {},
+): Promise<RunDetail | undefined> {
   const found = await host.operator.run(runId);
   if (!found) return undefined;
   const { run, journal } = found;
@@ -168,12 +187,24 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
   const children = [...newestFirst].reverse(); // oldest first: the order calls were made
   const childIds = new Set(children.map((c) => c.id));
   const delivery = new Map(host.manifest.signals.map((s) => [s.name, s.delivery]));
-  const entries = [...journal].sort((a, b) => a.seq - b.seq);
+  const all = [...journal].sort((a, b) => a.seq - b.seq);
+  // Cut before building items, so the left-out entries cost no message or child lookup either.
+  const cut = options.wholeTimeline !== true && all.length > TIMELINE_MAX;
+  const entries = cut ? [...all.slice(0, TIMELINE_HEAD), ...all.slice(-TIMELINE_TAIL)] : all;
+  const timelineOmitted = cut
+    ? {
+        count: all.length - TIMELINE_HEAD - TIMELINE_TAIL,
+        afterSeq: all[TIMELINE_HEAD - 1]!.seq,
+        beforeSeq: all[all.length - TIMELINE_TAIL]!.seq,
+      }
+    : undefined;
   let prev = run.createdAt;
   const timeline: TimelineItem[] = [];
   const statusOf: Array<{ item: TimelineItem; id: string }> = [];
   const childOf: Array<{ item: TimelineItem; id: string }> = [];
-  for (const e of entries) {
+  for (const [i, e] of entries.entries()) {
+    // The first entry after the cut took its time since the last one left out, not since the head.
+    if (cut && i === TIMELINE_HEAD) prev = all[all.length - TIMELINE_TAIL - 1]!.at;
     const item: TimelineItem = {
       seq: e.seq,
       kind: e.kind,
@@ -231,10 +262,11 @@ export async function runDetail(host: ConsoleHost, runId: string): Promise<RunDe
     ancestors.push(summary(parent));
     id = parent.parentRunId;
   }
-  const lastSleep = [...entries].reverse().find((e) => e.kind === "sleep");
+  const lastSleep = [...all].reverse().find((e) => e.kind === "sleep");
   return {
     run,
     timeline,
+    ...(timelineOmitted === undefined ? {} : { timelineOmitted }),
     sleepingOn: run.status === "sleeping" && lastSleep ? entryName(lastSleep) : null,
     ancestors,
     parentRunFound: run.parentRunId !== null && unstoredParentId !== run.parentRunId,

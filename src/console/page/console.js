@@ -1020,8 +1020,10 @@ function emitted(e) {
   return [" · message ", h("code", {}, e.messageId), " (gone: pruned after delivery, or discarded)"];
 }
 
-async function runView(id) {
-  const d = await api(`/api/runs/${enc(id)}`);
+async function runView(id, params) {
+  // A long run's timeline comes as its head and tail unless the address asks for all of it.
+  const whole = params.get("timeline") === "all";
+  const d = await api(`/api/runs/${enc(id)}${whole ? "?timeline=all" : ""}`);
   const r = d.run;
   // A wake time the app's clock (`now`, absent from an older app) has passed is due, not pending.
   const due = d.now !== undefined && r.wakeAt !== null && r.wakeAt !== undefined && r.wakeAt <= d.now;
@@ -1176,7 +1178,26 @@ async function runView(id) {
         : "No children.",
     ),
     h("h2", {}, "Timeline"),
-    h("ol", { class: "timeline" }, d.timeline.map(item)),
+    h(
+      "ol",
+      { class: "timeline" },
+      d.timelineOmitted
+        ? [
+            d.timeline.filter((e) => e.seq <= d.timelineOmitted.afterSeq).map(item),
+            h(
+              "li",
+              { "data-key": "omitted", id: "timeline-omitted", class: "muted" },
+              `… ${d.timelineOmitted.count} entries left out (after seq ${d.timelineOmitted.afterSeq}, before seq ${d.timelineOmitted.beforeSeq}) · `,
+              link(
+                `#/run/${enc(r.id)}?timeline=all`,
+                "Show every entry",
+                `every journal entry of run ${r.id}`,
+              ),
+            ),
+            d.timeline.filter((e) => e.seq > d.timelineOmitted.afterSeq).map(item),
+          ]
+        : d.timeline.map(item),
+    ),
     h("h2", {}, "Input"),
     h("pre", {}, JSON.stringify(r.input, null, 2)),
     r.output !== undefined ? [h("h2", {}, "Output"), h("pre", {}, JSON.stringify(r.output, null, 2))] : null,
@@ -1523,7 +1544,7 @@ async function route() {
     case "runs":
       return runsView(params);
     case "run":
-      return runView(idIn("run", parts[1]));
+      return runView(idIn("run", parts[1]), params);
     case "schedules":
       return schedulesView();
     case "instances":
