@@ -131,7 +131,8 @@ class OkeApp implements App, FxRuntime {
   private httpHandler: ReturnType<typeof createHttpHandler> | undefined;
   /** A store passed in by the caller is theirs to close. */
   private readonly ownsStore: boolean;
-  private readonly root: string;
+  /** The project directory (createApp's `root`): the file store's `.oke/` is in it, and the Console names it. */
+  readonly root: string;
   /** "METHOD path" → route, so a request costs one map lookup. */
   private readonly routeIndex: Map<string, Registry["routes"][number]>;
 

@@ -1,4 +1,6 @@
 // The `oke` operator commands (status, dead, replay, discard, runs, run, wake, terminate, schedules) over a running app's Console HTTP API.
+import { existsSync, realpathSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import {
   CommandError,
@@ -391,7 +393,14 @@ const act =
     quietOnClosedStdout();
     try {
       refuseEmpty(cmd, args.slice(0, -2), args[args.length - 2] as Record<string, unknown>);
-      await run(createConsoleClient({ url: flags.url, token: flags.token }), ...args);
+      const client = createConsoleClient({ url: flags.url, token: flags.token });
+      // Not when --url was typed: that address was chosen for this command (an exported
+      // OKE_CONSOLE_URL was not: it follows the shell from project to project).
+      let typed = false;
+      for (let c: Command | null = cmd; c !== null; c = c.parent)
+        if (c.getOptionValueSource("url") === "cli") typed = true;
+      if (!typed) await warnIfAnotherProject(client);
+      await run(client, ...args);
     } catch (e) {
       if (!(e instanceof CommandError)) throw e;
       console.error(e.message);
@@ -400,6 +409,41 @@ const act =
   };
 
 const usage = (message: string): CommandError => new CommandError(`oke: ${message}`, 1);
+
+/** This directory when it is an okengine project (the `oke dev` of it would serve its app), else undefined. */
+function projectHere(): string | undefined {
+  const dir = process.cwd();
+  return existsSync(join(dir, "package.json")) && existsSync(join(dir, "src", "flows")) ? dir : undefined;
+}
+
+const samePath = (a: string, b: string): boolean => {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return resolve(a) === resolve(b);
+  }
+};
+
+/**
+ * At an address not typed on the command line, run in a project whose app is not the one answering: two projects' apps
+ * on one machine both want Console port 6533, the second one's Console stays off, and `oke replay`
+ * typed in the second project would act on the first's queues. Said on stderr (the command still
+ * runs: the address is the operator's to choose). Silent when the app does not say its root, or the
+ * check cannot be made (the command's own request then says why).
+ */
+async function warnIfAnotherProject(client: ConsoleClient): Promise<void> {
+  const here = projectHere();
+  if (here === undefined) return;
+  const who = await client
+    .get("/api/whoami", (v): v is { root?: unknown } => typeof v === "object" && v !== null)
+    .catch(() => undefined);
+  const root = who?.root;
+  if (typeof root !== "string" || samePath(root, here)) return;
+  console.error(
+    `oke: warning: the Console at ${client.url} belongs to the app of ${root}, not of this project (${here}); ` +
+      "this project's app may not be running, or its Console is on another port (console.port): pass --url to choose",
+  );
+}
 
 function countsCells(c: Counts): Array<number | undefined> {
   return [c.pending, c.inflight, c.dead, c.delivered];

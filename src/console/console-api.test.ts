@@ -1012,7 +1012,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     await app.invoke(many, { calls: 201 });
     await app.idle();
     const runId = (await api("/api/runs?flow=trip.many")).body.items[0].id;
-    const detail = await api(`/api/runs/${runId}`);
+    const detail = await api(`/api/runs/${runId}?timeline=all`);
     expect(detail.status).toBe(200);
     const tl: Body[] = detail.body.timeline;
     const calls = tl.filter((e) => e.kind === "call");
@@ -1052,7 +1052,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
       await app.invoke(many, { calls: 1_001 });
       await app.idle();
       const runId = (await api("/api/runs?flow=trip.many")).body.items[0].id;
-      const detail = await api(`/api/runs/${runId}`);
+      const detail = await api(`/api/runs/${runId}?timeline=all`);
       expect(detail.body.children).toHaveLength(1_000);
       expect(detail.body.moreChildren).toBe(true);
       const calls = detail.body.timeline.filter((e: Body) => e.kind === "call");

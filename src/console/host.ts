@@ -16,6 +16,11 @@ export interface ConsoleHost {
   /** This instance's holder id (lease owners start with it). */
   readonly instanceId: string;
   /**
+   * The app's project directory (`createApp`'s `root`): `oke` run in another project says so when
+   * it reached this app at the default address. Absent from a host that does not say.
+   */
+  readonly root?: string;
+  /**
    * The app's settings the views explain things with (a message's lease, a run's recovery bound);
    * absent from a host that is not an App, whose views then leave them out.
    */

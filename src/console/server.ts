@@ -243,7 +243,13 @@ export async function startConsoleServer(
       return send(res, 200, { ok: true }, { "set-cookie": auth.clearedCookie() });
     }
     const actor = auth.authenticate(req);
-    if (route.kind === "whoami") return send(res, 200, { label: actor.label, open, env: host.env });
+    if (route.kind === "whoami")
+      return send(res, 200, {
+        label: actor.label,
+        open,
+        env: host.env,
+        ...(host.root === undefined ? {} : { root: host.root }),
+      });
     // Every endpoint below reads or writes the store: while it reports itself down, say so at once
     // rather than wait on it and answer a 500.
     const health = host.store.health();
