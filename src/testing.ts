@@ -116,12 +116,14 @@ function testJournal(config: OkeConfig | undefined): {
 }
 
 /**
- * Test logs when OKE_LOG_LEVEL asks for them: readable lines written synchronously, so they are
+ * Test logs (warn and up unless OKE_LOG_LEVEL says otherwise): readable lines written synchronously, so they are
  * out before a failing test's report (pino's transport thread would lose or delay them).
  */
 function testLogger(): Logger | undefined {
-  const level = process.env.OKE_LOG_LEVEL;
-  if (level === undefined || level === "") return undefined;
+  // Warnings and errors by default: a handler that threw on every attempt, or a sleep in a flow that
+  // is not durable, said nothing in a test whose only failure was an empty list. `silent` for none.
+  const level = process.env.OKE_LOG_LEVEL || "warn";
+  if (level === "silent") return undefined;
   return pino(
     { level, serializers: { err: errSerializer } },
     pretty({ ...PRETTY_OPTIONS, sync: true, colorize: process.stdout.isTTY }),
