@@ -4,7 +4,7 @@ export type { Flow, FlowOptions } from "./flow/flow.ts";
 export { on } from "./flow/on.ts";
 export type { Binding, Trigger } from "./flow/on.ts";
 export { http } from "./flow/http-trigger.ts";
-export type { HttpMethod, HttpTrigger, HttpTriggerOptions } from "./flow/http-trigger.ts";
+export type { BareHttpTrigger, HttpMethod, HttpTrigger, HttpTriggerOptions } from "./flow/http-trigger.ts";
 export type { Effects } from "./flow/effects.ts";
 export { signalReadRef } from "./flow/effects.ts";
 export { signal } from "./signal/signal.ts";
