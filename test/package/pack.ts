@@ -16,7 +16,7 @@ import { runToEnd, userEnv } from "./proc.ts";
 
 export const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
-/** packages/create-okengine: `npm create okengine`, which runs the `oke init` of the okengine it depends on. */
+/** packages/create-okengine: `npm create okengine`, which carries the starter (staged at pack time) and depends on nothing. */
 export const CREATE_PACKAGE = join(REPO, "packages/create-okengine");
 
 /** `npm pack` of this repository (or of `dir`, e.g. CREATE_PACKAGE) into a fresh temp dir; returns the tarball's path. */
