@@ -23,7 +23,7 @@ if (tarball === undefined) {
 const bin = (name) => fileURLToPath(new URL(`../node_modules/.bin/${name}`, import.meta.url));
 try {
   execFileSync(bin("publint"), ["run", tarball, "--strict"], { cwd: repo, stdio: "inherit" });
-  // esm-only: okengine is ESM; CommonJS require() of it is not a supported use.
+  // esm-only: okengine is ESM; CommonJS require() of it is not a supported use (bin/esm-only.cjs says so).
   execFileSync(bin("attw"), [tarball, "--profile", "esm-only", "--no-emoji", "--no-color"], {
     cwd: repo,
     stdio: "inherit",

@@ -1,13 +1,12 @@
 // The published package, as a user gets it: `npm pack`, installed from the tarball with production
 // dependencies only into a temp app, then `oke routes`, `oke start`, `oke dev` and the testing helpers.
 import { execFileSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   CREATE_PACKAGE,
   npmCacheDir,
-  nativePrebuildsEnv,
   npmInstall,
   packRepo,
   removeNativePrebuilds,
@@ -17,10 +16,10 @@ import {
 } from "./package/pack.ts";
 import { run, runToEnd, userEnv, type Proc } from "./package/proc.ts";
 
-// One pack (a build, ~10 s) and one install for the whole file; the create-okengine tarball (two
-// files, no build) is packed alongside. Installs take better-sqlite3 (the file driver) prebuilt
-// from this checkout's own compile (nativePrebuildsEnv); without one, each install compiles it
-// with node-gyp (~1.5 min idle, 2–2.5 min on a loaded 2-core machine) — hence 10 min.
+// One pack (a build, ~10 s) and one install for the whole file; the create-okengine tarball (its
+// prepack copies the starter in: no build) is packed alongside. Installs take better-sqlite3 (the
+// file driver) prebuilt from this checkout's own compile (nativePrebuildsEnv); without one, each
+// install compiles it with node-gyp (~1.5 min idle, 2–2.5 min on a loaded 2-core machine) — hence 10 min.
 const SETUP_MS = 600_000;
 let tarball = "";
 let createTarball = "";
@@ -113,17 +112,36 @@ describe("the tarball", () => {
     expect(r.code, r.output).toBe(0);
   });
 
-  it("create-okengine is tiny and depends on exactly this okengine version", () => {
+  it("create-okengine carries the starter and okengine's version, and depends on nothing", () => {
     const files = execFileSync("tar", ["tzf", createTarball], { encoding: "utf8" }).trim().split("\n");
-    expect(files.sort()).toEqual(["package/README.md", "package/index.js", "package/package.json"]);
+    // Copied in by its prepack (stage.js) from templates/starter: the very files okengine ships.
+    const starter = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter((f) => f.startsWith("package/templates/starter/"))
+      .map((f) => f.replace("package/templates/starter/", "package/template/"));
+    expect(starter.length).toBeGreaterThan(10);
+    expect(files.sort()).toEqual(
+      [
+        "package/README.md",
+        "package/index.js",
+        "package/okengine.json",
+        "package/package.json",
+        ...starter,
+      ].sort(),
+    );
+    const packed = (f: string): string =>
+      execFileSync("tar", ["xzOf", createTarball, `package/${f}`], { encoding: "utf8" });
     const own = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string };
-    const create = JSON.parse(readFileSync(join(CREATE_PACKAGE, "package.json"), "utf8")) as {
-      version: string;
-      dependencies: Record<string, string>;
-    };
-    // Released in lockstep: `npm create okengine@x` writes okengine x's starter.
+    const create = JSON.parse(packed("package.json")) as Record<string, unknown>;
+    // Released in lockstep: `npm create okengine@x` writes okengine x's starter, and installs nothing else.
     expect(create.version).toBe(own.version);
-    expect(create.dependencies).toEqual({ okengine: own.version });
+    expect(JSON.parse(packed("okengine.json"))).toEqual({ version: own.version });
+    for (const deps of ["dependencies", "optionalDependencies", "peerDependencies", "bundleDependencies"])
+      expect(create[deps], deps).toBeUndefined();
+    // Nothing staged stays behind in the checkout once packed (postpack).
+    expect(existsSync(join(CREATE_PACKAGE, "template"))).toBe(false);
+    expect(existsSync(join(CREATE_PACKAGE, "okengine.json"))).toBe(false);
   });
 
   it("installs with production dependencies only, and oke runs okengine compiled", async () => {
@@ -132,6 +150,19 @@ describe("the tarball", () => {
     // No dev tool of okengine's came along.
     for (const dev of ["typescript", "vitest", "eslint"]) {
       expect(() => execFileSync("ls", [join(app, "node_modules", dev)], { stdio: "ignore" })).toThrow();
+    }
+  });
+
+  it("require() of any entry point says okengine is ES modules only and how to import it", async () => {
+    for (const entry of ["okengine", "okengine/testing"]) {
+      const r = await runToEnd(process.execPath, ["-e", `require(${JSON.stringify(entry)})`], {
+        cwd: app,
+        env: userEnv(),
+      });
+      expect(r.code).toBe(1);
+      expect(r.output).toContain(
+        'okengine is an ES module package and cannot be loaded with require(): import it from an ES module instead (import { flow } from "okengine")',
+      );
     }
   });
 });
@@ -225,47 +256,52 @@ describe("the first hour, from the tarballs: npm create / oke init, install, tes
     if (starter) rmSync(join(starter, ".."), { recursive: true, force: true });
   });
 
-  const tree = (dir: string): Record<string, string> =>
+  /** Every file under `dir`: path → bytes. */
+  const tree = (dir: string): Record<string, Buffer> =>
     Object.fromEntries(
       execFileSync("find", [".", "-type", "f"], { cwd: dir, encoding: "utf8" })
         .trim()
         .split("\n")
         .sort()
-        .map((f) => [f, readFileSync(join(dir, f), "utf8")]),
+        .map((f) => [f, readFileSync(join(dir, f))]),
     );
 
-  it(
-    "npm create okengine (create-okengine's tarball through npm exec) scaffolds the starter",
-    async () => {
-      const parent = writeTree({});
-      starter = join(parent, "my-app");
-      // What `npm create okengine my-app` runs, with both packages from their tarballs.
-      const r = await runToEnd(
-        "npm",
-        [
-          "exec",
-          "--yes",
-          "--prefer-offline",
-          "--loglevel=error",
-          `--package=${createTarball}`,
-          `--package=${tarball}`,
-          "--",
-          "create-okengine",
-          "my-app",
-        ],
-        { cwd: parent, env: userEnv(nativePrebuildsEnv()) },
-      );
-      // npm exec installed both tarballs under npm's cache (_npx/<hash of their paths>): a new
-      // directory every run, since the paths are temp dirs. Removed, so runs leave nothing behind.
-      const left = await removeNpxInstalls([tarball, createTarball]);
-      expect(left, "npm exec's install directory").toHaveLength(1);
-      expect(await removeNpxInstalls([tarball, createTarball])).toEqual([]);
-      expect(r.code, r.output).toBe(0);
-      expect(r.output).toContain(`Created an okengine app in ${starter}`);
-      expect(r.output).toMatch(/cd my-app\n\s+npm install\n\s+npm run dev/);
-    },
-    SETUP_MS,
-  );
+  it("npm create okengine (create-okengine's tarball alone through npm exec) scaffolds the starter", async () => {
+    const parent = writeTree({});
+    starter = join(parent, "my-app");
+    // What `npm create okengine my-app` runs; no okengine tarball, and no native build to find.
+    const r = await runToEnd(
+      "npm",
+      [
+        "exec",
+        "--yes",
+        "--prefer-offline",
+        "--loglevel=error",
+        `--package=${createTarball}`,
+        "--",
+        "create-okengine",
+        "my-app",
+      ],
+      { cwd: parent, env: userEnv() },
+    );
+    // npm exec installed the tarball under npm's cache (_npx/<hash of its path>): a new directory
+    // every run, since the path is a temp dir. Removed, so runs leave nothing behind.
+    const npxRoot = join(await npmCacheDir(), "_npx");
+    const npx = readdirSync(npxRoot)
+      .map((hash) => join(npxRoot, hash))
+      .filter((d) => existsSync(join(d, "package.json")))
+      .filter((d) => readFileSync(join(d, "package.json"), "utf8").includes(JSON.stringify(createTarball)));
+    expect(npx, "npm exec's install directory").toHaveLength(1);
+    // create-okengine and nothing else: no okengine, no better-sqlite3.
+    expect(readdirSync(join(npx[0]!, "node_modules")).filter((f) => !f.startsWith("."))).toEqual([
+      "create-okengine",
+    ]);
+    expect(await removeNpxInstalls([createTarball])).toEqual(npx);
+    expect(r.code, r.output).toBe(0);
+    expect(r.output).toContain(`Created an okengine app in ${starter}`);
+    expect(r.output).toMatch(/cd my-app\n\s+npm install\n\s+npm run dev/);
+    // One small tarball and no dependency (~3 s): the bound is npm's own start-up on a loaded machine.
+  }, 120_000);
 
   it("oke init writes the very same files, and says what to do next", async () => {
     const initDir = join(writeTree({}), "my-app");
