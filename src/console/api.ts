@@ -1079,7 +1079,12 @@ export const handlers: Record<string, ApiHandler> = {
     else if (action === "trigger") result = await host.operator.schedules.trigger(name);
     else if (action === "edit") {
       const b = bodyObject(body);
-      const edit: { cron?: string; every?: string; timezone?: string } = {};
+      // No prototype: a "__proto__" key is then a field like any (refused below), not a prototype.
+      const edit: { cron?: string; every?: string; timezone?: string } = Object.create(null) as {
+        cron?: string;
+        every?: string;
+        timezone?: string;
+      };
       // Every field goes to the edit, which refuses one it does not know (OKE1701 unknown field): a
       // mistyped "timeZone" dropped here applied the cron in the zone stored before, answering 200.
       for (const [k, v] of Object.entries(b)) {

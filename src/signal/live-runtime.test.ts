@@ -196,3 +196,47 @@ describe("LiveRuntime replay with a pace", () => {
     await store.close();
   });
 });
+
+describe("a resuming reader's gap", () => {
+  it("is told before any entry, even when the first check failed (an outage): the next round checks again", async () => {
+    const memory = createMemoryStore();
+    await memory.open();
+    let refuse = 1;
+    const store: Store = {
+      ...memory,
+      tapeGap(req) {
+        if (refuse-- > 0) return Promise.reject(new Error("connection terminated"));
+        return memory.tapeGap!(req);
+      },
+    };
+    const feed = signal.live("rt.gap", { retention: "1h" });
+    const time = createTimeTravel(1_000_000);
+    const rt = new LiveRuntime({
+      store,
+      clock: time,
+      logger: createLogger({ format: "silent" }),
+      signals: new Map([[feed.name, feed]]),
+    });
+    const emit = (n: number) => rt.emit(feed, { n }, undefined, { flow: "test", runId: null });
+    await emit(1);
+    const [seen] = await memory.readTape({ signal: feed.name, key: "", after: 0, notBefore: 0, limit: 1 });
+    await emit(2);
+    time.advance("2h"); // 1 and 2 expired
+    await emit(3);
+    const got: string[] = [];
+    const stop = rt.live(
+      feed,
+      { after: seen!.position, onGap: (g) => got.push(`gap through ${g.through > seen!.position}`) },
+      (e) => got.push(`entry ${(e.payload as { n: number }).n}`),
+    );
+    // The failed check delivered nothing; an append wakes the feed, which checks again first.
+    await until(() => refuse === 0, "the first, failing check");
+    expect(got).toEqual([]);
+    await emit(4);
+    await until(() => got.length === 3, "the gap, 3 and 4");
+    expect(got).toEqual(["gap through true", "entry 3", "entry 4"]);
+    stop();
+    await rt.stop();
+    await memory.close();
+  });
+});

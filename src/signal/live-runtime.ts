@@ -111,12 +111,12 @@ class TapeFeed {
     });
   }
 
-  private read(after: number, upTo?: number): Promise<TapeEntry[]> {
+  private read(after: number, upTo?: number, notBefore?: number): Promise<TapeEntry[]> {
     return this.rt.store.readTape({
       signal: this.signal.name,
       key: this.key,
       after,
-      notBefore: this.rt.clock.now() - retentionMs(this.signal),
+      notBefore: notBefore ?? this.rt.clock.now() - retentionMs(this.signal),
       limit: PAGE,
       ...(upTo === undefined ? {} : { upTo }),
     });
@@ -144,12 +144,14 @@ class TapeFeed {
    * up no one (the next round reads on from its cursor, up to the head of then).
    */
   private async replay(r: Reader, head: number): Promise<void> {
+    // Kept entries that expired while the reader was paused are not sent (retention holds on read).
+    // One bound for the gap check and the reads after it: an entry expiring between the two would
+    // be neither reported nor sent.
+    const notBefore = this.rt.clock.now() - retentionMs(this.signal);
     if (r.onGap !== undefined) {
-      await this.checkGap(r);
+      await this.checkGap(r, notBefore);
       if (r.closed || this.rt.stopped) return;
     }
-    // Kept entries that expired while the reader was paused are not sent (retention holds on read).
-    const notBefore = this.rt.clock.now() - retentionMs(this.signal);
     let page = r.pending.filter((e) => e.createdAt >= notBefore);
     r.pending = [];
     // A kept page was read up to an older head: only a page read now, short of a full one, says the
@@ -167,7 +169,7 @@ class TapeFeed {
     for (;;) {
       if (r.closed || this.rt.stopped) return;
       if (page.length === 0) {
-        page = await this.read(r.cursor, head);
+        page = await this.read(r.cursor, head, notBefore);
         if (r.closed || this.rt.stopped) return;
         caughtUp = page.length < PAGE;
       }
@@ -188,17 +190,17 @@ class TapeFeed {
   }
 
   /** Before a resuming reader's first entry: whether retention took entries after its position. */
-  private async checkGap(r: Reader): Promise<void> {
+  private async checkGap(r: Reader, notBefore: number): Promise<void> {
     const onGap = r.onGap!;
-    r.onGap = undefined;
     const store = this.rt.store;
-    if (r.cursor === 0 || store.tapeGap === undefined) return;
-    const through = await store.tapeGap({
-      signal: this.signal.name,
-      key: this.key,
-      after: r.cursor,
-      notBefore: this.rt.clock.now() - retentionMs(this.signal),
-    });
+    if (r.cursor === 0 || store.tapeGap === undefined) {
+      r.onGap = undefined;
+      return;
+    }
+    // Kept until answered: a check that failed (an outage) runs again with the next round's replay,
+    // before any entry, instead of letting the reader go on untold.
+    const through = await store.tapeGap({ signal: this.signal.name, key: this.key, after: r.cursor, notBefore });
+    r.onGap = undefined;
     if (through === 0 || r.closed) return;
     try {
       onGap({ after: r.cursor, through });

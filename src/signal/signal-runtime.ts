@@ -102,7 +102,6 @@ export class SignalRuntime {
     this.lives = new LiveRuntime({ store: o.store, clock: o.clock, logger: o.logger, signals: o.signals });
   }
 
-  /** Starts one pool per once-bound flow, then the broadcast runtime. */
   /**
    * Starts the worker pools, then the broadcast runtime (its first heartbeat is the one store call
    * awaited here), then the live readers. Safe to call again after it failed (boot retries it through

@@ -11,6 +11,7 @@ export type * from "./types.ts";
 export type * from "./console-types.ts";
 export type * from "./health-types.ts";
 export type * from "./schedule-types.ts";
+export type * from "./fanout-types.ts";
 
 export const storeErrors = {
   /** Only postgres can join a caller's transaction. */

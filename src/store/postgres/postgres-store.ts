@@ -97,8 +97,8 @@ export interface PostgresStoreOptions {
    * A store call still unanswered after this long, in ms, is logged at `warn` with the calls
    * waiting (and again each minute it lasts), and its end at `info`. PostgreSQL fails nothing while a
    * statement waits on a lock (a `LOCK TABLE`, a long transaction holding a row), so without it such
-   * a wait hangs emits and deliveries with no log line. Pruning and the Console's reads are not
-   * watched (they may take long by design). `0` = off.
+   * a wait hangs emits and deliveries with no log line. Pruning, the Console's reads and operators'
+   * bulk replays and discards are not watched (they may take long by design). `0` = off.
    *
    * @default 10000
    */
@@ -150,8 +150,11 @@ const LONG_CALLS = [
   "listFires",
   "stats",
   "deadLetters",
-  "getJournal",
   "readTape",
+  // Operators' bulk actions (up to 100 000 messages a call).
+  "replay",
+  "discard",
+  "discardPending",
 ];
 
 const silent: PgLogger = { warn: () => undefined, error: () => undefined };
