@@ -199,7 +199,12 @@ class TapeFeed {
     }
     // Kept until answered: a check that failed (an outage) runs again with the next round's replay,
     // before any entry, instead of letting the reader go on untold.
-    const through = await store.tapeGap({ signal: this.signal.name, key: this.key, after: r.cursor, notBefore });
+    const through = await store.tapeGap({
+      signal: this.signal.name,
+      key: this.key,
+      after: r.cursor,
+      notBefore,
+    });
     r.onGap = undefined;
     if (through === 0 || r.closed) return;
     try {

@@ -21,4 +21,6 @@ const isMissingBinary = (e: unknown): boolean =>
   e instanceof Error &&
   (/Could not locate the bindings file/.test(e.message) ||
     // A binary built for another Node or platform (copied node_modules, a Node upgrade).
-    /NODE_MODULE_VERSION|was compiled against a different Node\.js version|invalid ELF header/.test(e.message));
+    /NODE_MODULE_VERSION|was compiled against a different Node\.js version|invalid ELF header/.test(
+      e.message,
+    ));
