@@ -60,12 +60,17 @@ export function specProblem(spec: ScheduleSpec): string | undefined {
  * that never fires (an operator edit made before specProblem refused it) still compiles, with no
  * next slot, rather than throwing at every look-up of the runtime.
  */
+/** The last instant a Date holds (year 275760). */
+const LAST_DATE_MS = 8_640_000_000_000_000;
+
 function shapeProblem(spec: ScheduleSpec): string | undefined {
   if ((spec.cron === null) === (spec.every === null)) return "needs exactly one of cron or every";
   if (!isTimeZone(spec.timezone)) return `timezone "${spec.timezone}" is not an IANA time zone`;
   if (spec.every !== null) {
-    if (parseDuration(spec.every) <= 0)
-      return `every "${spec.every}" is not a positive duration (integer + ms|s|m|h|d, e.g. "1h")`;
+    const ms = parseDuration(spec.every);
+    if (ms <= 0) return `every "${spec.every}" is not a positive duration (integer + ms|s|m|h|d, e.g. "1h")`;
+    // Its first slot, a multiple of it since the epoch, would lie past the last date JavaScript holds.
+    if (ms > LAST_DATE_MS) return `every "${spec.every}" never fires: its first slot is past the year 275760`;
     return undefined;
   }
   const cron = spec.cron!.trim();

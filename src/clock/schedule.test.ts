@@ -347,3 +347,12 @@ describe("a zone given with every", () => {
     expect(() => clock("x.daily", { every: "1d" })).not.toThrow();
   });
 });
+
+describe("an interval too long to ever fire", () => {
+  it("is a TypeError at declaration, as a cron that never fires is", () => {
+    expect(() => every("1000000000000d")).toThrow(
+      'every "1000000000000d" never fires: its first slot is past the year 275760',
+    );
+    expect(() => every("36500d")).not.toThrow();
+  });
+});
