@@ -25,9 +25,12 @@ export function adoptClock(
       code: "OKE1703",
       message:
         prev.flow !== flow
-          ? `Clock "${name}" is bound to more than one Flow (${prev.flow}, ${flow}).`
+          ? JSON.stringify(prev.schedule) === JSON.stringify(schedule)
+            ? `Clock "${name}" is bound to more than one Flow (${prev.flow}, ${flow}).`
+            : // Two declarations that share a name: an every() takes its flow's name, which may be a clock's.
+              `Two clocks are named "${name}": one fires flow ${prev.flow}, the other flow ${flow}.`
           : `Clock "${name}" is declared twice with different options.`,
-      fix: "Bind each clock to one flow; declare a second clock (with its own name) for a second flow.",
+      fix: 'Give each clock a name of its own (clock("name", …); an every() is named after its flow), and bind each clock to one flow.',
     });
   const bound: BoundClock = { name, schedule, flow };
   clocks.set(name, bound);
