@@ -75,3 +75,37 @@ describe("app.operator", () => {
     expect(await app.operator.stats("welcome.send")).toMatchObject({ signal: "welcome.send", pending: 0 });
   });
 });
+
+describe("app.operator.pending", () => {
+  it("lists a once signal's messages waiting for a worker, oldest first, with their payloads (workers off: role web)", async () => {
+    const app = createApp({ modules: [{ welcome, sender }], env: "test", role: "web" });
+    apps.push(app);
+    await app.boot();
+    await app.emit(welcome, { to: "ada@example.com" }, { id: "m_1" });
+    await app.emit(welcome, { to: "bob@example.com" }, { id: "m_2", key: "bob" });
+    await app.idle();
+    expect(await app.operator.pending("welcome.send")).toEqual([
+      {
+        id: "m_1",
+        payload: { to: "ada@example.com" },
+        key: null,
+        attempts: 0,
+        createdAt: expect.any(Number),
+        status: "pending",
+      },
+      {
+        id: "m_2",
+        payload: { to: "bob@example.com" },
+        key: "bob",
+        attempts: 0,
+        createdAt: expect.any(Number),
+        status: "pending",
+      },
+    ]);
+    expect((await app.operator.pending("welcome.send", 1)).map((m) => m.id)).toEqual(["m_1"]);
+    expect((await refusal(app.operator.pending("welcome.sned"))).code).toBe("OKE1081");
+    await expect(app.operator.pending("welcome.send", 0)).rejects.toThrow(
+      "operator.pending: limit must be a positive integer, got 0",
+    );
+  });
+});

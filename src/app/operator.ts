@@ -85,6 +85,19 @@ export function createOperatorApi(rt: OperatorDeps): Omit<OperatorApi, "schedule
         createdAt: m.createdAt,
         status: "dead" as const,
       })),
+    pending: async (signal, limit = 100) => {
+      if (!Number.isSafeInteger(limit) || limit < 1)
+        throw new TypeError(`operator.pending: limit must be a positive integer, got ${String(limit)}`);
+      const page = await rt.store.pageMessages({ signal: onceSignal(signal), status: "pending", limit });
+      return page.items.map((m) => ({
+        id: m.id,
+        payload: m.payload,
+        key: m.key,
+        attempts: m.attempts,
+        createdAt: m.createdAt,
+        status: "pending" as const,
+      }));
+    },
     replay: async (signal, ids) => rt.store.replay(onceSignal(signal), ids, rt.clock.now()),
     discard: async (signal, ids) => rt.store.discard(onceSignal(signal), ids),
     runs: (filter = {}) => rt.store.listRuns(filter),

@@ -3,7 +3,7 @@ import type { Clock } from "../clock/clock.ts";
 import type { ScheduleOperatorApi } from "../clock/operator-types.ts";
 import type { Flow } from "../flow/flow.ts";
 import type { WakeEarlyResult } from "../durable/durable-runtime.ts";
-import type { DeadLetter, EmitArgs, EmitOptions } from "../fx/types.ts";
+import type { DeadLetter, EmitArgs, EmitOptions, PendingMessage } from "../fx/types.ts";
 import type { Logger } from "../log/logger.ts";
 import type { LiveListener, LiveOptionsRead } from "../signal/live-runtime.ts";
 import type { EmitInput, LiveSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
@@ -77,6 +77,11 @@ export interface OperatorApi {
    */
   copies(signal: string): Promise<Array<SignalStats & { flow: string }>>;
   deadLetters(signal: string, limit?: number): Promise<DeadLetter[]>;
+  /**
+   * A once signal's messages waiting for a worker, oldest first (at most `limit`, default 100): what
+   * was emitted and not yet claimed. With workers off (`role: "web"`) a test reads what a flow emitted.
+   */
+  pending(signal: string, limit?: number): Promise<PendingMessage[]>;
   replay(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
   discard(signal: string, ids: readonly string[] | "all"): Promise<string[]>;
   runs(filter?: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;

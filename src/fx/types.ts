@@ -32,6 +32,17 @@ export interface DeadLetter<P = unknown> {
   status: "dead";
 }
 
+/** A once message waiting for a worker (OperatorApi.pending). */
+export interface PendingMessage<P = unknown> {
+  id: string;
+  payload: P;
+  key: string | null;
+  /** Claims made so far: more than 0 for a message retried or released by a stop. */
+  attempts: number;
+  createdAt: number;
+  status: "pending";
+}
+
 export interface StepOptions<T> {
   /** Compensation run (LIFO, journaled as `undo:<name>`) if the run later fails; given the step's value as the step resolved it (JSON). */
   undo?: (value: Jsonify<T>) => Promise<void> | void;
