@@ -125,7 +125,7 @@ describe("live routes over SSE", () => {
     expect((await bad.ready).statusCode).toBe(400);
   });
 
-  it("a resume past entries retention took gets an event `gap` first (no id, so Last-Event-ID stays), then what is left; a client that missed nothing gets none", async () => {
+  it("a resume past entries retention took gets an event `gap` first (its id the last position gone), then what is left; a client that missed nothing gets none", async () => {
     const time = createTimeTravel(Date.parse("2026-05-01T10:00:00Z"));
     const app = createApp({ modules, env: "test", clock: time, logger: pino({ level: "silent" }) });
     apps.push(app);
@@ -143,7 +143,7 @@ describe("live routes over SSE", () => {
     await app.emit(orderStatus, { state: "d" }, { key: "o1" });
     const back = connect(port, "/orders/o1/status", { "last-event-id": seenA });
     await until(() => back.events.length === 3, "the gap, c and d");
-    expect(back.events[0]).toMatchObject({ event: "gap", id: undefined });
+    expect(back.events[0]).toMatchObject({ event: "gap", id: String(Number(seenB)) });
     const gap = JSON.parse(back.events[0]!.data) as { after: number; through: number };
     expect(gap.after).toBe(Number(seenA));
     expect(gap.through).toBe(Number(seenB));
@@ -152,6 +152,11 @@ describe("live routes over SSE", () => {
       [undefined, JSON.stringify({ state: "d" })],
     ]);
     back.close();
+    // A reconnect from the gap's own id (a client that got the gap and nothing after it) is past it.
+    const again = connect(port, "/orders/o1/status", { "last-event-id": back.events[0]!.id! });
+    await until(() => again.events.length === 2, "c and d, no gap");
+    expect(again.events.map((e) => e.event)).toEqual([undefined, undefined]);
+    again.close();
     // Resuming at "d": nothing after it is gone, so no gap.
     const current = connect(port, "/orders/o1/status", { "last-event-id": back.events[2]!.id! });
     await app.emit(orderStatus, { state: "e" }, { key: "o1" });

@@ -103,11 +103,13 @@ export interface StreamCount {
 }
 
 /**
- * Sent before the replay when retention took entries after the client's last id: a named event (no
- * `id`, so the client's Last-Event-ID stays), which `onmessage` never sees; a client that keeps state
- * from the stream listens for it (`addEventListener("gap", …)`) and reads its state afresh.
+ * Sent before the replay when retention took entries after the client's last id: a named event,
+ * which `onmessage` never sees; a client that keeps state from the stream listens for it
+ * (`addEventListener("gap", …)`) and reads its state afresh. Its id is the last position gone, so a
+ * reconnect resumes past the gap instead of being told of it again (a quiet tape, no entry since,
+ * told it on every reconnect had its page reload its state each time).
  */
-const gapFrame = (gap: LiveGap): string => `event: gap\ndata: ${JSON.stringify(gap)}\n\n`;
+const gapFrame = (gap: LiveGap): string => `id: ${gap.through}\nevent: gap\ndata: ${JSON.stringify(gap)}\n\n`;
 
 const frame = (e: LiveEntry): string =>
   `id: ${e.position}\ndata: ${JSON.stringify(e.payload === undefined ? null : e.payload)}\n\n`;
