@@ -165,6 +165,29 @@ describe("health monitor: calls the store is up for but never answers (stalls)",
     }
   });
 
+  it("says it again as soon as twice as many calls wait as it last said, never once per check", async () => {
+    const { monitor, lines } = setup(2_000);
+    try {
+      const lock = gate<void>();
+      // One emit a second: the first is past the bound alone, the rest pile up behind it.
+      for (let i = 0; i < 5; i++) {
+        void monitor.watch(lock.promise, "enqueue");
+        await vi.advanceTimersByTimeAsync(1_000);
+      }
+      await vi.advanceTimersByTimeAsync(4_000);
+      expect(lines.map((l) => [l.obj.waiting, l.obj.calls])).toEqual([
+        [1, "enqueue"],
+        [2, "enqueue ×2"],
+        [4, "enqueue ×4"],
+      ]);
+      lock.open();
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(lines.at(-1)!.level).toBe("info");
+    } finally {
+      monitor.stop();
+    }
+  });
+
   it("says nothing of a stall during an outage (the outage is said), and nothing with the bound at 0", async () => {
     const { monitor, lines } = setup(1_000, true);
     try {

@@ -94,8 +94,8 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
   const inFlight = new Map<number, { call: string; at: number }>();
   let nextCall = 0;
   let stallTimer: NodeJS.Timeout | undefined;
-  /** The stall being reported: when its oldest call started, and when it was last said. */
-  let stall: { from: number; saidAt: number; longest: number } | undefined;
+  /** The stall being reported: when its oldest call started, when it was last said, and of how many calls. */
+  let stall: { from: number; saidAt: number; longest: number; saidOf: number } | undefined;
 
   const checkStall = (): void => {
     const now = performance.now();
@@ -120,10 +120,13 @@ export function createHealthMonitor(o: HealthMonitorOptions): HealthMonitor {
     if (!state.ok) return;
     if (stall !== undefined) {
       stall.longest = Math.max(stall.longest, now - late[0]!.at);
-      // Said again each minute it lasts, never once per check.
-      if (now - stall.saidAt < 60_000) return;
+      // Said again each minute it lasts, and as soon as twice as many calls wait as when it was last
+      // said (the first line is said at the first call past the bound, before the rest pile up):
+      // never once per check.
+      if (now - stall.saidAt < 60_000 && late.length < 2 * stall.saidOf) return;
       stall.saidAt = now;
-    } else stall = { from: late[0]!.at, saidAt: now, longest: now - late[0]!.at };
+      stall.saidOf = late.length;
+    } else stall = { from: late[0]!.at, saidAt: now, longest: now - late[0]!.at, saidOf: late.length };
     const counts = new Map<string, number>();
     for (const c of late) counts.set(c.call, (counts.get(c.call) ?? 0) + 1);
     const calls = [...counts].map(([call, n]) => (n === 1 ? call : `${call} ×${n}`)).join(", ");

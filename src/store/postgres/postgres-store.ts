@@ -95,7 +95,7 @@ export interface PostgresStoreOptions {
   connectAttemptTimeoutMs?: number;
   /**
    * A store call still unanswered after this long, in ms, is logged at `warn` with the calls
-   * waiting (and again each minute it lasts), and its end at `info`. PostgreSQL fails nothing while a
+   * waiting (again each minute it lasts, and when twice as many wait), and its end at `info`. PostgreSQL fails nothing while a
    * statement waits on a lock (a `LOCK TABLE`, a long transaction holding a row), so without it such
    * a wait hangs emits and deliveries with no log line. Pruning, the Console's reads and operators'
    * bulk replays and discards are not watched (they may take long by design). `0` = off.
