@@ -62,7 +62,15 @@ export {
   ScheduleNotOverridableError,
 } from "./errors.ts";
 export { StepError } from "./durable/step-errors.ts";
-export type { DeadLetter, EmitOptions, Fx, FxClock, PendingMessage, Resource, StepOptions } from "./fx/types.ts";
+export type {
+  DeadLetter,
+  EmitOptions,
+  Fx,
+  FxClock,
+  PendingMessage,
+  Resource,
+  StepOptions,
+} from "./fx/types.ts";
 export type {
   FailureReason,
   SignalFailureReason,
