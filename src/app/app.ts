@@ -15,7 +15,7 @@ import { OkeError } from "../errors.ts";
 import type { AnyFlow, Flow, InvokeResult } from "../flow/flow.ts";
 import { checkInput, executeFlow } from "../fx/execute.ts";
 import type { FxRuntime } from "../fx/runtime.ts";
-import type { DeadLetter, EmitArgs, EmitOptions } from "../fx/types.ts";
+import type { DeadLetter, EmitArgs, EmitOptions, PendingMessage } from "../fx/types.ts";
 import { SendDrivers } from "../fx/send.ts";
 import { createHttpHandler, type HttpApp } from "../http/handler.ts";
 import { toRequest } from "../http/in-process.ts";
@@ -640,6 +640,10 @@ class OkeApp implements App, FxRuntime {
       runId,
       this.consumes && (this.state === "ready" || this.state === "draining"),
     );
+  }
+
+  pending<P>(target: OnceSignal<P>, limit?: number): Promise<PendingMessage<P>[]> {
+    return this.operator.pending(target.name, limit) as Promise<PendingMessage<P>[]>;
   }
 
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]> {

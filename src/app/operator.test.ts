@@ -103,6 +103,12 @@ describe("app.operator.pending", () => {
       },
     ]);
     expect((await app.operator.pending("welcome.send", 1)).map((m) => m.id)).toEqual(["m_1"]);
+    // The handle's shortcut, payloads typed as the signal's.
+    const typed = await app.pending(welcome);
+    expect(typed.map((m) => m.payload.to)).toEqual(["ada@example.com", "bob@example.com"]);
+    await expect(app.operator.pending(welcome as unknown as string)).rejects.toThrow(
+      "app.operator takes a signal's name (a string), got object: pass signal.name, or use app.pending(signal) / app.deadLetters(signal), which take the handle",
+    );
     expect((await refusal(app.operator.pending("welcome.sned"))).code).toBe("OKE1081");
     await expect(app.operator.pending("welcome.send", 0)).rejects.toThrow(
       "operator.pending: limit must be a positive integer, got 0",

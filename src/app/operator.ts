@@ -47,6 +47,11 @@ export function createOperatorApi(rt: OperatorDeps): Omit<OperatorApi, "schedule
     });
   };
   const onceSignal = (name: string): string => {
+    // From JavaScript, a handle where a name belongs read as "[object Object]" in the refusal.
+    if (typeof name !== "string")
+      throw new TypeError(
+        `app.operator takes a signal's name (a string), got ${name === null ? "null" : typeof name}: pass signal.name, or use app.pending(signal) / app.deadLetters(signal), which take the handle`,
+      );
     if (rt.registry.signals.get(name)?.delivery !== "once") throw notOnce(name);
     return name;
   };

@@ -150,4 +150,6 @@ export interface App {
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
   /** Dead letters of a once signal (operator/test shortcut). */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;
+  /** Messages of a once signal waiting for a worker, oldest first, payloads typed (operator/test shortcut). */
+  pending<P>(target: OnceSignal<P>, limit?: number): Promise<PendingMessage<P>[]>;
 }
