@@ -4,7 +4,7 @@ import { ClockResourceNotFoundError, errorRecord, JournalLeaseBusy, OkeError } f
 import type { AnyFlow, InvokeResult } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
 import type { AcquiredRun, ClaimedMessage, RunRecord, Store, StoredMessage } from "../store/types.ts";
-import { commitWithRetry, unlimitedAbort } from "../store/commit-retry.ts";
+import { retryAfterFailure, unlimitedAbort } from "../store/commit-retry.ts";
 import { releaseRetried, retryJournalWrite } from "./journal-retry.ts";
 import { leaseExpiredFailure } from "../signal/attempt-budget.ts";
 import type { OnceSignal } from "../signal/signal.ts";
@@ -719,37 +719,23 @@ export class DurableRuntime {
       first = { error: e };
     }
     const started = clock.now();
-    let refused: { error: unknown } | undefined;
-    const r = await commitWithRetry(
-      async () => {
-        try {
-          return await take();
-        } catch (e) {
-          if (outage(e)) throw e;
-          refused = { error: e };
-          return undefined;
-        }
-      },
-      {
-        firstFailure: first,
-        signal: this.stopping.signal,
-        giveUp: () =>
-          clock.now() >= m.leaseExpiresAt
-            ? "its message's lease ran out"
-            : clock.now() - started >= this.o.leaseMs
-              ? "a run lease went by"
-              : undefined,
-        onRetry: (err, n, delayMs) =>
-          logger.warn(
-            { err, runId, messageId: m.id, attempt: m.attempts, try: n, retryInMs: delayMs },
-            "durable delivery: starting its run failed (the store is unavailable); retrying",
-          ),
-      },
-    );
-    if (refused !== undefined) throw refused.error;
+    const r = await retryAfterFailure(take, outage, {
+      firstFailure: first,
+      signal: this.stopping.signal,
+      giveUp: () =>
+        clock.now() >= m.leaseExpiresAt
+          ? "its message's lease ran out"
+          : clock.now() - started >= this.o.leaseMs
+            ? "a run lease went by"
+            : undefined,
+      onRetry: (err, n, delayMs) =>
+        logger.warn(
+          { err, runId, messageId: m.id, attempt: m.attempts, try: n, retryInMs: delayMs },
+          "durable delivery: starting its run failed (the store is unavailable); retrying",
+        ),
+    });
     if (!r.ok) throw r.error;
-    // Defined: a try that returned nothing was refused, thrown above.
-    return r.value!;
+    return r.value;
   }
 
   private async deliverOnce(

@@ -2,7 +2,7 @@
 import type { Clock } from "../clock/clock.ts";
 import { JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
-import { commitWithRetry } from "../store/commit-retry.ts";
+import { retryAfterFailure } from "../store/commit-retry.ts";
 import type { Store } from "../store/types.ts";
 
 export interface JournalRetryDeps {
@@ -62,39 +62,24 @@ export async function retryJournalWrite<T>(
     if (!isTransient(e)) throw e;
     first = { error: e };
   }
-  let refused: { error: unknown } | undefined;
-  let attempt = 1;
-  const r = await commitWithRetry(
-    async () => {
-      attempt++;
-      try {
-        return { value: await write(attempt) };
-      } catch (e) {
-        if (isTransient(e)) throw e;
-        refused = { error: e };
-        return undefined;
-      }
-    },
-    {
-      firstFailure: first,
-      ...(deps.abort ? { signal: deps.abort } : {}),
-      giveUp: () =>
-        lost() !== undefined
-          ? "the lease was lost"
-          : deps.clock.now() - started >= deps.leaseMs
-            ? "its lease ran out"
-            : undefined,
-      onRetry: (err, n, delayMs) =>
-        deps.logger.warn(
-          { err, runId, attempt: n, retryInMs: delayMs },
-          `durable run: ${what} failed; retrying`,
-        ),
-    },
-  );
-  if (refused !== undefined) throw refused.error;
-  if (r.ok) return r.value!.value;
+  const r = await retryAfterFailure(write, isTransient, {
+    firstFailure: first,
+    ...(deps.abort ? { signal: deps.abort } : {}),
+    giveUp: () =>
+      lost() !== undefined
+        ? "the lease was lost"
+        : deps.clock.now() - started >= deps.leaseMs
+          ? "its lease ran out"
+          : undefined,
+    onRetry: (err, n, delayMs) =>
+      deps.logger.warn(
+        { err, runId, attempt: n, retryInMs: delayMs },
+        `durable run: ${what} failed; retrying`,
+      ),
+  });
+  if (r.ok) return r.value;
   deps.logger.error(
-    { err: r.error, runId, reason: r.reason, attempts: attempt },
+    { err: r.error, runId, reason: r.reason, attempts: r.attempts },
     `durable run: ${what} given up (${r.reason}); the run resumes from its journal once its lease runs out`,
   );
   throw lost() ?? new JournalLeaseBusy(runId);

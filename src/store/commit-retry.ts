@@ -47,6 +47,35 @@ export async function commitWithRetry<T>(
 }
 
 /**
+ * The retries of a write whose first try (`o.firstFailure`) failed, when not every failure is worth
+ * a retry: an error `retryable` refuses is thrown as it is. `write` is told the try (2 on). The
+ * caller makes the first try itself, outside any retry machinery: nearly every write commits at
+ * once, and a loop's closures and promise layers around it were ~7 % of a durable run's Node CPU
+ * (retryJournalWrite, whose comment has the figures).
+ */
+export async function retryAfterFailure<T>(
+  write: (attempt: number) => Promise<T>,
+  retryable: (e: unknown) => boolean,
+  o: CommitRetryOptions & { firstFailure: { error: unknown } },
+): Promise<CommitResult<T> & { attempts: number }> {
+  let refused: { error: unknown } | undefined;
+  let attempts = 1;
+  const r = await commitWithRetry(async () => {
+    attempts++;
+    try {
+      return { value: await write(attempts) };
+    } catch (e) {
+      if (retryable(e)) throw e;
+      refused = { error: e };
+      return undefined;
+    }
+  }, o);
+  if (refused !== undefined) throw refused.error;
+  // Defined when ok: a try that returned nothing was refused, thrown above.
+  return r.ok ? { ok: true, value: r.value!.value, attempts } : { ...r, attempts };
+}
+
+/**
  * An AbortController for a stop deadline that every retry of an outage waits on: each waiting retry
  * adds a listener to its signal, so past ten of them Node warned (MaxListenersExceededWarning) as
  * for a leak. The listeners go when each wait ends; none is leaked.
