@@ -369,16 +369,19 @@ function refuseEmpty(cmd: Command, positional: unknown[], flags: Record<string, 
   for (const [k, why] of Object.entries(EMPTY_OPTION))
     if (flags[k] === "") throw usage(`--${k} is empty: ${why}`);
   if (typeof flags.url === "string" && flags.url.trim() === "") {
-    // From the environment when this command or one above it took it from there.
-    let fromEnv = false;
-    for (let c: Command | null = cmd; c !== null; c = c.parent)
-      if (c.getOptionValueSource("url") === "env") fromEnv = true;
     throw usage(
-      fromEnv
+      urlSources(cmd).has("env")
         ? `OKE_CONSOLE_URL is set but empty: set it to the Console's address (e.g. ${DEFAULT_CONSOLE_URL}), or unset it for that default`
         : `--url is empty: give the Console's address (e.g. ${DEFAULT_CONSOLE_URL}), or leave --url out for that default`,
     );
   }
+}
+
+/** Where --url came from ("cli", "env", …) on this command and the ones above it: commander keeps it per command. */
+function urlSources(cmd: Command): Set<string | undefined> {
+  const sources = new Set<string | undefined>();
+  for (let c: Command | null = cmd; c !== null; c = c.parent) sources.add(c.getOptionValueSource("url"));
+  return sources;
 }
 
 /** Runs one operator action; a CommandError becomes its message on stderr and its exit code. */
@@ -396,10 +399,7 @@ const act =
       const client = createConsoleClient({ url: flags.url, token: flags.token });
       // Not when --url was typed: that address was chosen for this command (an exported
       // OKE_CONSOLE_URL was not: it follows the shell from project to project).
-      let typed = false;
-      for (let c: Command | null = cmd; c !== null; c = c.parent)
-        if (c.getOptionValueSource("url") === "cli") typed = true;
-      if (!typed)
+      if (!urlSources(cmd).has("cli"))
         await warnIfAnotherProject(
           createConsoleClient({ url: flags.url, token: flags.token, timeoutMs: 1_000 }),
         );
