@@ -10,7 +10,7 @@
  */
 import pg from "pg";
 import { fillRetained } from "./compare/production.ts";
-import { DATABASE_URL } from "./compare/env.ts";
+import { DATABASE_URL, ensureDatabase } from "./compare/env.ts";
 import { fastClaimSql } from "../src/store/postgres/postgres-claim.ts";
 import { settleDeliveredSql } from "../src/store/postgres/postgres-settle.ts";
 import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
@@ -18,6 +18,7 @@ import { createPostgresStore } from "../src/store/postgres/postgres-store.ts";
 const [retained = 1_000_000, runs = 200_000, pending = 10_000, reps = 3] = process.argv.slice(2).map(Number);
 const SIGNAL = "bench.jobs";
 const schemas = { empty: `oke_s10_plans_empty_${process.pid}`, big: `oke_s10_plans_big_${process.pid}` };
+await ensureDatabase();
 const c = new pg.Client({ connectionString: DATABASE_URL });
 await c.connect();
 

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from "node:fs";
 import { dbosWorkflows } from "./compare/dbos.ts";
-import { median } from "./compare/env.ts";
+import { ensureDatabase, median } from "./compare/env.ts";
 import { okengineWorkflows } from "./compare/okengine-workflows.ts";
 import type { WorkflowHarness } from "./compare/types.ts";
 
@@ -34,6 +34,7 @@ async function rate(h: WorkflowHarness, n: number): Promise<number> {
   return n / ((performance.now() - t0) / 1_000);
 }
 
+await ensureDatabase();
 const harnesses: WorkflowHarness[] = [];
 try {
   for (const s of systems) {
