@@ -535,6 +535,9 @@ class OkeApp implements App, FxRuntime {
     return this.signals.enqueue(message);
   }
 
+  invoke<I, O>(target: Flow<I, O, true>, input: I): Promise<O | undefined>;
+  invoke<I, O>(target: Flow<I, O>, input: I): Promise<O>;
+  invoke<I, O>(target: string, input: I): Promise<O | undefined>;
   async invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined> {
     const flow =
       typeof target === "string"

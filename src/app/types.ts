@@ -126,8 +126,14 @@ export interface App {
     target: SignalHandle<P, In>,
     ...args: EmitArgs<EmitInput<P, In>, EmitOptions & { tx?: unknown; id?: string }>
   ): Promise<void>;
-  /** Runs a flow in-process as `fx.call` would (checks `in`). */
-  invoke<I, O>(target: Flow<I, O> | string, input: I): Promise<O | undefined>;
+  /**
+   * Runs a flow in-process as `fx.call` would (checks `in`), typed the same way: a durable flow
+   * (`durable: true`) that parks resolves with `undefined`, so its call is `O | undefined`; any
+   * other flow's is `O`. By name, the output's type is the caller's to say.
+   */
+  invoke<I, O>(target: Flow<I, O, true>, input: I): Promise<O | undefined>;
+  invoke<I, O>(target: Flow<I, O>, input: I): Promise<O>;
+  invoke<I, O>(target: string, input: I): Promise<O | undefined>;
   /**
    * Runs the flow bound to an HTTP route. Throws OkeError (status 422 on bad input). `runId`: a
    * keyed request's recorded run id, the same on a takeover — a plain flow's emits and calls then

@@ -1,6 +1,7 @@
 // flow()'s `durable: true` is kept in the type (Flow<I, O, true>), so a caller can type a durable callee's parked answer; inference elsewhere is unchanged.
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
+import type { App } from "../app/types.ts";
 import type { Fx } from "../fx/types.ts";
 import { flow, type AnyFlow, type Flow } from "./flow.ts";
 import { http } from "./http-trigger.ts";
@@ -37,6 +38,15 @@ describe("durable in a flow's type", () => {
       off: Promise<number>;
     }>();
   });
+
+  it("app.invoke is typed as fx.call is; by name it is O | undefined", () => {
+    expectTypeOf<ReturnType<typeof _invokes>>().toEqualTypeOf<{
+      durable: Promise<number | undefined>;
+      plain: Promise<number>;
+      off: Promise<number>;
+      named: Promise<string | undefined>;
+    }>();
+  });
 });
 
 // Typed only, never called.
@@ -44,4 +54,11 @@ const _calls = (fx: Fx) => ({
   durable: fx.call(durable, {}),
   plain: fx.call(plain, {}),
   off: fx.call(off, {}),
+});
+
+const _invokes = (app: App) => ({
+  durable: app.invoke(durable, {}),
+  plain: app.invoke(plain, {}),
+  off: app.invoke(off, {}),
+  named: app.invoke<unknown, string>("types.plain", {}),
 });

@@ -48,7 +48,7 @@ describe("fx.step's value is JSON, durable or not", () => {
       const app = createApp({ modules: [{ f }], env: "test" });
       apps.push(app);
       await app.start({ port: 0, host: "127.0.0.1" });
-      const out = (await app.invoke(f, {})) as Awaited<ReturnType<typeof body>>;
+      const out = await app.invoke(f, {});
       expect(out.v).toEqual(AS_JSON);
       expect(Object.keys(out.v)).toEqual(["at", "seen", "list", "n"]);
       expect(out.year).toBe("2026");
