@@ -127,6 +127,38 @@ describe("postgres write lane: idempotent re-emits", () => {
     ]);
   });
 
+  it("a shared statement of re-emits only sends no NOTIFY (listeners are not woken to claim nothing)", async () => {
+    await store.enqueue([msg("n1")], 9);
+    await store.enqueue([msg("n2")], 9);
+    const listener = new pg.Client({ connectionString: PG_URL });
+    await listener.connect();
+    const heard: string[] = [];
+    let sentinelHeard: () => void = () => undefined;
+    const sentinel = new Promise<void>((r) => (sentinelHeard = r));
+    listener.on("notification", (n) => {
+      const sentinelOne = n.payload?.includes("lane.sentinel") === true;
+      heard.push(sentinelOne ? "sentinel" : "task");
+      // The sentinel's statement is the last one sent: NOTIFYs arrive in commit order.
+      if (sentinelOne) sentinelHeard();
+    });
+    try {
+      await listener.query(`LISTEN "okengine_${schema}"`);
+      const { result: results, statements } = await behindOneInFlight(
+        () => store.enqueue([msg("n0")], 10),
+        () => Promise.allSettled([emitWithId("n1", { again: 1 }, 10), emitWithId("n2", { again: 2 }, 10)]),
+      );
+      expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled"]);
+      expect(statements).toBe(1);
+      // The sentinel: a new message of another signal, announced after everything above.
+      await store.enqueue([{ ...msg("n3"), signal: "lane.sentinel" }], 11);
+      await sentinel;
+      // n0's statement and the sentinel's; the re-emits' statement inserted nothing and said nothing.
+      expect(heard).toEqual(["task", "sentinel"]);
+    } finally {
+      await listener.end();
+    }
+  });
+
   it("at the store, the skipped caller alone gets OKE1261, as its own statement would give it", async () => {
     await store.enqueue([msg("s1")], 3);
     records.length = 0;

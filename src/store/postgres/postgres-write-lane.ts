@@ -54,6 +54,13 @@ const takenSql = (p: number): string =>
   `ARRAY(SELECT u.id FROM unnest($${p}::text[]) AS u(id) EXCEPT ALL SELECT id FROM ins) AS taken`;
 
 /**
+ * The NOTIFY of a statement that skips stored ids: sent only when it inserted a row, so a batch of
+ * re-emits only (a client retrying) does not wake every listener to claim nothing.
+ */
+const notifyIfInserted = (p: number): string =>
+  `(SELECT pg_notify($${p}::text, $${p + 1}::text) WHERE EXISTS (SELECT 1 FROM ins)) AS notified`;
+
+/**
  * The positions in the batch of the messages skipped: per id named `n` times in `taken`, its last
  * `n` rows (of an id new to the table, the first row was the one inserted).
  */
@@ -96,7 +103,7 @@ async function sendEmits(ctx: PgContext, messages: readonly Outgoing[], now: num
   let notify = "";
   if (plan.payload !== null) {
     params.push(ctx.channel, plan.payload);
-    notify = `, pg_notify($${params.length - 1}::text, $${params.length}::text)`;
+    notify = `, ${notifyIfInserted(params.length - 1)}`;
   }
   let rows: { taken: string[] }[];
   try {
@@ -127,7 +134,7 @@ async function sendEmits(ctx: PgContext, messages: readonly Outgoing[], now: num
 const combinedSql = (s: string, insert: string, notifyAt: number | undefined, skip: boolean): string => {
   const notify = notifyAt === undefined ? undefined : `pg_notify($${notifyAt}::text, $${notifyAt + 1}::text)`;
   const from = skip
-    ? `(SELECT ${takenSql(10)}${notify === undefined ? "" : `, ${notify}`}) AS t LEFT JOIN idem i ON true`
+    ? `(SELECT ${takenSql(10)}${notifyAt === undefined ? "" : `, ${notifyIfInserted(notifyAt)}`}) AS t LEFT JOIN idem i ON true`
     : notify === undefined
       ? "idem i"
       : `(SELECT ${notify}) AS n LEFT JOIN idem i ON true`;
