@@ -1421,10 +1421,10 @@ export function addOperatorCommands(program: Command): void {
       const r = await c
         .post(`/api/replays/${enc(job)}/stop`, undefined, shapes.replayStop)
         .catch((e: unknown) => {
-          // The Console names its API for API users; here the command that lists them.
-          if (e instanceof CommandError && e.answer?.status === 404)
+          // The Console's answer names its API for API users; said here with the command that lists them.
+          if (e instanceof CommandError && e.answer?.status === 404 && e.answer.code === "OKE1606")
             throw new CommandError(
-              e.message.replace("(GET /api/replays lists them)", "(oke replays lists them)"),
+              `oke: no replay job ${JSON.stringify(job)} (oke replays lists them) (404 OKE1606)`,
               e.exitCode,
               e.answer,
             );
