@@ -115,7 +115,11 @@ export function createOperatorApi(rt: OperatorDeps): Omit<OperatorApi, "schedule
       const runs = await rt.store.listRuns({ status: "sleeping", limit });
       const out: Sleeper[] = [];
       for (const r of runs) {
-        const journal = await rt.store.getJournal(r.id);
+        // A sleeper's park is its newest entry: read that one where the store can, not the journal.
+        const journal =
+          rt.store.getJournalEnds === undefined
+            ? await rt.store.getJournal(r.id)
+            : await rt.store.getJournalEnds(r.id, 0, 1).then((e) => [...e.head, ...e.tail]);
         const last = [...journal].reverse().find((e) => e.kind === "sleep");
         out.push({ runId: r.id, flow: r.flow, wakeAt: r.wakeAt ?? 0, label: last?.label });
       }

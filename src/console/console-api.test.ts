@@ -249,6 +249,59 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     );
   });
 
+  it("a long run's cut timeline reads only the journal's ends from the store; a store without getJournalEnds gives the same answer", async () => {
+    const longRun = flow("long.ends", {
+      durable: true,
+      do: async (_: { n: number }, fx) => {
+        for (let i = 0; i < 230; i++) await fx.step(`s${i}`, () => i);
+        return "done";
+      },
+    });
+    const reads: string[] = [];
+    /** Counts whole-journal reads; `ends: false` hides getJournalEnds as a third-party driver would. */
+    const counting =
+      (ends: boolean) =>
+      (s: Store): Store =>
+        new Proxy(s, {
+          get(target, prop) {
+            if (prop === "getJournalEnds" && !ends) return undefined;
+            const v: unknown = Reflect.get(target, prop, target);
+            if (typeof v !== "function") return v;
+            if (prop === "getJournal" || prop === "getJournalEnds")
+              return (...args: unknown[]) => {
+                reads.push(prop);
+                return (v as (...a: unknown[]) => unknown).apply(target, args);
+              };
+            return (v as (...a: unknown[]) => unknown).bind(target);
+          },
+        });
+    const answers: Array<{ timeline: Array<{ name: string }>; omitted: { count: number } }> = [];
+    for (const ends of [true, false]) {
+      const { app, api } = await start({ modules: { longRun }, store: counting(ends) });
+      expect(await app.invoke(longRun, { n: 1 })).toBe("done");
+      const id = (await api("/api/runs?flow=long.ends")).body.items[0].id as string;
+      reads.length = 0;
+      const cut = await api(`/api/runs/${id}`);
+      expect(cut.status).toBe(200);
+      expect(reads).toEqual(ends ? ["getJournalEnds"] : ["getJournal"]);
+      answers.push({ timeline: cut.body.timeline, omitted: cut.body.timelineOmitted });
+      reads.length = 0;
+      expect((await api(`/api/runs/${id}?timeline=all`)).body.timeline).toHaveLength(
+        cut.body.timelineOmitted.count + 150,
+      );
+      expect(reads).toEqual(["getJournal"]);
+      await app.stop({ timeoutMs: 2_000 });
+    }
+    // Run ids and times differ between the two apps; the shape of the cut does not.
+    const shape = (a: (typeof answers)[number]) => ({
+      names: a.timeline.map((i) => i.name),
+      count: a.omitted.count,
+    });
+    expect(shape(answers[0]!)).toEqual(shape(answers[1]!));
+    expect(shape(answers[0]!).names.slice(49, 51)).toEqual(["s49", "s130"]);
+    expect(shape(answers[0]!).count).toBe(80);
+  });
+
   it("lists signals with counts and throughput; pages messages; shows a dead letter's failures; replays it once", async () => {
     delivered.length = 0;
     const { app, api, time } = await start();

@@ -173,38 +173,78 @@ async function childrenOf(host: ConsoleHost, runId: string): Promise<{ runs: Run
   return { runs, more: true };
 }
 
+/**
+ * The entries a run's timeline shows: all of them, or over TIMELINE_MAX the first TIMELINE_HEAD and
+ * last TIMELINE_TAIL, cut before any item is built so the left-out ones cost no lookup either. A
+ * store with getJournalEnds reads only those ends (and the entry just before the tail, whose time
+ * the tail's first item is measured from): a 20 000-step run's page read every entry on each
+ * 2 s refresh.
+ */
+async function timelineEntries(
+  host: ConsoleHost,
+  runId: string,
+  whole: boolean,
+): Promise<{
+  entries: JournalEntry[];
+  omitted?: { count: number; afterSeq: number; beforeSeq: number };
+  /** The last entry left out (the tail's first item took its time since it). */
+  beforeCut?: JournalEntry;
+}> {
+  const ends =
+    whole || host.store.getJournalEnds === undefined
+      ? undefined
+      : await host.store.getJournalEnds(runId, TIMELINE_HEAD, TIMELINE_TAIL + 1);
+  if (ends !== undefined && ends.count > TIMELINE_MAX) {
+    const [beforeCut, ...tail] = ends.tail;
+    return {
+      entries: [...ends.head, ...tail],
+      omitted: {
+        count: ends.count - TIMELINE_HEAD - TIMELINE_TAIL,
+        afterSeq: ends.head[TIMELINE_HEAD - 1]!.seq,
+        beforeSeq: tail[0]!.seq,
+      },
+      ...(beforeCut === undefined ? {} : { beforeCut }),
+    };
+  }
+  // Whole (asked for, no ends read, or short enough that the ends were the whole journal).
+  const all =
+    ends !== undefined && ends.tail.length === 0
+      ? ends.head
+      : [...(await host.store.getJournal(runId))].sort((a, b) => a.seq - b.seq);
+  if (whole || all.length <= TIMELINE_MAX) return { entries: all };
+  return {
+    entries: [...all.slice(0, TIMELINE_HEAD), ...all.slice(-TIMELINE_TAIL)],
+    omitted: {
+      count: all.length - TIMELINE_HEAD - TIMELINE_TAIL,
+      afterSeq: all[TIMELINE_HEAD - 1]!.seq,
+      beforeSeq: all[all.length - TIMELINE_TAIL]!.seq,
+    },
+    beforeCut: all[all.length - TIMELINE_TAIL - 1]!,
+  };
+}
+
 export async function runDetail(
   host: ConsoleHost,
   runId: string,
   options: { wholeTimeline?: boolean } = {},
 ): Promise<RunDetail | undefined> {
-  const found = await host.operator.run(runId);
-  if (!found) return undefined;
-  const { run, journal } = found;
+  const run = await host.store.getRun(runId);
+  if (!run) return undefined;
+  const { entries, omitted, beforeCut } = await timelineEntries(host, runId, options.wholeTimeline === true);
   const max = host.config?.durableMaxRecoveries;
   const maxRecoveries = max !== undefined && Number.isFinite(max) ? max : null;
   const { runs: newestFirst, more: moreChildren } = await childrenOf(host, run.id);
   const children = [...newestFirst].reverse(); // oldest first: the order calls were made
   const childIds = new Set(children.map((c) => c.id));
   const delivery = new Map(host.manifest.signals.map((s) => [s.name, s.delivery]));
-  const all = [...journal].sort((a, b) => a.seq - b.seq);
-  // Cut before building items, so the left-out entries cost no message or child lookup either.
-  const cut = options.wholeTimeline !== true && all.length > TIMELINE_MAX;
-  const entries = cut ? [...all.slice(0, TIMELINE_HEAD), ...all.slice(-TIMELINE_TAIL)] : all;
-  const timelineOmitted = cut
-    ? {
-        count: all.length - TIMELINE_HEAD - TIMELINE_TAIL,
-        afterSeq: all[TIMELINE_HEAD - 1]!.seq,
-        beforeSeq: all[all.length - TIMELINE_TAIL]!.seq,
-      }
-    : undefined;
+  const timelineOmitted = omitted;
   let prev = run.createdAt;
   const timeline: TimelineItem[] = [];
   const statusOf: Array<{ item: TimelineItem; id: string }> = [];
   const childOf: Array<{ item: TimelineItem; id: string }> = [];
   for (const [i, e] of entries.entries()) {
     // The first entry after the cut took its time since the last one left out, not since the head.
-    if (cut && i === TIMELINE_HEAD) prev = all[all.length - TIMELINE_TAIL - 1]!.at;
+    if (beforeCut !== undefined && i === TIMELINE_HEAD) prev = beforeCut.at;
     const item: TimelineItem = {
       seq: e.seq,
       kind: e.kind,
@@ -262,7 +302,8 @@ export async function runDetail(
     ancestors.push(summary(parent));
     id = parent.parentRunId;
   }
-  const lastSleep = [...all].reverse().find((e) => e.kind === "sleep");
+  // A sleeping run's park is its newest entry, so the tail (never cut) holds it.
+  const lastSleep = [...entries].reverse().find((e) => e.kind === "sleep");
   return {
     run,
     timeline,

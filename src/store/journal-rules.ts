@@ -160,3 +160,21 @@ export function terminateState(
     },
   };
 }
+
+/**
+ * The first `head` and last `tail` of `all` (Store.getJournalEnds): the two never overlap, and a
+ * list of `head + tail` or fewer is all in `head`. Counts below 0 or fractions read as whole numbers from 0.
+ */
+export function endsOf<T>(
+  all: readonly T[],
+  head: number,
+  tail: number,
+): { head: T[]; tail: T[]; count: number } {
+  const h = wholeCount(head);
+  const t = wholeCount(tail);
+  if (all.length <= h + t) return { head: [...all], tail: [], count: all.length };
+  return { head: all.slice(0, h), tail: t === 0 ? [] : all.slice(all.length - t), count: all.length };
+}
+
+/** A count the caller gave as a non-negative integer (NaN and negatives are 0). */
+export const wholeCount = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);

@@ -188,6 +188,14 @@ export interface StartRun {
   leaseMs: number;
 }
 
+/** A journal's first and last entries (Store.getJournalEnds), each list in seq order. */
+export interface JournalEnds {
+  head: JournalEntry[];
+  tail: JournalEntry[];
+  /** Entries in the whole journal: those between `head` and `tail` number `count - head.length - tail.length`. */
+  count: number;
+}
+
 /** A run whose lease the caller now holds, with its journal so far. */
 export interface AcquiredRun {
   run: RunRecord;
@@ -523,6 +531,14 @@ export interface JournalStore {
   wakeEarly(runId: string, now: number): Promise<boolean>;
   getRun(runId: string): Promise<RunRecord | undefined>;
   getJournal(runId: string): Promise<JournalEntry[]>;
+  /**
+   * The first `head` and the last `tail` entries of a run's journal and how many it has, for a
+   * reader that shows a long journal's ends (the Console's timeline, a sleeper's label) without
+   * reading every entry. The two lists never share an entry (a journal of `head + tail` entries
+   * or fewer is all in `head`); an unknown run reads as empty. Optional in the contract: a caller
+   * without it reads `getJournal`.
+   */
+  getJournalEnds?(runId: string, head: number, tail: number): Promise<JournalEnds>;
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 

@@ -85,6 +85,11 @@ export interface ConformanceOptions {
    * checks it is absent.
    */
   tapeGap?: boolean;
+  /**
+   * The driver implements the optional `getJournalEnds` (a long journal's first and last entries
+   * without the middle): the suite checks it. When false (default) the suite checks it is absent.
+   */
+  journalEnds?: boolean;
 }
 
 /** An arbitrary fixed epoch so no case depends on the wall clock. */

@@ -11,13 +11,72 @@ import {
   startRun,
   step,
   T0,
+  type ConformanceOptions,
   type StoreFactory,
 } from "./harness.ts";
 
 /** Appending journal entries: fencing, ordering, duplicates, and the outbox (entries + emits in one commit). */
-export function journalAppendCases(factory: StoreFactory): void {
+export function journalAppendCases(factory: StoreFactory, options: ConformanceOptions = {}): void {
   describe("journal: append and the outbox", () => {
     const store = freshStore(factory);
+
+    describe("getJournalEnds (optional: a long journal's ends without its middle)", () => {
+      if (options.journalEnds !== true) {
+        it("is absent", () => {
+          expect(Reflect.get(store(), "getJournalEnds")).toBeUndefined();
+        });
+        return;
+      }
+      const ends = (runId: string, head: number, tail: number) => {
+        const s = store();
+        if (s.getJournalEnds === undefined) throw new Error("the driver has no getJournalEnds");
+        return s.getJournalEnds(runId, head, tail);
+      };
+      const seqs = (list: JournalEntry[]) => list.map((e) => e.seq);
+      /** A run whose journal holds steps 0..n-1 ("s0", "s1", …), appended in two writes. */
+      const runOf = async (runId: string, n: number) => {
+        await startRun(store(), runId);
+        const all = Array.from({ length: n }, (_, i) => step(runId, i, `s${i}`, { i }));
+        const half = Math.floor(n / 2);
+        await store().append({ runId, owner: "inst-1", now: T0 + 1, entries: all.slice(0, half) });
+        await store().append({ runId, owner: "inst-1", now: T0 + 2, entries: all.slice(half) });
+      };
+
+      it("a long journal: the first head and last tail entries in seq order, whole, and the count", async () => {
+        await runOf("r1", 12);
+        const got = await ends("r1", 3, 4);
+        expect(seqs(got.head)).toEqual([0, 1, 2]);
+        expect(seqs(got.tail)).toEqual([8, 9, 10, 11]);
+        expect(got.count).toBe(12);
+        const whole = await store().getJournal("r1");
+        expect(got.head).toEqual(whole.slice(0, 3));
+        expect(got.tail).toEqual(whole.slice(8));
+      });
+
+      it("a journal of head + tail entries or fewer is all in head; the lists never overlap", async () => {
+        await runOf("r1", 7);
+        expect(seqs((await ends("r1", 3, 4)).head)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+        expect((await ends("r1", 3, 4)).tail).toEqual([]);
+        const one = await ends("r1", 3, 3);
+        expect([seqs(one.head), seqs(one.tail), one.count]).toEqual([[0, 1, 2], [4, 5, 6], 7]);
+        // Only the last entry (a sleeper's label), only the first.
+        const last = await ends("r1", 0, 1);
+        expect([seqs(last.head), seqs(last.tail)]).toEqual([[], [6]]);
+        const first = await ends("r1", 1, 0);
+        expect([seqs(first.head), seqs(first.tail)]).toEqual([[0], []]);
+      });
+
+      it("an unknown run, or one with no entries yet, is empty; bad counts read as 0", async () => {
+        expect(await ends("nope", 3, 3)).toEqual({ head: [], tail: [], count: 0 });
+        await startRun(store(), "r0");
+        expect(await ends("r0", 3, 3)).toEqual({ head: [], tail: [], count: 0 });
+        await runOf("r1", 5);
+        const none = await ends("r1", -2, Number.NaN);
+        expect([seqs(none.head), seqs(none.tail), none.count]).toEqual([[], [], 5]);
+        const fractions = await ends("r1", 1.7, 1.2);
+        expect([seqs(fractions.head), seqs(fractions.tail)]).toEqual([[0], [4]]);
+      });
+    });
 
     it("appended entries come back ordered by seq, with every field", async () => {
       await startRun(store(), "r1");

@@ -52,7 +52,7 @@ export function describeStoreConformance(
     deadLetterCases(factory, options);
     attemptBudgetCases(factory);
     journalLeaseCases(factory);
-    journalAppendCases(factory);
+    journalAppendCases(factory, options);
     journalParkCases(factory);
     recoveryCases(factory);
     stopLeaseCases(factory, options);

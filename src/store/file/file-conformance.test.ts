@@ -29,5 +29,6 @@ describeStoreConformance(
     deliveredFailed: true,
     discardPending: true,
     tapeGap: true,
+    journalEnds: true,
   },
 );

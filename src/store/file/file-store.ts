@@ -368,6 +368,7 @@ export function createFileStore(options: FileStoreOptions): FileStore {
     terminateRun: guarded("terminateRun"),
     getRun: guarded("getRun"),
     getJournal: guarded("getJournal"),
+    getJournalEnds: guarded("getJournalEnds"),
     listRuns: guarded("listRuns"),
     pageMessages: guarded("pageMessages"),
     pageRuns: guarded("pageRuns"),

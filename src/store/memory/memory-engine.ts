@@ -12,6 +12,7 @@ import type {
   ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
+  JournalEnds,
   NewMessage,
   ParkRequest,
   RunFlowFilter,
@@ -274,6 +275,9 @@ export class MemoryEngine {
   }
   getJournal(runId: string): JournalEntry[] {
     return this.journal.getJournal(runId);
+  }
+  getJournalEnds(runId: string, head: number, tail: number): JournalEnds {
+    return this.journal.getJournalEnds(runId, head, tail);
   }
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {
     return this.journal.listRuns(filter);

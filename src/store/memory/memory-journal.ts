@@ -10,6 +10,7 @@ import type {
   ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
+  JournalEnds,
   LeaveToLeaseRequest,
   ParkRequest,
   RunFlowFilter,
@@ -27,6 +28,7 @@ import {
   assertHolder,
   assertTakeable,
   compensateState,
+  endsOf,
   finishState,
   runError,
   parkState,
@@ -341,6 +343,16 @@ export class MemoryJournal {
 
   getJournal(runId: string): JournalEntry[] {
     return this.runs.get(runId)?.entries.map((e) => cloneEntry(e, runId)) ?? [];
+  }
+
+  /** Only the ends are cloned: a long journal's middle costs nothing. */
+  getJournalEnds(runId: string, head: number, tail: number): JournalEnds {
+    const ends = endsOf(this.runs.get(runId)?.entries ?? [], head, tail);
+    return {
+      head: ends.head.map((e) => cloneEntry(e, runId)),
+      tail: ends.tail.map((e) => cloneEntry(e, runId)),
+      count: ends.count,
+    };
   }
 
   /** Matching runs, oldest first (createdAt, then id). */

@@ -21,6 +21,7 @@ describeStoreConformance(
     deliveredFailed: true,
     discardPending: true,
     tapeGap: true,
+    journalEnds: true,
   },
 );
 
@@ -55,6 +56,7 @@ describeStoreConformance(
     deliveredFailed: true,
     discardPending: true,
     tapeGap: true,
+    journalEnds: true,
   },
 );
 

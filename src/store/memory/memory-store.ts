@@ -249,6 +249,9 @@ export function createEngineStore(opts: EngineStoreOptions): Store {
     async getJournal(runId) {
       return engine.getJournal(runId);
     },
+    async getJournalEnds(runId, head, tail) {
+      return engine.getJournalEnds(runId, head, tail);
+    },
     async listRuns(filter) {
       return engine.listRuns(filter);
     },

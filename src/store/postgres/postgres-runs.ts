@@ -6,6 +6,7 @@ import type {
   AcquiredRun,
   ClaimDueRunsRequest,
   JournalEntry,
+  JournalEnds,
   LeaveToLeaseRequest,
   ReleaseRequest,
   RunFlowFilter,
@@ -15,7 +16,7 @@ import type {
   TerminateOutcome,
   TerminateRequest,
 } from "../types.ts";
-import { terminateState } from "../journal-rules.ts";
+import { terminateState, wholeCount } from "../journal-rules.ts";
 import { recoveredFrom as recoveredFromRule, STOPPED_OWNER_SUFFIX, stoppedOwner } from "../wake-rules.ts";
 import { type PgContext, preparedName, q, wakePayload } from "./postgres-context.ts";
 import { type EntryRow, jsonParam, type RunRow, toJournalEntry, toRunRecord } from "./postgres-rows.ts";
@@ -569,6 +570,43 @@ export async function getRun(ctx: PgContext, runId: string): Promise<RunRecord |
 
 export async function getJournal(ctx: PgContext, runId: string): Promise<JournalEntry[]> {
   return (await entriesOf(ctx, [runId])).get(runId) ?? [];
+}
+
+/**
+ * A journal's ends in one statement (one snapshot): the count, then two range scans of the
+ * (run_id, seq) key each stopped by its LIMIT, so a 20 000-entry run's middle is neither read nor
+ * sent (the Console's timeline asked for all of it every 2 s). A journal no longer than
+ * head + tail comes whole in the first part.
+ */
+export async function getJournalEnds(
+  ctx: PgContext,
+  runId: string,
+  head: number,
+  tail: number,
+): Promise<JournalEnds> {
+  const h = wholeCount(head);
+  const t = wholeCount(tail);
+  const { rows } = await q<EntryRow & { part: number | null; total: string }>(
+    ctx.pool,
+    `WITH n AS (SELECT count(*) AS c FROM ${ctx.s}.journal_entries WHERE run_id = $1),
+     ends AS (
+       (SELECT e.*, 1 AS part FROM ${ctx.s}.journal_entries e
+        WHERE e.run_id = $1 ORDER BY e.seq
+        LIMIT (SELECT CASE WHEN c <= $2::bigint + $3::bigint THEN c ELSE $2::bigint END FROM n))
+       UNION ALL
+       (SELECT e.*, 2 AS part FROM ${ctx.s}.journal_entries e
+        WHERE e.run_id = $1 AND (SELECT c FROM n) > $2::bigint + $3::bigint ORDER BY e.seq DESC
+        LIMIT $3::bigint))
+     -- The left join keeps the count when neither end has a row (a 0 and 0 read).
+     SELECT ends.*, n.c AS total FROM n LEFT JOIN ends ON true`,
+    [runId, h, t],
+  );
+  const ends: JournalEnds = { head: [], tail: [], count: Number(rows[0]?.total ?? 0) };
+  for (const r of rows) if (r.part !== null) (r.part === 1 ? ends.head : ends.tail).push(toJournalEntry(r));
+  // Each part was ordered to be limited; the union and the join keep no order of their own.
+  ends.head.sort((a, b) => a.seq - b.seq);
+  ends.tail.sort((a, b) => a.seq - b.seq);
+  return ends;
 }
 
 /** Matching runs, oldest first (createdAt, then id). */

@@ -333,6 +333,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     terminateRun: (req) => runs.terminateRun(ctx, req),
     getRun: (runId) => runs.getRun(ctx, runId),
     getJournal: (runId) => runs.getJournal(ctx, runId),
+    getJournalEnds: (runId, head, tail) => runs.getJournalEnds(ctx, runId, head, tail),
     listRuns: (filter) => runs.listRuns(ctx, filter),
 
     pageMessages: (req) => consoleQueries.pageMessages(ctx, req),

@@ -228,4 +228,5 @@ export const PG_CONFORMANCE_OPTIONS = {
   deliveredFailed: true,
   discardPending: true,
   tapeGap: true,
+  journalEnds: true,
 } as const;

@@ -10,6 +10,7 @@ import type {
   ClaimRequest,
   FinishRequest,
   JournalEntry,
+  JournalEnds,
   LeaveToLeaseRequest,
   NewMessage,
   ParkRequest,
@@ -264,6 +265,10 @@ export class SqliteEngine {
 
   getJournal(runId: string): JournalEntry[] {
     return this.journal.getJournal(runId);
+  }
+
+  getJournalEnds(runId: string, head: number, tail: number): JournalEnds {
+    return this.journal.getJournalEnds(runId, head, tail);
   }
 
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): RunRecord[] {

@@ -7,6 +7,7 @@ import type {
   ClaimDueRunsRequest,
   FinishRequest,
   JournalEntry,
+  JournalEnds,
   LeaveToLeaseRequest,
   ParkRequest,
   ReleaseRequest,
@@ -29,6 +30,7 @@ import {
   renewState,
   terminateState,
   wakeEarlyState,
+  wholeCount,
 } from "../../journal-rules.ts";
 import {
   claimLease,
@@ -470,6 +472,24 @@ export class SqliteJournal {
   getJournal(runId: string): JournalEntry[] {
     this.b.check();
     return this.entries(runId);
+  }
+
+  /** Two range reads on the (run_id, seq) key and a count: a long journal's middle is not read. */
+  getJournalEnds(runId: string, head: number, tail: number): JournalEnds {
+    this.b.check();
+    const h = wholeCount(head);
+    const t = wholeCount(tail);
+    const count =
+      this.b.get<{ n: number }>("SELECT count(*) AS n FROM journal_entries WHERE run_id = ?", runId)?.n ?? 0;
+    if (count <= h + t) return { head: this.entries(runId), tail: [], count };
+    const first = this.b
+      .all<EntryRow>("SELECT * FROM journal_entries WHERE run_id = ? ORDER BY seq LIMIT ?", runId, h)
+      .map(toEntry);
+    const last = this.b
+      .all<EntryRow>("SELECT * FROM journal_entries WHERE run_id = ? ORDER BY seq DESC LIMIT ?", runId, t)
+      .map(toEntry)
+      .reverse();
+    return { head: first, tail: last, count };
   }
 
   /** Matching runs, oldest first (createdAt, then id). */
