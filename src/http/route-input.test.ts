@@ -109,6 +109,14 @@ describe("path parameters, body and query", () => {
     expect(input.id).toBe("42");
   });
 
+  it("a path parameter of any length the request line allows reaches the flow (not a 404 past 100 characters)", async () => {
+    const a = make();
+    const long = "t".repeat(4_000);
+    const res = await send(a, "GET", `/users/${long}`);
+    expect(res.status).toBe(200);
+    expect(seen).toEqual([{ id: long }]);
+  });
+
   it("gives the same answer on a real socket", async () => {
     const a = make();
     const { port } = await a.start({ port: 0, host: "127.0.0.1" });

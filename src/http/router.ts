@@ -24,7 +24,10 @@ const noop = (): void => {};
  * record has no prototype), so a request is scanned once.
  */
 export function createRouter(routes: readonly HttpRoute[]): Router {
-  const fmw = FindMyWay({ ignoreTrailingSlash: true, ignoreDuplicateSlashes: true });
+  // find-my-way matches no route when a parameter passes 100 characters (its default): a 404 "No
+  // route for GET /files/…" to a long id or token. A parameter is as long as the request line
+  // allows (Node's 16 KiB header limit, a 431 above it).
+  const fmw = FindMyWay({ ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 16_384 });
   const methods = new Set<string>();
   for (const route of routes) {
     try {
