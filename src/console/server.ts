@@ -186,7 +186,11 @@ export async function startConsoleServer(
       );
     },
   };
-  const router = FindMyWay({ ignoreTrailingSlash: true });
+  // find-my-way refuses a parameter over 100 characters by default (a 404 OKE1606): a signal named
+  // that long, or a broadcast's copies queue (`~broadcast:<signal>:<flow>`) of two 45-character
+  // names, could not be opened, replayed or discarded. Names have no length limit of their own;
+  // Node's header limit (16 KB) bounds the URL.
+  const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 16_384 });
   const noop = (): void => undefined;
   for (const key of Object.keys(handlers)) {
     const [method, path] = key.split(" ") as [FindMyWay.HTTPMethod, string];

@@ -9,6 +9,18 @@ const POLL_MS = 2000;
 // Handlers are element properties (never attributes), so a refresh can hand the fresh ones to the nodes it keeps.
 const HANDLERS = ["onclick", "onsubmit", "onchange"];
 
+/**
+ * Bidi controls and invisible characters in what apps and users wrote (names, keys, error messages,
+ * payloads) would reorder or hide what an operator reads: U+202E shows "gnp.exe" as "exe.png" and
+ * runs the rest of the line backwards, a zero-width space makes two names look alike. They are
+ * shown by code point instead (⟨U+202E⟩). ZWJ/ZWNJ stay: emoji and several scripts need them.
+ */
+const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+const visible = (s) =>
+  s.replace(INVISIBLE, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+/** confirm() with the question's invisible characters shown: an operator confirms what they can read. */
+const ask = (question) => window.confirm(visible(question));
+
 /** Builds an element: h("a", { href: "#/" }, "text", child…). Children nest in arrays to any depth. */
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -20,7 +32,7 @@ function h(tag, attrs = {}, ...children) {
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat(Infinity))
-    if (c !== undefined && c !== null && c !== false) el.append(c instanceof Node ? c : String(c));
+    if (c !== undefined && c !== null && c !== false) el.append(c instanceof Node ? c : visible(String(c)));
   return el;
 }
 
@@ -132,7 +144,7 @@ function bars(xs = []) {
 // The status line: what the last action did, or why it failed (until the next success or page).
 
 function say(text, error = false) {
-  statusLine.textContent = text;
+  statusLine.textContent = visible(text);
   statusLine.className = error ? "bad" : "";
 }
 
@@ -355,8 +367,7 @@ function replaysPanel(jobs, signal) {
   if (shown.length === 0) return null;
   const stop = (j) =>
     action(`Stop replay ${j.id}`, async () => {
-      if (!window.confirm(`Stop paced replay ${j.id} of ${j.signal}? Those replayed so far stay replayed.`))
-        return null;
+      if (!ask(`Stop paced replay ${j.id} of ${j.signal}? Those replayed so far stay replayed.`)) return null;
       const out = await post(`/api/replays/${enc(j.id)}/stop`, {});
       const r = out.job;
       return out.stopped
@@ -635,11 +646,7 @@ async function signalView(name, params) {
               (dry.backlog?.liveConsumer
                 ? " (a live instance consumes this signal: it may deliver some first)."
                 : ".");
-      if (
-        !window.confirm(
-          dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question,
-        )
-      )
+      if (!ask(dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question))
         return null;
       const done = await post(url, target);
       for (const box of picks()) box.checked = false;
@@ -649,7 +656,7 @@ async function signalView(name, params) {
   // failed them all on a dependency now back would otherwise get the whole backlog at once).
   const paced = action("Replay all at a pace", async () => {
     const answer = window.prompt(
-      `Replay all dead letters of ${name} at how many a second? (0.5 is one every 2 s)`,
+      visible(`Replay all dead letters of ${name} at how many a second? (0.5 is one every 2 s)`),
       "10",
     );
     if (answer === null) return null;
@@ -659,11 +666,7 @@ async function signalView(name, params) {
     const dry = await post(url, { all: true, dryRun: true, rate });
     if (dry.count === 0) return `No dead letters to replay on ${name}.`;
     const question = `Replay ${dry.count} dead letter(s) of ${name} at ${num(rate)} a second, in the background?`;
-    if (
-      !window.confirm(
-        dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question,
-      )
-    )
+    if (!ask(dry.more ? `${question} (The first ${dry.count}; run it again for the rest.)` : question))
       return null;
     const { job } = await post(url, { all: true, rate });
     return `Replaying ${num(job.total)} dead letter(s) of ${name} at ${num(job.rate)} a second (job ${job.id}); its progress is under Paced replays.`;
@@ -842,7 +845,7 @@ async function messageView(id) {
               class: "primary",
               type: "button",
               onclick: action("Replay", async () => {
-                if (!window.confirm(`Replay message ${m.id}?`)) return null;
+                if (!ask(`Replay message ${m.id}?`)) return null;
                 const r = await post(`/api/signals/${enc(m.signal)}/replay`, { ids: [m.id] });
                 return `Replayed ${r.replayed.length} message(s).`;
               }),
@@ -1071,7 +1074,7 @@ async function runView(id, params) {
               class: "primary",
               type: "button",
               onclick: action("Wake", async () => {
-                if (!window.confirm(`Wake run ${r.id} now?`)) return null;
+                if (!ask(`Wake run ${r.id} now?`)) return null;
                 const w = await post(`/api/runs/${enc(r.id)}/wake`);
                 return `Woken (${w.outcome}).`;
               }),
@@ -1101,9 +1104,7 @@ async function runView(id, params) {
               type: "button",
               onclick: action("Terminate", async () => {
                 if (
-                  !window.confirm(
-                    `Terminate run ${r.id}? It ends failed for good (OKE1339) and its undos do not run.`,
-                  )
+                  !ask(`Terminate run ${r.id}? It ends failed for good (OKE1339) and its undos do not run.`)
                 )
                   return null;
                 const reason = main.querySelector("#terminate-reason")?.value.trim() ?? "";
@@ -1237,15 +1238,13 @@ async function schedulesView() {
   /** pause, resume and reset: confirmed, then what the schedule is now. */
   const act = (s, verb, question, past) =>
     action(`${verb[0].toUpperCase()}${verb.slice(1)} ${s.name}`, async () => {
-      if (!window.confirm(question)) return null;
+      if (!ask(question)) return null;
       const now = await post(`/api/schedules/${enc(s.name)}/${verb}`);
       return `${past} ${s.name}: ${scheduleOutcome(now)}.`;
     });
   const trigger = (s) =>
     action(`Trigger ${s.name}`, async () => {
-      if (
-        !window.confirm(`Fire schedule ${s.name} now, outside its schedule? Its next slot stays where it is.`)
-      )
+      if (!ask(`Fire schedule ${s.name} now, outside its schedule? Its next slot stays where it is.`))
         return null;
       const fired = await post(`/api/schedules/${enc(s.name)}/trigger`);
       return `Triggered ${s.name}: message ${fired.messageId}.`;
@@ -1389,8 +1388,7 @@ function editForm(editable) {
             const what = Object.entries(edit)
               .map(([k, v]) => `${k} "${v}"`)
               .join(", ");
-            if (!window.confirm(`Edit schedule ${name}: ${what}? It wins over the code until reset.`))
-              return null;
+            if (!ask(`Edit schedule ${name}: ${what}? It wins over the code until reset.`)) return null;
             const now = await post(`/api/schedules/${enc(name)}/edit`, edit);
             for (const k of ["cron", "every", "timezone"]) form.elements[k].value = "";
             return `Edited ${name}: ${specText(now)}, ${scheduleOutcome(now)}.`;
@@ -1491,7 +1489,7 @@ function signInView(error) {
           say("");
           await render("navigate");
         } catch (err) {
-          main.replaceChildren(signInView(err.message));
+          putSignIn(err.message);
         }
       },
     },
@@ -1687,7 +1685,16 @@ function showSignIn() {
   clearTimeout(timer);
   whoLine.textContent = "";
   signOutButton.hidden = true;
-  main.replaceChildren(signInView());
+  putSignIn();
+}
+
+/**
+ * Shows the sign-in form with the token field focused: at load, after a refused token and after
+ * signing out, a keyboard or screen-reader user is where they type next, not at the top of the page.
+ */
+function putSignIn(error) {
+  main.replaceChildren(signInView(error));
+  document.getElementById("token").focus();
 }
 
 signOutButton.onclick = async () => {
