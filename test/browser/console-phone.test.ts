@@ -146,8 +146,11 @@ describe("the Console page on a 375 px phone", () => {
     // The page's clock from here on moves only when the test says: its 2 s refreshes are counted, not waited for.
     await page.clock.install();
     const asked: string[] = [];
+    // Only requests with a Since: a refresh of the unfiltered list timed before the clock was
+    // installed may still go out (a full parallel run counted one), and is not what is asserted.
     page.on("request", (r) => {
-      if (new URL(r.url()).pathname === "/api/runs") asked.push(new URL(r.url()).search);
+      const u = new URL(r.url());
+      if (u.pathname === "/api/runs" && u.searchParams.has("since")) asked.push(u.search);
     });
     await page.getByLabel("Flow").fill("trial.wait");
     await page.getByLabel("Since (ISO)").fill("yesterday");
