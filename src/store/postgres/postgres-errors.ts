@@ -46,7 +46,7 @@ export const postgresStoreErrors = {
     new OkeError({
       code: "OKE1335",
       message:
-        `Postgres schema ${schema}: migration ${migration} (${name}) needs code that knows migration ${needs}, ` +
+        `Postgres schema ${schema}: migration ${migration} (${name}) leaves working only code that knows migration ${needs} or later, ` +
         `but ${older.length === 1 ? "a live instance runs" : `${older.length} live instances run`} older code: ` +
         older
           .slice(0, 5)
@@ -54,9 +54,10 @@ export const postgresStoreErrors = {
           .join(", ") +
         `${older.length > 5 ? `, and ${older.length - 5} more` : ""}. Nothing was migrated.`,
       fix:
-        "This migration changes the schema in a way older code cannot run with, so it is not a rolling deploy: stop the " +
-        "instances running the older code first, then boot this version (an instance that stopped without a clean stop " +
-        "counts as live for 30 s after its last heartbeat). Until then they go on as they were.",
+        "Their code is older than this migration can run beside, so this upgrade is not a rolling deploy (an upgrade " +
+        "across several releases asks for the newest code any of its migrations needs): stop the instances running the " +
+        "older code first, then boot this version (an instance that stopped without a clean stop counts as live for 30 s " +
+        "after its last heartbeat). Until then they go on as they were.",
       details: { schema, migration, needs, instances: older },
     }),
   badSchemaName: (schema: string) =>

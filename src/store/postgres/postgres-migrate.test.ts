@@ -133,7 +133,7 @@ describe("postgres migrations", () => {
     expect(err).toMatchObject({
       code: "OKE1335",
       message:
-        `Postgres schema ${schema}: migration ${last + 2} (breaking) needs code that knows migration ${last + 2}, ` +
+        `Postgres schema ${schema}: migration ${last + 2} (breaking) leaves working only code that knows migration ${last + 2} or later, ` +
         `but a live instance runs older code: web-1 pid 4242 (okengine 0.1.0, knows ${last}). Nothing was migrated.`,
       details: {
         migration: last + 2,
@@ -142,7 +142,7 @@ describe("postgres migrations", () => {
       },
     });
     expect((err as { fix: string }).fix).toMatch(
-      /^This migration changes the schema in a way older code cannot run with/,
+      /^Their code is older than this migration can run beside, so this upgrade is not a rolling deploy/,
     );
     const latest = async (): Promise<number> =>
       (await pool().query<{ id: number }>(`SELECT max(id) AS id FROM ${s}.migrations`)).rows[0]!.id;
@@ -158,6 +158,22 @@ describe("postgres migrations", () => {
     // Its heartbeat lapsed (31 s ago): not live, and the migration goes ahead.
     await pool().query(`UPDATE ${s}.instances SET seen_at = $1`, [Date.now() - 31_000]);
     expect(await migrate(pool(), schema, s, [...migrations, kind, breaking])).toEqual([last + 2]);
+  });
+
+  it("an upgrade from code at 28 (before 0029) to every migration since is a rolling deploy: each of them leaves that code working", async () => {
+    const schema = freshSchema("mig");
+    schemas.push(schema);
+    const s = `"${schema}"`;
+    const at28 = migrations.filter((m) => m.id <= 28);
+    await migrate(pool(), schema, s, at28);
+    // A live instance of code that knows 28 (the release of 2026-12-03).
+    await pool().query(
+      `INSERT INTO ${s}.instances (id, info, started_at, seen_at) VALUES ('i-28', $1, $2, $2)`,
+      [{ id: "i-28", host: "web-1", pid: 7, okengineVersion: "0.1.0", storeMigration: 28 }, Date.now()],
+    );
+    const since = migrations.filter((m) => m.id > 28).map((m) => m.id);
+    expect(since.length).toBeGreaterThan(0);
+    expect(await migrate(pool(), schema, s)).toEqual(since);
   });
 
   it("the refusal names the okengine version that applied the newest migration, recorded with each (a table made before the column gets it)", async () => {

@@ -8,9 +8,10 @@ import type { Migration } from "./migration.ts";
 export const m0030: Migration = {
   id: 30,
   name: "run-hold",
-  // Code at 29 never names the column (its prepared statements list their columns: runColumns), so
-  // it runs as before; its own releases leave the last note in place, shown until the run is held.
-  runsWith: 29,
+  // Code at 28 or later never names the column (its prepared statements list their columns:
+  // runColumns), so it runs as before; its own releases leave the last note in place, shown until
+  // the run is held. 28, not 29: 0029 leaves code at 28 working, and so does this.
+  runsWith: 28,
   sql: (s) => `
 ALTER TABLE ${s}.runs ADD COLUMN IF NOT EXISTS held jsonb;
 `,

@@ -12,8 +12,8 @@ import type { Migration } from "./migration.ts";
 export const m0031: Migration = {
   id: 31,
   name: "delivered-failed",
-  // An index no statement of older code names: code at 30 runs on it as before.
-  runsWith: 30,
+  // An index no statement of older code names: code at 28 or later runs on it as before.
+  runsWith: 28,
   sql: (s) => `
 CREATE INDEX IF NOT EXISTS messages_delivered_failed ON ${s}.messages (signal)
   WHERE status = 'delivered' AND failures <> '[]'::jsonb;

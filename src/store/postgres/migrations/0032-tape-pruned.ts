@@ -11,9 +11,9 @@ import type { Migration } from "./migration.ts";
 export const m0032: Migration = {
   id: 32,
   name: "tape-pruned",
-  // A table no statement of older code names: code at 31 runs on it as before (its prunes just
-  // leave the row behind, so a gap they made is not reported).
-  runsWith: 31,
+  // A table no statement of older code names: code at 28 or later runs on it as before (its
+  // prunes just leave the row behind, so a gap they made is not reported).
+  runsWith: 28,
   sql: (s) => `
 CREATE TABLE IF NOT EXISTS ${s}.tape_pruned (
   signal text PRIMARY KEY,
