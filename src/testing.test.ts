@@ -269,6 +269,21 @@ describe("createTestApp schedules", () => {
       'createTestApp({ schedules }): "nope" is not a schedule of this app (its schedules: "testing.sched-a", "testing.sched-b")',
     );
   });
+
+  it("with workers off (role web) in an app that declares schedules: boots, and none fires", async () => {
+    fired.length = 0;
+    const web = await createTestApp({ modules: [{ a, b }], role: "web", schedules: [] });
+    try {
+      expect(web.role).toBe("web");
+      await web.time.advanceAsync("2h");
+      expect(fired).toEqual([]);
+    } finally {
+      await web.stop();
+    }
+    await expect(createTestApp({ modules: [{ a, b }], role: "web", schedules: ["nope"] })).rejects.toThrow(
+      '"nope" is not a schedule of this app',
+    );
+  });
 });
 
 describe("app.sent.of", () => {
