@@ -144,9 +144,15 @@ describe("instance roles", () => {
     const web = instance(store, "web", m.exports, clock);
     await web.boot();
     expect(await store.liveSubscriptions(0)).toEqual([]);
-    // Its own binding is not a subscriber: with no worker announced, the emit has nobody to reach.
+    // Its own binding is not a subscriber: with no worker announced, the emit has nobody to reach,
+    // and says the flows are bound but not running (not "no subscriber… add on(signal, …)").
     await expect(web.emit(signal.broadcast<{ n: number }>("role.news"), { n: 0 })).rejects.toMatchObject({
       code: "OKE1240",
+      message:
+        'Flow "app.emit" emits broadcast signal "role.news", whose flows (role.listener) no instance of the fleet runs now.',
+      fix: expect.stringMatching(
+        /^Run an instance with role all or worker \(a web instance runs no broadcast flows/,
+      ),
     });
 
     const worker = instance(store, "worker", m.exports, clock);

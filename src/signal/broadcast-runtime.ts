@@ -1,5 +1,6 @@
 /** Fleet-wide broadcast delivery: subscriber heartbeats, one queued copy per subscribed flow, copy workers, the janitor. */
 import type { Clock } from "../clock/clock.ts";
+import { OkeError } from "../errors.ts";
 import type { JournalSession } from "../durable/session.ts";
 import type { AnyFlow } from "../flow/flow.ts";
 import type { Logger } from "../log/logger.ts";
@@ -58,11 +59,31 @@ export interface BroadcastRuntimeOptions {
   instanceId: string;
   signals: ReadonlyMap<string, SignalHandle>;
   subscribers: ReadonlyMap<string, readonly AnyFlow[]>;
+  /**
+   * The flows the app's code binds to each broadcast, whether or not this instance runs them (a
+   * `web` instance runs none): an emit nobody in the fleet runs says they are bound but not running,
+   * rather than "no subscriber". Default: `subscribers`.
+   */
+  bound?: ReadonlyMap<string, readonly AnyFlow[]>;
   concurrency: number;
   leaseMs: number;
   /** Runs one claimed copy through its flow, as a once consumer would (the app's handler). */
   handler(queue: OnceSignal, flow: AnyFlow): (m: ClaimedMessage) => Promise<HandlerOutcome>;
 }
+
+/**
+ * OKE1240 for a broadcast whose flows the code binds but no instance runs (every instance `web`, or
+ * the workers down for 15 s): "no subscriber… Add on(signal, …)" sent users to bind what was bound.
+ */
+const broadcastNotRunning = (producer: string, signal: string, bound: readonly AnyFlow[]): OkeError =>
+  new OkeError({
+    code: "OKE1240",
+    message: `Flow "${producer}" emits broadcast signal "${signal}", whose flows (${bound
+      .map((f) => f.name ?? "?")
+      .join(", ")}) no instance of the fleet runs now.`,
+    fix: "Run an instance with role all or worker (a web instance runs no broadcast flows; one that stopped counts for 15 s after its last heartbeat), or declare the signal optional: true so events no instance runs are missed.",
+    status: 500,
+  });
 
 export interface BroadcastProducer {
   flow: string;
@@ -443,7 +464,13 @@ export class BroadcastRuntime {
       payload,
       options,
       producer,
-    );
+    ).catch((e: unknown) => {
+      // After every other check, as the subscriber check itself: only its wording changes.
+      const bound = (this.o.bound ?? this.o.subscribers).get(target.name) ?? [];
+      if (e instanceof OkeError && e.code === "OKE1240" && bound.length > 0)
+        throw broadcastNotRunning(producer.flow, target.name, bound);
+      throw e;
+    });
     const copies: NewMessage[] = flows.map((flow) => ({
       ...event,
       id: `${event.id}/${flow}`,

@@ -95,6 +95,7 @@ export class SignalRuntime {
       signals: o.signals,
       // Not consuming: no subscription of ours to announce or count, only the fleet's.
       subscribers: o.consume === false ? new Map() : o.subscribers,
+      bound: o.subscribers,
       concurrency: o.concurrency,
       leaseMs: o.leaseMs,
       handler: (queue, flow) => this.handler(queue, flow),
