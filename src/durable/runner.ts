@@ -1,5 +1,5 @@
 /** driveRun: one attempt of a durable run this instance holds — heartbeat, park, finish, compensation. */
-import { JournalLeaseBusy, OkeError } from "../errors.ts";
+import { errorRecord, JournalLeaseBusy, OkeError } from "../errors.ts";
 import type { AcquiredRun } from "../store/types.ts";
 import { compensateAndFail } from "./compensation.ts";
 import { logRunBegins, logRunOutcome } from "./run-log.ts";
@@ -66,8 +66,13 @@ async function driveAttempt(
     // (JournalLeaseBusy).
     await session.ensureLease();
     const value = await execute(session, undos);
+    // The body caught an OKE1301 and ended anyway: still the deploy's, not the run's (held back below).
+    if (session.mismatch !== undefined) throw session.mismatch;
     if (compensating) throw new ReplayEnd(runId);
     if (value === PARKED) return { kind: "parked", runId, wakeAt: session.wakeAt! };
+    // Returned before effects its journal holds (the sleep it was parked on removed): not completed.
+    const early = session.endedEarly("returns before it");
+    if (early !== undefined) throw early;
     // Effects the body left running (a missing await) are journaled before the run ends.
     await session.settleBeside("the flow's return");
     const output = parseJson(journalValue(value, `the output of run "${runId}" (${acquired.run.flow})`));
@@ -79,7 +84,14 @@ async function driveAttempt(
       throw error;
     }
     await session.settleBeside("the flow's failure");
-    if (isJournalMismatch(error)) return blocked(deps, acquired, session.owner, error, session);
+    // A mismatch the body caught and answered with a failure of its own is held back as well: that
+    // failure came from code that does not match the journal, and failing would run its undos.
+    // So is a failure the replay met before the end of the journal: the code that wrote it went on.
+    const mismatch =
+      session.mismatch ??
+      (isJournalMismatch(error) ? error : undefined) ??
+      (error instanceof ReplayEnd ? undefined : session.endedEarly(`fails before it: ${describe(error)}`));
+    if (mismatch !== undefined) return blocked(deps, acquired, session.owner, mismatch, session);
     // Ended at the end of its journal: fail with the reason given; a failure the replay itself
     // reached (a journaled step error the body does not catch) is the run's own and stays.
     if (ending !== undefined && error instanceof ReplayEnd) {
@@ -205,5 +217,13 @@ function heartbeat(deps: DurableDeps, runId: string, session: JournalSession): (
     cancel?.();
   };
 }
+
+/** An error as the hold message quotes it: code (or name) and message, storable, cut at 300 characters. */
+const describe = (e: unknown): string => {
+  const { code, message } = errorRecord(e);
+  const text = `${code}: ${message}`;
+  // By code point: a cut between two halves of a surrogate pair would leave one PostgreSQL refuses.
+  return text.length > 300 ? `${[...text].slice(0, 299).join("")}…` : text;
+};
 
 const parseJson = (text: string | undefined): unknown => (text === undefined ? undefined : JSON.parse(text));

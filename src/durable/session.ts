@@ -74,6 +74,8 @@ export class JournalSession {
   private seq = 0;
   private readonly names = new Set<string>();
   private lost: JournalLeaseBusy | undefined;
+  /** The first OKE1301 of this attempt: every later effect refuses with it, caught or not (see next()). */
+  private mismatched: OkeError | undefined;
   /**
    * Entries that ride with the next write: ids taken since the last one (fx.id() is synchronous),
    * and failures held back while the trigger retries (journalErrors off). Neither matters unless
@@ -144,6 +146,15 @@ export class JournalSession {
     return this.lost;
   }
 
+  /**
+   * Set once the journal did not match the code (OKE1301) in this attempt, even if the flow caught it:
+   * the run is held back whatever the body did next (runner.ts), never completed or failed by the code
+   * that does not match its journal.
+   */
+  get mismatch(): OkeError | undefined {
+    return this.mismatched;
+  }
+
   /** Called by the heartbeat when a renew fails: every later write refuses. */
   markLost(err: JournalLeaseBusy): void {
     this.lost = err;
@@ -205,27 +216,65 @@ export class JournalSession {
   /** The entry journaled at the next position, checked against what the code asks for now. */
   private next(kind: JournalKind, name: string): { seq: number; entry: JournalEntry | undefined } {
     if (this.lost) throw this.lost;
+    // A flow that caught an OKE1301 and went on would journal its new code after the old one's entries
+    // (or replay the next ones at the wrong place): every effect after a mismatch refuses the same way.
+    if (this.mismatched) throw this.mismatched;
     let seq = this.seq++;
     let entry = this.entries[seq];
+    let tied: { seq: number; entry: JournalEntry } | undefined;
     for (;;) {
       if (this.skip.delete(seq)) {
         // A position the body of a replayed step took: the step's value stands for it.
       } else if (!(entry && this.legacyNested(seq, entry, kind, name))) break;
+      else if (tied === undefined && entry.at === this.legacyTail?.at) tied = { seq, entry };
       seq = this.seq++;
       entry = this.entries[seq];
     }
     this.legacyTail = undefined;
     recordPosition(this, seq);
+    // Passed over as an older layout's body only because it was written in the same millisecond as the
+    // step, and nothing the code asks for followed: a current journal's next entry, not a body's. Taken
+    // as a body's, a changed flow would journal its new effects past the old ones (a second sleep, a
+    // step run again) instead of being held back.
+    if (entry === undefined && tied !== undefined) this.refuse(tied.seq, tied.entry, kind, name);
     if (this.deps.replayOnly && (entry === undefined || entry.kind === "undo"))
       throw new ReplayEnd(this.deps.runId);
-    if (entry && (entry.kind !== kind || entryName(entry) !== name)) {
-      throw new OkeError({
-        code: "OKE1301",
-        message: `journal: run "${this.deps.runId}" recorded ${entry.kind} "${entryName(entry)}" at position ${seq}, but the code now asks for ${kind} "${name}"`,
-        fix: "The flow's code changed under a live run. Keep the order and names of steps, sleeps, emits and ids stable for runs in flight, or let them finish before deploying.",
-      });
-    }
+    if (entry && (entry.kind !== kind || entryName(entry) !== name)) this.refuse(seq, entry, kind, name);
     return { seq, entry };
+  }
+
+  /** OKE1301 at `seq`, kept for every later effect of this attempt. */
+  private refuse(seq: number, entry: JournalEntry, kind: JournalKind, name: string): never {
+    throw this.mismatchAt(seq, entry, `asks for ${kind} "${name}"`);
+  }
+
+  private mismatchAt(seq: number, entry: JournalEntry, asks: string): OkeError {
+    this.mismatched = new OkeError({
+      code: "OKE1301",
+      message: `journal: run "${this.deps.runId}" recorded ${entry.kind} "${entryName(entry)}" at position ${seq}, but the code now ${asks}`,
+      fix: "The flow's code changed under a live run. Keep the order and names of steps, sleeps, emits and ids stable for runs in flight, or let them finish before deploying.",
+    });
+    return this.mismatched;
+  }
+
+  /**
+   * The body ended (`how`: "returns", "fails: …") while the journal still holds effects past the last
+   * position it asked for: the same code would have replayed them first, so it changed under the run
+   * (the step or sleep the run was at removed, a new early return or throw). OKE1301 naming the first
+   * one, else undefined. Positions a replayed step's body took do not count, nor undos, nor, right after
+   * a step of the older layout, the entries written before it (its body's: see legacyNested).
+   */
+  endedEarly(how: string): OkeError | undefined {
+    if (this.deps.replayOnly) return undefined;
+    const tail = this.legacyTail;
+    const legacyBefore = tail !== undefined && tail.next === this.seq ? tail.at : undefined;
+    for (let p = this.seq; p < this.entries.length; p++) {
+      const e = this.entries[p];
+      if (e === undefined || e.kind === "undo" || this.skip.has(p)) continue;
+      if (legacyBefore !== undefined && e.at < legacyBefore) continue;
+      return this.mismatchAt(p, e, how);
+    }
+    return undefined;
   }
 
   /**
