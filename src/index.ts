@@ -54,6 +54,7 @@ export { createTimeTravel } from "./clock/time-travel.ts";
 export type { TimeTravel } from "./clock/time-travel.ts";
 export type { Clock } from "./clock/clock.ts";
 export type { Duration } from "./clock/duration.ts";
+export { duration, isDuration } from "./clock/duration.ts";
 export type { Jsonify } from "./fx/jsonify.ts";
 export {
   OkeError,

@@ -15,7 +15,22 @@ type DurationUnit = keyof typeof UNIT_MS;
 export type Duration = `${bigint}${DurationUnit}` & `${Digit}${string}`;
 
 /** True for the texts parseDuration understands (anything else means 0 ms). */
-export const isDuration = (text: unknown): boolean => typeof text === "string" && DURATION.test(text);
+export const isDuration = (text: unknown): text is Duration =>
+  typeof text === "string" && DURATION.test(text);
+
+/**
+ * `text` as a Duration, or a TypeError naming it. For a duration that comes from configuration
+ * (`duration(process.env.TRIAL_LENGTH ?? "3d")` where a module loads): the type checker cannot see
+ * such a string, and a sleep given one that is not a duration waits 0 ms, as the grammar says.
+ * Checked once, at boot, it fails there instead. `what` names it in the error.
+ */
+export function duration(text: unknown, what = "duration"): Duration {
+  if (isDuration(text)) return text;
+  const shown = typeof text === "string" ? JSON.stringify(text) : String(text);
+  throw new TypeError(
+    `${what}: ${shown} is not a duration: an integer and a unit, ms, s, m, h or d ("500ms", "30s", "2m", "8h", "3d")`,
+  );
+}
 
 /**
  * Parses `integer + ms|s|m|h|d` into milliseconds. Anything else is 0 ms (wake
