@@ -751,6 +751,7 @@ function detailOf(t: TimelineItem): string | undefined {
   if (t.error) parts.push(`error ${t.error.code}: ${short(t.error.message, 60)}`);
   if (t.childRunId) parts.push(`child run ${t.childRunId}`);
   if (t.preview !== undefined) parts.push(`→ ${short(t.preview, 60)}`);
+  if (t.closes !== undefined) parts.push(`ends the step (its body's effects: ${t.closes.join(", ")})`);
   return parts.join(", ") || undefined;
 }
 

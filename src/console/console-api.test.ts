@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createApp } from "../app/app.ts";
 import type { App } from "../app/types.ts";
 import { createTimeTravel, type TimeTravel } from "../clock/time-travel.ts";
-import { clock, flow, on, signal } from "../index.ts";
+import { channel, clock, flow, on, signal } from "../index.ts";
 import { drivers } from "../../test/conformance/drivers.ts";
 import { until } from "../../test/conformance/app-fixture.ts";
 import type { Store } from "../store/types.ts";
@@ -247,6 +247,31 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     expect(bad.body.error.message).toBe(
       'console: timeline must be "all" (every journal entry) or left out, got "everything"',
     );
+  });
+
+  it("a step whose body made effects: its value on its first entry, its closing entry names the body's positions (no preview)", async () => {
+    const tips = channel("console.tips");
+    const tipper = flow("console.tipper", {
+      durable: true,
+      do: async (_: { n: number }, fx) => {
+        const v = await fx.step("tip", async () => {
+          await fx.send(tips, { a: 1 });
+          return { tip: 5 };
+        });
+        await fx.step("plain", () => 3);
+        return v;
+      },
+    });
+    const { app, api } = await start({ modules: { tipper, tips } });
+    await app.invoke(tipper, { n: 1 });
+    const id = (await api("/api/runs?flow=console.tipper")).body.items[0].id as string;
+    const items = (await api(`/api/runs/${id}`)).body.timeline as Array<Record<string, unknown>>;
+    expect(items.map((i) => [i.seq, i.kind, i.name, i.preview, i.closes])).toEqual([
+      [0, "step", "tip", '{"tip":5}', undefined],
+      [1, "send", "console.tips", undefined, undefined],
+      [2, "step", "tip", undefined, [1]],
+      [3, "step", "plain", "3", undefined],
+    ]);
   });
 
   it("a long run's cut timeline reads only the journal's ends from the store; a store without getJournalEnds gives the same answer", async () => {

@@ -34,6 +34,12 @@ export interface TimelineItem {
   eventId?: string;
   /** Calls: the child run it started, when the callee is durable. */
   childRunId?: string;
+  /**
+   * A step's closing entry (a step whose body made effects is journaled twice: its value at its own
+   * position, then this entry after its body's effects): the positions its body took. No preview:
+   * the step's value is on its first entry.
+   */
+  closes?: number[];
 }
 
 export interface RunSummary {
@@ -223,6 +229,19 @@ async function timelineEntries(
   };
 }
 
+/**
+ * The positions a step's closing entry lists, or undefined for any other step entry. Step names are
+ * unique in a run (OKE1302), so a step entry whose name came before is its closing one; when the
+ * timeline is cut, the first may be among those left out, and the value's shape decides alone.
+ */
+function closingOf(e: JournalEntry, seen: ReadonlySet<string>, cut: boolean): number[] | undefined {
+  const v = e.value as { nested?: unknown } | null | undefined;
+  if (typeof v !== "object" || v === null || Object.keys(v).length !== 1) return undefined;
+  const nested = v.nested;
+  if (!Array.isArray(nested) || !nested.every((n) => Number.isSafeInteger(n))) return undefined;
+  return seen.has(entryName(e)) || cut ? (nested as number[]) : undefined;
+}
+
 export async function runDetail(
   host: ConsoleHost,
   runId: string,
@@ -238,6 +257,7 @@ export async function runDetail(
   const childIds = new Set(children.map((c) => c.id));
   const delivery = new Map(host.manifest.signals.map((s) => [s.name, s.delivery]));
   const timelineOmitted = omitted;
+  const stepsSeen = new Set<string>();
   let prev = run.createdAt;
   const timeline: TimelineItem[] = [];
   const statusOf: Array<{ item: TimelineItem; id: string }> = [];
@@ -254,6 +274,7 @@ export async function runDetail(
     };
     prev = e.at;
     if (e.error) item.error = { code: e.error.code, message: e.error.message };
+    const closes = e.kind === "step" ? closingOf(e, stepsSeen, omitted !== undefined) : undefined;
     if (e.kind === "sleep") {
       item.label = e.label;
       item.wakeAt = e.wakeAt;
@@ -269,7 +290,10 @@ export async function runDetail(
           statusOf.push({ item, id });
         }
       }
+    } else if (closes !== undefined) {
+      item.closes = closes;
     } else {
+      if (e.kind === "step") stepsSeen.add(e.name);
       const p = preview(e.value);
       if (p !== undefined) item.preview = p;
       if (e.kind === "call") {

@@ -1040,6 +1040,9 @@ async function runView(id, params) {
       ` ${e.label ?? e.name} `,
       h("span", { class: "muted" }, `at ${time(e.at)} (+${e.tookMs} ms)`),
       e.preview ? [" → ", h("code", {}, e.preview)] : null,
+      e.closes
+        ? h("span", { class: "muted" }, ` · ends the step (its body's effects: #${e.closes.join(", #")})`)
+        : null,
       e.error ? h("span", { class: "bad" }, ` ${e.error.code}: ${e.error.message}`) : null,
       e.wakeAt ? ` · wakes ${time(e.wakeAt)} (${e.duration})` : null,
       e.messageId || e.eventId ? emitted(e) : null,
