@@ -1,11 +1,13 @@
 /** Test helpers (okengine/testing): an in-process app on the memory driver with a frozen clock. */
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
+import pg from "pg";
 import { pino } from "pino";
 import pretty from "pino-pretty";
 import { createApp } from "./app/app.ts";
-import type { OkeConfig } from "./app/config.ts";
+import type { OkeConfig, ResolvedConfig } from "./app/config.ts";
 import type { App, CreateAppOptions } from "./app/types.ts";
 import type { Channel } from "./channel/channel.ts";
 import type { Duration } from "./clock/duration.ts";
@@ -113,6 +115,50 @@ function testJournal(config: OkeConfig | undefined): {
       env: { ...base.env, test: { ...test, drivers: { ...test.drivers, journal: "memory" } } },
     },
   };
+}
+
+/**
+ * The schema a test app's postgres journal works in, when it needs one of its own: the config (the
+ * test's, else the project's) names none, so the app would work in `okengine`, the schema `oke dev`
+ * uses on that database, reading and taking the dev app's runs and messages and leaving its own for
+ * the next run. Then the config gets a fresh one (`oke_test_<12 hex>`, created by the migrations at
+ * boot, dropped after stop). A schema the config names, even `okengine`, is the test's to keep.
+ * "Names" as resolveConfig reads it: `env.test.database` over `database`.
+ */
+function testSchema(config: OkeConfig): { schema: string | undefined; config: OkeConfig } {
+  const test = config.env?.test ?? {};
+  if ({ ...config.database, ...test.database }.schema !== undefined) return { schema: undefined, config };
+  const schema = `oke_test_${randomBytes(6).toString("hex")}`;
+  return {
+    schema,
+    config: { ...config, env: { ...config.env, test: { ...test, database: { ...test.database, schema } } } },
+  };
+}
+
+/**
+ * Drops a test app's own schema, once its store is closed. A failure is logged, not thrown: the
+ * test's outcome stands, and the warning names the statement that removes what is left.
+ */
+async function dropTestSchema(schema: string, config: ResolvedConfig, logger: Logger): Promise<void> {
+  const statement = `DROP SCHEMA IF EXISTS "${schema}" CASCADE`;
+  const client = new pg.Client({
+    connectionString: config.databaseUrl,
+    application_name: `okengine-test-drop:${schema}`,
+    connectionTimeoutMillis: config.connectAttemptTimeoutMs,
+  });
+  // A connection that fails after connect (the server going away) must not be an uncaught error.
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    await client.query(statement);
+  } catch (err) {
+    logger.warn(
+      { err, schema },
+      `createTestApp: could not drop the test app's schema "${schema}"; run ${statement}`,
+    );
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 /**
@@ -264,40 +310,72 @@ function advanceAsyncOf(
  * silent logs) on a time-travel clock starting at `start` (default 0), from
  * modules or from a whole project directory. A config that pins the file
  * journal gets a fresh temporary directory (removed by `stop()`) unless `root`
- * is given, so tests never share the project's `.oke/`.
+ * is given, so tests never share the project's `.oke/`; one that pins the
+ * postgres journal without naming `database.schema` gets a fresh schema
+ * (dropped by `stop()`), so tests never share `oke dev`'s `okengine` schema.
  */
 export async function createTestApp(options: TestAppOptions): Promise<TestApp> {
   const { start, project, modules, schedules, ...rest } = options;
   const time = createTimeTravel(start ?? 0);
   const loaded = project === undefined ? undefined : await loadProject(projectDir(project));
-  const { journal, config } = testJournal(rest.config ?? loaded?.config);
+  const { journal, config: journalConfig } = testJournal(rest.config ?? loaded?.config);
+  // A schema of its own unless the config names one (testSchema); a store given is the caller's.
+  const { config, schema: ownSchema } =
+    journal === "postgres" && rest.store === undefined
+      ? testSchema(journalConfig)
+      : { config: journalConfig, schema: undefined };
   const tempRoot =
     journal === "file" && rest.store === undefined && rest.root === undefined
       ? mkdtempSync(join(tmpdir(), "oke-test-"))
       : undefined;
-  const app = createApp({
-    ...rest,
-    modules: loaded?.modules ?? modules ?? [],
-    config,
-    root: tempRoot ?? rest.root ?? loaded?.root,
-    env: "test",
-    clock: time,
-    logger: rest.logger ?? testLogger(),
-  }) as App & { sent: SentMessage[] };
+  const removeTempRoot = (): void => {
+    if (tempRoot !== undefined) rmSync(tempRoot, { recursive: true, force: true });
+  };
+  let app: App & { sent: SentMessage[]; config: ResolvedConfig };
+  try {
+    app = createApp({
+      ...rest,
+      modules: loaded?.modules ?? modules ?? [],
+      config,
+      root: tempRoot ?? rest.root ?? loaded?.root,
+      env: "test",
+      clock: time,
+      logger: rest.logger ?? testLogger(),
+    }) as App & { sent: SentMessage[]; config: ResolvedConfig };
+  } catch (e) {
+    // Refused before any store was opened (a bad config or module): nothing but the directory to remove.
+    removeTempRoot();
+    throw e;
+  }
   const stopMs = config.env?.test?.shutdownTimeoutMs ?? TEST_STOP_TIMEOUT_MS;
   const stop = app.stop.bind(app);
   let stopped = false;
+  // Once, however often stop() is called: after the store closed, so nothing writes to what goes.
+  let cleanup: Promise<void> | undefined;
+  const cleanUp = async (): Promise<void> => {
+    removeTempRoot();
+    if (ownSchema !== undefined) await dropTestSchema(ownSchema, app.config, app.logger);
+  };
   Object.assign(app, {
     stop: async (o: { timeoutMs?: number; drainMs?: number } = {}): Promise<void> => {
       stopped = true;
-      await stop({ ...o, timeoutMs: o.timeoutMs ?? stopMs });
-      if (tempRoot !== undefined) rmSync(tempRoot, { recursive: true, force: true });
+      try {
+        await stop({ ...o, timeoutMs: o.timeoutMs ?? stopMs });
+      } finally {
+        cleanup ??= cleanUp();
+        await cleanup;
+      }
     },
   });
   try {
     await app.boot();
   } catch (e) {
-    if (tempRoot !== undefined) rmSync(tempRoot, { recursive: true, force: true });
+    // The store may be open (its pool connected, the migrations run): close it, then clean up.
+    await app
+      .stop()
+      .catch((err: unknown) =>
+        app.logger.warn({ err }, "createTestApp: stopping the app whose boot failed failed too"),
+      );
     throw e;
   }
   try {
