@@ -286,7 +286,10 @@ class OkeApp implements App, FxRuntime {
   private openStore(): Promise<void> {
     this.storeOpening ??= (async () => {
       try {
-        await openStoreWaiting(this.storeWaitOptions());
+        // open() is told who opens it: PostgreSQL counts this instance from its open on, so a newer
+        // version cannot migrate past its code while it boots (OKE1335).
+        const instance = { id: this.instanceId, host: hostname(), pid: process.pid };
+        await openStoreWaiting(this.storeWaitOptions(), { instance });
       } catch (e) {
         this.storeOpening = undefined;
         throw e;

@@ -42,8 +42,8 @@ export function openStore(
       const url = config.databaseUrl!;
       return {
         ...store,
-        open: () =>
-          store.open().catch((e: unknown) => {
+        open: (options) =>
+          store.open(options).catch((e: unknown) => {
             throw postgresRefusal(e, url, from) ?? e;
           }),
       };

@@ -1,7 +1,7 @@
 /** Boot's wait for an unreachable store: open() and each later boot step retried with backoff on connection-class errors, bounded, logged, stoppable. */
 import { OkeError } from "../errors.ts";
 import type { Logger } from "../log/logger.ts";
-import type { Store } from "../store/types.ts";
+import type { Store, StoreOpenOptions } from "../store/types.ts";
 
 /** The first retry comes after this many ms, doubling up to MAX_DELAY_MS; each sleep is jittered (jittered()). */
 export const FIRST_DELAY_MS = 100;
@@ -52,9 +52,10 @@ export function describeFailure(err: unknown): string {
  * tries again after 100 ms, doubling to 2 s (each sleep jittered down to half), until `timeoutMs` from the first attempt — one `warn`
  * per failure saying what failed, where, the attempt, the next try and the time left (no stack). Any other
  * error (a bad migration, permission denied, a schema newer than this code) is thrown at once.
+ * `open`: what store.open() is told (the instance opening it).
  */
-export function openStoreWaiting(options: StoreWaitOptions): Promise<void> {
-  return waitThroughOutage(options, () => options.store.open(), undefined);
+export function openStoreWaiting(options: StoreWaitOptions, open?: StoreOpenOptions): Promise<void> {
+  return waitThroughOutage(options, () => options.store.open(open), undefined);
 }
 
 /**

@@ -14,7 +14,7 @@ import type { ScheduleStore } from "./schedule-types.ts";
 
 import type { CompensationStore } from "./compensation-types.ts";
 import type { HealthStore } from "./health-types.ts";
-import type { ConsoleStore } from "./console-types.ts";
+import type { ConsoleStore, InstanceInfo } from "./console-types.ts";
 import type { FanoutStore } from "./fanout-types.ts";
 import type {
   FailureReason,
@@ -542,6 +542,16 @@ export interface JournalStore {
   listRuns(filter: { status?: RunStatus; flow?: string; limit?: number }): Promise<RunRecord[]>;
 }
 
+/** Store.open's options; a driver uses what applies to it and ignores the rest. */
+export interface StoreOpenOptions {
+  /**
+   * The app instance opening the store, as its heartbeats name it. PostgreSQL records it in the
+   * transaction that checks the schema's migrations, so a newer version's boot counts it (OKE1335)
+   * from its open on, not only from its first heartbeat at the end of its boot. Others ignore it.
+   */
+  instance?: Pick<InstanceInfo, "id" | "host" | "pid">;
+}
+
 export interface Store
   extends
     QueueStore,
@@ -561,8 +571,11 @@ export interface Store
    * round trip (postgres: 50 ms). Absent or 0: claimed when due (memory, file).
    */
   readonly wakeLookaheadMs?: number;
-  /** Prepares the store (migrations, recovery, locks). Idempotent; a failed open may be called again. */
-  open(): Promise<void>;
+  /**
+   * Prepares the store (migrations, recovery, locks). Idempotent (the first call's options count);
+   * a failed open may be called again.
+   */
+  open(options?: StoreOpenOptions): Promise<void>;
   /**
    * True when an error of `open()` says the store cannot be reached right now (a server down or
    * starting up, a refused connection), not that it refused the work (a bad migration, no permission,

@@ -21,6 +21,7 @@ import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
 import { type PgContext, q } from "./postgres-context.ts";
 import { migrations } from "./migrations/index.ts";
+import { DB_NOW_MS, LIVE_INSTANCE_MS } from "./postgres-migrate.ts";
 import { type MessageRow, type RunRow, toRunRecord, toStoredMessage } from "./postgres-rows.ts";
 
 /** Every run status; a new status must be added here (the record makes the compiler say so). */
@@ -226,19 +227,67 @@ export async function throughput(
  */
 const KNOWN_MIGRATION = migrations.at(-1)?.id ?? 0;
 
+/** The schema's newest migration each store has logged the backstop's error for (once per migration, not each beat). */
+const reportedNewer = new WeakMap<PgContext, number>();
+
+/**
+ * Writes the instance's row (the first beat overwrites the one its open recorded, `booting`, with the
+ * full info) and, in the same statement, reads the migrations past what this code knows. One whose
+ * `runs_with` is above it means the schema changed under this instance (a migration applied by hand,
+ * or by a newer version that did not count it: an okengine from before open recorded its opener, or a
+ * clock skewed past the live window): its statements may fail or do the wrong thing, so that is
+ * logged as an error. Boot refuses such a schema (OKE1332); a running instance can only say so.
+ */
 export async function heartbeat(ctx: PgContext, info: InstanceInfo, now: number): Promise<void> {
-  await q(
+  const { rows } = await q<{ latest: number | null; needs: number | null }>(
     ctx.pool,
-    `INSERT INTO ${ctx.s}.instances (id, info, started_at, seen_at) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (id) DO UPDATE SET info = EXCLUDED.info, seen_at = EXCLUDED.seen_at`,
-    [info.id, JSON.stringify({ ...info, storeMigration: KNOWN_MIGRATION }), info.startedAt, now],
+    `WITH beat AS (
+       INSERT INTO ${ctx.s}.instances (id, info, started_at, seen_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (id) DO UPDATE SET info = EXCLUDED.info, started_at = EXCLUDED.started_at, seen_at = EXCLUDED.seen_at
+     )
+     SELECT max(id) AS latest, max(coalesce(runs_with, id)) AS needs FROM ${ctx.s}.migrations WHERE id > $5`,
+    [
+      info.id,
+      JSON.stringify({ ...info, storeMigration: KNOWN_MIGRATION }),
+      info.startedAt,
+      now,
+      KNOWN_MIGRATION,
+    ],
+  );
+  const { latest, needs } = rows[0] ?? { latest: null, needs: null };
+  if (latest === null || needs === null || needs <= KNOWN_MIGRATION) return;
+  if (reportedNewer.get(ctx) === latest) return;
+  reportedNewer.set(ctx, latest);
+  ctx.logger?.error(
+    { schema: ctx.s, dbVersion: latest, codeVersion: KNOWN_MIGRATION, needs, instance: info.id },
+    `okengine postgres: schema ${ctx.s} is at migration ${latest}, which leaves working only code that knows ` +
+      `migration ${needs} or later, but this instance's code knows only ${KNOWN_MIGRATION}: it runs on a schema ` +
+      "its code cannot run with. Stop it and run a newer okengine (a boot of this code refuses the schema, OKE1332).",
   );
 }
+
+/**
+ * Keeps the row an open recorded (`booting`) live until the instance's first heartbeat replaces it:
+ * a boot longer than the live window stays counted by a newer version's migrate(). No-op once it is
+ * replaced or removed.
+ */
+export async function refreshBooting(ctx: PgContext, id: string): Promise<void> {
+  await q(
+    ctx.pool,
+    `UPDATE ${ctx.s}.instances SET seen_at = ${DB_NOW_MS} WHERE id = $1 AND info ? 'booting'`,
+    [id],
+  );
+}
+
+/** How often refreshBooting runs: the heartbeat's period, well inside the live window. */
+export const BOOTING_REFRESH_MS = LIVE_INSTANCE_MS / 3;
 
 export async function listInstances(ctx: PgContext, since: number): Promise<InstanceRecord[]> {
   const { rows } = await q<{ info: InstanceInfo; seen_at: number }>(
     ctx.pool,
-    `SELECT info, seen_at FROM ${ctx.s}.instances WHERE seen_at >= $1 ORDER BY started_at, id COLLATE "C"`,
+    // A row its open recorded (`booting`) is not an instance yet: the fleet counts it from its first heartbeat.
+    `SELECT info, seen_at FROM ${ctx.s}.instances WHERE seen_at >= $1 AND NOT info ? 'booting'
+     ORDER BY started_at, id COLLATE "C"`,
     [since],
   );
   // storeMigration is the driver's own note (see heartbeat), not part of what the app told.

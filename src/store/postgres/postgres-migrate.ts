@@ -29,7 +29,17 @@ export function migrationPermissionError(
 }
 
 /** An instance counts as live this long after its last heartbeat (the Console's ALIVE_MS). */
-const LIVE_INSTANCE_MS = 30_000;
+export const LIVE_INSTANCE_MS = 30_000;
+
+/** The database's time in epoch ms: what heartbeats write on PostgreSQL (the fleet's clock), so no host's skew counts. */
+export const DB_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/** Who opens the store (Store.open's `instance`), recorded by migrate() as a live instance. */
+export interface Opener {
+  id: string;
+  host: string;
+  pid: number;
+}
 
 /**
  * A migration whose `runsWith` is above what a live instance's code knows would change the schema
@@ -37,7 +47,10 @@ const LIVE_INSTANCE_MS = 30_000;
  * is not applied while one is live (OKE1335): the older instances keep running as they were, and the
  * new code boots once they have stopped. Each heartbeat records the last migration its code knows
  * (`storeMigration`); an instance from before that field is taken to know the schema's latest
- * migration (a fleet all on one version, the usual case). Live: a heartbeat within 30 s, wall clock.
+ * migration (a fleet all on one version, the usual case). An instance opening the store is recorded
+ * the same way by its open's migrate() (recordOpener), under the lock this check runs under: it is
+ * counted from then on, not from its first heartbeat at the end of its boot. Live: a heartbeat (or an
+ * open) within 30 s, on the database's clock.
  */
 async function refuseWhileOlderCodeRuns(
   client: pg.PoolClient,
@@ -48,8 +61,8 @@ async function refuseWhileOlderCodeRuns(
 ): Promise<void> {
   const needs = Math.max(...pending.map((m) => m.runsWith ?? m.id));
   const { rows } = await client.query<{ info: Record<string, unknown> }>(
-    `SELECT info FROM ${s}.instances WHERE seen_at >= $1 ORDER BY started_at, id COLLATE "C"`,
-    [Date.now() - LIVE_INSTANCE_MS],
+    `SELECT info FROM ${s}.instances WHERE seen_at >= ${DB_NOW_MS} - $1 ORDER BY started_at, id COLLATE "C"`,
+    [LIVE_INSTANCE_MS],
   );
   const text = (v: unknown): string => (typeof v === "string" ? v : "?");
   const older = rows
@@ -66,6 +79,34 @@ async function refuseWhileOlderCodeRuns(
   throw postgresStoreErrors.olderCodeLive(schemaName, breaking.id, breaking.name, needs, older);
 }
 
+/**
+ * Records the opener as a live instance, in migrate()'s transaction: a newer version's migrate()
+ * queued on the lock then sees it (OKE1335), and one that committed first made this open refuse the
+ * newer schema (OKE1332) before it got here. `booting` keeps the row out of listInstances (the
+ * Console, the fleet's environment check: they count an instance from its first heartbeat, which
+ * overwrites this row with the full info). Booting rows that never got a heartbeat (a failed boot) and
+ * went stale are deleted here, so a crash-looping boot does not pile rows up.
+ */
+async function recordOpener(client: pg.PoolClient, s: string, opener: Opener, knows: number): Promise<void> {
+  await client.query(`DELETE FROM ${s}.instances WHERE info ? 'booting' AND seen_at < ${DB_NOW_MS} - $1`, [
+    LIVE_INSTANCE_MS,
+  ]);
+  const info = {
+    id: opener.id,
+    host: opener.host,
+    pid: opener.pid,
+    okengineVersion: okengineVersion(),
+    storeMigration: knows,
+    booting: true,
+  };
+  await client.query(
+    `INSERT INTO ${s}.instances (id, info, started_at, seen_at) VALUES ($1, $2, ${DB_NOW_MS}, ${DB_NOW_MS})
+     ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at
+       WHERE ${s}.instances.info ? 'booting'`,
+    [opener.id, JSON.stringify(info)],
+  );
+}
+
 const isPermissionDenied = (e: unknown): e is Error =>
   e instanceof Error && (e as { code?: unknown }).code === "42501";
 
@@ -77,13 +118,15 @@ const isPermissionDenied = (e: unknown): e is Error =>
  * up in the catalogs first and created only when missing (under the lock, since
  * concurrent `CREATE SCHEMA IF NOT EXISTS` can still collide): PostgreSQL checks
  * the CREATE privilege before `IF NOT EXISTS`, so a role that only runs the app
- * (no DDL right) boots on a schema already migrated. Returns the ids applied by this call.
+ * (no DDL right) boots on a schema already migrated. With `opener`, that instance is recorded in
+ * `instances` before the commit (recordOpener). Returns the ids applied by this call.
  */
 export async function migrate(
   pool: pg.Pool,
   schemaName: string,
   s: string,
   migrations: readonly Migration[] = allMigrations,
+  opener?: Opener,
 ): Promise<number[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -104,8 +147,27 @@ export async function migrate(
         : e;
     }
   };
+  /** The opener recorded (if any), by the role that reads and writes `instances` to heartbeat. */
+  const record = async (): Promise<void> => {
+    if (opener === undefined) return;
+    const { rows } = await client.query<{ exists: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relname = 'instances') AS exists`,
+      [schemaName],
+    );
+    // A list of migrations from before the table (tests): no instance to record.
+    if (rows[0]?.exists !== true) return;
+    await step(
+      `record instance ${opener.id} in ${schemaName}.instances`,
+      `SELECT, INSERT, UPDATE and DELETE on ${schemaName}.instances (an app's role has them: it heartbeats there)`,
+      () => recordOpener(client, s, opener, migrations.at(-1)?.id ?? 0),
+    );
+  };
   try {
-    await client.query("BEGIN");
+    // READ COMMITTED whatever the role's default: each statement after the lock must see what the
+    // migrator before it committed (its migrations, an opener's row); a REPEATABLE READ snapshot
+    // would be taken by the lock's statement, before that commit.
+    await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
     // The migrations are okengine's own bounded DDL: a statement_timeout meant for app queries (a role
     // or URL setting) cancelled them (57014), which reads as an outage and was retried until OKE1096.
     // SET LOCAL ends with this transaction; the lock wait below is bounded by the other migrator.
@@ -181,6 +243,7 @@ export async function migrate(
           needs,
           rows.at(-1)?.okengine ?? undefined,
         );
+      await record();
       await client.query("COMMIT");
       return [];
     }
@@ -214,6 +277,7 @@ export async function migrate(
       );
       applied.push(m.id);
     }
+    await record();
     await client.query("COMMIT");
     return applied;
   } catch (err) {

@@ -247,6 +247,31 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
 
   let opening: Promise<void> | undefined;
   let closed = false;
+  /**
+   * The row open() recorded for its `instance`, kept live until that instance's first heartbeat
+   * (refreshBooting): a boot longer than the live window must stay counted by a newer migrate().
+   */
+  let booting: BootingRow | undefined;
+  const stopBooting = async (id?: string): Promise<void> => {
+    const b = booting;
+    if (b === undefined || (id !== undefined && id !== b.id)) return;
+    booting = undefined;
+    clearInterval(b.timer);
+    await b.refresh;
+  };
+  const startBooting = (id: string): void => {
+    if (booting !== undefined) return;
+    const b: BootingRow = {
+      id,
+      refresh: Promise.resolve(),
+      timer: setInterval(() => {
+        // A failed refresh is tried again on the next tick; the heartbeat reports the database's trouble.
+        b.refresh = consoleQueries.refreshBooting(ctx, id).catch(() => undefined);
+      }, consoleQueries.BOOTING_REFRESH_MS),
+    };
+    b.timer.unref();
+    booting = b;
+  };
   const monitor = createHealthMonitor({
     name: "postgres",
     probe: () => probePostgres(options.connectionString, `okengine-probe:${schema}`),
@@ -261,12 +286,15 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     address: postgresAddress(options.connectionString),
     isUnavailable: isPostgresOutage,
     wakeLookaheadMs: Math.max(0, options.wakeLookaheadMs ?? WAKE_LOOKAHEAD_MS),
-    open() {
+    open(openOptions) {
       if (closed) return Promise.reject(postgresStoreErrors.closed(schema));
+      const instance = openOptions?.instance;
       opening ??= (async () => {
-        await migrate(pool, schema, s);
+        await migrate(pool, schema, s, undefined, instance);
+        if (instance !== undefined) startBooting(instance.id);
         await wake.start();
-      })().catch((e: unknown) => {
+      })().catch(async (e: unknown) => {
+        await stopBooting();
         throw connectTimedOut(e, connectTimeoutMs);
       });
       // A failed open may be retried.
@@ -278,6 +306,7 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
       closed = true;
       monitor.stop();
       await opening?.catch(() => undefined);
+      await stopBooting();
       await wake.close();
       await fanout.close();
       await writeLane.flushParkedCompletions(ctx);
@@ -341,9 +370,16 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     runCounts: () => consoleQueries.runCounts(ctx),
     queueBacklog: () => consoleQueries.queueBacklog(ctx),
     throughput: (from, bucketMs, now) => consoleQueries.throughput(ctx, from, bucketMs, now),
-    heartbeat: (info, now) => consoleQueries.heartbeat(ctx, info, now),
+    async heartbeat(info, now) {
+      await consoleQueries.heartbeat(ctx, info, now);
+      // Its row now has the full info and a heartbeat keeping it live.
+      await stopBooting(info.id);
+    },
     listInstances: (since) => consoleQueries.listInstances(ctx, since),
-    removeInstance: (id) => consoleQueries.removeInstance(ctx, id),
+    async removeInstance(id) {
+      await stopBooting(id);
+      await consoleQueries.removeInstance(ctx, id);
+    },
     recordAudit: (entry) => consoleQueries.recordAudit(ctx, entry),
     pageAudit: (req) => consoleQueries.pageAudit(ctx, req),
     reconcileSchedules: (declared, now, options) => schedules.reconcileSchedules(ctx, declared, now, options),
@@ -366,6 +402,14 @@ export function createPostgresStore(options: PostgresStoreOptions): Store {
     pruneIdempotencyKeys: (before) => idempotency.pruneIdempotencyKeys(ctx, before),
   }; // Every call that fails for want of the database turns health() unavailable until a probe commits.
   return reportOutages(store, monitor, ["open", "close", "subscribe", "health", "isUnavailable"], LONG_CALLS);
+}
+
+/** An opener's row being kept live (createPostgresStore's `booting`). */
+interface BootingRow {
+  id: string;
+  timer: NodeJS.Timeout;
+  /** The refresh in flight (or the last one, settled): close() waits for it. */
+  refresh: Promise<void>;
 }
 
 /** `host:port/database` of a connection string, never its user or password (for logs and boot errors). */
