@@ -66,6 +66,43 @@ describe("lifecycle logs", () => {
     expect(msgs().at(-1)).toBe("okengine stopped: nothing left running");
   });
 
+  it("an app that serves nothing says where flows come from and what makes one count, in one line", async () => {
+    const lonely = flow("lonely", { do: () => undefined });
+    const said: string[] = [];
+    for (const modules of [[], [{ lonely }]]) {
+      const { logger, msgs } = captured("info");
+      const app = createApp({ env: "test", modules, store: createMemoryStore(), logger });
+      await app.boot();
+      await app.stop();
+      said.push(msgs().find((m) => m.startsWith("okengine: the app declares"))!);
+    }
+    const nothing =
+      "okengine: the app declares no routes, workers, clocks or durable flows. " +
+      "oke loads src/signals/, src/channels/ and src/flows/ (not tests); createApp, the modules it is given. " +
+      "A flow counts once bound with on(trigger, flow(…)) and exported: " +
+      "export const hello = on(http.get(), flow({ … })) in src/flows/hello.ts serves GET /hello";
+    expect(said).toEqual([nothing, `${nothing}. 1 flow(s) are exported without on(…)`]);
+    expect(said.some((m) => m.includes("\n"))).toBe(false);
+  });
+
+  it("an instance whose role serves none of the app's bound flows says so, not that the app declares none", async () => {
+    const hello = on(http.get("/hello"), flow("hello", { do: () => "hi" }));
+    const { logger, msgs } = captured("info");
+    const app = createApp({
+      env: "test",
+      role: "worker",
+      modules: [{ hello }],
+      store: createMemoryStore(),
+      logger,
+    });
+    await app.boot();
+    await app.stop();
+    expect(msgs()).toContain(
+      "okengine: this instance serves none of the app's 1 bound flow(s): its role leaves them to instances of another role",
+    );
+    expect(msgs().some((m) => m.includes("declares no"))).toBe(false);
+  });
+
   it("the boot line's counts are a field for JSON logs; readable logs (dev) do not print them again under the lists", async () => {
     const { logger, lines, raw } = captured("info");
     const app = createApp({

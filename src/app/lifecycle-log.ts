@@ -36,8 +36,29 @@ export function logServes(logger: Logger, manifest: Manifest): void {
       },
     },
     lines.length === 0
-      ? "okengine: the app declares no routes, workers or durable flows"
+      ? servesNothing(manifest)
       : `okengine serves ${routes.length} route(s), ${workers.length} worker(s), ${clocks.length === 0 ? "" : `${clocks.length} clock(s), `}${durable.length} durable flow(s)\n${lines.join("\n")}`,
+  );
+}
+
+/**
+ * The boot line of an instance that serves nothing, saying why in one line. An app whose flows are
+ * bound to triggers reaches here only on an instance whose role leaves them all to others (the role
+ * line before says which). Otherwise it says where the flows come from (the loader's folders for
+ * `oke`, which src/app cannot ask: src/project/load-project.ts's PROJECT_FOLDERS and isTestFile) and
+ * what makes one count, so "my flow is not there" is answered where it is first seen.
+ */
+function servesNothing(manifest: Manifest): string {
+  const bound = manifest.flows.filter((f) => f.triggers.length > 0).length;
+  if (bound > 0)
+    return `okengine: this instance serves none of the app's ${bound} bound flow(s): its role leaves them to instances of another role`;
+  const unbound = manifest.flows.length;
+  return (
+    "okengine: the app declares no routes, workers, clocks or durable flows. " +
+    "oke loads src/signals/, src/channels/ and src/flows/ (not tests); createApp, the modules it is given. " +
+    "A flow counts once bound with on(trigger, flow(…)) and exported: " +
+    "export const hello = on(http.get(), flow({ … })) in src/flows/hello.ts serves GET /hello" +
+    (unbound === 0 ? "" : `. ${unbound} flow(s) are exported without on(…)`)
   );
 }
 

@@ -562,6 +562,31 @@ describe("oke dev watches what the app is made of", { timeout: 240_000 }, () => 
     await expect(fetch(`http://127.0.0.1:${last}/_/health`)).rejects.toThrow();
   });
 
+  it("does not restart for the tests the loader skips (*.test.ts, *.spec.ts, __tests__/, __mocks__/), however saved; a flow's change still restarts", async () => {
+    const dir = tempProject();
+    const hello = join(dir, "src/flows/hello.ts");
+    const p = oke(["dev", dir, "--port", "0"], { OKE_CONSOLE_PORT: "0" });
+    await served(p, "/hello", { greeting: "Hello" });
+    const mark = p.lines.length;
+    writeFileSync(join(dir, "src/flows/hello.test.ts"), "export {};\n");
+    writeFileSync(join(dir, "src/flows/hello.test.ts"), "export const edited = 1;\n");
+    saveByRename(join(dir, "src/flows/hello.spec.ts"), "export {};\n");
+    mkdirSync(join(dir, "src/flows/__tests__"));
+    writeFileSync(join(dir, "src/flows/__tests__/hello.ts"), "export {};\n");
+    mkdirSync(join(dir, "src/lib/__mocks__"));
+    writeFileSync(join(dir, "src/lib/__mocks__/words.ts"), "export {};\n");
+    // Nothing to wait for when nothing restarts: this pause (20 debounces) is the old watcher's
+    // chance to restart on them, so that the count below would catch it. The count does not depend on it.
+    await new Promise((r) => setTimeout(r, 2_000));
+    writeFileSync(hello, helloFlow("after the tests"));
+    await served(p, "/hello", { greeting: "after the tests" });
+    expect(p.lines.slice(mark).filter((l) => l === "oke dev: change detected, restarting")).toEqual([
+      "oke dev: change detected, restarting",
+    ]);
+    p.child.kill("SIGINT");
+    expect(await p.exit).toBe(0);
+  });
+
   it("restarts on package.json, tsconfig.json and oke.config.ts, however they are saved", async () => {
     const dir = tempProject();
     const pkgFile = join(dir, "package.json");

@@ -84,6 +84,22 @@ function causeOf(e: unknown, timeoutMs: number): string {
   return cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e));
 }
 
+/** Whether nothing listens at the address: the connection (every address tried) was refused. */
+function refused(e: unknown): boolean {
+  const cause = (e as { cause?: { code?: unknown; errors?: unknown } }).cause;
+  if (cause?.code === "ECONNREFUSED") return true;
+  const all = Array.isArray(cause?.errors) ? (cause.errors as Array<{ code?: unknown }>) : [];
+  return all.length > 0 && all.every((x) => x.code === "ECONNREFUSED");
+}
+
+/**
+ * Said under a refused connection: a production app without an operator token runs, and serves its
+ * HTTP port, with its Console's port never opened, which from here looks like no app at all. True
+ * in dev too (nothing listens; there the Console is open by default), so it is said every time.
+ */
+export const PROD_CONSOLE_HINT =
+  "  hint: nothing listens there. In prod (oke start) the Console starts only with OKE_CONSOLE_TOKEN (or console.tokens) set; the app's boot log says so (okengine console: not started)";
+
 const seconds = (ms: number): string => (ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`);
 
 export function createConsoleClient(options: ClientOptions): ConsoleClient {
@@ -113,7 +129,8 @@ export function createConsoleClient(options: ClientOptions): ConsoleClient {
       });
     } catch (e) {
       throw new CommandError(
-        `oke: cannot reach the Console at ${url} (${causeOf(e, timeoutMs)}). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.`,
+        `oke: cannot reach the Console at ${url} (${causeOf(e, timeoutMs)}). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.` +
+          (refused(e) ? `\n${PROD_CONSOLE_HINT}` : ""),
         EXIT_UNREACHABLE,
       );
     }

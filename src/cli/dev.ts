@@ -2,8 +2,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { checkProjectDir } from "../project/load-project.ts";
-import { watchTree } from "./watch-tree.ts";
+import { checkProjectDir, isTestFile, isTestFolder } from "../project/load-project.ts";
+import { watchTree, type TreeWatcherOptions } from "./watch-tree.ts";
 
 export interface DevOptions {
   port?: number;
@@ -25,6 +25,18 @@ const BIN = fileURLToPath(new URL("../../bin/oke.js", import.meta.url));
 const TOP_FILES = /^(oke\.config\.[cm]?[jt]s|package\.json|tsconfig\.json)$/;
 /** Dot-files and dot-folders, node_modules, editors' backups and swap files. */
 const IGNORED = /(^|\/)(\.|node_modules(\/|$))|~$|\.sw.$/;
+
+const underSrc = (rel: string): boolean => (rel === "src" || rel.startsWith("src/")) && !IGNORED.test(rel);
+
+/**
+ * What `oke dev` watches and restarts on: src/ (but the tests the loader skips: the app never loads
+ * them, and a restart takes HTTP down for seconds) and the TOP_FILES. The loader's own predicates
+ * decide what a test is, so the two never disagree.
+ */
+export const DEV_WATCH: TreeWatcherOptions = {
+  descend: (rel) => rel === "" || (underSrc(rel) && !isTestFolder(rel)),
+  relevant: (rel) => (underSrc(rel) ? !isTestFolder(rel) && !isTestFile(rel) : TOP_FILES.test(rel)),
+};
 
 const inspectFlag = (name: string, value: string | true | undefined): string[] =>
   value === undefined ? [] : [value === true ? `--${name}` : `--${name}=${value}`];
@@ -48,7 +60,7 @@ function withoutInspect(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 /**
  * `oke dev`: a supervisor that runs the app in a child process (`oke __run`)
- * and restarts it when a file under src/, oke.config.*, package.json or tsconfig.json changes. Restart =
+ * and restarts it when a file under src/ (tests excepted), oke.config.*, package.json or tsconfig.json changes. Restart =
  * SIGTERM, wait for the child to exit (it stops gracefully and frees the
  * port and the .oke/ lock), spawn again.
  */
@@ -129,14 +141,7 @@ export async function runDev(dir: string, options: DevOptions = {}): Promise<voi
     }, debounceMs);
   };
 
-  const watcher = watchTree(
-    root,
-    {
-      descend: (rel) => rel === "" || ((rel === "src" || rel.startsWith("src/")) && !IGNORED.test(rel)),
-      relevant: (rel) => (rel === "src" || rel.startsWith("src/") ? !IGNORED.test(rel) : TOP_FILES.test(rel)),
-    },
-    changed,
-  );
+  const watcher = watchTree(root, DEV_WATCH, changed);
 
   const shutdown = (): void => {
     if (stopping) {

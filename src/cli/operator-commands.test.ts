@@ -244,6 +244,8 @@ describe.each(drivers)(
         expect(mutating.code).toBe(1);
         expect(away.code).toBe(2);
         expect(away.stderr).toContain("cannot reach the Console at http://127.0.0.1:1");
+        // Not a refused connection (fetch refuses port 1 itself, "bad port"): no hint about what listens.
+        expect(away.stderr).not.toContain("hint:");
         expect(appPort.code).toBe(2);
         expect(appPort.stdout).toBe("");
         expect(appPort.stderr).toContain(`oke: ${app.appUrl} is not a Console`);
@@ -586,7 +588,11 @@ describe("the Console of `oke start` in production", { timeout: 150_000, concurr
       expect(await app.post("/emit", { n: 1 })).toBe(200);
       const r = await oke(["status", "--url", `http://127.0.0.1:${port}`, "--token", TOKEN]);
       expect(r.code).toBe(2);
-      expect(r.stderr).toContain("cannot reach the Console");
+      // The refusal alone looks like no app at all: the hint says what keeps a production Console off.
+      expect(r.stderr).toBe(
+        `oke: cannot reach the Console at http://127.0.0.1:${port} (ECONNREFUSED). Is the app running with its Console on? Pass --url or set OKE_CONSOLE_URL.\n` +
+          "  hint: nothing listens there. In prod (oke start) the Console starts only with OKE_CONSOLE_TOKEN (or console.tokens) set; the app's boot log says so (okengine console: not started)",
+      );
     },
   );
 

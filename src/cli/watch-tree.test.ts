@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, utimesSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { watchTree, type TreeWatcher } from "./watch-tree.ts";
+import { DEV_WATCH } from "./dev.ts";
+import { watchTree, type TreeWatcher, type TreeWatcherOptions } from "./watch-tree.ts";
 
 let dir = "";
 let watcher: TreeWatcher | undefined;
@@ -13,8 +14,11 @@ afterEach(() => {
   if (dir !== "") rmSync(dir, { recursive: true, force: true });
 });
 
-/** Watches `dir` as oke dev does (src/ and a few top files) and records what it reports. */
-function watching(): { seen: string[]; next(path: string, what: string): Promise<void> } {
+/** Watches `dir` as oke dev does (src/ and a few top files; `options`: exactly its rules) and records what it reports. */
+function watching(options?: TreeWatcherOptions): {
+  seen: string[];
+  next(path: string, what: string): Promise<void>;
+} {
   dir = mkdtempSync(join(tmpdir(), "oke-watch-"));
   mkdirSync(join(dir, "src/flows/a"), { recursive: true });
   mkdirSync(join(dir, "other"));
@@ -23,7 +27,7 @@ function watching(): { seen: string[]; next(path: string, what: string): Promise
   const waiters: Array<() => void> = [];
   watcher = watchTree(
     dir,
-    {
+    options ?? {
       descend: (rel) => rel === "" || rel === "src" || (rel.startsWith("src/") && !/\/\./.test(rel)),
       relevant: (rel) => (rel.startsWith("src/") ? !/\/\./.test(rel) : rel === "package.json"),
     },
@@ -101,5 +105,35 @@ describe("watchTree", () => {
     ]);
     // Linux: one inotify queue, read in order, so what the writes before it caused is reported by now.
     expect(w.seen).toEqual([join(dir, "package.json")]);
+  });
+
+  it("with oke dev's rules, reports none of the tests the loader skips, however saved; a flow beside them is reported", async () => {
+    const w = watching(DEV_WATCH);
+    const flows = join(dir, "src/flows");
+    writeFileSync(join(flows, "a/one.test.ts"), "x");
+    writeFileSync(join(flows, "a/one.spec.ts.tmp"), "x");
+    renameSync(join(flows, "a/one.spec.ts.tmp"), join(flows, "a/one.spec.ts"));
+    writeFileSync(join(flows, "a/one.bench.ts"), "x");
+    mkdirSync(join(flows, "a/__tests__"));
+    writeFileSync(join(flows, "a/__tests__/one.ts"), "x");
+    mkdirSync(join(dir, "src/lib/__mocks__"), { recursive: true });
+    writeFileSync(join(dir, "src/lib/__mocks__/words.ts"), "x");
+    const one = join(flows, "a/one.ts");
+    await Promise.all([w.next(one, "the flow"), Promise.resolve(writeFileSync(one, "2"))]);
+    // One inotify queue, read in order: the tests written before the flow were read before it.
+    // src/lib is reported: a folder that appeared holds files that count.
+    expect(w.seen.filter((p) => p !== one)).toEqual([join(dir, "src/lib")]);
+    // A test file renamed to a module name is a module now, and the other way round it was one.
+    const renamed = join(flows, "a/two.ts");
+    await Promise.all([
+      w.next(renamed, "a test renamed to a module"),
+      Promise.resolve(renameSync(join(flows, "a/one.test.ts"), renamed)),
+    ]);
+    const test = join(flows, "a/two.test.ts");
+    await Promise.all([
+      w.next(renamed, "a module renamed to a test"),
+      Promise.resolve(renameSync(renamed, test)),
+    ]);
+    expect(w.seen).not.toContain(test);
   });
 });

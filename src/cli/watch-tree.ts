@@ -74,13 +74,18 @@ export function watchTree(
         }
         const path = join(dir, name.toString());
         const rel = relOf(path);
+        // A directory that appeared or went away counts as a change: the files in it did too. Only a
+        // directory: a file that `descend` would take for one is not relevant for being named so.
+        let folder = false;
         if (event === "rename") {
+          const wasWatched = watched.has(path);
           recheck(path);
+          const isDir = inode(path) !== undefined;
+          folder = (wasWatched || isDir) && options.descend(rel);
           // A new (or renamed, or replaced) directory: it and what it holds count from now on.
-          if (options.descend(rel) && inode(path) !== undefined) add(path);
+          if (folder && isDir) add(path);
         }
-        // A directory that appeared or went away counts as a change: the files in it did too.
-        if (options.relevant(rel) || (event === "rename" && options.descend(rel))) onChange(path);
+        if (options.relevant(rel) || folder) onChange(path);
       });
     } catch {
       return; // removed between the listing and the watch

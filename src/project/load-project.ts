@@ -36,12 +36,18 @@ const TEST_FOLDERS: ReadonlySet<string> = new Set(["__tests__", "__mocks__"]);
 /**
  * True for files a test runner owns: one of the name's dot-separated parts after the first is
  * `test`, `spec`, `test-d`, `spec-d`, `bench` or ends in `-test`/`-spec`, or the file is under
- * `__tests__/` or `__mocks__/`. Loading one as an app module would run its tests at boot.
+ * `__tests__/` or `__mocks__/`. Loading one as an app module would run its tests at boot; and since
+ * no app loads one, `oke dev` restarts on none (src/cli/dev.ts asks this same function).
  */
 export function isTestFile(file: string): boolean {
   const segs = file.split(/[\\/]/);
   const parts = (segs[segs.length - 1] ?? "").split(".").slice(1, -1);
-  return parts.some((p) => TEST_PART.test(p)) || segs.slice(0, -1).some((s) => TEST_FOLDERS.has(s));
+  return parts.some((p) => TEST_PART.test(p)) || isTestFolder(segs.slice(0, -1).join("/"));
+}
+
+/** True for a folder `__tests__/` or `__mocks__/`, or one under it: the loader takes no file in it, and `oke dev` watches none. */
+export function isTestFolder(dir: string): boolean {
+  return dir.split(/[\\/]/).some((s) => TEST_FOLDERS.has(s));
 }
 
 /** Source files of one folder, recursively, relative to root with "/" separators, sorted. */
