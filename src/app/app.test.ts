@@ -378,6 +378,7 @@ describe("live signals", () => {
   it("accept retention but refuse worker flows at boot", () => {
     const feed = signal.live("feed.updates", { retention: "1h" });
     expect(feed.retention).toBe("1h");
+    // @ts-expect-error -- on() refuses a live signal at compile time too (JavaScript callers get OKE1078)
     const w = on(feed, flow("feed.worker", { do: () => undefined }));
     expect(() => createApp({ env: "test", modules: [{ w }] })).toThrow(
       'Live signal "feed.updates" cannot have worker flows (feed.worker).',

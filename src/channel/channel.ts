@@ -1,12 +1,12 @@
 /** channel(): declares an outbound destination for fx.send (console, memory, webhook). */
-import type { Schema } from "../schema.ts";
-import { isSchema } from "../schema.ts";
+import { isSchema, type StandardSchemaV1 } from "../schema.ts";
 
 export type SendDriverName = "console" | "memory" | "webhook";
 
-export interface ChannelOptions<P> {
+/** `P`: what the driver sends (the schema's output); `In`: what `fx.send` takes (the schema's input). */
+export interface ChannelOptions<P, In = P> {
   /** Payload contract, checked at `fx.send` (OKE1265 when it does not match). Default: none. */
-  schema?: Schema<P>;
+  schema?: StandardSchemaV1<In, P>;
   /** Overrides the app's `drivers.send` (console in dev, memory in test, webhook in prod) for this channel. */
   driver?: SendDriverName;
   /**
@@ -21,21 +21,30 @@ export interface ChannelOptions<P> {
   description?: string;
 }
 
-export interface Channel<P = unknown> {
+/**
+ * `P`: the payload as sent (the schema's output); `In`: what `fx.send` takes (the schema's input),
+ * where `unknown` (the default) means `P`. `In` only widens, so `Channel<P>` accepts every channel of `P`.
+ */
+export interface Channel<P = unknown, In = unknown> {
   readonly kind: "channel";
   readonly name: string;
-  readonly schema: Schema<P> | undefined;
+  readonly schema: StandardSchemaV1<In, P> | undefined;
   readonly driver: SendDriverName | undefined;
   readonly url: string | undefined;
   readonly timeoutMs: number;
   readonly description: string;
   readonly __payload?: P;
+  /** Phantom: the send's input type, for inference only. */
+  readonly __send?: In;
 }
 
 const KEYS = new Set(["schema", "driver", "url", "timeoutMs", "description"]);
 
 /** Declares an outbound message template (email, webhook …) for `fx.send`. */
-export function channel<P = unknown>(name: string, options: ChannelOptions<P> = {}): Channel<P> {
+export function channel<P = unknown, In = P>(
+  name: string,
+  options: ChannelOptions<P, In> = {},
+): Channel<P, In> {
   if (typeof name !== "string" || name.trim() === "")
     throw new TypeError("channel(name): name must be a non-empty string");
   const where = `channel("${name}")`;

@@ -14,13 +14,27 @@ export interface ClockInput {
   missedRuns: number;
 }
 
-export interface ClockOptions {
-  /** Five fields `m h dom mon dow` (steps, ranges, lists, names) or `@hourly`, `@daily`, … */
-  cron?: string;
-  /** An interval in the duration grammar: `"30s"`, `"1h"`. Exactly one of `cron` / `every`. */
-  every?: Duration;
-  /** IANA time zone the cron is read in. Default `"UTC"`. */
-  timezone?: string;
+/** What a clock says when it fires: exactly one of `cron` / `every` (the type requires it, as the run time does). */
+export type ClockOptions = ClockOptionsBase &
+  (
+    | {
+        /** Five fields `m h dom mon dow` (steps, ranges, lists, names) or `@hourly`, `@daily`, … */
+        cron: string;
+        every?: undefined;
+        /** IANA time zone the cron is read in. Default `"UTC"`. */
+        timezone?: string;
+      }
+    | {
+        /** An interval in the duration grammar: `"30s"`, `"1h"`. Its slots are multiples of it since the epoch, in UTC. */
+        every: Duration;
+        cron?: undefined;
+        /** cron only: an interval's slots are the same in every zone. */
+        timezone?: undefined;
+      }
+  );
+
+/** The options every clock takes, whichever way it says when to fire. */
+export interface ClockOptionsBase {
   /** Operators may edit cron/every/timezone (any clock can be paused). Default `false`. */
   overridable?: boolean;
   /**

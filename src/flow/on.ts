@@ -1,6 +1,6 @@
 /** on(trigger, flow): binds a flow to an HTTP route or a signal. */
 import { clock, every, isClock, type ClockSchedule } from "../clock/schedule.ts";
-import type { SignalHandle } from "../signal/signal.ts";
+import type { BroadcastSignal, OnceSignal, SignalHandle } from "../signal/signal.ts";
 import { isSignal } from "../signal/signal.ts";
 import type { Flow } from "./flow.ts";
 import { isFlow } from "./flow.ts";
@@ -8,8 +8,8 @@ import type { HttpTrigger } from "./http-trigger.ts";
 import { http, isHttpTrigger } from "./http-trigger.ts";
 
 export type Trigger = HttpTrigger<unknown> | SignalHandle<unknown> | ClockSchedule<unknown>;
-/** The triggers whose input is `P`. */
-export type TriggerOf<P> = HttpTrigger<P> | SignalHandle<P> | ClockSchedule<P>;
+/** The triggers whose input is `P`. Not a live signal: it has no worker flows (OKE1078 at boot). */
+export type TriggerOf<P> = HttpTrigger<P> | OnceSignal<P> | BroadcastSignal<P> | ClockSchedule<P>;
 
 export interface Binding<T extends Trigger = Trigger, I = unknown, O = unknown> {
   readonly kind: "binding";

@@ -13,7 +13,13 @@ import { describeIssues, validate } from "../schema.ts";
 import { emitContext, prepareEmit } from "../signal/emit.ts";
 import { checkIdEmit, checkSameSignal, isDuplicateMessage } from "../signal/emit-once.ts";
 import { liveStream, type LiveStream } from "../signal/live-runtime.ts";
-import { isSignal, type LiveSignal, type OnceSignal, type SignalHandle } from "../signal/signal.ts";
+import {
+  isSignal,
+  type EmitInput,
+  type LiveSignal,
+  type OnceSignal,
+  type SignalHandle,
+} from "../signal/signal.ts";
 import type { Jsonify } from "./jsonify.ts";
 import type { ResourceScope } from "./resources.ts";
 import { durationText, once, warnAboutSleep } from "./sleep-guards.ts";
@@ -199,7 +205,7 @@ class FxContext implements Fx {
     return liveStream(target, options, this.flow);
   }
 
-  async send<P>(target: Channel<P>, payload: P): Promise<void> {
+  async send<P, In>(target: Channel<P, In>, payload: EmitInput<P, In>): Promise<void> {
     if (typeof target !== "object" || target === null || target.kind !== "channel") {
       throw new TypeError("fx.send(channel, payload): the first argument must be a channel");
     }

@@ -109,8 +109,8 @@ export interface Fx {
    * `Date` is its ISO string, a `Map` is `{}`, methods are gone (`Jsonify<T>`).
    */
   step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions<T>): Promise<Jsonify<T>>;
-  /** Sends a payload through a channel (schema checked). */
-  send<P>(target: Channel<P>, payload: P): Promise<void>;
+  /** Sends a payload through a channel (schema checked): the schema's input, as for `emit`; the driver gets its output. */
+  send<P, In>(target: Channel<P, In>, payload: EmitInput<P, In>): Promise<void>;
   /**
    * The tape of a live signal (of `key`, when given) for the caller of an HTTP
    * flow: return it and the route answers with a `text/event-stream`.

@@ -1,5 +1,5 @@
 /** signal.once / signal.broadcast / signal.live: declaring signals and their options. */
-import { isDuration, parseDuration } from "../clock/duration.ts";
+import { isDuration, parseDuration, type Duration } from "../clock/duration.ts";
 import { isSchema, type StandardSchemaV1 } from "../schema.ts";
 
 type JsonPrimitive = string | number | boolean | null;
@@ -63,7 +63,7 @@ export type BroadcastOptions<P, In = P> = SignalOptionsBase<P, In>;
  */
 export interface LiveOptions<P, In = P> extends SignalOptionsBase<P, In> {
   /** How long entries stay on the tape for readers resuming, e.g. `"1h"` (grammar as fx.clock.sleep). Default `"24h"`. */
-  retention?: string;
+  retention?: Duration;
 }
 
 export type Delivery = "once" | "broadcast" | "live";

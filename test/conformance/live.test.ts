@@ -130,11 +130,13 @@ describe.each(drivers)("signal.live on the $name driver", (driver) => {
 
 describe("signal.live declarations", () => {
   it("takes a duration for retention and refuses worker flows (OKE1078)", () => {
+    // @ts-expect-error -- retention is a Duration: the type refuses what the run-time check refuses
     expect(() => signal.live("x", { retention: "1 hour" })).toThrow(
       'signal.live("x"): retention must be a duration like "24h", "30m" or "7d", got "1 hour"',
     );
     expect(signal.live("x").retention).toBeUndefined();
     const feed = signal.live("feed.x", { retention: "1h" });
+    // @ts-expect-error -- on() refuses a live signal at compile time too (JavaScript callers get OKE1078)
     const w = on(feed, flow("feed.w", { do: () => undefined }));
     expect(() => createApp({ env: "test", modules: [{ w }] })).toThrow(/OKE1078|cannot have worker flows/);
   });
