@@ -82,10 +82,11 @@ describe("boot at the database's connection limit", () => {
       await c.connect();
       held.push(c);
     }
-    // The first held connection keeps the instances table locked: the instance's first call after
-    // open() (the fleet check) waits on it with its one pooled connection, a point the test can see.
+    // The first held connection keeps the runs table locked: the instance's first call after open()
+    // that reads it (the orphan scan) waits on it with its one pooled connection, a point the test can
+    // see. Not the instances table: open() itself records the instance there (OKE1335's count).
     await held[0]!.query("BEGIN");
-    await held[0]!.query(`LOCK TABLE "${SCHEMA}".instances IN ACCESS EXCLUSIVE MODE`);
+    await held[0]!.query(`LOCK TABLE "${SCHEMA}".runs IN ACCESS EXCLUSIVE MODE`);
 
     const port = await freePort();
     child = new Child({ DATABASE_URL: asRole, OKE_SCHEMA: SCHEMA, OKE_PORT: String(port) }, CHILD);
@@ -109,7 +110,7 @@ describe("boot at the database's connection limit", () => {
             [DB, `okengine:${SCHEMA}`],
           )
         ).length === 1,
-      "the fleet check waiting on the lock",
+      "the orphan scan waiting on the lock",
     );
     // The limit drops to what is taken without the instance's pooled connection, which is then cut:
     // every connection the boot opens from here on is refused (53300) until the test frees some.
@@ -118,8 +119,8 @@ describe("boot at the database's connection limit", () => {
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`,
       [DB, `okengine:${SCHEMA}`],
     );
-    const step = "checking the fleet's environments";
-    await child.waitFor(warned(step, "53300"), "the fleet check refused at the limit");
+    const step = "scanning for orphaned runs";
+    await child.waitFor(warned(step, "53300"), "the orphan scan refused at the limit");
     const during = await fetch(`${base}/_/ready`);
     expect(during.status).toBe(503);
     expect(await during.json()).toMatchObject({ reason: "store_unavailable" });
@@ -131,7 +132,7 @@ describe("boot at the database's connection limit", () => {
     await child.waitFor((e) => e.event === "ready", "ready");
     await child.waitFor(
       (e) => e.level === 30 && e.step === step && /is reachable \(attempt \d+\)/.test(String(e.msg)),
-      "the fleet check through",
+      "the orphan scan through",
     );
     // The store's own health, marked down by the connections cut above, turns back with its next probe
     // (backing off to 2 s), which may come a moment after the boot step got through.
