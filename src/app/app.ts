@@ -506,9 +506,19 @@ class OkeApp implements App, FxRuntime {
   readonly emitFanout: FxRuntime["emitFanout"] = (target, payload, options, producer, session) =>
     this.signals.emitFanout(target, payload, options, producer, session);
 
-  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void {
+  live<P>(signal: LiveSignal<P>, listener: LiveListener<P>): () => void;
+  live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
+  live<P>(
+    signal: LiveSignal<P>,
+    optionsOrListener: LiveOptionsRead | LiveListener<P>,
+    listener?: LiveListener<P>,
+  ): () => void {
     this.refuseStopped("app.live()");
-    return this.signals.lives.live(signal, options, listener);
+    if (typeof optionsOrListener === "function")
+      return this.signals.lives.live(signal, {}, optionsOrListener);
+    if (listener === undefined)
+      throw new TypeError("app.live(signal, options, listener): the listener is missing");
+    return this.signals.lives.live(signal, optionsOrListener, listener);
   }
 
   async emit<P, In>(

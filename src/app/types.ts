@@ -151,8 +151,9 @@ export interface App {
   /**
    * Replays the retained entries of a live signal's tape (of `key`) after the
    * position `after` (default: all), then streams new ones in order, from any
-   * instance. Returns the unsubscribe.
+   * instance. Returns the unsubscribe. Without options: the signal's unkeyed tape from its start.
    */
+  live<P>(signal: LiveSignal<P>, listener: LiveListener<P>): () => void;
   live<P>(signal: LiveSignal<P>, options: LiveOptionsRead, listener: LiveListener<P>): () => void;
   /** Dead letters of a once signal (operator/test shortcut). */
   deadLetters<P>(target: OnceSignal<P>): Promise<DeadLetter<P>[]>;

@@ -38,6 +38,22 @@ describe.each(drivers)("signal.live on the $name driver", (driver) => {
     stop();
   });
 
+  it("app.live(signal, listener) without options follows the unkeyed tape from its start", async () => {
+    const feed = status();
+    const app = await apps.make([{ feed }]);
+    await app.emit(feed, { state: "one" });
+    await app.emit(feed, { state: "keyed" }, { key: "k" });
+    const c = collect<{ state: string }>();
+    const stop = app.live(feed, c.listener);
+    await app.emit(feed, { state: "two" });
+    await until(() => c.got.length === 2, "both unkeyed entries");
+    expect(c.got.map((e) => [e.payload.state, e.key])).toEqual([
+      ["one", null],
+      ["two", null],
+    ]);
+    stop();
+  });
+
   it("resumes exactly after a position: no gap, no duplicate", async () => {
     const feed = status();
     const app = await apps.make([{ feed }]);
