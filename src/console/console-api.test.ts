@@ -218,14 +218,18 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
     };
   }
 
-  it("sends a long run's timeline as its first 50 and last 100 entries and what it left out; ?timeline=all sends every one", async () => {
-    const longRun = flow("long.steps", {
+  /** A durable flow of 230 steps (s0…s229) that returns "done": a journal long enough to be cut. */
+  const longRunOf = (name: string) =>
+    flow(name, {
       durable: true,
       do: async (_: { n: number }, fx) => {
         for (let i = 0; i < 230; i++) await fx.step(`s${i}`, () => i);
         return "done";
       },
     });
+
+  it("sends a long run's timeline as its first 50 and last 100 entries and what it left out; ?timeline=all sends every one", async () => {
+    const longRun = longRunOf("long.steps");
     const { app, api } = await start({ modules: { longRun } });
     expect(await app.invoke(longRun, { n: 1 })).toBe("done");
     const id = (await api("/api/runs?flow=long.steps")).body.items[0].id as string;
@@ -275,13 +279,7 @@ describe.each(drivers)("Console API on the $name driver", (driver) => {
   });
 
   it("a long run's cut timeline reads only the journal's ends from the store; a store without getJournalEnds gives the same answer", async () => {
-    const longRun = flow("long.ends", {
-      durable: true,
-      do: async (_: { n: number }, fx) => {
-        for (let i = 0; i < 230; i++) await fx.step(`s${i}`, () => i);
-        return "done";
-      },
-    });
+    const longRun = longRunOf("long.ends");
     const reads: string[] = [];
     /** Counts whole-journal reads; `ends: false` hides getJournalEnds as a third-party driver would. */
     const counting =

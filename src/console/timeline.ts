@@ -1,7 +1,14 @@
 /** A run's detail for operators: its journal as a timeline, emits linked to messages, calls to child runs, the trace chain. */
 import { holdFix } from "../durable/mismatch-log.ts";
 import { RECOVERIES_EXCEEDED } from "../durable/recoveries.ts";
-import { entryName, type JournalEntry, type RunHold, type RunRecord } from "../store/types.ts";
+import { endsOf } from "../store/journal-rules.ts";
+import {
+  entryName,
+  type JournalEnds,
+  type JournalEntry,
+  type RunHold,
+  type RunRecord,
+} from "../store/types.ts";
 import type { ConsoleHost } from "./host.ts";
 
 export interface TimelineItem {
@@ -196,36 +203,34 @@ async function timelineEntries(
   /** The last entry left out (the tail's first item took its time since it). */
   beforeCut?: JournalEntry;
 }> {
-  const ends =
+  const read =
     whole || host.store.getJournalEnds === undefined
       ? undefined
       : await host.store.getJournalEnds(runId, TIMELINE_HEAD, TIMELINE_TAIL + 1);
-  if (ends !== undefined && ends.count > TIMELINE_MAX) {
-    const [beforeCut, ...tail] = ends.tail;
-    return {
-      entries: [...ends.head, ...tail],
-      omitted: {
-        count: ends.count - TIMELINE_HEAD - TIMELINE_TAIL,
-        afterSeq: ends.head[TIMELINE_HEAD - 1]!.seq,
-        beforeSeq: tail[0]!.seq,
-      },
-      ...(beforeCut === undefined ? {} : { beforeCut }),
-    };
-  }
-  // Whole (asked for, no ends read, or short enough that the ends were the whole journal).
-  const all =
-    ends !== undefined && ends.tail.length === 0
-      ? ends.head
-      : [...(await host.store.getJournal(runId))].sort((a, b) => a.seq - b.seq);
+  if (read !== undefined && read.count > TIMELINE_MAX) return cutAt(read);
+  // Short enough that its ends were all of it.
+  if (read !== undefined && read.tail.length === 0) return { entries: read.head };
+  // Asked for whole, a store without ends, or longer than the ends but not long enough to cut.
+  const all = [...(await host.store.getJournal(runId))].sort((a, b) => a.seq - b.seq);
   if (whole || all.length <= TIMELINE_MAX) return { entries: all };
+  return cutAt(endsOf(all, TIMELINE_HEAD, TIMELINE_TAIL + 1));
+}
+
+/** A cut timeline from a journal's ends: the tail's first entry is the last one left out. */
+function cutAt(ends: JournalEnds): {
+  entries: JournalEntry[];
+  omitted: { count: number; afterSeq: number; beforeSeq: number };
+  beforeCut?: JournalEntry;
+} {
+  const [beforeCut, ...tail] = ends.tail;
   return {
-    entries: [...all.slice(0, TIMELINE_HEAD), ...all.slice(-TIMELINE_TAIL)],
+    entries: [...ends.head, ...tail],
     omitted: {
-      count: all.length - TIMELINE_HEAD - TIMELINE_TAIL,
-      afterSeq: all[TIMELINE_HEAD - 1]!.seq,
-      beforeSeq: all[all.length - TIMELINE_TAIL]!.seq,
+      count: ends.count - TIMELINE_HEAD - TIMELINE_TAIL,
+      afterSeq: ends.head[TIMELINE_HEAD - 1]!.seq,
+      beforeSeq: tail[0]!.seq,
     },
-    beforeCut: all[all.length - TIMELINE_TAIL - 1]!,
+    ...(beforeCut === undefined ? {} : { beforeCut }),
   };
 }
 
