@@ -19,9 +19,9 @@ import type {
 } from "../console-types.ts";
 import { decodeAuditCursor, decodeCursor, decodeSeqCursor, encodeCursor } from "../console-cursor.ts";
 import type { RunRecord, RunStatus, StoredMessage } from "../types.ts";
-import { type PgContext, q } from "./postgres-context.ts";
+import { DB_NOW_MS, type PgContext, q } from "./postgres-context.ts";
 import { migrations } from "./migrations/index.ts";
-import { DB_NOW_MS, LIVE_INSTANCE_MS } from "./postgres-migrate.ts";
+import { LIVE_INSTANCE_MS } from "./postgres-migrate.ts";
 import { type MessageRow, type RunRow, toRunRecord, toStoredMessage } from "./postgres-rows.ts";
 
 /** Every run status; a new status must be added here (the record makes the compiler say so). */

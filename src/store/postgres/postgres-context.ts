@@ -4,6 +4,12 @@ import type { StoreEvent } from "../types.ts";
 import { pgTypes } from "./postgres-rows.ts";
 import { encodeWake, type WakePayload } from "./postgres-wake.ts";
 
+/**
+ * The database's time in epoch ms, as SQL: the fleet's clock on PostgreSQL (schedules' fleet time,
+ * instances' live window), so no host's skew counts.
+ */
+export const DB_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
 /** The logger methods the driver uses (a pino logger fits). */
 export interface PgLogger {
   warn(obj: object, msg?: string): void;

@@ -3,6 +3,7 @@ import type pg from "pg";
 import { OkeError } from "../../errors.ts";
 import { migrations as allMigrations, type Migration } from "./migrations/index.ts";
 import { okengineVersion } from "../../okengine-version.ts";
+import { DB_NOW_MS } from "./postgres-context.ts";
 import { postgresStoreErrors } from "./postgres-errors.ts";
 
 /**
@@ -30,9 +31,6 @@ export function migrationPermissionError(
 
 /** An instance counts as live this long after its last heartbeat (the Console's ALIVE_MS). */
 export const LIVE_INSTANCE_MS = 30_000;
-
-/** The database's time in epoch ms: what heartbeats write on PostgreSQL (the fleet's clock), so no host's skew counts. */
-export const DB_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /** Who opens the store (Store.open's `instance`), recorded by migrate() as a live instance. */
 export interface Opener {

@@ -12,7 +12,14 @@ import type {
 } from "../schedule-types.ts";
 import { enqueuedEvents } from "./postgres-enqueue.ts";
 import { mapConflict } from "./postgres-errors.ts";
-import { type PgContext, preparedName, q, type Queryable, wakePayload } from "./postgres-context.ts";
+import {
+  DB_NOW_MS,
+  type PgContext,
+  preparedName,
+  q,
+  type Queryable,
+  wakePayload,
+} from "./postgres-context.ts";
 import { jsonParam } from "./postgres-rows.ts";
 
 interface ScheduleRow {
@@ -388,10 +395,6 @@ export async function pruneFires(ctx: PgContext, before: number): Promise<number
 
 /** The server's clock: fleet time for schedules (clock/fleet-time.ts). */
 export async function storeTime(ctx: PgContext): Promise<number> {
-  const { rows } = await q<{ t: number }>(
-    ctx.pool,
-    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t",
-    [],
-  );
+  const { rows } = await q<{ t: number }>(ctx.pool, `SELECT ${DB_NOW_MS} AS t`, []);
   return rows[0]!.t;
 }
